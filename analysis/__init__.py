@@ -1,0 +1,1 @@
+"""analysis stage of the MLM-vs-CLM reproducibility package."""

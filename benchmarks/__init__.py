@@ -1,0 +1,1 @@
+"""benchmarks stage of the MLM-vs-CLM reproducibility package."""

@@ -1,0 +1,121 @@
+"""The release's checkpoint names <-> what each checkpoint's pretraining was (SPEC section 3).
+
+Grammar (steps are `<n>k` = n thousand, or a plain integer for toy runs):
+  single objective   <size>-clm-<T>            <size>-mlm<p>-<T>          e.g. 610m-mlm40-42k
+  intermediate ckpt  <size>-<obj>-<T>-<step>   (step of the T run, before its decay)
+  biphasic           <size>-clm-<N>-mlm<p>-<T> (N CLM steps, then MLM up to T in total)
+  CPT                <size>-<obj>-dec<B>-mlm<p>-<T> (decayed B-step base, MLM up to T in total)
+A hub prefix (`MLMvsCLM/`) is ignored. Names outside the grammar are external models: `parse`
+returns None and records carry no pretraining description.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+_STEPS = r"\d+k?"
+_NAME = re.compile(
+    rf"^(?P<size>[a-z0-9_]+)-(?:"
+    rf"(?P<cpt_base>clm|mlm\d+)-dec(?P<base_steps>{_STEPS})-mlm(?P<cpt_ratio>\d+)-(?P<cpt_total>{_STEPS})"
+    rf"|clm-(?P<clm_part>{_STEPS})-mlm(?P<bip_ratio>\d+)-(?P<bip_total>{_STEPS})"
+    rf"|(?P<single>clm|mlm\d+)-(?P<total>{_STEPS})(?:-(?P<ckpt>\d+))?"
+    rf")$"
+)
+
+
+def _steps(token: str) -> int:
+    return int(token[:-1]) * 1000 if token.endswith("k") else int(token)
+
+
+def _fmt_steps(steps: int) -> str:
+    return f"{steps // 1000}k" if steps % 1000 == 0 and steps >= 1000 else str(steps)
+
+
+def _ratio(token: str) -> float:
+    return int(token) / 100
+
+
+@dataclass(frozen=True)
+class PretrainingDescription:
+    """What a checkpoint saw. Step counts are the steps actually trained, per objective."""
+
+    size: str
+    objective: str  # clm | mlm | clm+mlm (biphasic) | cpt
+    masking_ratio: float | None  # ratio of the (last) MLM phase; None for pure CLM
+    clm_steps: int
+    mlm_steps: int
+    cpt_steps: int  # MLM steps after the decayed base (CPT only), included in mlm_steps
+    cpt_base_objective: str | None  # clm | mlm (CPT only)
+    schedule_steps: int  # length of the WSD schedule the checkpoint belongs to
+    checkpoint_step: int  # total steps trained when the checkpoint was taken
+    decayed: bool  # the checkpoint went through its schedule's final decay
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PretrainingDescription":
+        return cls(**data)
+
+
+def strip_hub_prefix(model: str) -> str:
+    return model.rstrip("/").rsplit("/", 1)[-1]
+
+
+def parse_model_name(model: str) -> PretrainingDescription | None:
+    """Pretraining description of a release-style name, None for any other model."""
+    match = _NAME.match(strip_hub_prefix(model))
+    if match is None:
+        return None
+    g = match.groupdict()
+    size = g["size"]
+    if g["cpt_base"]:
+        base_obj = "clm" if g["cpt_base"] == "clm" else "mlm"
+        base = _steps(g["base_steps"])
+        total = _steps(g["cpt_total"])
+        cpt = total - base
+        if cpt <= 0:
+            return None
+        return PretrainingDescription(
+            size=size, objective="cpt", masking_ratio=_ratio(g["cpt_ratio"]),
+            clm_steps=base if base_obj == "clm" else 0,
+            mlm_steps=cpt + (base if base_obj == "mlm" else 0),
+            cpt_steps=cpt, cpt_base_objective=base_obj,
+            schedule_steps=total, checkpoint_step=total, decayed=True,
+        )
+    if g["clm_part"]:
+        clm = _steps(g["clm_part"])
+        total = _steps(g["bip_total"])
+        if not 0 < clm < total:
+            return None
+        return PretrainingDescription(
+            size=size, objective="clm+mlm", masking_ratio=_ratio(g["bip_ratio"]),
+            clm_steps=clm, mlm_steps=total - clm, cpt_steps=0, cpt_base_objective=None,
+            schedule_steps=total, checkpoint_step=total, decayed=True,
+        )
+    total = _steps(g["total"])
+    step = int(g["ckpt"]) if g["ckpt"] else total
+    if not 0 < step <= total:
+        return None
+    is_clm = g["single"] == "clm"
+    return PretrainingDescription(
+        size=size, objective="clm" if is_clm else "mlm",
+        masking_ratio=None if is_clm else _ratio(g["single"][3:]),
+        clm_steps=step if is_clm else 0, mlm_steps=0 if is_clm else step,
+        cpt_steps=0, cpt_base_objective=None,
+        schedule_steps=total, checkpoint_step=step, decayed=step == total,
+    )
+
+
+def format_model_name(desc: PretrainingDescription) -> str:
+    """Inverse of parse_model_name for every description it can return."""
+    ratio = f"mlm{round(desc.masking_ratio * 100)}" if desc.masking_ratio is not None else None
+    if desc.objective == "cpt":
+        base = desc.checkpoint_step - desc.cpt_steps
+        base_obj = "clm" if desc.cpt_base_objective == "clm" else ratio
+        return f"{desc.size}-{base_obj}-dec{_fmt_steps(base)}-{ratio}-{_fmt_steps(desc.checkpoint_step)}"
+    if desc.objective == "clm+mlm":
+        return f"{desc.size}-clm-{_fmt_steps(desc.clm_steps)}-{ratio}-{_fmt_steps(desc.schedule_steps)}"
+    obj = "clm" if desc.objective == "clm" else ratio
+    name = f"{desc.size}-{obj}-{_fmt_steps(desc.schedule_steps)}"
+    return name if desc.decayed else f"{name}-{desc.checkpoint_step}"

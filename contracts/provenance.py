@@ -1,0 +1,71 @@
+"""Provenance and safe writes: git sha, package versions, config hashes, atomic files."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+TRACKED_PACKAGES = (
+    "torch", "mosaicml", "mosaicml-streaming", "transformers", "tokenizers", "datasets",
+    "numpy", "scipy", "statsmodels", "pandas", "matplotlib", "seqeval", "pytrec-eval-terrier",
+    "spython", "flash-attn",
+)
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_sha(repo: Path = _REPO_ROOT) -> str | None:
+    """Commit of the code that produced a result, '+dirty' when the tree had changes."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                             text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def stable_hash(obj) -> str:
+    """Short sha256 of a JSON-serialisable object, independent of key order."""
+    payload = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write via a temp file in the same folder + rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,1 @@
+"""paper_figures stage of the MLM-vs-CLM reproducibility package."""

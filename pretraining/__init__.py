@@ -1,0 +1,1 @@
+"""pretraining stage of the MLM-vs-CLM reproducibility package."""
