@@ -99,8 +99,7 @@ def _check_score(where: str, fld: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         _fail(where, fld, f"is {value!r}", "expected a number in [0, 100]")
     if not 0.0 <= value <= 100.0:
-        hint = " (scores are x100: multiply a [0,1] score by 100)" if 0 <= value * 100 <= 100 else ""
-        _fail(where, fld, f"is {value}, outside [0, 100]", "scores are percentages" + hint)
+        _fail(where, fld, f"is {value}, outside [0, 100]", "scores are percentages (metric x100)")
 
 
 def validate_record_dict(data, where: str) -> None:

@@ -1,0 +1,60 @@
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contracts.config import ConfigError, load_config, save_resolved_config
+from contracts.provenance import atomic_write_text, stable_hash
+
+
+@dataclass(frozen=True)
+class Optim:
+    lr: float = 5e-4
+    betas: tuple[float, ...] = (0.9, 0.95)
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    steps: int = 10
+    optim: Optim = field(default_factory=Optim)
+    data: Path | None = None
+
+
+def test_yaml_with_overrides_becomes_frozen_dataclass(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("name: a\noptim:\n  lr: 1e-3\n")
+    cfg = load_config(Run, path, ["steps=20", "optim.betas=[0.8, 0.9]", "data=/x"])
+    assert cfg == Run("a", 20, Optim(1e-3, (0.8, 0.9)), Path("/x"))
+    with pytest.raises(AttributeError):
+        cfg.steps = 3  # frozen
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: a\noptim:\n  lrr: 1\n", r"run.yaml.optim.lrr: unknown key"),
+        ("steps: 3\n", r"run.yaml.name: missing required key"),
+        ("name: a\nsteps: many\n", r"run.yaml.steps: expected int"),
+    ],
+)
+def test_config_errors_name_file_and_field(tmp_path, text, message):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(Run, path)
+
+
+def test_resolved_config_is_saved_with_provenance(tmp_path):
+    out = save_resolved_config(Run("a"), tmp_path)
+    saved = yaml.safe_load(out.read_text())
+    assert saved["config"]["optim"]["betas"] == [0.9, 0.95]
+    assert saved["config_hash"] == stable_hash(saved["config"])
+    assert "torch" in saved["package_versions"]
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = atomic_write_text(tmp_path / "sub" / "f.txt", "x")
+    assert target.read_text() == "x"
+    assert [p.name for p in target.parent.iterdir()] == ["f.txt"]

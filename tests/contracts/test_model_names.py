@@ -1,0 +1,40 @@
+import pytest
+
+from analysis.published import load_published_raw
+from contracts.model_names import format_model_name, parse_model_name
+
+
+def test_every_published_checkpoint_name_parses_and_matches_its_printed_steps():
+    raw = load_published_raw().drop_duplicates("hf_model_id_inferred")
+    for row in raw.itertuples():
+        desc = parse_model_name(row.hf_model_id_inferred)
+        assert desc is not None, row.hf_model_id_inferred
+        assert format_model_name(desc) == row.hf_model_id_inferred
+        assert desc.checkpoint_step == row.pretraining_steps
+        if desc.objective in ("clm", "mlm", "clm+mlm"):
+            assert (desc.clm_steps, desc.mlm_steps) == (row.clm_steps, row.mlm_steps)
+        if desc.objective == "cpt":
+            assert desc.cpt_steps == row.cpt_steps
+            assert desc.cpt_base_objective == row.cpt_base_objective.lower()
+
+
+@pytest.mark.parametrize(
+    "name, objective, ratio, clm, mlm, decayed",
+    [
+        ("610m-clm-40k-mlm20-42k", "clm+mlm", 0.2, 40000, 2000, True),
+        ("MLMvsCLM/610m-mlm40-42k-10000", "mlm", 0.4, 0, 10000, False),
+        ("toy_s-clm-50-mlm30-200", "clm+mlm", 0.3, 50, 150, True),
+        ("toy_m-mlm40-dec200-mlm40-300", "cpt", 0.4, 0, 300, True),
+    ],
+)
+def test_parse_variants(name, objective, ratio, clm, mlm, decayed):
+    desc = parse_model_name(name)
+    assert (desc.objective, desc.masking_ratio, desc.clm_steps, desc.mlm_steps, desc.decayed) == (
+        objective, ratio, clm, mlm, decayed)
+    assert format_model_name(desc) == name.split("/")[-1]
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "answerdotai/ModernBERT-base",
+                                  "610m-clm-42k-mlm40-42k", "610m-mlm40-42k-50000", "610m-clm-dec42k-mlm40-42k"])
+def test_external_or_impossible_names_have_no_description(name):
+    assert parse_model_name(name) is None

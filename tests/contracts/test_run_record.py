@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from contracts.run_record import RunRecord, RunRecordError, read_run_records, write_run_records
+
+
+def _record(**overrides):
+    fields = dict(task_type="IR", dataset="mldr_en", train_set="msmarco_pairs", lr=1e-4, seed=0,
+                  validation_score=51.1, test_score=48.3, test_instance_scores=[100.0, 0.0, 45.0])
+    fields.update(overrides)
+    return RunRecord.create("610m-mlm40-42k", **fields)
+
+
+def test_round_trip_through_jsonl(tmp_path):
+    records = [_record(), _record(seed=1, test_instance_scores=None)]
+    path = write_run_records(tmp_path / "runs.jsonl", records)
+    assert read_run_records(path) == records
+    assert records[0].pretraining.masking_ratio == 0.4
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda d: d.pop("seed"), "seed"),
+        (lambda d: d.update(test_score=0.48), None),  # still valid: 0.48 is a percentage
+        (lambda d: d.update(test_score=148.0), "test_score"),
+        (lambda d: d.update(task_type="NER"), "task_type"),
+        (lambda d: d.update(lr=0), "lr"),
+        (lambda d: d.update(test_instance_scores=[1.0, float("nan")]), "test_instance_scores[1]"),
+        (lambda d: d.update(extra=1), "extra"),
+    ],
+)
+def test_validation_names_file_line_and_field(tmp_path, mutate, field):
+    good = _record().to_dict()
+    bad = dict(good)
+    mutate(bad)
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps(bad) + "\n")
+    if field is None:
+        assert len(read_run_records(path)) == 2
+        return
+    with pytest.raises(RunRecordError) as err:
+        read_run_records(path)
+    assert f"{path}:3" in str(err.value) and f"'{field}'" in str(err.value)
+
+
+def test_malformed_json_and_missing_file(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_text("{not json\n")
+    with pytest.raises(RunRecordError, match=r"runs.jsonl:1: not valid JSON"):
+        read_run_records(path)
+    with pytest.raises(RunRecordError, match="no such run-record file"):
+        read_run_records(tmp_path / "absent.jsonl")
+
+
+def test_new_records_are_validated():
+    with pytest.raises(RunRecordError, match="validation_score.*expected a number"):
+        _record(validation_score=float("nan"))
+    with pytest.raises(RunRecordError, match=r"test_score.*outside \[0, 100\].*x100"):
+        _record(test_score=-0.5)
