@@ -1,0 +1,152 @@
+"""`python -m analysis ...`: import released runs, aggregate, regenerate Tables 2-17, audit.
+
+Every error is one line on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.aggregate import aggregate_runs
+from analysis.audit import FAIL_ON, exit_code, run_audit
+from analysis.published import load_published_cells
+from analysis.released import ReleasedImportError, import_released
+from analysis.tables import FORMATS, format_cell, write_tables
+from contracts.paper import UNREPORTED_DATASETS
+from contracts.provenance import atomic_write_text
+from contracts.run_record import RunRecordError, iter_records_in, write_run_records
+
+
+class UsageError(Exception):
+    """A command line that cannot run; reported as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage + message; keep errors to one line
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _load_runs(paths: list[str]):
+    for path in paths:
+        if not Path(path).exists():
+            raise UsageError(f"{path}: no such run-record file or directory")
+    records = list(iter_records_in(paths))
+    if not records:
+        raise UsageError(f"no run records in {', '.join(paths)}")
+    return records
+
+
+def _cmd_import_released(args) -> int:
+    records, unreported = import_released(args.directory)
+    write_run_records(args.output, records)
+    models = len({r.model for r in records})
+    with_instances = sum(r.test_instance_scores is not None for r in records)
+    print(f"imported {len(records)} runs of {models} models ({with_instances} with test instance "
+          f"scores) -> {args.output}")
+    for dataset in unreported:
+        count = sum(r.dataset == dataset for r in records)
+        kind = UNREPORTED_DATASETS.get(dataset, "unknown")
+        print(f"note: dataset '{dataset}' ({count} runs, task type {kind}) is not reported by the "
+              "paper; imported with provenance.reported_by_paper = false", file=sys.stderr)
+    return 0
+
+
+def _readable(cells: pd.DataFrame) -> str:
+    view = pd.DataFrame({
+        "model": cells["model"], "task": cells["task_type"], "dataset": cells["dataset"],
+        "seeds": cells["n_seeds"],
+        "mean ± 95% (paper)": [format_cell(m, h) for m, h in zip(cells["mean"], cells["ci_halfwidth"])],
+        "bootstrap 95% CI": [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) else "—"
+                             for lo, hi in zip(cells["boot_low"], cells["boot_high"])],
+        "bootstrap": cells["bootstrap"], "selected LR per seed": cells["selected_lrs"],
+    })
+    return view.to_string(index=False)
+
+
+def _cmd_table(args) -> int:
+    cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
+    print(_readable(cells))
+    if args.csv:
+        atomic_write_text(args.csv, cells.to_csv(index=False))
+        print(f"wrote {len(cells)} cells -> {args.csv}")
+    return 0
+
+
+def _cmd_tables(args) -> int:
+    formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise UsageError(f"--format: unknown format(s) {unknown or formats}; choose from {','.join(FORMATS)}")
+    if args.published == bool(args.runs):
+        raise UsageError("tables: give run-record files or --published (exactly one of them)")
+    if args.published:
+        cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
+    else:
+        cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
+        source = "run records " + ", ".join(args.runs)
+    written = write_tables(cells, args.out, formats, source=source)
+    print(f"wrote {len(written)} files -> {args.out}")
+    return 0
+
+
+def _cmd_audit(args) -> int:
+    cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
+    summary = run_audit(cells, args.out, sources=list(args.runs))
+    c = summary["cells"]
+    failed = [t["table"] for t in summary["tables"] if t["verdict"] == "fail"]
+    print(f"audit: {c['published']} published cells: {c['match']} match, {c['mismatch']} mismatch, "
+          f"{c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
+          f"-> {Path(args.out) / 'audit.md'}")
+    return exit_code(summary, args.fail_on)
+
+
+def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
+    parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    p = sub.add_parser("import-released", help="released results/ tree -> run records (.jsonl)")
+    p.add_argument("directory", help="the released 'results' folder or its parent")
+    p.add_argument("-o", "--output", required=True, help="run-record file to write (.jsonl)")
+    p.set_defaults(func=_cmd_import_released)
+
+    p = sub.add_parser("table", help="aggregate run records into cells; print them, optionally write CSV")
+    p.add_argument("runs", nargs="+", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("--csv", help="write the cells (one row per model/dataset/average) here")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_table)
+
+    p = sub.add_parser("tables", help="regenerate Tables 2-17 in the paper's layout")
+    p.add_argument("runs", nargs="*", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("--published", action="store_true", help="render the paper's own values instead")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,csv,tex (default all)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_tables)
+
+    p = sub.add_parser("audit", help="compare regenerated cells with the published tables")
+    p.add_argument("runs", nargs="+", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("--out", required=True, help="output folder for audit.md and audit.json")
+    p.add_argument("--fail-on", choices=FAIL_ON, default="none",
+                   help="exit 1 on any mismatched cell, or on a failing table (default: never)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_audit)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if getattr(args, "reps", 1) < 1:
+            raise UsageError("--reps must be >= 1")
+        return args.func(args)
+    except (UsageError, RunRecordError, ReleasedImportError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,187 @@
+"""Tables 2-17 in the paper's layout, from cells (aggregated runs or the published values).
+
+The row set and row order of every table come from the published CSV (its `table` column), so
+the layout is the paper's; a cell without data is rendered as MISSING, never filled in.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.published import load_published_raw
+from contracts.paper import AVERAGE, datasets_of
+from contracts.provenance import atomic_write_text
+
+MISSING = "—"
+FORMATS = ("md", "csv", "tex")
+TASK_NAMES = {"SC": "sequence classification", "TC": "token classification",
+              "QA": "question answering", "IR": "information retrieval"}
+_FAMILIES = (  # (first table, last table, title, row label built from the published columns)
+    (2, 5, "by model size and pretraining objective (42k steps)",
+     lambda r: f"{r.model_size} {r.objective}"),
+    (6, 9, "of 610M intermediate checkpoints, MLM-40 vs CLM",
+     lambda r: f"{r.model_size} {r.objective} @ {int(r.pretraining_steps) // 1000}k steps"),
+    (10, 13, "of biphasic CLM then MLM-40 pretraining at fixed budgets",
+     lambda r: f"{int(r.pretraining_steps) // 1000}k budget: {r.objective}"),
+    (14, 17, "of continued pretraining (CPT) with MLM-40 from decayed 42k CLM or MLM models",
+     lambda r: f"{r.objective}"),
+)
+# SPEC section 7: recorded, not corrected; the values stay as transcribed.
+TABLE_NOTES = {
+    10: "Known inconsistency (SPEC section 7): the paper's SC biphasic table is mislabelled. "
+        "Values are rendered as transcribed in published_results.csv, under the checkpoint "
+        "each value is attributed to there; nothing was corrected.",
+}
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    number: int | None  # None for the extra table of models outside the paper's tables
+    task_type: str
+    metric: str
+    title: str
+    rows: tuple[tuple[str, str], ...]  # (row label, model name)
+    columns: tuple[tuple[str, str], ...]  # (dataset id, printed name)
+    note: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"table_{self.number:02d}" if self.number is not None else f"extra_{self.task_type}"
+
+    @property
+    def caption(self) -> str:
+        head = f"Table {self.number}" if self.number is not None else f"Extra ({self.task_type})"
+        return f"{head}: {TASK_NAMES[self.task_type]} ({self.metric}) {self.title}"
+
+
+def _columns(task_type: str) -> tuple[tuple[str, str], ...]:
+    return tuple((d.id, d.display) for d in datasets_of(task_type)) + ((AVERAGE, "Average"),)
+
+
+def paper_layouts() -> list[TableLayout]:
+    """Tables 2-17, rows in the order the published CSV lists them."""
+    raw = load_published_raw()
+    layouts = []
+    for number, table in raw.groupby("table", sort=True):
+        first, last, title, label = next(f for f in _FAMILIES if f[0] <= number <= f[1])
+        models = table.drop_duplicates("hf_model_id_inferred")
+        task_type = table["task_type"].iloc[0]
+        layouts.append(TableLayout(
+            number=int(number), task_type=task_type, metric=table["metric"].iloc[0],
+            title=title, rows=tuple((label(r), r.hf_model_id_inferred) for r in models.itertuples()),
+            columns=_columns(task_type), note=TABLE_NOTES.get(int(number)),
+        ))
+    return layouts
+
+
+def extra_layouts(cells: pd.DataFrame, layouts: list[TableLayout]) -> list[TableLayout]:
+    """One table per task type for models of `cells` that no paper table has (e.g. toy models)."""
+    known = {(t.task_type, m) for t in layouts for _, m in t.rows}
+    extras = []
+    for task_type in TASK_NAMES:
+        models = sorted({m for m, t in zip(cells["model"], cells["task_type"])
+                         if t == task_type and (task_type, m) not in known})
+        if models:
+            metric = datasets_of(task_type)[0].metric
+            extras.append(TableLayout(None, task_type, metric, "of models outside the paper's tables",
+                                      tuple((m, m) for m in models), _columns(task_type)))
+    return extras
+
+
+def format_cell(mean: float | None, halfwidth: float | None) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return MISSING
+    if halfwidth is None or math.isnan(halfwidth):
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {halfwidth:.2f}"
+
+
+def render_table(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame:
+    """The table as strings: Setup, Checkpoint, one column per dataset, Average.
+
+    When `cells` has a `table` column (published values), a cell is taken from that table only.
+    """
+    if "table" in cells.columns and layout.number is not None:
+        cells = cells[cells["table"] == layout.number]
+    cells = cells[cells["task_type"] == layout.task_type]
+    lookup = {}
+    for row in cells.itertuples():
+        lookup.setdefault((row.model, row.dataset), (row.mean, row.ci_halfwidth))
+    body = []
+    for label, model in layout.rows:
+        entry = {"Setup": label, "Checkpoint": model}
+        for dataset, display in layout.columns:
+            entry[display] = format_cell(*lookup.get((model, dataset), (None, None)))
+        body.append(entry)
+    return pd.DataFrame(body, columns=["Setup", "Checkpoint", *(d for _, d in layout.columns)])
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(frame.columns) + " |",
+             "|" + "|".join(["---"] * 2 + ["---:"] * (len(frame.columns) - 2)) + "|"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#",
+                "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def _tex_escape(text: str) -> str:
+    return "".join(_TEX_SPECIAL.get(char, char) for char in text)
+
+
+def _tex_cell(value: str) -> str:
+    if value == MISSING:
+        return "--"
+    return "$" + value.replace(" ± ", r" \pm ") + "$"
+
+
+def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
+    n_values = len(frame.columns) - 2
+    lines = [r"\begin{table}[ht]", r"\centering", r"\small",
+             rf"\caption{{{_tex_escape(layout.caption)}}}",
+             rf"\label{{tab:{layout.name.replace('_', '-')}}}",
+             r"\begin{tabular}{ll" + "c" * n_values + "}", r"\toprule",
+             " & ".join(_tex_escape(c) for c in frame.columns) + r" \\", r"\midrule"]
+    for row in frame.itertuples(index=False):
+        values = list(row)
+        lines.append(" & ".join([_tex_escape(values[0]), r"\texttt{" + _tex_escape(values[1]) + "}"]
+                                + [_tex_cell(v) for v in values[2:]]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if layout.note:
+        lines.append(r"\par\footnotesize " + _tex_escape(layout.note))
+    lines.append(r"\end{table}")
+    return "\n".join(lines)
+
+
+def write_tables(cells: pd.DataFrame, out_dir: str | Path, formats=FORMATS, source: str = "") -> list[Path]:
+    """Render Tables 2-17 (+ extra tables for models outside them) into out_dir.
+
+    md -> tables.md, tex -> tables.tex (all tables); csv -> one <name>.csv per table.
+    """
+    out_dir = Path(out_dir)
+    layouts = paper_layouts()
+    layouts += extra_layouts(cells, layouts)
+    rendered = [(layout, render_table(layout, cells)) for layout in layouts]
+    written = []
+    if "md" in formats:
+        parts = ["# Tables 2-17 in the paper's layout", "",
+                 f"Source: {source}. Cells are mean ± 95% half-width (1.96 sd/sqrt(n) over seeds); "
+                 f"{MISSING} = no data for this cell.", ""]
+        for layout, frame in rendered:
+            parts += [f"## {layout.caption}", "", _markdown(frame), ""]
+            if layout.note:
+                parts += [f"Note: {layout.note}", ""]
+        written.append(atomic_write_text(out_dir / "tables.md", "\n".join(parts)))
+    if "csv" in formats:
+        for layout, frame in rendered:
+            written.append(atomic_write_text(out_dir / f"{layout.name}.csv", frame.to_csv(index=False)))
+    if "tex" in formats:
+        text = "% Requires \\usepackage{booktabs}. " + f"Source: {source}\n\n" + "\n\n".join(
+            _latex(layout, frame) for layout, frame in rendered) + "\n"
+        written.append(atomic_write_text(out_dir / "tables.tex", text))
+    return written
