@@ -1,0 +1,143 @@
+"""`python -m paper_figures figureN|all --source published|runs [--runs RUNS.jsonl ...] --out DIR`."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from paper_figures import from_cells, from_runs
+from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT
+from paper_figures.output import save_figure
+
+CELL_FIGURES = {
+    "figure2": from_cells.figure_2, "figure3": from_cells.figure_3, "figure4": from_cells.figure_4,
+    "figure6": from_cells.figure_6, "figure8": from_cells.figure_8, "figure9": from_cells.figure_9,
+    "figure10": from_cells.figure_10, "figure11": from_cells.figure_11,
+}
+RUN_FIGURES = {"figure5": from_runs.figure_5, "figure7": from_runs.figure_7}
+ALL_FIGURES = sorted([*CELL_FIGURES, *RUN_FIGURES], key=lambda n: int(n[6:]))
+OUT_OF_SCOPE = {
+    "figure12": "Figure 12 (CPT MLM loss curves) needs pretraining training logs; it is out of scope for "
+                "now: no figure12 is produced.",
+}
+
+EPILOG = f"""\
+figures and what they need:
+  figure2, 3, 4, 6, 8, 9, 10, 11   a cells table: --source published (the paper's Tables 2-17) or
+                                   --source runs (run records aggregated by analysis.aggregate)
+  figure5, figure7                 raw run records (every LR and seed): --source runs only
+  figure12                         training logs: out of scope for now (not produced)
+  all                              every figure the source allows (published: 5 and 7 are skipped)
+outputs in --out: <figure>.png, <figure>.pdf, <figure>_points.csv (one row per plotted or
+missing value, with a note column), <figure>_meta.json (caption, source, git sha, versions).
+Figure 10 uses {DEFAULT_TOKENS_PER_STEP:,} tokens/step by default (the paper's Table 1; its text says
+{TOKENS_PER_STEP_TEXT:,}): change it with --tokens-per-step.
+"""
+
+
+class CliError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m paper_figures", description="Draw the paper's figures from published tables or run records.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("figure", choices=[*ALL_FIGURES, *OUT_OF_SCOPE, "all"], metavar="FIGURE",
+                        help="figure2 ... figure11, or all (figure12 is out of scope: needs training logs)")
+    parser.add_argument("--source", choices=["published", "runs"], default="published",
+                        help="published: the paper's printed tables; runs: our run records (--runs)")
+    parser.add_argument("--runs", nargs="+", default=[], metavar="RUNS",
+                        help="run-record .jsonl files or folders of record.json files (--source runs)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default outputs/<figure>, or outputs/figures for all)")
+    parser.add_argument("--tokens-per-step", type=int, default=DEFAULT_TOKENS_PER_STEP,
+                        help=f"Figure 10 tokens per step (default {TOKENS_PER_STEP_TABLE1:,}, Table 1; "
+                             f"the paper's text: {TOKENS_PER_STEP_TEXT:,})")
+    parser.add_argument("--n-params", type=int, default=None,
+                        help="Figure 10 parameter count N (default: computed from the 610M shapes)")
+    parser.add_argument("--dpi", type=int, default=150)
+    return parser
+
+
+class _Sources:
+    """Loads the published cells, the run records and their aggregation once, when first needed."""
+
+    def __init__(self, source: str, runs: list[str]):
+        self.source, self.runs = source, runs
+        self._records = self._cells = None
+
+    def records(self):
+        if self.source != "runs":
+            raise from_runs.NeedsRunRecords("needs raw run records (every LR and seed): the published "
+                                            "tables are aggregates; use --source runs --runs RUNS.jsonl")
+        if self._records is None:
+            from contracts.run_record import iter_records_in
+            self._records = list(iter_records_in(self.runs))
+            if not self._records:
+                raise CliError(f"no run records found in {self.runs}")
+        return self._records
+
+    def cells(self):
+        if self._cells is None:
+            if self.source == "published":
+                from analysis.published import load_published_cells
+                self._cells = load_published_cells()
+            else:
+                try:
+                    from analysis.aggregate import aggregate_runs
+                except ImportError as exc:
+                    raise CliError("--source runs needs analysis.aggregate.aggregate_runs, which is not "
+                                   f"available ({exc}); use --source published") from None
+                self._cells = aggregate_runs(self.records())
+        return self._cells
+
+
+def make_figure(name: str, sources: _Sources, args) -> tuple:
+    if name in RUN_FIGURES:
+        try:
+            data = sources.records()
+        except from_runs.NeedsRunRecords as exc:
+            raise from_runs.NeedsRunRecords(f"{name} {exc}") from None
+        return RUN_FIGURES[name](data)
+    kwargs = {}
+    if name == "figure10":
+        kwargs = {"tokens_per_step": args.tokens_per_step, "n_params": args.n_params}
+    return CELL_FIGURES[name](sources.cells(), **kwargs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.figure in OUT_OF_SCOPE:
+        print(f"paper_figures: {OUT_OF_SCOPE[args.figure]}", file=sys.stderr)
+        return 2
+    if args.source == "runs" and not args.runs:
+        parser.error("--source runs needs --runs RUNS.jsonl [...]")
+    if args.source == "published" and args.runs:
+        parser.error("--runs is only read with --source runs")
+    out = args.out or Path("outputs") / ("figures" if args.figure == "all" else args.figure)
+    names = ALL_FIGURES if args.figure == "all" else [args.figure]
+    sources = _Sources(args.source, args.runs)
+    provenance = {"source": args.source, "runs": [str(p) for p in args.runs]}
+    for name in names:
+        try:
+            fig, points = make_figure(name, sources, args)
+        except from_runs.NeedsRunRecords as exc:
+            if args.figure == "all":
+                print(f"skipped {name}: {exc}", file=sys.stderr)
+                continue
+            print(f"paper_figures: error: {exc}", file=sys.stderr)
+            return 2
+        except CliError as exc:
+            print(f"paper_figures: error: {exc}", file=sys.stderr)
+            return 2
+        extra = {"tokens_per_step": args.tokens_per_step, "n_params": int(points["n_params"].iloc[0])} \
+            if name == "figure10" else {}
+        for path in save_figure(fig, points, out, name, {**provenance, **extra}, dpi=args.dpi):
+            print(path)
+        missing = int(points["mean"].isna().sum()) if "mean" in points else int(points["std"].isna().sum())
+        if missing:
+            print(f"{name}: {missing} expected value(s) missing from the source (see {name}_points.csv)",
+                  file=sys.stderr)
+    return 0

@@ -1,0 +1,333 @@
+"""Figures 2, 3, 4, 6, 8, 9, 10 and 11: drawn from a cells table (published or aggregated runs).
+
+Each `figure_N(cells, ...)` returns (matplotlib Figure, points DataFrame). The points table has one
+row per plotted (or expected but missing) value, so a figure can be checked number by number; its
+`attrs["caption"]` says what was drawn and which choices were made.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from contracts.paper import MASKING_RATIOS, PAPER_SIZES, TASK_TYPES
+from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, PAPER_SHAPES, count_parameters, training_flops
+from paper_figures.lookup import CellIndex, point, points_frame
+from paper_figures.plotting import (
+    SIZE_LABELS, add_caption, bar_panel, color, line_panel, note_missing, task_panels,
+)
+
+INTERMEDIATE_STEPS = (1000, 2000, 5000, 10000, 20000, 40000)  # Tables 6-9 (before the decay)
+FINAL_STEP = 42000
+# Biphasic splits (SPEC section 3): budget -> CLM steps at nominal CLM shares 0/25/50/75/100%.
+BIPHASIC_SPLITS = {
+    12000: (0, 3000, 6000, 9000, 12000),
+    22000: (0, 5000, 11000, 17000, 22000),
+    42000: (0, 10000, 21000, 32000, 42000),
+}
+NOMINAL_CLM_SHARES = (0, 25, 50, 75, 100)
+CPT_STEPS = (0, 2000, 12000, 22000)
+
+
+def _k(steps: int) -> str:
+    return f"{steps // 1000}k" if steps % 1000 == 0 else str(steps)
+
+
+def single_objective_name(size: str, objective: str, steps: int = FINAL_STEP,
+                          checkpoint: int | None = None) -> str:
+    """'610m-mlm40-42k', '610m-clm-42k-10000' (objective: 'clm' or 'mlm40')."""
+    name = f"{size}-{objective}-{_k(steps)}"
+    return name if checkpoint is None or checkpoint == steps else f"{name}-{checkpoint}"
+
+
+def biphasic_name(size: str, clm_steps: int, budget: int, mlm: str = "mlm40") -> str:
+    if clm_steps == 0:
+        return single_objective_name(size, mlm, budget)
+    if clm_steps == budget:
+        return single_objective_name(size, "clm", budget)
+    return f"{size}-clm-{_k(clm_steps)}-{mlm}-{_k(budget)}"
+
+
+def cpt_name(base: str, cpt_steps: int, size: str = "610m", base_steps: int = FINAL_STEP) -> str:
+    """base: 'clm' or 'mlm40'; 0 CPT steps is the decayed base itself."""
+    if cpt_steps == 0:
+        return single_objective_name(size, base, base_steps)
+    return f"{size}-{base}-dec{_k(base_steps)}-mlm40-{_k(base_steps + cpt_steps)}"
+
+
+def _finish(fig: Figure, rows: list[dict], caption: str) -> tuple[Figure, pd.DataFrame]:
+    points = points_frame(rows)
+    if (points["mean"].isna()).any():
+        caption += f" {int(points['mean'].isna().sum())} expected value(s) missing from the source: " \
+                   "not drawn (see the note column of the points CSV)."
+    add_caption(fig, caption)
+    points.attrs["caption"] = caption
+    return fig, points
+
+
+def _legend(fig: Figure, panels: dict) -> None:
+    handles, labels = {}, {}
+    for ax in panels.values():
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            labels.setdefault(label, h)
+    fig.legend(list(labels.values()), list(labels.keys()), loc="outside right upper",
+               ncol=1, fontsize=9, frameon=False)
+
+
+# --- Figure 2 -------------------------------------------------------------------------------------
+def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFrame]:
+    """MLM-40 vs CLM category averages per size (Tables 2-5 averages), one panel per task type."""
+    index = CellIndex(cells)
+    rows = []
+    for task in TASK_TYPES:
+        for size in sizes:
+            for series, obj in (("MLM-40", "mlm40"), ("CLM", "clm")):
+                rows.append(point("2", task, series, SIZE_LABELS.get(size, size), SIZE_LABELS.get(size, size),
+                                  single_objective_name(size, obj), task, index, size=size))
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    points = pd.DataFrame(rows)
+    for task, ax in panels.items():
+        missing = bar_panel(ax, points[points["panel"] == task],
+                            [SIZE_LABELS.get(s, s) for s in sizes], ["MLM-40", "CLM"])
+        note_missing(ax, missing)
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle("Figure 2: MLM (40%) vs CLM after 42k steps", fontsize=12)
+    return _finish(fig, rows, "Category averages of the 42k-step MLM-40 and CLM models per size "
+                              "(Tables 2-5); error bars = 95% CI half-width (seed variance).")
+
+
+# --- Figure 3 -------------------------------------------------------------------------------------
+def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS) -> tuple[Figure, pd.DataFrame]:
+    """Category average vs masking ratio, one line per size, CLM of each size as dashed reference."""
+    index = CellIndex(cells)
+    rows = []
+    for task in TASK_TYPES:
+        for size in sizes:
+            label = SIZE_LABELS.get(size, size)
+            for ratio in ratios:
+                pct = round(ratio * 100)
+                rows.append(point("3", task, label, pct, f"{pct}%",
+                                  single_objective_name(size, f"mlm{pct}"), task, index,
+                                  size=size, masking_ratio=ratio, reference=False))
+            rows.append(point("3", task, label, math.nan, "CLM", single_objective_name(size, "clm"),
+                              task, index, size=size, masking_ratio=math.nan, reference=True,
+                              note="CLM reference (dashed horizontal line)"))
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    series = [SIZE_LABELS.get(s, s) for s in sizes]
+    for task, ax in panels.items():
+        mine = points[points["panel"] == task]
+        missing = line_panel(ax, mine[~mine["reference"]], series)
+        for i, label in enumerate(series):
+            ref = mine[mine["reference"] & (mine["series"] == label)]["mean"].iloc[0]
+            if pd.notna(ref):
+                ax.axhline(ref, linestyle="--", lw=1.2, color=color(label, i))
+            else:
+                missing.append(f"CLM {label}")
+        ax.plot([], [], linestyle="--", color="0.4", label="CLM of the same size (dashed)")
+        note_missing(ax, missing)
+        ax.set_xticks([round(r * 100) for r in ratios], [f"{round(r * 100)}%" for r in ratios])
+        ax.set_xlabel("masking ratio")
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle("Figure 3: category average vs masking ratio (42k steps)", fontsize=12)
+    return _finish(fig, rows, "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
+                              "of the same size (Tables 2-5). Error bars = 95% CI half-width.")
+
+
+# --- Figures 4 and 10 -----------------------------------------------------------------------------
+def _training_dynamics_rows(index: CellIndex, figure: str, size: str) -> list[dict]:
+    rows = []
+    for task in TASK_TYPES:
+        for series, obj in (("MLM-40", "mlm40"), ("CLM", "clm")):
+            for step in (*INTERMEDIATE_STEPS, FINAL_STEP):
+                final = step == FINAL_STEP
+                rows.append(point(figure, task, series, step, _k(step) + (" (decayed)" if final else ""),
+                                  single_objective_name(size, obj, FINAL_STEP, step), task, index,
+                                  note="final decayed checkpoint (Tables 2-5)" if final else "",
+                                  size=size, step=step))
+    return rows
+
+
+def _mark_final(ax, points: pd.DataFrame, x_column: str = "x") -> None:
+    """A star on the final decayed 42k point, which sits next to the 40k one (before decay)."""
+    for i, series in enumerate(["MLM-40", "CLM"]):
+        final = points[(points["series"] == series) & (points["step"] == FINAL_STEP)]
+        ax.scatter(final[x_column], final["mean"], marker="*", s=90, color=color(series, i), zorder=3)
+    ax.scatter([], [], marker="*", s=90, color="0.4", label="42k: final model after the decay")
+
+
+def figure_4(cells: pd.DataFrame, size: str = "610m") -> tuple[Figure, pd.DataFrame]:
+    """610M category average vs pretraining step, MLM-40 vs CLM (Tables 6-9 + the 42k models)."""
+    rows = _training_dynamics_rows(CellIndex(cells), "4", size)
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    for task, ax in panels.items():
+        note_missing(ax, line_panel(ax, points[points["panel"] == task], ["MLM-40", "CLM"]))
+        _mark_final(ax, points[points["panel"] == task])
+        ax.set_xscale("log")
+        ax.set_xticks(INTERMEDIATE_STEPS, [_k(s) for s in INTERMEDIATE_STEPS])
+        ax.minorticks_off()
+        ax.set_xlabel("pretraining steps (log scale)")
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle(f"Figure 4: {SIZE_LABELS.get(size, size)} category average vs pretraining steps", fontsize=12)
+    return _finish(fig, rows, "Intermediate checkpoints at 1k-40k steps are taken before the decay "
+                              "(Tables 6-9); the 42k point is the final decayed model (Tables 2-5). "
+                              "Error bars = 95% CI half-width.")
+
+
+def figure_10(cells: pd.DataFrame, size: str = "610m", tokens_per_step: int = DEFAULT_TOKENS_PER_STEP,
+              n_params: int | None = None) -> tuple[Figure, pd.DataFrame]:
+    """Figure 4 against training FLOPs = 6 * N * steps * tokens_per_step."""
+    counts = count_parameters(PAPER_SHAPES[size])
+    n = counts["matmul"] if n_params is None else int(n_params)
+    rows = _training_dynamics_rows(CellIndex(cells), "10", size)
+    for row in rows:
+        row["x"] = training_flops(row["step"], n, tokens_per_step)
+        row.update(n_params=n, tokens_per_step=tokens_per_step, flops=row["x"])
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    for task, ax in panels.items():
+        note_missing(ax, line_panel(ax, points[points["panel"] == task], ["MLM-40", "CLM"]))
+        _mark_final(ax, points[points["panel"] == task])
+        ax.set_xscale("log")
+        ax.set_xlabel("training FLOPs (6 N D, log scale)")
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle(f"Figure 10: {SIZE_LABELS.get(size, size)} category average vs training FLOPs", fontsize=12)
+    source = "the paper's Table 1" if tokens_per_step == 2_359_296 else (
+        "the paper's text" if tokens_per_step == 2_373_120 else "a user-given value")
+    n_source = ("parameters in matmuls computed from the SPEC shapes: all weights except the input "
+                "embedding, untied LM head included" if n_params is None else "user-given")
+    return _finish(fig, rows, f"FLOPs = 6 x N x steps x tokens/step with N = {n:,} ({n_source}) and "
+                              f"{tokens_per_step:,} tokens/step ({source}; the paper prints both "
+                              "2,359,296 and 2,373,120). Same points as Figure 4.")
+
+
+# --- Figure 6 -------------------------------------------------------------------------------------
+def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figure, pd.DataFrame]:
+    """Category average vs % of CLM steps in a CLM-then-MLM(40%) run, one line per budget."""
+    splits = BIPHASIC_SPLITS if splits is None else splits
+    index = CellIndex(cells)
+    rows = []
+    for task in TASK_TYPES:
+        for budget, clm_steps in splits.items():
+            for nominal, clm in zip(NOMINAL_CLM_SHARES, clm_steps):
+                share = 100 * clm / budget
+                rows.append(point("6", task, _k(budget), nominal, f"{nominal}%",
+                                  biphasic_name(size, clm, budget), task, index,
+                                  note="" if abs(share - nominal) < 1e-9 else
+                                  f"plotted at the nominal {nominal}% (actual {share:.1f}% CLM steps)",
+                                  budget_steps=budget, clm_steps=clm, mlm_steps=budget - clm,
+                                  clm_share_pct=share))
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    for task, ax in panels.items():
+        note_missing(ax, line_panel(ax, points[points["panel"] == task], [_k(b) for b in splits]))
+        ax.set_xticks(NOMINAL_CLM_SHARES, [f"{s}%" for s in NOMINAL_CLM_SHARES])
+        ax.set_xlabel("share of CLM steps (CLM first, then MLM 40%)")
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle(f"Figure 6: biphasic CLM->MLM pretraining ({SIZE_LABELS.get(size, size)}), per step budget",
+                 fontsize=12)
+    return _finish(fig, rows, "One line per total budget (12k/22k/42k steps; Tables 10-13); 0% = MLM only, "
+                              "100% = CLM only. Error bars = 95% CI half-width.")
+
+
+# --- Figures 8 and 9 ------------------------------------------------------------------------------
+def figure_8(cells: pd.DataFrame, cpt_steps: int = 22000) -> tuple[Figure, pd.DataFrame]:
+    """Decayed 42k bases vs the same bases after MLM-40 continued pretraining (Tables 14-17)."""
+    index = CellIndex(cells)
+    rows = []
+    groups = [("CLM base", "clm"), ("MLM base", "mlm40")]
+    for task in TASK_TYPES:
+        for group, base in groups:
+            for series, steps in (("base (42k)", 0), (f"+{_k(cpt_steps)} MLM CPT", cpt_steps)):
+                rows.append(point("8", task, series, group, group, cpt_name(base, steps), task, index,
+                                  cpt_steps=steps, cpt_base_objective="clm" if base == "clm" else "mlm"))
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    series = ["base (42k)", f"+{_k(cpt_steps)} MLM CPT"]
+    palette = {series[0]: "#7f7f7f", series[1]: "#2ca02c"}
+    for task, ax in panels.items():
+        note_missing(ax, bar_panel(ax, points[points["panel"] == task], [g for g, _ in groups], series,
+                                   palette=palette))
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle(f"Figure 8: continued MLM pretraining ({_k(cpt_steps)} steps) from CLM and MLM bases (610M)",
+                 fontsize=12)
+    return _finish(fig, rows, "Bases: decayed 42k-step 610M CLM and MLM-40 models; CPT = MLM at 40% "
+                              "(Tables 14-17). Error bars = 95% CI half-width.")
+
+
+def figure_9(cells: pd.DataFrame, steps=CPT_STEPS) -> tuple[Figure, pd.DataFrame]:
+    """Category average vs continued-pretraining steps, from the CLM and from the MLM base."""
+    index = CellIndex(cells)
+    rows = []
+    for task in TASK_TYPES:
+        for series, base in (("CPT from CLM", "clm"), ("CPT from MLM", "mlm40")):
+            for s in steps:
+                rows.append(point("9", task, series, s / 1000, _k(s) if s else "0 (base)",
+                                  cpt_name(base, s), task, index, cpt_steps=s,
+                                  cpt_base_objective="clm" if base == "clm" else "mlm"))
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    for task, ax in panels.items():
+        note_missing(ax, line_panel(ax, points[points["panel"] == task], ["CPT from CLM", "CPT from MLM"]))
+        ax.set_xticks([s / 1000 for s in steps], [_k(s) if s else "0" for s in steps])
+        ax.set_xlabel("MLM-40 continued-pretraining steps")
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle("Figure 9: category average vs continued MLM pretraining (610M)", fontsize=12)
+    return _finish(fig, rows, "0 = the decayed 42k base (Tables 2-5 / 14-17); CPT with MLM at 40% "
+                              "(Tables 14-17). Error bars = 95% CI half-width.")
+
+
+# --- Figure 11 ------------------------------------------------------------------------------------
+def figure_11(cells: pd.DataFrame, size: str = "1b", budget: int = FINAL_STEP,
+              clm_steps: int = 10000) -> tuple[Figure, pd.DataFrame]:
+    """1B: MLM-40, biphasic 25/75 (CLM then MLM) and CLM. The paper prints no table for 25/75."""
+    index = CellIndex(cells)
+    nominal = round(100 * clm_steps / budget / 25) * 25
+    middle = f"CLM->MLM {nominal}/{100 - nominal}"
+    entries = [("MLM-40", single_objective_name(size, "mlm40", budget), 0),
+               (middle, biphasic_name(size, clm_steps, budget), clm_steps),
+               ("CLM", single_objective_name(size, "clm", budget), budget)]
+    series = f"{SIZE_LABELS.get(size, size)} average"
+    rows = []
+    for task in TASK_TYPES:
+        for label, model, clm in entries:
+            row = point("11", task, series, label, label, model, task, index,
+                        clm_steps=clm, clm_share_pct=100 * clm / budget)
+            if clm not in (0, budget) and pd.isna(row["mean"]):
+                row["note"] += ("; the paper shows this point only in a plot (no table value): "
+                                "it can come only from run records")
+            rows.append(row)
+    points = pd.DataFrame(rows)
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    panels = task_panels(fig)
+    for task, ax in panels.items():
+        missing = bar_panel(ax, points[points["panel"] == task], [e[0] for e in entries], [series],
+                            palette={middle: "#2ca02c"}, color_by_category=True)
+        for label in (m.replace(f"{series} @ ", "") for m in missing):
+            position = [e[0] for e in entries].index(label)
+            why = "the paper shows it\nonly as a plot" if label == middle else "missing in the source"
+            ax.text(position, 0.5, f"not available\n({why})", transform=ax.get_xaxis_transform(),
+                    ha="center", va="center", fontsize=8, color="firebrick")
+        ax.set_ylabel("category average")
+    _legend(fig, panels)
+    fig.suptitle(f"Figure 11: {SIZE_LABELS.get(size, size)} biphasic pretraining ({_k(budget)} steps)",
+                 fontsize=12)
+    return _finish(fig, rows, f"Endpoints from Tables 2-5. The {middle} point ({_k(clm_steps)} CLM + "
+                              f"{_k(budget - clm_steps)} MLM-40 steps) exists in the paper only as a plot: "
+                              "it is drawn only when the source has it (run records).")

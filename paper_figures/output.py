@@ -1,0 +1,62 @@
+"""Writing a figure: PNG, PDF, points CSV and a small provenance JSON, each file atomically."""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, package_versions, utc_now
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Binary twin of contracts.provenance.atomic_write_text: temp file in the folder + rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _render(fig: Figure, fmt: str, dpi: int) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=dpi)
+    return buffer.getvalue()
+
+
+def save_figure(fig: Figure, points: pd.DataFrame, out_dir: str | os.PathLike, name: str,
+                provenance: dict | None = None, dpi: int = 150) -> list[Path]:
+    """Write <name>.png, <name>.pdf, <name>_points.csv and <name>_meta.json into out_dir."""
+    out = Path(out_dir)
+    png = _render(fig, "png", dpi)
+    engine = fig.get_layout_engine()
+    fig.set_layout_engine("none")  # the PNG draw placed the axes: the PDF reuses that layout
+    try:
+        pdf = _render(fig, "pdf", dpi)
+    finally:
+        fig.set_layout_engine(engine)
+    written = [
+        atomic_write_bytes(out / f"{name}.png", png),
+        atomic_write_bytes(out / f"{name}.pdf", pdf),
+        atomic_write_text(out / f"{name}_points.csv", points.to_csv(index=False)),
+    ]
+    meta = {
+        "figure": name, "caption": points.attrs.get("caption", ""), "points": len(points),
+        "missing_points": int(points["mean"].isna().sum()) if "mean" in points else
+        int(points["std"].isna().sum()) if "std" in points else None,
+        "written": utc_now(), "git_sha": git_sha(), "package_versions": package_versions(),
+        **(provenance or {}),
+    }
+    written.append(atomic_write_json(out / f"{name}_meta.json", meta))
+    return written
