@@ -8,7 +8,7 @@ OUT ?= outputs
 SOURCE ?= published
 RUNS ?=
 
-.PHONY: help setup test test-fast reproduce-figure3 tables audit figures clean
+.PHONY: help setup test test-fast reproduce-figure3 tables audit figures clean container container-check
 
 help:
 	@echo "make setup                       create .venv from requirements.lock (idempotent)"
@@ -16,6 +16,8 @@ help:
 	@echo "make reproduce-figure3 [SOURCE=published|runs RUNS=runs.jsonl] [OUT=outputs]"
 	@echo "make tables [RUNS=runs.jsonl]    regenerate Tables 2-17 (published values when RUNS is empty)"
 	@echo "make audit RUNS=runs.jsonl       compare run records with the published tables"
+	@echo "make container [IMAGE=x.sif]     build the Apptainer image (needs apptainer, e.g. an HPC login node)"
+	@echo "make container-check             check container/mlm_vs_clm.def against requirements.lock"
 
 # The stamp depends on the lock, so editing the lock re-installs; otherwise this is a no-op.
 $(SETUP_STAMP): requirements.lock pyproject.toml
@@ -44,6 +46,15 @@ tables: setup
 
 audit: setup
 	$(PY) -m analysis audit $(RUNS) --out $(OUT)/audit
+
+# A tiny venv with spython only, so a login node does not need the 3 GB training stack to build the image.
+container:
+	test -x .venv-container/bin/python || $(PYTHON) -m venv .venv-container
+	.venv-container/bin/pip install --quiet spython==0.3.14
+	.venv-container/bin/python -m container.build $(if $(IMAGE),--image $(IMAGE))
+
+container-check: setup
+	$(PY) -m container.build --check
 
 clean:
 	rm -rf $(OUT)

@@ -26,7 +26,8 @@ def git_sha(repo: Path = _REPO_ROOT) -> str | None:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
+        # Inside the Apptainer image there is no .git: the build records the commit here.
+        return os.environ.get("MLM_VS_CLM_GIT_SHA") or None
     return sha + ("+dirty" if dirty else "")
 
 
