@@ -51,8 +51,18 @@ def stable_hash(obj) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+def _default_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write via a temp file in the same folder + rename, so readers never see half a file."""
+    """Write via a temp file in the same folder + rename, so readers never see half a file.
+
+    The file gets the usual mode (0666 minus umask), not mkstemp's 0600, so collaborators on a
+    shared cluster folder can read results and manifests.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -61,6 +71,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, _default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

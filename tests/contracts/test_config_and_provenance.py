@@ -1,3 +1,5 @@
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,3 +60,8 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     target = atomic_write_text(tmp_path / "sub" / "f.txt", "x")
     assert target.read_text() == "x"
     assert [p.name for p in target.parent.iterdir()] == ["f.txt"]
+    umask = os.umask(0o022)
+    try:
+        assert stat.S_IMODE(atomic_write_text(tmp_path / "g.txt", "y").stat().st_mode) == 0o644
+    finally:
+        os.umask(umask)
