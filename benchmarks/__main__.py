@@ -1,0 +1,161 @@
+"""`python -m benchmarks`: fine-tune and evaluate checkpoints on the paper's 12 tasks.
+
+  run      one (model, task, lr, seed) run -> <out>/<model>/<task>/lr<lr>_sd<seed>/record.json
+  matrix   models x tasks x LRs x seeds as a job list, run locally (--local) or as Slurm job arrays
+  job      one Slurm array task of a job list (used by the generated script)
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+
+def _csv(kind):
+    def parse(text: str):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        return [kind(x) for x in items]
+    return parse
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", help="local dataset mirror <root>/<hub_id>/<config|default>/<split>.jsonl "
+                   "(default: the Hub)")
+    p.add_argument("--out", default="runs", help="runs directory (default: runs)")
+    p.add_argument("--max-steps", type=int, help="step budget (default: the task's: 1000, CoNLL/UNER one epoch)")
+    p.add_argument("--batch-size", type=int, help="sequences per step (default 32)")
+    p.add_argument("--micro-batch", type=int, dest="device_microbatch_size",
+                   help="device micro-batch (gradient accumulation; IR: GradCache chunk)")
+    p.add_argument("--max-length", type=int, help="max tokens per input (default: the model maximum)")
+    p.add_argument("--config", help="YAML config (default: benchmarks/configs/paper.yaml)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override one config field (repeatable)")
+
+
+def _run_values(args) -> dict:
+    return {"data_root": args.data_root, "out": args.out, "max_steps": args.max_steps,
+            "batch_size": args.batch_size, "device_microbatch_size": args.device_microbatch_size,
+            "max_length": args.max_length}
+
+
+def cmd_run(args) -> int:
+    from benchmarks.run import load_run_config, run
+
+    values = {"model": args.model, "task": args.task, "lr": args.lr, "seed": args.seed,
+              "model_name": args.model_name, **_run_values(args)}
+    cfg = load_run_config(values, args.config, args.set)
+    record, computed = run(cfg)
+    state = "done" if computed else "skipped (complete record exists)"
+    print(f"{cfg.run_dir / 'record.json'}: {state}; validation {record.validation_score:.2f}, "
+          f"test {record.test_score:.2f}")
+    return 0
+
+
+def cmd_matrix(args) -> int:
+    from benchmarks import matrix
+    from benchmarks.run import load_run_config
+
+    base = load_run_config({"model": "-", "task": "-", "lr": 1.0, "seed": 0, **_run_values(args)},
+                           args.config, args.set)
+    jobs = matrix.expand(base, args.models, args.tasks, args.lrs, args.seeds)
+    jobs_path = Path(args.jobs_file or Path(args.out) / "jobs.jsonl")
+    matrix.write_jobs(jobs, jobs_path)
+    sizes = matrix.array_sizes(jobs)
+    print(f"{jobs_path}: {len(jobs)} runs (" + ", ".join(f"{g} array {n}" for g, n in sizes.items()) + ")")
+    if args.slurm_script:
+        text = matrix.slurm_script(jobs_path, jobs, args.array_throttle, Path(args.out), args.sbatch_option)
+        path = Path(args.slurm_script)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o755)
+        print(f"{path}: submit with `bash {path}`")
+        return 0
+    outcome = matrix.run_local(jobs, progress=not args.no_progress)
+    print(f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
+          f"{len(outcome['failed'])} failed")
+    for line in outcome["failed"]:
+        print(f"  failed: {line}", file=sys.stderr)
+    return 1 if outcome["failed"] else 0
+
+
+def cmd_job(args) -> int:
+    from benchmarks import matrix
+
+    return matrix.run_array_task(matrix.read_jobs(Path(args.jobs)), args.group, args.index)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each step")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="fine-tune and evaluate one (model, task, lr, seed)")
+    p.add_argument("--model", required=True, help="local Hugging Face model folder or hub id")
+    p.add_argument("--task", required=True, help="task id: sst2 qqp mnli ontonotes5 conll2003 uner "
+                   "squad squad_v2 record nq msmarco mldr_en")
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--model-name", help="name in records and run paths (default: last part of --model)")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("matrix", help="expand models x tasks x LRs x seeds; run locally or write a Slurm script")
+    p.add_argument("--models", required=True, type=_csv(str), help="comma-separated model folders / hub ids")
+    p.add_argument("--tasks", type=_csv(str), help="comma-separated task ids (default: the paper's 12)")
+    p.add_argument("--lrs", type=_csv(float), help="comma-separated LR grid (default: 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4)")
+    p.add_argument("--seeds", type=_csv(int), help="comma-separated seeds (default: 0,1,2,3,4)")
+    p.add_argument("--jobs-file", help="where the JSONL job list goes (default: <out>/jobs.jsonl)")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--local", action="store_true", help="run every job here, in order (resumable)")
+    mode.add_argument("--slurm-script", help="write a Slurm job-array submit script to this file")
+    p.add_argument("--array-throttle", type=int, help="at most N array tasks at once (%%N)")
+    p.add_argument("--sbatch-option", action="append", default=[], metavar="OPTION",
+                   help="an #SBATCH line for every array task, e.g. --sbatch-option=--gres=gpu:1")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("job", help="run the jobs of one Slurm array task (used by the generated script)")
+    p.add_argument("--jobs", required=True)
+    p.add_argument("--group", required=True, choices=("finetune", "ir_train", "ir_eval"))
+    p.add_argument("--index", required=True, type=int)
+    p.set_defaults(func=cmd_job)
+
+    try:
+        from benchmarks import scoring
+    except ImportError:
+        scoring = None
+    if scoring is not None and hasattr(scoring, "register"):
+        scoring.register(sub)
+    return parser
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors caused by the input (a bad path, task, config or record): one line, exit status 2.
+
+    Only modules already imported can have raised, so this imports nothing heavy."""
+    names = {"contracts.config": "ConfigError", "contracts.run_record": "RunRecordError",
+             "benchmarks.datasets.loading": "DatasetError", "benchmarks.kinds.checkpoint": "ModelLoadError",
+             "benchmarks.matrix": "MatrixError", "benchmarks.run": "RunError",
+             "benchmarks.tasks": "UnknownTaskError"}
+    return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("benchmarks").setLevel(logging.INFO)
+    try:
+        return args.func(args)
+    except _user_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Shared pieces of the four task kinds: loading a base model bidirectionally, pooling, batching.
+
+Every base model is used with bidirectional attention (SPEC section 4), also CLM-pretrained
+decoders. Encoders (BERT-like) already are; for decoder architectures (Llama-style) the attention
+modules' `is_causal` flag is switched off and an explicit 4-D padding mask is passed, which
+transformers uses as given (ENVIRONMENT.md, "A Llama-style model made bidirectional").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path, register_own_model_types
+
+
+def load_tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
+    if not tokenizer.is_fast:
+        raise ModelLoadError(f"{model}: a fast tokenizer is needed (offset mappings for TC/QA)")
+    if tokenizer.pad_token is None:  # Llama-3 style: eos doubles as pad
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def model_max_length(backbone: nn.Module, tokenizer) -> int:
+    limits = [getattr(backbone.config, "max_position_embeddings", None), tokenizer.model_max_length]
+    limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
+    return min(limits) if limits else 512
+
+
+def make_bidirectional(model: nn.Module) -> bool:
+    """Switch causal self-attention off everywhere.
+
+    Returns True when attention modules carried a causal flag (transformers decoders such as
+    Llama): those then need an explicit 4-D mask, because transformers builds a causal one from a
+    2-D mask. Models that read a config flag (BERT's `is_decoder`, our `mlmclm_llama`'s
+    `is_causal`) take the 2-D padding mask as usual.
+    """
+    config = getattr(model, "config", None)
+    for flag in ("is_decoder", "is_causal"):
+        if getattr(config, flag, False) is True:
+            setattr(config, flag, False)
+    needs_4d_mask = False
+    for module in model.modules():
+        if getattr(module, "is_causal", False) is True:
+            module.is_causal = False
+            needs_4d_mask = True
+    return needs_4d_mask
+
+
+class Backbone(nn.Module):
+    """A Hugging Face base model used bidirectionally; returns last hidden states."""
+
+    def __init__(self, model: nn.Module, needs_4d_mask: bool):
+        super().__init__()
+        self.model = model
+        self.needs_4d_mask = needs_4d_mask
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def _mask(self, attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if not self.needs_4d_mask:
+            return attention_mask
+        impl = getattr(self.model.config, "_attn_implementation", "sdpa")
+        if impl == "flash_attention_2":
+            return attention_mask  # flash-attn reads module.is_causal and the 2-D padding mask
+        keep = attention_mask[:, None, None, :].bool()  # (B, 1, 1, L): every query sees every real key
+        keep = keep.expand(-1, 1, attention_mask.shape[1], -1)
+        if impl == "sdpa":
+            return keep
+        return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        dtype = self.model.get_input_embeddings().weight.dtype
+        if torch.is_autocast_enabled(input_ids.device.type):
+            dtype = torch.get_autocast_dtype(input_ids.device.type)
+        out = self.model(input_ids=input_ids, attention_mask=self._mask(attention_mask, dtype))
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.model.save_pretrained(path)
+
+
+def load_backbone(model: str, attn_implementation: str | None = None) -> Backbone:
+    """AutoModel (no task head) made bidirectional; our own model types are registered first."""
+    from transformers import AutoModel
+
+    register_own_model_types()
+    check_model_path(model)
+    kwargs = {"trust_remote_code": True}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        hf_model = AutoModel.from_pretrained(model, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load model {model}: {str(exc).splitlines()[0]}") from None
+    return Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the hidden states of the real (non-padding) tokens."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+
+
+def pad_batch(features: Sequence[dict], pad_id: int, label_pad: dict[str, int] | None = None) -> dict:
+    """Right-pad `input_ids` (and any list-valued label fields) of a list of features to one length."""
+    label_pad = label_pad or {}
+    length = max(len(f["input_ids"]) for f in features)
+    batch = {
+        "input_ids": torch.full((len(features), length), pad_id, dtype=torch.long),
+        "attention_mask": torch.zeros((len(features), length), dtype=torch.long),
+    }
+    for key, fill in label_pad.items():
+        batch[key] = torch.full((len(features), length), fill, dtype=torch.long)
+    for i, feat in enumerate(features):
+        n = len(feat["input_ids"])
+        batch["input_ids"][i, :n] = torch.tensor(feat["input_ids"])
+        batch["attention_mask"][i, :n] = 1
+        for key in label_pad:
+            batch[key][i, :n] = torch.tensor(feat[key])
+    for key, value in features[0].items():
+        if key not in batch and isinstance(value, (int, float)):
+            batch[key] = torch.tensor([f[key] for f in features])
+    return batch
+
+
+def batches(items: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+@dataclass
+class EvalContext:
+    """How evaluation runs: device, autocast dtype (None = fp32) and batch size."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None = None
+    batch_size: int = 64
+
+    def autocast(self):
+        if self.amp_dtype is None:
+            return torch.autocast(self.device.type, enabled=False)
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+@torch.no_grad()
+def run_in_batches(fn: Callable[[dict], torch.Tensor], features: Sequence[dict], collate, ctx: EvalContext) -> list:
+    """Apply `fn` to collated batches of features; returns one CPU float32 tensor per batch."""
+    outputs = []
+    for chunk in batches(features, ctx.batch_size):
+        with ctx.autocast():
+            outputs.append(fn(to_device(collate(chunk), ctx.device)).float().cpu())
+    return outputs

@@ -1,0 +1,183 @@
+"""Retrieval: InfoNCE with in-batch negatives on mean-pooled embeddings, with gradient caching.
+
+Loss = sentence-transformers MultipleNegativesRankingLoss: cosine similarity of every query with
+every document of the batch, times `scale` (20, i.e. temperature 0.05), cross-entropy towards the
+query's own document (query -> document direction only). Inputs are prefixed "Query: " and
+"Document: " (SPEC section 4).
+
+The negatives of a query are the documents of the whole batch (32), whatever the device micro-batch.
+Gradient caching (Gao et al. 2021, "GradCache") makes that exact: `cached_embed` embeds every
+micro-batch without a graph, the loss and its gradient with respect to the embeddings are computed
+on the full batch, then each micro-batch is re-embedded with a graph and the cached embedding
+gradient is back-propagated through it. It is written as an autograd Function, so the Composer
+training step (`loss.backward()`) is unchanged. RNG states are replayed so that dropout masks of
+the two passes agree, and the autocast state of the forward pass is restored for the re-run.
+
+Evaluation ranks, for every query, the split's candidate pool (benchmarks.datasets: by default the
+documents judged in the split's qrels, SPEC section 4) by cosine similarity of L2-normalised
+embeddings; NDCG@10 is computed on the top `ir_top_k` documents.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch, run_in_batches
+
+
+class _CachedEmbedding(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, anchor, embed: Callable[[dict], torch.Tensor], chunks: list[dict]):
+        device = chunks[0]["input_ids"].device
+        ctx.embed, ctx.chunks = embed, chunks
+        ctx.autocast = (device.type, torch.is_autocast_enabled(device.type),
+                        torch.get_autocast_dtype(device.type))
+        ctx.rng = []
+        outputs = []
+        with torch.no_grad():
+            for chunk in chunks:
+                ctx.rng.append(_rng_state(device))
+                outputs.append(embed(chunk).float())
+        return torch.cat(outputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        device_type, enabled, dtype = ctx.autocast
+        device = ctx.chunks[0]["input_ids"].device
+        start = 0
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, device_type=device.type if devices else "cuda"):
+            for chunk, rng in zip(ctx.chunks, ctx.rng):
+                _set_rng_state(device, rng)
+                with torch.enable_grad(), torch.autocast(device_type, dtype=dtype, enabled=enabled):
+                    out = ctx.embed(chunk).float()
+                n = out.shape[0]
+                torch.autograd.backward(out, grad[start:start + n])
+                start += n
+        return None, None, None
+
+
+def _rng_state(device: torch.device):
+    return (torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def _set_rng_state(device: torch.device, state) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def split_batch(batch: dict, size: int | None) -> list[dict]:
+    n = batch["input_ids"].shape[0]
+    size = n if not size or size >= n else size
+    return [{k: v[i:i + size] for k, v in batch.items()} for i in range(0, n, size)]
+
+
+def cached_embed(embed: Callable[[dict], torch.Tensor], batch: dict, micro_batch: int | None,
+                 anchor: torch.Tensor) -> torch.Tensor:
+    """Embeddings of `batch` that back-propagate into `embed`'s parameters one micro-batch at a time.
+
+    `anchor` is any tensor that requires grad (it only makes the output part of the graph).
+    """
+    chunks = split_batch(batch, micro_batch)
+    if not torch.is_grad_enabled() or len(chunks) == 1:
+        return torch.cat([embed(chunk).float() for chunk in chunks])
+    return _CachedEmbedding.apply(anchor, embed, chunks)
+
+
+def info_nce(queries: torch.Tensor, documents: torch.Tensor, scale: float) -> torch.Tensor:
+    """MNRL: cross-entropy of scaled cosine similarities, the i-th document is the i-th query's positive."""
+    scores = scale * nn.functional.normalize(queries, dim=-1) @ nn.functional.normalize(documents, dim=-1).T
+    return nn.functional.cross_entropy(scores, torch.arange(len(scores), device=scores.device))
+
+
+class BiEncoder(nn.Module):
+    def __init__(self, backbone: Backbone, scale: float = 20.0, micro_batch: int | None = None):
+        super().__init__()
+        self.backbone = backbone
+        self.scale = scale
+        self.micro_batch = micro_batch
+
+    def embed(self, batch: dict) -> torch.Tensor:
+        return mean_pool(self.backbone(batch["input_ids"], batch["attention_mask"]), batch["attention_mask"])
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        """InfoNCE of a batch {query_input_ids, query_attention_mask, doc_input_ids, doc_attention_mask}."""
+        anchor = torch.zeros((), requires_grad=True)  # only links the cached embeddings to the graph
+        q = cached_embed(self.embed, _side(batch, "query"), self.micro_batch, anchor)
+        d = cached_embed(self.embed, _side(batch, "doc"), self.micro_batch, anchor)
+        return info_nce(q, d, self.scale)
+
+
+def _side(batch: dict, prefix: str) -> dict:
+    return {"input_ids": batch[f"{prefix}_input_ids"], "attention_mask": batch[f"{prefix}_attention_mask"]}
+
+
+def train_features(pairs: Sequence[tuple[str, str]], tokenizer, max_length: int,
+                   query_prefix: str, doc_prefix: str) -> list[dict]:
+    queries = tokenizer([query_prefix + q for q, _ in pairs], truncation=True, max_length=max_length)
+    docs = tokenizer([doc_prefix + d for _, d in pairs], truncation=True, max_length=max_length)
+    return [{"query": q, "doc": d} for q, d in zip(queries["input_ids"], docs["input_ids"])]
+
+
+class Collator:
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, features: Sequence[dict]) -> dict:
+        batch = {}
+        for side in ("query", "doc"):
+            padded = pad_batch([{"input_ids": f[side]} for f in features], self.pad_id)
+            batch[f"{side}_input_ids"] = padded["input_ids"]
+            batch[f"{side}_attention_mask"] = padded["attention_mask"]
+        return batch
+
+
+def encode_texts(model: BiEncoder, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext) -> torch.Tensor:
+    """L2-normalised embeddings (CPU, float32), one row per text; texts are encoded sorted by length."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    enc = tokenizer([texts[i] for i in order], truncation=True, max_length=max_length)
+    features = [{"input_ids": ids} for ids in enc["input_ids"]]
+    collate = lambda chunk: pad_batch(chunk, tokenizer.pad_token_id)  # noqa: E731
+    embedded = torch.cat(run_in_batches(model.embed, features, collate, ctx))
+    out = torch.empty_like(embedded)
+    out[torch.tensor(order)] = embedded
+    return nn.functional.normalize(out, dim=-1)
+
+
+def rank(model: BiEncoder, queries: dict[str, str], documents: dict[str, str], tokenizer, max_length: int,
+         ctx: EvalContext, query_prefix: str, doc_prefix: str, top_k: int = 100) -> dict[str, dict[str, float]]:
+    """Run {query id: {doc id: cosine}} over the top_k documents of `documents` for every query
+    (ties ordered as pytrec_eval orders them: benchmarks.metrics.run_from_scores)."""
+    from benchmarks.metrics import run_from_scores
+
+    qids, dids = list(queries), list(documents)
+    q = encode_texts(model, [query_prefix + queries[i] for i in qids], tokenizer, max_length, ctx)
+    d = encode_texts(model, [doc_prefix + documents[i] for i in dids], tokenizer, max_length, ctx)
+    run = {}
+    for start in range(0, len(qids), 512):
+        scores = (q[start:start + 512] @ d.T).numpy()
+        run.update(run_from_scores(qids[start:start + 512], dids, scores, top_k))
+    return run
+
+
+# --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
+def build_module(backbone: Backbone, data, settings) -> BiEncoder:
+    return BiEncoder(backbone, scale=settings.ir_scale, micro_batch=settings.device_microbatch_size)
+
+
+def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
+    pairs = list(zip(data.train["query"], data.train["positive"]))
+    features = train_features(pairs, tokenizer, settings.max_length, data.spec.query_prefix, data.spec.doc_prefix)
+    return features, Collator(tokenizer.pad_token_id)
+
+
+def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
+    """A run {query: {doc: score}} over the split's candidate pool, and its qrels."""
+    split = data.split(role)
+    run = rank(module, split.queries, split.corpus, tokenizer, settings.max_length, ctx,
+               data.spec.query_prefix, data.spec.doc_prefix, settings.ir_top_k)
+    return run, split.qrels

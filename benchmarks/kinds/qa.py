@@ -1,0 +1,234 @@
+"""Extractive QA: start/end token cross-entropy over windows of long contexts, span post-processing.
+
+Follows the Hugging Face `run_qa` recipe (reference/tasks.md section 4.4): the question is the
+first segment, only the context is truncated, windows of `max_length` tokens overlap by
+`doc_stride` tokens; a window that does not contain the whole answer (or an unanswerable
+question) is labelled start = end = 0 (CLS/BOS). Predictions: the n-best start and end logits of
+every window, spans inside the context and at most `max_answer_length` tokens, best score over all
+windows. SQuAD-v2: answer "" when the null score (start + end logit at index 0, minimum over
+windows) exceeds the best span score by more than `null_score_diff_threshold`.
+
+ReCoRD is cast to extractive QA (`record_to_squad`): question = the query with "@placeholder"
+kept verbatim, context = the passage verbatim ("@highlight" lines included, so entity offsets stay
+valid), answer = the first mention (in passage order) of any gold entity; fallback: the first exact
+substring match; training rows without a match are dropped. Evaluation scores the predicted span
+text against all gold answers (max F1), with no snapping to entity mentions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchmarks.kinds.common import Backbone, EvalContext, batches, pad_batch, to_device
+
+
+@dataclass(frozen=True)
+class QAExample:
+    id: str
+    question: str
+    context: str
+    answer_texts: tuple[str, ...]  # gold answers ([] = unanswerable)
+    answer_starts: tuple[int, ...]  # character offsets in context, aligned with answer_texts
+
+
+class SpanExtractor(nn.Module):
+    def __init__(self, backbone: Backbone):
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(backbone.hidden_size, 2)
+
+    def logits(self, batch: dict) -> torch.Tensor:
+        """(batch, length, 2): start and end logits; padding positions get a large negative."""
+        logits = self.head(self.backbone(batch["input_ids"], batch["attention_mask"])).float()
+        return logits.masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        logits = self.logits(batch)
+        start = nn.functional.cross_entropy(logits[..., 0], batch["start_positions"])
+        end = nn.functional.cross_entropy(logits[..., 1], batch["end_positions"])
+        return (start + end) / 2
+
+
+def _clip_question(question: str, tokenizer, max_tokens: int) -> str:
+    question = question.lstrip()  # leading spaces make some tokenizers emit empty tokens (run_qa)
+    enc = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
+    if len(enc["input_ids"]) <= max_tokens:
+        return question
+    return question[: enc["offset_mapping"][max_tokens - 1][1]]
+
+
+def _windows(examples: Sequence[QAExample], tokenizer, max_length: int, doc_stride: int):
+    questions = [_clip_question(e.question, tokenizer, max(1, max_length // 2)) for e in examples]
+    # the overlap must be shorter than the context room of a window (questions take at most half)
+    room = max_length - max_length // 2 - tokenizer.num_special_tokens_to_add(pair=True)
+    stride = max(0, min(doc_stride, room - 1))
+    return tokenizer(questions, [e.context for e in examples], truncation="only_second",
+                     max_length=max_length, stride=stride, return_overflowing_tokens=True,
+                     return_offsets_mapping=True, padding=False)
+
+
+def _context_range(sequence_ids: Sequence[int | None]) -> tuple[int, int]:
+    first = sequence_ids.index(1)
+    last = len(sequence_ids) - 1 - sequence_ids[::-1].index(1)
+    return first, last
+
+
+def train_features(examples: Sequence[QAExample], tokenizer, max_length: int, doc_stride: int) -> list[dict]:
+    enc = _windows(examples, tokenizer, max_length, doc_stride)
+    features = []
+    for i, ids in enumerate(enc["input_ids"]):
+        example = examples[enc["overflow_to_sample_mapping"][i]]
+        offsets = enc["offset_mapping"][i]
+        start_token = end_token = 0
+        if example.answer_texts:
+            start_char = example.answer_starts[0]
+            end_char = start_char + len(example.answer_texts[0])
+            first, last = _context_range(enc.sequence_ids(i))
+            if offsets[first][0] <= start_char and offsets[last][1] >= end_char:
+                start_token = first
+                while start_token <= last and offsets[start_token][1] <= start_char:
+                    start_token += 1
+                end_token = last
+                while end_token >= first and offsets[end_token][0] >= end_char:
+                    end_token -= 1
+        features.append({"input_ids": ids, "start_positions": start_token, "end_positions": end_token})
+    return features
+
+
+def eval_features(examples: Sequence[QAExample], tokenizer, max_length: int, doc_stride: int) -> list[dict]:
+    enc = _windows(examples, tokenizer, max_length, doc_stride)
+    features = []
+    for i, ids in enumerate(enc["input_ids"]):
+        sequence_ids = enc.sequence_ids(i)
+        offsets = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], sequence_ids)]
+        features.append({"input_ids": ids, "example_index": enc["overflow_to_sample_mapping"][i],
+                         "offsets": offsets})
+    return features
+
+
+class Collator:
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, features: Sequence[dict]) -> dict:
+        keys = ("input_ids", "start_positions", "end_positions")
+        return pad_batch([{k: f[k] for k in keys if k in f} for f in features], self.pad_id)
+
+
+def postprocess(examples: Sequence[QAExample], features: Sequence[dict], start_logits: Sequence[np.ndarray],
+                end_logits: Sequence[np.ndarray], n_best: int = 20, max_answer_length: int = 30,
+                version_2: bool = False, null_score_diff_threshold: float = 0.0) -> list[str]:
+    """The predicted answer text of every example ("" = no answer, SQuAD-v2 only)."""
+    by_example: dict[int, list[int]] = {}
+    for f, feat in enumerate(features):
+        by_example.setdefault(feat["example_index"], []).append(f)
+    predictions = []
+    for e, example in enumerate(examples):
+        best_text, best_score, min_null = "", -np.inf, np.inf
+        for f in by_example.get(e, []):
+            starts, ends, offsets = start_logits[f], end_logits[f], features[f]["offsets"]
+            min_null = min(min_null, float(starts[0] + ends[0]))
+            top_starts = np.argsort(starts)[::-1][:n_best]
+            top_ends = np.argsort(ends)[::-1][:n_best]
+            for s in top_starts:
+                for t in top_ends:
+                    if s >= len(offsets) or t >= len(offsets) or offsets[s] is None or offsets[t] is None:
+                        continue
+                    if t < s or t - s + 1 > max_answer_length:
+                        continue
+                    score = float(starts[s] + ends[t])
+                    if score > best_score:
+                        best_score = score
+                        best_text = example.context[offsets[s][0]:offsets[t][1]]
+        if version_2 and (best_score == -np.inf or min_null > best_score + null_score_diff_threshold):
+            best_text = ""
+        predictions.append(best_text)
+    return predictions
+
+
+@torch.no_grad()
+def predict(model: SpanExtractor, examples: Sequence[QAExample], tokenizer, max_length: int, doc_stride: int,
+            ctx: EvalContext, n_best: int, max_answer_length: int, version_2: bool,
+            null_score_diff_threshold: float) -> list[str]:
+    features = eval_features(examples, tokenizer, max_length, doc_stride)
+    collate = Collator(tokenizer.pad_token_id)
+    starts, ends = [], []
+    for chunk in batches(features, ctx.batch_size):
+        with ctx.autocast():
+            logits = model.logits(to_device(collate(chunk), ctx.device)).float().cpu().numpy()
+        for feat, row in zip(chunk, logits):
+            n = len(feat["input_ids"])
+            starts.append(row[:n, 0])
+            ends.append(row[:n, 1])
+    return postprocess(examples, features, starts, ends, n_best, max_answer_length, version_2,
+                       null_score_diff_threshold)
+
+
+def squad_to_examples(rows) -> list[QAExample]:
+    """SQuAD / SQuAD-v2 rows (answers = dict of lists) -> examples."""
+    return [QAExample(str(r["id"]), r["question"], r["context"], tuple(r["answers"]["text"]),
+                      tuple(int(x) for x in r["answers"]["answer_start"])) for r in rows]
+
+
+def record_to_example(row, index: int) -> QAExample:
+    """ReCoRD row -> extractive example; answer_starts point at the first gold mention (see module doc)."""
+    answers = tuple(row["answers"])
+    spans = row["entity_spans"]
+    mentions = sorted(zip(spans["start"], spans["text"]))
+    first = next(((start, text) for start, text in mentions if text in answers), None)
+    if first is None:
+        found = [(row["passage"].find(a), a) for a in answers if row["passage"].find(a) >= 0]
+        first = min(found) if found else None
+    idx = row.get("idx") or {}
+    qid = f"{idx.get('passage', index)}-{idx.get('query', index)}" if isinstance(idx, dict) else str(index)
+    if first is None:
+        return QAExample(qid, row["query"], row["passage"], answers, ())
+    # the training span first, then the other gold strings (scored at evaluation, no offsets needed)
+    ordered = (first[1],) + tuple(a for a in answers if a != first[1])
+    return QAExample(qid, row["query"], row["passage"], ordered, (int(first[0]),))
+
+
+# --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
+def examples_of(rows) -> list[QAExample]:
+    """Rows of a normalised QA split (SQuAD shape) or raw ReCoRD rows -> examples."""
+    if "passage" in rows.column_names:
+        return [record_to_example(row, i) for i, row in enumerate(rows)]
+    return squad_to_examples(rows)
+
+
+def training_example(example: QAExample) -> QAExample | None:
+    """The span trained on: the earliest gold answer in the context (ReCoRD: the first mention of
+    a gold entity); None when no answer has an offset (dropped)."""
+    if not example.answer_texts:
+        return example  # unanswerable (SQuAD-v2): trained towards index 0
+    located = [(s, t) for s, t in zip(example.answer_starts, example.answer_texts)]
+    if not located:
+        return None
+    start, text = min(located)
+    return QAExample(example.id, example.question, example.context, (text,), (start,))
+
+
+def build_module(backbone: Backbone, data, settings) -> SpanExtractor:
+    return SpanExtractor(backbone)
+
+
+def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
+    examples = [e for e in map(training_example, examples_of(data.train)) if e is not None]
+    features = train_features(examples, tokenizer, settings.max_length, settings.doc_stride)
+    return features, Collator(tokenizer.pad_token_id)
+
+
+def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
+    """{id: answer string ("" = no answer)} and {id: gold answers ([] = unanswerable)}."""
+    examples = examples_of(data.split(role))
+    predictions = predict(module, examples, tokenizer, settings.max_length, settings.doc_stride, ctx,
+                          settings.n_best, settings.max_answer_length, data.spec.metric == "squad_v2_f1",
+                          settings.null_score_diff_threshold)
+    if len({e.id for e in examples}) != len(examples):
+        raise ValueError(f"{data.spec.name} {role}: example ids are not unique")
+    return ({e.id: p for e, p in zip(examples, predictions)}, {e.id: list(e.answer_texts) for e in examples})

@@ -1,0 +1,64 @@
+"""Sequence classification: cross-entropy on mean-pooled (attention-masked) states + a linear head."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch, run_in_batches
+
+
+class SequenceClassifier(nn.Module):
+    def __init__(self, backbone: Backbone, num_labels: int):
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(backbone.hidden_size, num_labels)
+
+    def logits(self, batch: dict) -> torch.Tensor:
+        hidden = self.backbone(batch["input_ids"], batch["attention_mask"])
+        return self.head(mean_pool(hidden, batch["attention_mask"]))
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        """Training loss of a batch (mean cross-entropy)."""
+        return nn.functional.cross_entropy(self.logits(batch).float(), batch["labels"])
+
+
+def encode(texts: Sequence[str], labels: Sequence[int] | None, tokenizer, max_length: int) -> list[dict]:
+    enc = tokenizer(list(texts), truncation=True, max_length=max_length)
+    features = [{"input_ids": ids} for ids in enc["input_ids"]]
+    if labels is not None:
+        for feat, label in zip(features, labels):
+            feat["labels"] = int(label)
+    return features
+
+
+class Collator:
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, features: Sequence[dict]) -> dict:
+        return pad_batch(features, self.pad_id)
+
+
+def predict(model: SequenceClassifier, texts: Sequence[str], tokenizer, max_length: int,
+            ctx: EvalContext) -> list[int]:
+    features = encode(texts, None, tokenizer, max_length)
+    logits = run_in_batches(model.logits, features, Collator(tokenizer.pad_token_id), ctx)
+    return torch.cat(logits).argmax(-1).tolist() if logits else []
+
+
+# --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
+def build_module(backbone: Backbone, data, settings) -> SequenceClassifier:
+    return SequenceClassifier(backbone, len(data.label_names) or data.spec.num_labels)
+
+
+def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
+    train = data.train
+    return encode(train["text"], train["label"], tokenizer, settings.max_length), Collator(tokenizer.pad_token_id)
+
+
+def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
+    split = data.split(role)
+    return predict(module, split["text"], tokenizer, settings.max_length, ctx), list(split["label"])

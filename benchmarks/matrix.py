@@ -1,0 +1,193 @@
+"""The fine-tuning matrix: models x tasks x LR grid x seeds as a JSONL job list, run locally or by Slurm.
+
+Every job is one `benchmarks.run` run (idempotent: complete runs are skipped, interrupted ones
+redone), so both runners can be killed and restarted at any time.
+
+Jobs fall into three groups, each a Slurm job array indexed by `index`:
+  finetune  SC/TC/QA runs, one per index
+  ir_train  the MS MARCO run (trains the IR model) of each (model, lr, seed)
+  ir_eval   the NQ and MLDR runs of the same (model, lr, seed) as `ir_train` task `index`; the
+            array depends on `ir_train` with `aftercorr` (task i starts when training task i has
+            succeeded)
+Asking for NQ or MLDR without MS MARCO still schedules the MS MARCO runs they need.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from contracts.config import config_from_dict, config_to_dict
+from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
+from contracts.provenance import atomic_write_text, utc_now
+
+from benchmarks.run import IR_TRAIN_TASK, RunConfig, format_lr
+
+GROUPS = ("finetune", "ir_train", "ir_eval")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("benchmarks.matrix")
+
+
+class MatrixError(ValueError):
+    """A matrix that cannot be built; one line saying why."""
+
+
+def _group(task: str) -> str:
+    from benchmarks.tasks import get_task
+
+    if get_task(task).task_type != "IR":
+        return "finetune"
+    return "ir_train" if task == IR_TRAIN_TASK else "ir_eval"
+
+
+def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None = None,
+           lrs: Sequence[float] | None = None, seeds: Sequence[int] | None = None) -> list[dict]:
+    """Job dicts {id, group, index, config}; `base` gives every RunConfig field but model/task/lr/seed."""
+    from benchmarks.kinds.checkpoint import check_model_path
+    from benchmarks.tasks import get_task
+
+    tasks = [d.id for d in DATASETS] if tasks is None else list(tasks)
+    lrs = list(FINETUNE_LRS) if lrs is None else list(lrs)
+    seeds = list(FINETUNE_SEEDS) if seeds is None else list(seeds)
+    for name, values in (("models", models), ("tasks", tasks), ("LR grid", lrs), ("seeds", seeds)):
+        if not values:
+            raise MatrixError(f"empty {name}: give at least one value")
+    for task in tasks:
+        get_task(task)
+    for lr in lrs:
+        if not lr > 0:
+            raise MatrixError(f"learning rate {lr} in the LR grid is not > 0")
+    for model in models:
+        check_model_path(model)
+    # Absolute local paths: Slurm tasks run from the repository, maybe on another node.
+    models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))
+    base = replace(base, out=_absolute(base.out), data_root=_absolute(base.data_root) if base.data_root else None)
+    # MS MARCO first: the other IR runs evaluate its model; it is implied by them
+    ordered = sorted(dict.fromkeys(tasks), key=lambda t: (tasks.index(t) if t != IR_TRAIN_TASK else -1))
+    if any(_group(t) == "ir_eval" for t in ordered) and IR_TRAIN_TASK not in ordered:
+        ordered.insert(0, IR_TRAIN_TASK)
+    jobs, counters, ir_index = [], {g: 0 for g in GROUPS}, {}
+    for model in models:
+        for task in ordered:
+            for lr in lrs:
+                for seed in seeds:
+                    cfg = replace(base, model=model, task=task, lr=float(lr), seed=int(seed))
+                    group = _group(task)
+                    if group == "finetune":
+                        index = counters["finetune"]
+                        counters["finetune"] += 1
+                    else:
+                        key = (cfg.name, cfg.lr, cfg.seed)
+                        if key not in ir_index:
+                            ir_index[key] = len(ir_index)
+                        index = ir_index[key]
+                    jobs.append({"id": f"{cfg.name}/{task}/lr{format_lr(cfg.lr)}_sd{seed}", "group": group,
+                                 "index": index, "config": config_to_dict(cfg)})
+    return jobs
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().absolute())  # not resolve(): a symlinked model keeps its name
+
+
+def write_jobs(jobs: Sequence[dict], path: Path) -> Path:
+    return atomic_write_text(path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
+
+
+def read_jobs(path: Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise MatrixError(f"{path}: no such job list (write one with `python -m benchmarks matrix`)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def job_config(job: dict) -> RunConfig:
+    return config_from_dict(RunConfig, job["config"], f"job {job['id']}")
+
+
+def array_sizes(jobs: Sequence[dict]) -> dict[str, int]:
+    return {g: 1 + max((j["index"] for j in jobs if j["group"] == g), default=-1) for g in GROUPS}
+
+
+def run_local(jobs: Sequence[dict], progress: bool = True) -> dict[str, list[str]]:
+    """Run every job in order (MS MARCO before the IR runs that need it); never stops on a failure."""
+    from tqdm import tqdm
+
+    from benchmarks.run import run
+
+    outcome = {"done": [], "skipped": [], "failed": []}
+    bar = tqdm(jobs, desc="runs", unit="run", disable=not progress, file=sys.stderr)
+    for job in bar:
+        bar.set_postfix_str(job["id"], refresh=False)
+        try:
+            _, computed = run(job_config(job))
+            outcome["done" if computed else "skipped"].append(job["id"])
+        except Exception as exc:  # one broken run must not stop the matrix
+            log.error("run %s failed: %s", job["id"], exc)
+            outcome["failed"].append(f"{job['id']}: {type(exc).__name__}: {exc}")
+    return outcome
+
+
+def run_array_task(jobs: Sequence[dict], group: str, index: int) -> int:
+    """What one Slurm array task does: the jobs of (group, index); exit status 1 if one failed."""
+    from benchmarks.run import run
+
+    selected = [j for j in jobs if j["group"] == group and j["index"] == index]
+    if not selected:
+        raise MatrixError(f"no job with group {group!r} and index {index} in the job list")
+    status = 0
+    for job in selected:
+        try:
+            run(job_config(job))
+        except Exception as exc:
+            log.error("run %s failed: %s", job["id"], exc)
+            status = 1
+    return status
+
+
+def slurm_script(jobs_path: Path, jobs: Sequence[dict], throttle: int | None, out_dir: Path,
+                 sbatch_options: Sequence[str] = (), python: str | None = None) -> str:
+    """A bash script that submits the job arrays when run with bash, and is the array task body."""
+    sizes = array_sizes(jobs)
+    python = python or sys.executable
+    throttle_suffix = f"%{throttle}" if throttle else ""
+    logs = Path(out_dir).resolve() / "slurm_logs"
+    lines = [
+        "#!/bin/bash",
+        f"# Generated by `python -m benchmarks matrix` on {utc_now()}: {len(jobs)} runs in {jobs_path}.",
+        "# Submit with `bash THIS_FILE`: it calls sbatch once per job array (finetune, ir_train, ir_eval);",
+        "# each array task runs `python -m benchmarks job` on the same job list. Runs are idempotent:",
+        "# re-submitting after a failure or a kill redoes only the runs without a record.",
+        f"#SBATCH --output={logs}/%x_%A_%a.out",
+        *[f"#SBATCH {opt}" for opt in sbatch_options],
+        "set -euo pipefail",
+        f"JOBS={shlex.quote(str(Path(jobs_path).resolve()))}",
+        f"REPO={shlex.quote(str(REPO_ROOT))}",
+        f"PYTHON=${{PYTHON:-{shlex.quote(python)}}}",
+        "",
+        'if [[ -n "${SLURM_ARRAY_TASK_ID:-}" ]]; then  # inside an array task: run its jobs',
+        '    cd "$REPO"',
+        "    export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1",
+        '    exec "$PYTHON" -m benchmarks job --jobs "$JOBS" --group "$1" --index "$SLURM_ARRAY_TASK_ID"',
+        "fi",
+        "",
+        'SELF=$(readlink -f "${BASH_SOURCE[0]}")',
+        f"mkdir -p {shlex.quote(str(logs))}",
+    ]
+    for group, dependency in (("finetune", None), ("ir_train", None), ("ir_eval", "ir_train")):
+        if sizes[group] == 0:
+            continue
+        dep = ""
+        if dependency and sizes[dependency]:
+            dep = f' --dependency=aftercorr:"${{{dependency}_id}}" --kill-on-invalid-dep=yes'
+        lines += [
+            f"{group}_id=$(sbatch --parsable --job-name=mlmclm-{group} "
+            f"--array=0-{sizes[group] - 1}{throttle_suffix}{dep} \"$SELF\" {group})",
+            f"{group}_id=${{{group}_id%%;*}}",
+            f'echo "submitted {group}: job array ${{{group}_id}} ({sizes[group]} tasks)"',
+        ]
+    return "\n".join(lines) + "\n"

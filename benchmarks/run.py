@@ -1,0 +1,240 @@
+"""One fine-tuning run: (model, task, lr, seed) -> `<out>/<model>/<task>/lr<lr>_sd<seed>/record.json`.
+
+A run directory holds the resolved config (`config.yaml`, with git sha and package versions) and,
+once the run is complete, its run record (`record.json`, contracts.run_record, written atomically
+last). A directory with a record is complete and never touched again (the run is skipped); a
+directory without one is the leftover of an interrupted run and is cleared and redone.
+
+IR: one model per (lr, seed) is trained on MS MARCO pairs by the `msmarco` run, saved under its
+run directory (`model/`, written before its record) and evaluated on MS MARCO; the `nq` and
+`mldr_en` runs evaluate that saved model zero-shot. If it does not exist yet they run the
+`msmarco` job first (in Slurm they are scheduled after it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.config import config_from_dict, config_to_dict, save_resolved_config
+from contracts.model_names import strip_hub_prefix
+from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
+from contracts.run_record import RunRecord, RunRecordError, validate_record_dict
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
+log = logging.getLogger("benchmarks.run")
+
+
+class RunError(ValueError):
+    """A run that cannot start; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run depends on. Defaults = the paper's protocol (configs/paper.yaml)."""
+
+    model: str  # local Hugging Face folder or hub id
+    task: str  # benchmarks.tasks id (sst2, ..., mldr_en)
+    lr: float
+    seed: int
+    out: str = "runs"
+    data_root: str | None = None  # local mirror of the datasets; None: the Hub
+    model_name: str | None = None  # name in records and run paths; None: from `model`
+    batch_size: int = 32
+    device_microbatch_size: int | None = None
+    max_steps: int | None = None  # None: the task's budget
+    max_length: int | None = None  # None: the model maximum
+    warmup_fraction: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-5
+    weight_decay: float = 0.1
+    precision: str = "auto"
+    device: str = "auto"
+    eval_batch_size: int = 64
+    doc_stride: int = 128
+    n_best: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
+    ir_scale: float = 20.0
+    ir_top_k: int = 100
+    candidate_pool: str = "qrels_pool"
+    attn_implementation: str | None = None
+
+    def __post_init__(self):
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.batch_size < 1 or (self.device_microbatch_size is not None and self.device_microbatch_size < 1):
+            raise ValueError("batch_size and device_microbatch_size must be >= 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if not self.model:
+            raise ValueError("model is empty")
+
+    @property
+    def name(self) -> str:
+        return self.model_name or strip_hub_prefix(self.model.rstrip("/"))
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.out, self.name, self.task, self.lr, self.seed)
+
+
+def format_lr(lr: float) -> str:
+    """`1e-04` as in the released run names; more digits only when needed to be exact."""
+    short = f"{lr:.0e}"
+    return short if float(short) == lr else f"{lr:.6g}"
+
+
+def run_dir(out: str | Path, model_name: str, task: str, lr: float, seed: int) -> Path:
+    return Path(out) / model_name / task / f"lr{format_lr(lr)}_sd{seed}"
+
+
+def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
+    """CLI values on top of a YAML file (default: configs/paper.yaml) and `field=value` overrides."""
+    import yaml
+
+    from contracts.config import ConfigError, apply_overrides
+
+    path = Path(config_file) if config_file else CONFIG_DIR / "paper.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    data = yaml.safe_load(path.read_text()) or {}
+    data.update({k: v for k, v in values.items() if v is not None})
+    return config_from_dict(RunConfig, apply_overrides(data, list(overrides)), str(path))
+
+
+def existing_record(path: Path) -> RunRecord | None:
+    """The record of a complete run, None when there is none; a broken one is an error."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunRecordError(f"{path}: not valid JSON ({exc.msg}); remove it to redo the run") from None
+    validate_record_dict(data, str(path))
+    return RunRecord.from_dict(data, str(path))
+
+
+def trained_ir_model(cfg: RunConfig) -> Path:
+    return run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / "model"
+
+
+def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
+    """Run (or skip) one job; returns its record and whether it was computed now."""
+    from benchmarks.tasks import get_task
+
+    spec = get_task(cfg.task)  # an unknown task fails before anything is written
+    out_dir = cfg.run_dir
+    record_path = out_dir / "record.json"
+    done = existing_record(record_path)
+    if done is not None:
+        log.info("skip %s: complete record exists", record_path)
+        return done, False
+    from benchmarks.kinds.checkpoint import check_model_path
+
+    if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
+        model_dir = trained_ir_model(cfg)
+        if existing_record(model_dir.parent / "record.json") is None:
+            log.info("%s needs the MS MARCO model of lr %s seed %s: training it first", cfg.task,
+                     format_lr(cfg.lr), cfg.seed)
+            run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))
+        if not model_dir.is_dir():
+            raise RunError(f"{model_dir}: the trained MS MARCO model is missing although its record "
+                           "exists; remove that run directory to retrain it")
+    else:
+        check_model_path(cfg.model)
+    if out_dir.exists():
+        log.info("clearing %s: leftover of an interrupted run", out_dir)
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    save_resolved_config(cfg, out_dir)
+    record = _execute(cfg, spec, out_dir)
+    atomic_write_json(record_path, record.to_dict())
+    return record, True
+
+
+def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
+    import torch
+
+    from benchmarks import metrics
+    from benchmarks.datasets import load_task_data
+    from benchmarks.finetune import TrainSettings, fit, resolve_device, resolve_precision
+    from benchmarks.kinds import KindSettings, get_kind
+    from benchmarks.kinds.common import EvalContext, load_backbone, load_tokenizer, model_max_length
+
+    started, t0 = utc_now(), time.time()
+    kind = get_kind(spec.task_type)
+    trains = spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK
+    source = str(cfg.model) if trains else str(trained_ir_model(cfg))
+    tokenizer = load_tokenizer(source)
+    backbone = load_backbone(source, cfg.attn_implementation)
+    max_length = min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer))
+    settings = KindSettings(max_length=max_length, doc_stride=cfg.doc_stride, n_best=cfg.n_best,
+                            max_answer_length=cfg.max_answer_length,
+                            null_score_diff_threshold=cfg.null_score_diff_threshold, ir_scale=cfg.ir_scale,
+                            ir_top_k=cfg.ir_top_k, device_microbatch_size=cfg.device_microbatch_size)
+    roles = ("train", "validation", "test") if trains else ("validation", "test")
+    data_root = Path(cfg.data_root) if cfg.data_root else None
+    extra = {}
+    if spec.task_type == "IR":
+        data = load_task_data(spec, data_root, roles=roles, pool=cfg.candidate_pool)
+    else:
+        data = load_task_data(spec, data_root, roles=roles)
+    from composer.utils import reproducibility
+
+    reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too
+    module = kind.build_module(backbone, data, settings)
+    if trains:
+        features, collate = kind.training_features(data, tokenizer, settings)
+        extra["train"] = fit(module, features, collate, TrainSettings(
+            lr=cfg.lr, seed=cfg.seed, batch_size=cfg.batch_size,
+            device_microbatch_size=cfg.device_microbatch_size,
+            max_steps=cfg.max_steps or spec.max_steps, one_epoch=spec.one_epoch,
+            warmup_fraction=cfg.warmup_fraction, betas=tuple(cfg.betas), eps=cfg.eps,
+            weight_decay=cfg.weight_decay, precision=cfg.precision, device=cfg.device,
+            accumulate_inside_loss=spec.task_type == "IR"))
+        extra["train"]["n_examples"] = len(features)
+        if spec.task_type == "IR":
+            _save_model(module.backbone, tokenizer, out_dir / "model")  # = trained_ir_model(cfg)
+    else:
+        extra["trained_model"] = source
+    device = torch.device("cuda" if resolve_device(cfg.device) == "gpu" else "cpu")
+    amp = torch.bfloat16 if resolve_precision(cfg.precision, resolve_device(cfg.device)) == "amp_bf16" else None
+    module.to(device).eval()
+    ctx = EvalContext(device, amp, cfg.eval_batch_size)
+    scores = {}
+    for role in ("validation", "test"):
+        predictions, references = kind.predictions_and_references(module, data, role, tokenizer, settings, ctx)
+        scores[role] = metrics.METRICS[spec.metric](predictions, references)
+    finished = utc_now()
+    body = config_to_dict(cfg)
+    provenance = {
+        "source": "benchmarks", "config_hash": stable_hash(body), "git_sha": git_sha(),
+        "package_versions": package_versions(), "started": started, "finished": finished,
+        "wall_s": round(time.time() - t0, 2), "model_path": str(cfg.model), "metric": spec.metric,
+        "max_length": max_length, "splits": data.split_record,
+        "validation_metric": scores["validation"].summary(), "test_metric": scores["test"].summary(),
+        **extra,
+    }
+    return RunRecord.create(
+        cfg.name, task_type=spec.task_type, dataset=spec.name, train_set=spec.train_set, lr=cfg.lr,
+        seed=cfg.seed, validation_score=scores["validation"].score, test_score=scores["test"].score,
+        test_instance_scores=list(scores["test"].instance_scores) or None, provenance=provenance,
+    )
+
+
+def _save_model(backbone, tokenizer, path: Path) -> None:
+    """Save the trained encoder + tokenizer atomically (write aside, then rename)."""
+    tmp = path.with_name(path.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    backbone.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)

@@ -1,0 +1,167 @@
+"""`score TASK PREDICTIONS REFERENCES [--per-instance OUT]`: score prediction files with the
+task's metric and print `{"task", "metric", "score", "n"}` as JSON (score x100).
+
+File formats (JSON Lines follow the inputs of the `evaluate` library's metrics):
+- accuracy (sst2, qqp, mnli): one JSON value per line (the predicted / gold label, id or name),
+  or objects `{"id": ..., "prediction": ...}` / `{"id": ..., "label": ...}` (matched by id).
+- seqeval (conll2003, ontonotes5, uner): one JSON list of tag strings per line (one sentence).
+- squad: `{"id", "prediction_text"}` / `{"id", "answers": {"text": [...], "answer_start": [...]}}`;
+  squad_v2 predictions also carry `no_answer_probability` (optional; "" = no answer).
+- record: `{"idx", "prediction_text"}` / `{"idx", "answers"}` with `answers` a list of strings or
+  a SQuAD-style dict; `idx` may be any JSON value (e.g. {"passage": 0, "query": 3}); `id` works too.
+- ndcg@10 (msmarco, nq, mldr_en): TREC text files, run lines `qid Q0 docid rank score tag` and
+  qrels lines `qid 0 docid relevance`; or JSON objects `{qid: {docid: score|relevance}}`.
+`--per-instance OUT` writes one `{"id", "score"}` line per reference instance.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from benchmarks import metrics
+from benchmarks.tasks import TASKS, get_task
+
+
+class ScoringInputError(ValueError):
+    pass
+
+
+def _jsonl(path: Path) -> list:
+    rows = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ScoringInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def _key(row: dict, path: Path):
+    for name in ("id", "idx"):
+        if name in row:
+            value = row[name]
+            return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+    raise ScoringInputError(f"{path}: a row has neither 'id' nor 'idx': {row}")
+
+
+def _field(row: dict, name: str, path: Path):
+    if name not in row:
+        raise ScoringInputError(f"{path}: row {_key(row, path)!r} has no {name!r} field")
+    return row[name]
+
+
+def _read_accuracy(pred_path: Path, ref_path: Path):
+    preds, refs = _jsonl(pred_path), _jsonl(ref_path)
+    if refs and isinstance(refs[0], dict):
+        gold = {_key(r, ref_path): _field(r, "label", ref_path) for r in refs}
+        got = {_key(p, pred_path): _field(p, "prediction", pred_path) for p in preds}
+        missing = [k for k in gold if k not in got]
+        if missing:
+            raise ScoringInputError(f"{pred_path}: no prediction for id {missing[0]!r}")
+        return metrics.accuracy([got[k] for k in gold], list(gold.values()), list(gold))
+    if len(preds) != len(refs):
+        raise ScoringInputError(f"{pred_path} has {len(preds)} lines, {ref_path} {len(refs)}")
+    return metrics.accuracy(preds, refs)
+
+
+def _read_trec(path: Path, kind: str) -> dict:
+    text = Path(path).read_text(encoding="utf-8")
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    out: dict = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if kind == "run":
+            if len(parts) != 6:
+                raise ScoringInputError(f"{path}:{number}: expected 'qid Q0 docid rank score tag'")
+            out.setdefault(parts[0], {})[parts[2]] = float(parts[4])
+        else:
+            if len(parts) != 4:
+                raise ScoringInputError(f"{path}:{number}: expected 'qid 0 docid relevance'")
+            out.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+    return out
+
+
+def score_files(task: str, predictions: Path, references: Path, *,
+                no_answer_threshold: float = 1.0, relevance: str = "binary",
+                seqeval_mode: str | None = None) -> metrics.MetricResult:
+    spec = get_task(task)
+    metric = spec.metric
+    if metric == "accuracy":
+        return _read_accuracy(predictions, references)
+    if metric == "seqeval_f1":
+        return metrics.seqeval_f1(_jsonl(predictions), _jsonl(references), mode=seqeval_mode)
+    if metric in ("squad_f1", "squad_v2_f1", "record_f1"):
+        preds, refs = _jsonl(predictions), _jsonl(references)
+        got = {_key(p, predictions): _field(p, "prediction_text", predictions) for p in preds}
+        gold = {_key(r, references): _field(r, "answers", references) for r in refs}
+        if metric == "squad_v2_f1":
+            probs = {_key(p, predictions): float(p.get("no_answer_probability", 0.0))
+                     for p in preds}
+            return metrics.squad_v2(got, gold, probs, no_answer_threshold)
+        return (metrics.squad_v1 if metric == "squad_f1" else metrics.record_f1)(got, gold)
+    if metric == "ndcg@10":
+        return metrics.ndcg_at_10(_read_trec(predictions, "run"), _read_trec(references, "qrels"),
+                                  relevance=relevance)
+    raise AssertionError(metric)
+
+
+def _cmd_score(args: argparse.Namespace) -> int:
+    try:
+        result = score_files(args.task, args.predictions, args.references,
+                             no_answer_threshold=args.no_answer_threshold,
+                             relevance=args.relevance,
+                             seqeval_mode=None if args.seqeval_mode == "default" else "strict")
+    except (ScoringInputError, ValueError, KeyError, FileNotFoundError) as exc:
+        print(f"score: error: {exc}", file=sys.stderr)
+        return 2
+    if args.per_instance:
+        lines = "".join(json.dumps({"id": i, "score": s}) + "\n"
+                        for i, s in zip(result.instance_ids, result.instance_scores))
+        Path(args.per_instance).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.per_instance).write_text(lines, encoding="utf-8")
+    print(json.dumps({"task": args.task, "metric": result.metric, "score": round(result.score, 4),
+                      "n": result.n}))
+    return 0
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the `score` command to an argparse subparsers object; sets `func` (args -> exit code)."""
+    parser = subparsers.add_parser(
+        "score", help="score a predictions file against references with the task's metric",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task", choices=list(TASKS), metavar="TASK",
+                        help=f"one of: {', '.join(TASKS)}")
+    parser.add_argument("predictions", type=Path, metavar="PREDICTIONS")
+    parser.add_argument("references", type=Path, metavar="REFERENCES")
+    parser.add_argument("--per-instance", type=Path, metavar="OUT",
+                        help="write per-instance scores (JSON Lines {id, score})")
+    parser.add_argument("--no-answer-threshold", type=float, default=1.0,
+                        help="squad_v2: no_answer_probability above this means 'no answer' "
+                             "(default 1.0 = never; abstain by predicting '')")
+    parser.add_argument("--relevance", choices=("binary", "graded"), default="binary",
+                        help="IR gains: binary (grade >= 1, default, as the released harness) or "
+                             "graded")
+    parser.add_argument("--seqeval-mode", choices=("default", "strict"), default="default",
+                        help="seqeval mode (default: conlleval-compatible)")
+    parser.set_defaults(func=_cmd_score)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m benchmarks.scoring score TASK PREDICTIONS REFERENCES ...`."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scoring")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

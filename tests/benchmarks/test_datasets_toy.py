@@ -1,0 +1,307 @@
+"""Loading and the split protocol on the committed toy mirror; the generator's guarantees."""
+import dataclasses
+import json
+import math
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.datasets import TOY_DATA_ROOT, DatasetError, IRSplit, load_hub_split, load_task_data
+from benchmarks.datasets import make_toy
+from benchmarks.datasets.schemas import HUB_SCHEMAS
+from benchmarks.metrics import ndcg_at_10, rank_documents, seqeval_f1
+from benchmarks.tasks import TASKS, HubSource
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return {name: load_task_data(spec, TOY_DATA_ROOT) for name, spec in TASKS.items()}
+
+
+@pytest.mark.parametrize("key", sorted(HUB_SCHEMAS, key=str))
+def test_toy_mirror_has_the_hub_schema(key):
+    hub_id, config = key
+    schema = HUB_SCHEMAS[key]
+    folder = TOY_DATA_ROOT / hub_id / (config or "default")
+    assert sorted(p.stem for p in folder.glob("*.jsonl")) == sorted(schema.splits)
+    for split in schema.splits:
+        ds = load_hub_split(HubSource(hub_id, config), split, TOY_DATA_ROOT)
+        assert ds.features == schema.features, (key, split)
+        assert len(ds) > 0
+        first = json.loads((folder / f"{split}.jsonl").read_text().splitlines()[0])
+        assert list(first) == list(schema.features), "column order of the Hub"
+
+
+def test_glue_hidden_test_labels_and_class_labels():
+    for config, splits in (("sst2", ["test"]), ("qqp", ["test"]),
+                           ("mnli", ["test_matched", "test_mismatched"])):
+        for split in splits:
+            ds = load_hub_split(HubSource("nyu-mll/glue", config), split, TOY_DATA_ROOT)
+            assert set(ds["label"]) == {-1}
+    spec = dataclasses.replace(TASKS["sst2"], splits={**TASKS["sst2"].splits, "test": "test"})
+    with pytest.raises(DatasetError, match="hidden labels"):
+        load_task_data(spec, TOY_DATA_ROOT, roles=("test",))
+
+
+@pytest.mark.parametrize("name", ["sst2", "qqp", "mnli", "squad", "squad_v2", "record"])
+def test_train_carveout_is_5_percent_seed_42_as_released(loaded, name):
+    spec = TASKS[name]
+    data = loaded[name]
+    raw_train = load_hub_split(spec.source, "train", TOY_DATA_ROOT)
+    raw_test = load_hub_split(spec.source, spec.splits["test"], TOY_DATA_ROOT)
+    n = len(raw_train)
+    assert len(data.train) == math.floor(0.95 * n) and len(data.train) + len(data.validation) == n
+    assert len(data.test) == len(raw_test)
+    # the released harness: train.train_test_split(train_size=0.95, seed=42)
+    released = raw_train.train_test_split(train_size=0.95, seed=42)
+    key = "idx" if spec.task_type == "SC" else "question"
+    assert data.validation[key] == released["test"][key]
+    assert data.train[key] == released["train"][key]
+    assert data.split_record["seed"] == 42 and data.split_record["validation_fraction"] == 0.05
+    again = load_task_data(spec, TOY_DATA_ROOT)
+    assert again.split_record == data.split_record
+
+
+def test_sc_columns_and_templates(loaded):
+    for name in ("sst2", "qqp", "mnli"):
+        data = loaded[name]
+        assert data.train.column_names == ["text", "label", "idx"]
+        assert data.label_names == TASKS[name].label_names
+        assert data.train.features["label"].names == list(TASKS[name].label_names)
+    assert loaded["mnli"].test[0]["text"].startswith("Premise: ")
+    assert "\nHypothesis: " in loaded["mnli"].test[0]["text"]
+    assert loaded["qqp"].test[0]["text"].startswith("Question 1: ")
+    assert not loaded["sst2"].test[0]["text"].startswith("Sentence")
+
+
+@pytest.mark.parametrize("name", ["conll2003", "ontonotes5", "uner"])
+def test_tc_official_splits_and_labels(loaded, name):
+    data = loaded[name]
+    spec = TASKS[name]
+    assert data.label_names == spec.label_names
+    for role in ("train", "validation", "test"):
+        ds = data.split(role)
+        assert ds.column_names == ["tokens", "tags"]
+        raw = load_hub_split(spec.source, role, TOY_DATA_ROOT)
+        assert len(ds) == len(raw)
+        for tokens, tags in zip(ds["tokens"], ds["tags"]):
+            assert len(tokens) == len(tags) and all(0 <= t < spec.num_labels for t in tags)
+    assert max(len(t) for t in data.test["tokens"]) > 128, "a long sentence for truncation"
+    assert data.split_record["protocol"] == "official"
+
+
+@pytest.mark.parametrize("name", ["squad", "squad_v2", "record"])
+def test_qa_answers_are_exact_spans(loaded, name):
+    data = loaded[name]
+    for role in ("train", "validation", "test"):
+        ds = data.split(role)
+        assert ds.column_names == ["id", "context", "question", "answers"]
+        assert len(set(ds["id"])) == len(ds)
+        for context, answers in zip(ds["context"], ds["answers"]):
+            for text, start in zip(answers["text"], answers["answer_start"]):
+                assert context[start:start + len(text)] == text
+    n_answers = Counter(len(a["text"]) for a in data.test["answers"])
+    if name == "squad_v2":
+        assert n_answers[0] > 0 and n_answers[3] > 0
+    elif name == "squad":
+        assert set(n_answers) == {3}
+    else:
+        assert all("@placeholder" in q for q in data.test["question"])
+        assert all("@highlight" in c for c in data.test["context"])
+
+
+def test_nq_query_halves_are_seeded_disjoint_and_recorded(loaded):
+    data = loaded["nq"]
+    val, test = data.validation, data.test
+    assert isinstance(val, IRSplit) and isinstance(test, IRSplit)
+    qrels_raw = load_hub_split(HubSource("BeIR/nq-qrels"), "test", TOY_DATA_ROOT)
+    all_q = set(qrels_raw["query-id"])
+    assert set(val.qrels).isdisjoint(test.qrels) and set(val.qrels) | set(test.qrels) == all_q
+    assert len(val.qrels) == round(len(all_q) / 2)
+    assert data.split_record["query_split_seed"] == TASKS["nq"].ir_query_split_seed
+    again = load_task_data(TASKS["nq"], TOY_DATA_ROOT, roles=("validation", "test"))
+    assert again.validation.qrels == val.qrels and again.train is None
+    other = dataclasses.replace(TASKS["nq"], ir_query_split_seed=7)
+    assert load_task_data(other, TOY_DATA_ROOT, roles=("validation",)).validation.qrels != val.qrels
+    # documents are "title. text" as the released loader builds them
+    doc_id = next(iter(val.corpus))
+    assert ". " in val.corpus[doc_id]
+
+
+def test_ir_candidate_pools(loaded):
+    data = loaded["msmarco"]
+    test = data.test
+    raw = load_hub_split(HubSource("BeIR/msmarco-qrels"), "test", TOY_DATA_ROOT)
+    assert len(set(raw["query-id"])) == len(test.qrels) + 1, "the all-grade-0 query is not evaluated"
+    assert set(test.corpus) == {d for docs in test.qrels.values() for d in docs}
+    assert any(g == 0 for docs in test.qrels.values() for g in docs.values())
+    assert all(isinstance(q, str) for q in test.qrels), "ids cast to str"
+    full = load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, roles=("test",), pool="full_corpus")
+    assert set(full.test.corpus) > set(test.corpus)
+    both = load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, roles=("test",),
+                          pool="qrels_pool_all_splits")
+    assert set(both.test.corpus) == set(test.corpus) | set(data.validation.corpus)
+    with pytest.raises(ValueError, match="candidate pool"):
+        load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, pool="bm25")
+    assert data.train.column_names == ["query", "positive"]
+    mldr = loaded["mldr_en"]
+    assert max(len(t.split()) for t in mldr.test.corpus.values()) > 1000
+
+
+def _copy_mirror(tmp_path: Path, rel: str) -> Path:
+    shutil.copytree(TOY_DATA_ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_missing_column_names_dataset_split_and_column(tmp_path):
+    root = _copy_mirror(tmp_path, "nyu-mll/glue/sst2")
+    path = root / "nyu-mll/glue/sst2/validation.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "sentence"}) + "\n"
+                            for r in rows))
+    with pytest.raises(DatasetError) as info:
+        load_task_data(TASKS["sst2"], root)
+    message = str(info.value)
+    assert "nyu-mll/glue" in message and "'validation'" in message and "'sentence'" in message
+
+
+def test_missing_split_file_is_a_clear_error(tmp_path):
+    root = _copy_mirror(tmp_path, "hgissbkh/uner_en")
+    (root / "hgissbkh/uner_en/default/test.jsonl").unlink()
+    with pytest.raises(DatasetError, match=r"hgissbkh/uner_en.*'test'.*no file"):
+        load_task_data(TASKS["uner"], root)
+
+
+def test_mirror_may_omit_columns_the_task_does_not_read(tmp_path):
+    root = _copy_mirror(tmp_path, "hgissbkh/uner_en")
+    for path in (root / "hgissbkh/uner_en/default").glob("*.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({"tokens": r["tokens"], "ner_tags": r["ner_tags"]})
+                                + "\n" for r in rows))
+    data = load_task_data(TASKS["uner"], root)
+    assert data.label_names == TASKS["uner"].label_names and len(data.test) == 64
+
+
+def test_generator_is_deterministic_and_matches_the_committed_copy(tmp_path):
+    make_toy.main([str(tmp_path / "toy")])
+    committed = sorted(p.relative_to(TOY_DATA_ROOT) for p in TOY_DATA_ROOT.rglob("*.jsonl"))
+    fresh = sorted(p.relative_to(tmp_path / "toy") for p in (tmp_path / "toy").rglob("*.jsonl"))
+    assert fresh == committed
+    assert make_toy.tree_digest(tmp_path / "toy") == make_toy.tree_digest(TOY_DATA_ROOT), \
+        "regenerate the committed copy: python -m benchmarks.datasets.make_toy " \
+        "benchmarks/datasets/toy --clean"
+    assert sum((TOY_DATA_ROOT / p).stat().st_size for p in committed) < 3_000_000
+    assert make_toy.build(seed=1) != make_toy.build(seed=0)
+
+
+# --- learnability: simple non-neural baselines must beat chance clearly ------------------------
+
+
+def _words(text):
+    return text.lower().replace("?", " ").replace(".", " ").split()
+
+
+def _naive_bayes(train_texts, train_labels, test_texts, n_labels):
+    counts = [Counter() for _ in range(n_labels)]
+    priors = Counter(train_labels)
+    for text, label in zip(train_texts, train_labels):
+        counts[label].update(_words(text))
+    vocab = set().union(*counts)
+    totals = [sum(c.values()) for c in counts]
+
+    def predict(text):
+        return max(range(n_labels), key=lambda k: math.log(priors[k] + 1) + sum(
+            math.log((counts[k][w] + 1) / (totals[k] + len(vocab))) for w in _words(text)))
+
+    return [predict(t) for t in test_texts]
+
+
+@pytest.mark.parametrize("name,minimum", [("sst2", 0.85), ("mnli", 0.65)])
+def test_sc_toy_is_learnable_from_words(loaded, name, minimum):
+    data = loaded[name]
+    texts = [t.split("Hypothesis: ")[-1] for t in data.train["text"]]
+    tests = [t.split("Hypothesis: ")[-1] for t in data.test["text"]]
+    preds = _naive_bayes(texts, data.train["label"], tests, TASKS[name].num_labels)
+    acc = sum(p == g for p, g in zip(preds, data.test["label"])) / len(preds)
+    assert acc >= minimum
+
+
+def test_qqp_toy_duplicates_follow_topic_overlap(loaded):
+    data = loaded["qqp"]
+    template = {"how", "do", "i", "what", "is", "the", "best", "way", "to", "can", "quickly",
+                "should", "any", "tips", "does", "one", "well", "question", "1:", "2:", "a", "an",
+                "for", "my"}
+    hits = 0
+    for text, label in zip(data.test["text"], data.test["label"]):
+        q1, q2 = text.split("\n")
+        shared = (set(_words(q1)) & set(_words(q2))) - template
+        hits += int((len(shared) >= 2) == bool(label))
+    assert hits / len(data.test) >= 0.85
+
+
+def test_ner_toy_is_learnable_from_a_gazetteer(loaded):
+    for name in ("conll2003", "uner", "ontonotes5"):
+        data = loaded[name]
+        names = data.label_names
+        memory = {}
+        for tokens, tags in zip(data.train["tokens"], data.train["tags"]):
+            for tok, tag in zip(tokens, tags):
+                memory.setdefault(tok, Counter())[tag] += 1
+        preds = [[names[memory[t].most_common(1)[0][0]] if t in memory else "O" for t in tokens]
+                 for tokens in data.test["tokens"]]
+        gold = [[names[t] for t in tags] for tags in data.test["tags"]]
+        assert seqeval_f1(preds, gold).score > 60, name
+
+
+def test_ir_toy_is_learnable_from_lexical_overlap(loaded):
+    for name in ("msmarco", "nq", "mldr_en"):
+        split = loaded[name].test
+        run = {}
+        for qid, query in split.queries.items():
+            q = set(_words(query)) - set(make_toy.FILLER) - {"what", "how", "does", "work",
+                                                             "definition"}
+            run[qid] = dict(rank_documents(
+                {d: len(q & set(_words(text))) for d, text in split.corpus.items()}, 100))
+        assert ndcg_at_10(run, split.qrels).score > 60, name
+
+
+def test_raw_beir_files_tsv_qrels_and_gzipped_jsonl_load_the_same(tmp_path, loaded):
+    import gzip
+
+    for rel in ("BeIR/nq", "BeIR/nq-qrels"):
+        shutil.copytree(TOY_DATA_ROOT / rel, tmp_path / rel)
+    corpus = tmp_path / "BeIR/nq/corpus/corpus.jsonl"
+    with gzip.open(corpus.with_suffix(".jsonl.gz"), "wt", encoding="utf-8") as handle:
+        handle.write(corpus.read_text())
+    corpus.unlink()
+    qrels = tmp_path / "BeIR/nq-qrels/default/test.jsonl"
+    rows = [json.loads(line) for line in qrels.read_text().splitlines()]
+    qrels.with_suffix(".tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{r['query-id']}\t{r['corpus-id']}\t{r['score']}\n" for r in rows))
+    qrels.unlink()
+    data = load_task_data(TASKS["nq"], tmp_path, roles=("validation", "test"))
+    assert data.test.qrels == loaded["nq"].test.qrels
+    assert data.test.corpus == loaded["nq"].test.corpus
+
+
+def test_tc_tags_as_plain_ints_or_strings_become_class_labels(tmp_path, loaded):
+    from datasets import Dataset
+
+    from benchmarks.datasets.loading import _ensure_class_labels
+
+    spec = TASKS["conll2003"]
+    names = spec.label_names
+    ints = Dataset.from_dict({"words": [["Alice", "ran"]], "ner": [[1, 0]]})
+    with pytest.warns(UserWarning, match="plain integer tags"):
+        cast = _ensure_class_labels(spec, ints, "train")
+    assert cast.features["ner"].feature.names == list(names) and cast[0]["ner"] == [1, 0]
+    strings = Dataset.from_dict({"words": [["Alice", "ran"]], "ner": [["B-PER", "O"]]})
+    assert _ensure_class_labels(spec, strings, "train")[0]["ner"] == [1, 0]
+    bad = Dataset.from_dict({"words": [["x"]], "ner": [["B-FOO"]]})
+    with pytest.raises(DatasetError, match="B-FOO"):
+        _ensure_class_labels(spec, bad, "train")
+    too_big = Dataset.from_dict({"words": [["x"]], "ner": [[9]]})
+    with pytest.raises(DatasetError, match="tag id 9"):
+        _ensure_class_labels(spec, too_big, "train")

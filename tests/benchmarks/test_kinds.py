@@ -1,0 +1,247 @@
+"""Task kinds: bidirectional attention, GradCache, QA windows and post-processing, TC alignment."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.kinds import ir, qa, tc
+from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path
+from benchmarks.kinds.common import load_backbone, load_tokenizer, mean_pool
+from tests.benchmarks.tiny import minilm_dir, save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(str(minilm_dir()))
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_kinds")
+    return {arch: save_tiny_model(root / arch, arch) for arch in ("bert", "llama")}
+
+
+# --- bidirectional attention --------------------------------------------------------------------
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_llama_is_made_bidirectional(tiny_dirs, impl):
+    backbone = load_backbone(str(tiny_dirs["llama"]), attn_implementation=impl).eval()
+    assert backbone.needs_4d_mask
+    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 102, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
+    changed = ids.clone()
+    changed[0, 4] = 4937  # a later token
+    with torch.no_grad():
+        first, second = backbone(ids, mask), backbone(changed, mask)
+        unpadded = backbone(ids[:, :6], mask[:, :6])
+    assert (first[0, 0] - second[0, 0]).abs().max() > 1e-4, "position 0 must see later tokens"
+    assert torch.allclose(first[0, :6], unpadded[0], atol=1e-5), "padding must not change real positions"
+
+
+def test_a_causal_reference_does_not_see_the_future(tiny_dirs):
+    """The same check on the unmodified model fails: the test above measures bidirectionality."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(tiny_dirs["llama"]).eval()
+    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 102]])
+    changed = ids.clone()
+    changed[0, 4] = 4937
+    with torch.no_grad():
+        a, b = model(ids).last_hidden_state, model(changed).last_hidden_state
+    assert torch.allclose(a[0, 0], b[0, 0])
+
+
+def test_our_own_clm_model_type_is_made_bidirectional(tmp_path):
+    """`mlmclm_llama` (pretraining.modeling) reads `config.is_causal`; a CLM export has it True."""
+    modeling = pytest.importorskip("pretraining.modeling")
+    config = modeling.MlmClmConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                   is_causal=True)
+    torch.manual_seed(0)
+    modeling.MlmClmForLM(config).save_pretrained(tmp_path)
+    backbone = load_backbone(str(tmp_path)).eval()
+    assert backbone.model.config.is_causal is False
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    changed = ids.clone()
+    changed[0, 4] = 11
+    with torch.no_grad():
+        diff = (backbone(ids, torch.ones_like(ids))[0, 0] - backbone(changed, torch.ones_like(ids))[0, 0]).abs().max()
+    assert diff > 1e-4
+
+
+def test_bert_stays_bidirectional_and_mean_pool_ignores_padding(tiny_dirs):
+    backbone = load_backbone(str(tiny_dirs["bert"])).eval()
+    assert not backbone.needs_4d_mask
+    hidden = torch.randn(2, 4, 3)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    pooled = mean_pool(hidden, mask)
+    assert torch.allclose(pooled[0], hidden[0, :2].mean(0)) and torch.allclose(pooled[1], hidden[1].mean(0))
+
+
+def test_model_folder_without_weights_is_a_clear_error(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match="has no weights"):
+        check_model_path(str(tmp_path))
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        check_model_path(str(tmp_path / "missing"))
+
+
+# --- IR: InfoNCE and gradient caching -----------------------------------------------------------
+
+def test_info_nce_is_scaled_cosine_cross_entropy():
+    q, d = torch.randn(4, 8), torch.randn(4, 8)
+    cos = torch.nn.functional.cosine_similarity(q[:, None], d[None], dim=-1)
+    expected = torch.nn.functional.cross_entropy(20 * cos, torch.arange(4))
+    assert torch.allclose(ir.info_nce(q, d, 20.0), expected, atol=1e-6)
+
+
+def _ir_batch(n: int) -> dict:
+    g = torch.Generator().manual_seed(1)
+    batch = {"query_input_ids": torch.randint(1000, 5000, (n, 7), generator=g),
+             "query_attention_mask": torch.ones(n, 7, dtype=torch.long),
+             "doc_input_ids": torch.randint(1000, 5000, (n, 12), generator=g),
+             "doc_attention_mask": torch.ones(n, 12, dtype=torch.long)}
+    batch["doc_attention_mask"][::2, 9:] = 0  # some padding
+    return batch
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_grad_cache_gradients_equal_full_batch_gradients(tiny_dirs, arch):
+    batch = _ir_batch(8)
+    grads, losses = [], []
+    for micro_batch in (None, 3):  # 3 does not divide 8: uneven last chunk
+        model = ir.BiEncoder(load_backbone(str(tiny_dirs[arch])), micro_batch=micro_batch).train()
+        loss = model(batch)
+        loss.backward()
+        losses.append(loss.item())
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
+    for name in grads[0]:
+        assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4), name
+
+
+def test_grad_cache_replays_dropout(tiny_dirs, tmp_path):
+    """With dropout on, the re-run of each chunk must see the dropout masks of the cached pass:
+    then GradCache's gradient equals the gradient of the loss it reports."""
+    path = save_tiny_model(tmp_path / "drop", "bert", dropout=0.3)
+    batch = _ir_batch(6)
+    model = ir.BiEncoder(load_backbone(str(path)), micro_batch=2).train()
+    torch.manual_seed(5)
+    model(batch).backward()
+    cached = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    torch.manual_seed(5)  # same masks, computed chunk by chunk in one graph
+    chunks = ir.split_batch(ir._side(batch, "query"), 2)
+    q = torch.cat([model.embed(c) for c in chunks])
+    d = torch.cat([model.embed(c) for c in ir.split_batch(ir._side(batch, "doc"), 2)])
+    ir.info_nce(q, d, 20.0).backward()
+    for name, grad in cached.items():
+        assert torch.allclose(grad, dict(model.named_parameters())[name].grad, atol=1e-5, rtol=1e-4), name
+
+
+# --- QA -----------------------------------------------------------------------------------------
+
+def _feature(example_index, offsets):
+    return {"example_index": example_index, "offsets": offsets, "input_ids": list(range(len(offsets)))}
+
+
+def test_qa_postprocess_takes_the_best_span_over_windows():
+    context = "alpha beta gamma delta epsilon"
+    example = qa.QAExample("q", "which?", context, ("delta",), (17,))
+    # window 1 covers "alpha beta gamma", window 2 "gamma delta epsilon"; index 0 = CLS, 1 = question
+    w1 = [None, None, (0, 5), (6, 10), (11, 16)]
+    w2 = [None, None, (11, 16), (17, 22), (23, 30)]
+    starts = [np.array([0.0, 9, 1.0, 0.5, 0.2]), np.array([0.0, 9, 0.1, 3.0, 0.3])]
+    ends = [np.array([0.0, 9, 0.9, 0.4, 0.1]), np.array([0.0, 9, 0.1, 2.5, 0.2])]
+    features = [_feature(0, w1), _feature(0, w2)]
+    assert qa.postprocess([example], features, starts, ends) == ["delta"]
+    # a longer span wins when its start+end is higher; max_answer_length forbids it
+    ends[1][4] = 5.0
+    assert qa.postprocess([example], features, starts, ends) == ["delta epsilon"]
+    assert qa.postprocess([example], features, starts, ends, max_answer_length=1) == ["delta"]
+    # question tokens (offset None) are never part of an answer even with the highest logits
+    assert "which" not in qa.postprocess([example], features, starts, ends)[0]
+
+
+def test_qa_no_answer_decision():
+    context = "alpha beta gamma"
+    example = qa.QAExample("q", "which?", context, (), ())
+    offsets = [None, None, (0, 5), (6, 10), (11, 16)]
+    features = [_feature(0, offsets), _feature(0, offsets)]
+    starts = [np.array([4.0, 0, 1.0, 0.5, 0.2]), np.array([0.5, 0, 1.0, 0.5, 0.2])]
+    ends = [np.array([4.0, 0, 1.0, 0.4, 0.1]), np.array([0.5, 0, 1.0, 0.4, 0.1])]
+    # null score = min over windows = 1.0 < best span 2.0: answer
+    assert qa.postprocess([example], features, starts, ends, version_2=True) == ["alpha"]
+    starts[1][0] = ends[1][0] = 3.0  # null 6 > span 2: no answer
+    assert qa.postprocess([example], features, starts, ends, version_2=True) == [""]
+    assert qa.postprocess([example], features, starts, ends, version_2=True,
+                          null_score_diff_threshold=5.0) == ["alpha"]
+    assert qa.postprocess([example], features, starts, ends, version_2=False) == ["alpha"]
+
+
+def test_qa_windows_label_a_straddling_answer_only_where_it_fits(tokenizer):
+    words = [f"w{i}" for i in range(40)]
+    context = " ".join(words)
+    answer = "w20 w21 w22"
+    example = qa.QAExample("q", "where?", context, (answer,), (context.index(answer),))
+    features = qa.train_features([example], tokenizer, max_length=24, doc_stride=8)
+    assert len(features) > 2, "a long context becomes several windows"
+    positives = [f for f in features if f["start_positions"] > 0]
+    negatives = [f for f in features if f["start_positions"] == 0]
+    assert positives and negatives
+    for feat in positives:
+        span = feat["input_ids"][feat["start_positions"]:feat["end_positions"] + 1]
+        assert tokenizer.decode(span) == answer
+    for feat in negatives:
+        assert feat["end_positions"] == 0
+    # at least one window holds part of the answer but not all of it (straddles its edge)
+    text = [tokenizer.decode(f["input_ids"]) for f in negatives]
+    assert any(("w20" in t or "w22" in t) and answer not in t for t in text)
+
+
+def test_qa_eval_features_mark_only_context_offsets(tokenizer):
+    example = qa.QAExample("q", "where is it?", "it is here", ("here",), (6,))
+    (feat,) = qa.eval_features([example], tokenizer, max_length=32, doc_stride=8)
+    context_offsets = [o for o in feat["offsets"] if o is not None]
+    assert [example.context[s:e] for s, e in context_offsets] == ["it", "is", "here"]
+
+
+def test_record_cast_uses_the_first_mention_of_a_gold_entity():
+    passage = "Acme Corp hired Alice Smith in Berlin.\n@highlight\nAlice Smith joins Acme Corp"
+    row = {"passage": passage, "query": "@placeholder announced the hire.",
+           "entities": ["Acme Corp", "Alice Smith", "Berlin"],
+           "entity_spans": {"text": ["Acme Corp", "Alice Smith", "Berlin", "Alice Smith", "Acme Corp"],
+                            "start": [0, 16, 31, 50, 68], "end": [9, 27, 37, 61, 77]},
+           "answers": ["Alice Smith"], "idx": {"passage": 3, "query": 7}}
+    example = qa.record_to_example(row, 0)
+    assert example.answer_starts == (16,) and passage[16:27] == "Alice Smith"
+    assert example.question.startswith("@placeholder") and example.id == "3-7"
+    # SQuAD-shaped ReCoRD (several gold mentions): training takes the earliest one
+    cast = qa.QAExample("r", "q", passage, ("Acme Corp", "Alice Smith"), (68, 16))
+    assert qa.training_example(cast).answer_starts == (16,)
+    assert qa.training_example(qa.QAExample("r", "q", passage, ("Nobody",), ())) is None
+
+
+# --- TC -----------------------------------------------------------------------------------------
+
+def test_tc_labels_only_first_subtokens(tokenizer):
+    words = ["Unaffable", "Zorblax", "visited", "Berlin"]
+    tags = [1, 3, 0, 5]
+    (feat,) = tc.encode([words], [tags], tokenizer, max_length=64)
+    labelled = [(tokenizer.convert_ids_to_tokens(t), l) for t, l in zip(feat["input_ids"], feat["labels"]) if l != -100]
+    assert [l for _, l in labelled] == tags
+    assert all(not tok.startswith("##") for tok, _ in labelled)
+    assert len(feat["input_ids"]) > len(words) + 2, "some words split into several sub-tokens"
+    assert feat["labels"][0] == -100 and feat["labels"][-1] == -100  # [CLS], [SEP]
+
+
+def test_tc_truncated_words_are_predicted_outside(tokenizer, tiny_dirs):
+    from benchmarks.kinds.common import EvalContext
+
+    model = tc.TokenClassifier(load_backbone(str(tiny_dirs["bert"])), 3).eval()
+    sentences = [["word"] * 30, ["short", "one"]]
+    preds = tc.predict(model, sentences, tokenizer, max_length=10, ctx=EvalContext(torch.device("cpu")), outside=2)
+    assert [len(p) for p in preds] == [30, 2]
+    assert preds[0][20:] == [2] * 10

@@ -1,0 +1,144 @@
+"""`benchmarks run`: every task end to end on the toy data, records, skip/no-overwrite, errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.datasets import TOY_DATA_ROOT
+from benchmarks.run import CONFIG_DIR, RunConfig, format_lr, load_run_config, run, run_dir
+from benchmarks.tasks import TASKS
+from contracts.run_record import RunRecord, iter_records_in
+from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    return {"bert": save_tiny_model(root / "bert", "bert"), "llama": save_tiny_model(root / "llama", "llama"),
+            "out": root / "runs"}
+
+
+def _cfg(model, out, task, **kw) -> RunConfig:
+    values = {"model": str(model), "task": task, "lr": 1e-3, "seed": 0, "data_root": str(TOY_DATA_ROOT),
+              "out": str(out), **kw}
+    return load_run_config(values, CONFIG_DIR / "toy.yaml")
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_task_runs_end_to_end_on_toy_data(tiny, task):
+    cfg = _cfg(tiny["bert"], tiny["out"], task, max_steps=2)
+    record, _ = run(cfg)
+    spec = TASKS[task]
+    path = cfg.run_dir / "record.json"
+    assert path.is_file() and (cfg.run_dir / "config.yaml").is_file()
+    again = RunRecord.from_dict(json.loads(path.read_text()), str(path))
+    assert again == record
+    assert (record.model, record.dataset, record.task_type, record.lr, record.seed) == ("bert", task, spec.task_type, 1e-3, 0)
+    assert record.train_set == spec.train_set
+    assert record.test_instance_scores and all(0 <= s <= 100 for s in record.test_instance_scores)
+    assert record.provenance["source"] == "benchmarks" and record.provenance["config_hash"]
+    assert record.provenance["metric"] == spec.metric
+    if spec.task_type == "IR":
+        model_dir = run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
+        assert (model_dir / "config.json").is_file(), "the MS MARCO run saves the IR model"
+        if task != "msmarco":
+            assert record.provenance["trained_model"] == str(model_dir)
+            assert "train" not in record.provenance
+    else:
+        assert record.provenance["train"]["steps"] == 2
+
+
+@pytest.mark.parametrize("task", ["sst2", "squad_v2", "conll2003", "msmarco"])
+def test_a_decoder_made_bidirectional_runs_too_with_micro_batches(tiny, tmp_path, task):
+    """Micro-batches of 3 out of 8: Composer accumulation (SC/TC/QA), gradient caching (IR)."""
+    record, computed = run(_cfg(tiny["llama"], tmp_path, task, max_steps=2, device_microbatch_size=3))
+    assert computed and record.model == "llama"
+    expected = 8 if task == "msmarco" else 3  # IR keeps the batch whole for Composer
+    assert record.provenance["train"]["device_microbatch_size"] == expected
+
+
+def test_complete_record_is_never_overwritten_and_partial_runs_are_redone(tiny, tmp_path):
+    cfg = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1)
+    first, computed = run(cfg)
+    path = cfg.run_dir / "record.json"
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    second, computed_again = run(cfg)
+    assert computed and not computed_again and second == first
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    # an interrupted run (directory without record) is cleared and redone
+    other = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, seed=1)
+    other.run_dir.mkdir(parents=True)
+    (other.run_dir / "half_written.tmp").write_text("x")
+    record, computed = run(other)
+    assert computed and not (other.run_dir / "half_written.tmp").exists()
+    assert sorted(r.seed for r in iter_records_in([tmp_path])) == [0, 1]
+
+
+def test_release_style_names_carry_their_pretraining(tiny, tmp_path):
+    cfg = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, model_name="610m-mlm40-42k")
+    record, _ = run(cfg)
+    assert record.pretraining.objective == "mlm" and record.pretraining.masking_ratio == 0.4
+    assert cfg.run_dir == tmp_path / "610m-mlm40-42k" / "sst2" / "lr1e-03_sd0"
+    hub = RunConfig(model="MLMvsCLM/610m-clm-10k-mlm40-42k", task="sst2", lr=2e-5, seed=3, out="r")
+    assert hub.name == "610m-clm-10k-mlm40-42k" and hub.run_dir == Path("r/610m-clm-10k-mlm40-42k/sst2/lr2e-05_sd3")
+
+
+def test_lr_names_match_the_release():
+    assert [format_lr(x) for x in (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)] == [
+        "1e-05", "2e-05", "5e-05", "1e-04", "2e-04", "5e-04"]
+    assert format_lr(3.5e-5) == "3.5e-05"
+
+
+def test_paper_config_file_equals_the_defaults():
+    paper = yaml.safe_load((CONFIG_DIR / "paper.yaml").read_text())
+    defaults = {f.name: f.default for f in fields(RunConfig) if f.name in paper}
+    assert set(paper) == set(defaults)
+    assert {k: tuple(v) if isinstance(v, list) else v for k, v in paper.items()} == defaults
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_errors_are_one_line(tiny, tmp_path):
+    empty = tmp_path / "no_weights"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    cases = [
+        (["run", "--model", str(tiny["bert"]), "--task", "nope", "--lr", "1e-4", "--seed", "0"], "unknown task 'nope'"),
+        (["run", "--model", str(empty), "--task", "sst2", "--lr", "1e-4", "--seed", "0", "--out", str(tmp_path)],
+         "has no weights"),
+        (["run", "--model", str(tiny["bert"]), "--task", "sst2", "--lr", "0", "--seed", "0"], "lr must be > 0"),
+        (["matrix", "--models", str(tiny["bert"]), "--lrs", "", "--out", str(tmp_path), "--local"], "empty LR grid"),
+        (["matrix", "--models", str(tiny["bert"]), "--tasks", "sst2,bogus", "--out", str(tmp_path), "--local"],
+         "unknown task 'bogus'"),
+        (["matrix", "--models", str(empty), "--out", str(tmp_path), "--local"], "has no weights"),
+    ]
+    for argv, message in cases:
+        result = _cli(*argv)
+        assert result.returncode == 2, (argv, result.stderr[-2000:])
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert not list(tmp_path.rglob("record.json"))
+
+
+def test_cli_run_writes_then_skips(tiny, tmp_path):
+    argv = ["run", "--model", str(tiny["bert"]), "--task", "sst2", "--lr", "1e-3", "--seed", "0",
+            "--data-root", str(TOY_DATA_ROOT), "--out", str(tmp_path), "--max-steps", "1", "--batch-size", "4",
+            "--max-length", "32", "--set", "eval_batch_size=16"]
+    first = _cli(*argv)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "done" in first.stdout
+    second = _cli(*argv)
+    assert second.returncode == 0 and "skipped" in second.stdout
+    saved = yaml.safe_load((tmp_path / "bert/sst2/lr1e-03_sd0/config.yaml").read_text())
+    assert saved["config"]["max_length"] == 32 and saved["config"]["eval_batch_size"] == 16 and saved["git_sha"]

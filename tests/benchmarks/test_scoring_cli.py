@@ -1,0 +1,99 @@
+"""The `score` command on files in the documented formats (called through scoring.main)."""
+import argparse
+import json
+
+import pytest
+
+from benchmarks import scoring
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _run(capsys, *argv):
+    code = scoring.main(["score", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else err)
+
+
+def test_squad_scores_and_per_instance_file(tmp_path, capsys):
+    preds = _write(tmp_path / "p.jsonl", [{"id": "a", "prediction_text": "the Broncos"},
+                                          {"id": "b", "prediction_text": "Paris"}])
+    refs = _write(tmp_path / "r.jsonl", [
+        {"id": "a", "answers": {"text": ["Broncos", "Denver Broncos"], "answer_start": [7, 0]}},
+        {"id": "b", "answers": {"text": ["London"], "answer_start": [0]}}])
+    out = tmp_path / "per" / "instances.jsonl"
+    code, result = _run(capsys, "squad", preds, refs, "--per-instance", out)
+    assert code == 0
+    assert result == {"task": "squad", "metric": "squad_f1", "score": 50.0, "n": 2}
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"id": "a", "score": 100.0}, {"id": "b", "score": 0.0}]
+
+
+def test_squad_v2_no_answer_probability_and_threshold(tmp_path, capsys):
+    preds = _write(tmp_path / "p.jsonl", [
+        {"id": "a", "prediction_text": "Paris", "no_answer_probability": 0.8},
+        {"id": "b", "prediction_text": "", "no_answer_probability": 0.0}])
+    refs = _write(tmp_path / "r.jsonl", [{"id": "a", "answers": {"text": [], "answer_start": []}},
+                                         {"id": "b", "answers": {"text": [], "answer_start": []}}])
+    assert _run(capsys, "squad_v2", preds, refs)[1]["score"] == 50.0
+    assert _run(capsys, "squad_v2", preds, refs, "--no-answer-threshold", "0.5")[1]["score"] == 100.0
+
+
+def test_record_keys_by_idx(tmp_path, capsys):
+    preds = _write(tmp_path / "p.jsonl", [{"idx": {"passage": 0, "query": 1}, "prediction_text": "ACME"}])
+    refs = _write(tmp_path / "r.jsonl", [{"idx": {"query": 1, "passage": 0}, "answers": ["Acme", "Acme Corp"]}])
+    assert _run(capsys, "record", preds, refs)[1] == {"task": "record", "metric": "record_f1",
+                                                       "score": 100.0, "n": 1}
+
+
+def test_seqeval_lines_of_tags(tmp_path, capsys):
+    preds = _write(tmp_path / "p.jsonl", [["B-PER", "I-PER", "O"], ["O", "B-LOC"]])
+    refs = _write(tmp_path / "r.jsonl", [["B-PER", "I-PER", "O"], ["O", "B-ORG"]])
+    code, result = _run(capsys, "conll2003", preds, refs)
+    assert result["metric"] == "seqeval_f1" and result["score"] == 50.0 and result["n"] == 2
+
+
+def test_accuracy_by_id_or_by_line(tmp_path, capsys):
+    preds = _write(tmp_path / "p.jsonl", [{"id": 2, "prediction": 1}, {"id": 1, "prediction": 0}])
+    refs = _write(tmp_path / "r.jsonl", [{"id": 1, "label": 0}, {"id": 2, "label": 0}])
+    assert _run(capsys, "sst2", preds, refs)[1]["score"] == 50.0
+    preds = _write(tmp_path / "p2.jsonl", ["entailment", "neutral"])
+    refs = _write(tmp_path / "r2.jsonl", ["entailment", "contradiction"])
+    assert _run(capsys, "mnli", preds, refs)[1] == {"task": "mnli", "metric": "accuracy",
+                                                     "score": 50.0, "n": 2}
+
+
+def test_ndcg_trec_files_and_queries_without_hits(tmp_path, capsys):
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 model\nq1 Q0 d2 2 1.0 model\n")
+    qrels = tmp_path / "qrels.trec"
+    qrels.write_text("q1 0 d1 1\nq2 0 d9 1\nq3 0 d4 0\n")
+    code, result = _run(capsys, "msmarco", run, qrels)
+    assert result == {"task": "msmarco", "metric": "ndcg@10", "score": 50.0, "n": 2}
+    js = tmp_path / "run.json"
+    js.write_text(json.dumps({"q1": {"d1": 2.0}, "q2": {"d9": 1.0}}))
+    assert _run(capsys, "nq", js, qrels)[1]["score"] == 100.0
+
+
+def test_errors_are_reported_not_raised(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    code, err = _run(capsys, "squad", bad, bad)
+    assert code == 2 and "bad.jsonl:1: not valid JSON" in err
+    preds = _write(tmp_path / "p.jsonl", [{"id": "a"}])
+    code, err = _run(capsys, "squad", preds, preds)
+    assert code == 2 and "no 'prediction_text' field" in err
+    with pytest.raises(SystemExit):
+        scoring.main(["score", "nosuchtask", str(bad), str(bad)])
+    capsys.readouterr()
+
+
+def test_register_adds_score_to_any_subparsers():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    scoring.register(sub)
+    args = parser.parse_args(["score", "uner", "p", "r", "--per-instance", "o"])
+    assert args.func is not None and args.task == "uner" and str(args.per_instance) == "o"
