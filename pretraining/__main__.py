@@ -1,0 +1,120 @@
+"""`python -m pretraining {prepare-data,verify-data,train,configs,export,bench}`."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _train(args) -> int:
+    from contracts.config import ConfigError
+    from pretraining.config import load_run_config
+
+    try:
+        cfg = load_run_config(args.config, args.overrides)
+    except ConfigError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    from pretraining.export import CheckpointError
+    from pretraining.tokenizer import TokenizerError
+    from pretraining.train import RunError, train
+
+    try:
+        run_dir = train(cfg)
+    except (RunError, CheckpointError, TokenizerError, FileNotFoundError) as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
+    print(f"train: finished {cfg.name}; weights in {run_dir / 'hf'}, losses in {run_dir / 'loss.jsonl'}")
+    return 0
+
+
+def _configs(args) -> int:
+    from pretraining import registry
+
+    if args.list:
+        for name, (run, step) in sorted(registry.released_checkpoints().items()):
+            note = "" if name == run else f"  (step {step} of run {run})"
+            print(name + note)
+        return 0
+    if not args.name:
+        print("configs: give a checkpoint NAME or --list", file=sys.stderr)
+        return 2
+    kwargs = {"scale": args.scale, "runs_root": args.runs_root}
+    if args.data_path:
+        kwargs["data_path"] = args.data_path
+    if args.tokenizer:
+        kwargs["tokenizer"] = args.tokenizer
+    try:
+        if args.output:
+            print(f"configs: wrote {registry.write_config(args.name, args.output, **kwargs)}")
+        else:
+            print(registry.config_yaml(args.name, **kwargs), end="")
+    except KeyError as exc:
+        print(f"configs: {exc.args[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _export(args) -> int:
+    from pretraining.export import CheckpointError, export_checkpoint
+
+    try:
+        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, preset=args.preset)
+    except CheckpointError as exc:
+        print(f"export: {exc}", file=sys.stderr)
+        return 2
+    print(f"export: wrote {out} (load with `import pretraining; AutoModel.from_pretrained(...)`)")
+    return 0
+
+
+def _bench(args) -> int:
+    from pretraining.bench import main
+
+    return main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pretraining",
+                                     description="Pretrain the paper's encoders (CLM, MLM, biphasic, CPT).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    from pretraining.data.cli import register as register_data
+
+    register_data(sub)  # prepare-data, verify-data
+
+    train = sub.add_parser("train", help="train or resume one run from a YAML config")
+    train.add_argument("config", help="YAML RunConfig (see `configs`)")
+    train.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.max_steps=100")
+    train.set_defaults(func=_train)
+
+    configs = sub.add_parser("configs", help="write the config of one of the paper's 50 checkpoints")
+    configs.add_argument("name", nargs="?", help="released name, e.g. 610m-clm-10k-mlm40-42k")
+    configs.add_argument("--list", action="store_true", help="list the 50 names")
+    configs.add_argument("--scale", choices=["paper", "toy"], default="paper")
+    configs.add_argument("--runs-root", default="runs", help="folder holding run directories")
+    configs.add_argument("--data-path", help="prepared data folder (data.path)")
+    configs.add_argument("--tokenizer", help="tokenizer name or path")
+    configs.add_argument("-o", "--output", help="write here instead of stdout")
+    configs.set_defaults(func=_configs)
+
+    export = sub.add_parser("export", help="Composer checkpoint (or run dir) -> Hugging Face directory")
+    export.add_argument("checkpoint", help="a .pt checkpoint, or a run dir (its latest checkpoint)")
+    export.add_argument("out", help="output directory (must not exist)")
+    export.add_argument("--tokenizer", help="default: the run config's tokenizer")
+    export.add_argument("--preset", help="default: the run config's model.preset")
+    export.set_defaults(func=_export)
+
+    bench = sub.add_parser("bench", help="tokens/s of a pretraining step: Composer vs plain PyTorch")
+    from pretraining.bench import add_arguments
+    add_arguments(bench)
+    bench.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

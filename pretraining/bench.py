@@ -1,0 +1,223 @@
+"""Throughput of one pretraining step: the Composer Trainer vs the same step in a plain PyTorch loop.
+
+Both paths run the identical step on identical synthetic packed batches: objective on the batch
+(MLM masking with the seeded generator, or CLM labels), forward with block-diagonal attention,
+loss at labelled positions only, backward, grad-norm clip 1.0, torch AdamW, WSD multiplier.
+`--plain` needs only torch + transformers (no Composer), for GPU machines without it.
+
+FLOPs per step (reported with MFU when the peak is known):
+  6N:        6 x N x tokens, N = every parameter except the input embedding (the LM head counted
+             at every position, although MLM applies it only at the masked ones)
+  attention: 12 x layers x hidden x seq_len x tokens (QK^T and AV, forward + backward, the full
+             L x L square as computed with a dense mask; PaLM appendix B convention)
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+
+from pretraining.modeling import (MlmClmForLM, closed_form_parameter_count, config_from_preset)
+from pretraining.objectives import clm_labels, mask_for_mlm, objective_generator
+from pretraining.schedule import wsd_multiplier
+
+# Dense bf16 tensor-core peaks (FLOP/s) by device-name fragment.
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12}
+BOS, EOS, MASK = 0, 1, 2  # synthetic ids; real runs take them from the tokenizer
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--preset", default="toy_m", help="model preset (toy_s/m/l, 210m, 610m, 1b)")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--objective", choices=["mlm", "clm"], default="mlm")
+    parser.add_argument("--mlm-ratio", type=float, default=0.4)
+    parser.add_argument("--vocab-size", type=int, default=8192, help="toy presets only")
+    parser.add_argument("--doc-len", type=int, default=512, help="mean packed document length")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                        help="auto: bf16 autocast on CUDA, fp32 on CPU")
+    parser.add_argument("--attn", choices=["sdpa", "flash_attention_2"], default="sdpa")
+    parser.add_argument("--plain", action="store_true", help="plain PyTorch loop only (no Composer)")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the transformer body (plain loop only; the head stays eager)")
+    parser.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: known GPUs)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per path (median reported)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--json", help="also write the results here")
+
+
+def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int, seed: int = 0):
+    """Packed batches {input_ids, document_ids} with documents of random length ~ doc_len."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(3, vocab, (batch, seq_len), generator=g)
+        lengths = torch.randint(max(2, doc_len // 2), doc_len * 3 // 2 + 1, (batch, seq_len), generator=g)
+        docs = torch.empty(batch, seq_len, dtype=torch.long)
+        for b in range(batch):
+            ends = torch.cumsum(lengths[b], 0)
+            docs[b] = torch.searchsorted(ends, torch.arange(seq_len), right=True)
+            starts = torch.nonzero(torch.diff(docs[b], prepend=docs[b, :1] - 1)).flatten()
+            ids[b, starts] = BOS
+        out.append({"input_ids": ids, "document_ids": docs})
+    return out
+
+
+def apply_objective(batch: dict, step: int, objective: str, ratio: float, vocab: int) -> dict:
+    if objective == "mlm":
+        ids, labels = mask_for_mlm(batch["input_ids"], objective_generator(0, step, 0), ratio, MASK,
+                                   (BOS, EOS, MASK), vocab)
+    else:
+        ids, labels = batch["input_ids"], clm_labels(batch["input_ids"], batch["document_ids"])
+    return {"input_ids": ids, "document_ids": batch["document_ids"], "labels": labels}
+
+
+def _setup(args):
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and device == "cuda")
+    cfg = config_from_preset(args.preset, vocab_size=args.vocab_size if args.preset.startswith("toy") else None,
+                             is_causal=args.objective == "clm", attention_backend=args.attn)
+    return device, bf16, cfg
+
+
+def _sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_plain(args) -> dict:
+    device, bf16, cfg = _setup(args)
+    torch.manual_seed(0)
+    model = MlmClmForLM(cfg).to(device)
+    if args.compile:  # the body has static shapes; the labelled-position head does not
+        model.model.compile()  # in place: parameter names unchanged
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5,
+                                  weight_decay=0.1)
+    total = args.warmup_steps + args.steps
+    batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
+    is_causal = args.objective == "clm"
+    start = None
+    for step, raw in enumerate(batches):
+        if step == args.warmup_steps:
+            _sync(device)
+            start = time.perf_counter()
+        batch = apply_objective(raw, step, args.objective, args.mlm_ratio, cfg.vocab_size)
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        for group in optimizer.param_groups:
+            group["lr"] = 5e-4 * wsd_multiplier(step, 1, total, total)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch, is_causal=is_causal).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    _sync(device)
+    return _report(args, cfg, device, bf16, "plain", time.perf_counter() - start)
+
+
+def run_composer(args) -> dict:
+    from composer import Callback, Trainer
+    from composer.algorithms import GradientClipping
+    from composer.core import DataSpec
+
+    from pretraining.schedule import WSDScheduler
+    from pretraining.objectives import TokenIds
+    from pretraining.train import ComposerLM, ObjectiveAlgorithm, _num_tokens
+
+    device, bf16, cfg = _setup(args)
+    torch.manual_seed(0)
+    model = MlmClmForLM(cfg)
+    total = args.warmup_steps + args.steps
+    batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
+    timing = {}
+
+    class Timer(Callback):
+        def after_dataloader(self, state, logger):
+            if int(state.timestamp.batch) == args.warmup_steps:
+                _sync(device)
+                timing["start"] = time.perf_counter()
+
+        def batch_end(self, state, logger):
+            if int(state.timestamp.batch) == total:
+                _sync(device)
+                timing["end"] = time.perf_counter()
+
+    ids = TokenIds(mask=MASK, special=(BOS, EOS, MASK), vocab_size=cfg.vocab_size)
+    trainer = Trainer(
+        model=ComposerLM(model), train_dataloader=DataSpec(batches, get_num_tokens_in_batch=_num_tokens),
+        max_duration=f"{total}ba",
+        optimizers=torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5,
+                                     weight_decay=0.1),
+        schedulers=WSDScheduler(1, total, total), step_schedulers_every_batch=True,
+        algorithms=[ObjectiveAlgorithm(args.objective, None, args.mlm_ratio, (1.0, 0.0, 0.0), ids, 0),
+                    GradientClipping(clipping_type="norm", clipping_threshold=1.0)],
+        callbacks=[Timer()], device="gpu" if device == "cuda" else "cpu",
+        precision="amp_bf16" if bf16 else "fp32", accumulate_train_batch_on_tokens=True,
+        device_train_microbatch_size=args.batch_size,
+        progress_bar=False, seed=0,
+    )
+    trainer.fit()
+    trainer.close()
+    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"])
+
+
+def _effective_attention(requested: str, device: str) -> str:
+    if requested != "flash_attention_2":
+        return requested
+    from transformers.utils import is_flash_attn_2_available
+    usable = device == "cuda" and is_flash_attn_2_available()
+    return requested if usable else "sdpa (flash-attn 2 not available)"
+
+
+def _report(args, cfg, device, bf16, path, seconds) -> dict:
+    counts = closed_form_parameter_count(cfg)
+    tokens = args.steps * args.batch_size * args.seq_len
+    n = counts["total"] - counts["embedding"]
+    flops_6n = 6 * n * tokens
+    flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * args.seq_len * tokens
+    row = {"path": path + ("+compile" if args.compile and path == "plain" else ""), "preset": args.preset, "objective": args.objective, "device": device,
+           "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+           "precision": "bf16" if bf16 else "fp32", "attn": _effective_attention(args.attn, device),
+           "torch": torch.__version__,
+           "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
+           "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1),
+           "params_N": n, "flops_6N_per_s": flops_6n / seconds,
+           "flops_attention_per_s": flops_attn / seconds}
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else None
+    if peak is None and device == "cuda":
+        peak = next((v for k, v in PEAK_BF16.items() if k in row["device_name"]), None)
+    if peak:
+        row["peak_flops"] = peak
+        row["mfu_6N"] = round(flops_6n / seconds / peak, 4)
+        row["mfu_6N_plus_attention"] = round((flops_6n + flops_attn) / seconds / peak, 4)
+    return row
+
+
+def _median_row(rows: list[dict]) -> dict:
+    ordered = sorted(rows, key=lambda r: r["tokens_per_s"])
+    row = dict(ordered[len(ordered) // 2])
+    row["tokens_per_s_all"] = [r["tokens_per_s"] for r in rows]
+    return row
+
+
+def main(args) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    runs = {"plain": [], "composer": []}
+    for _ in range(args.repeats):  # interleaved, so load changes hit both paths alike
+        runs["plain"].append(run_plain(args))
+        if not args.plain:
+            runs["composer"].append(run_composer(args))
+    rows = [_median_row(r) for r in runs.values() if r]
+    if len(rows) == 2:
+        rows[1]["composer_overhead"] = round(rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"], 3)
+    for row in rows:
+        print(json.dumps(row))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=2)
+    return 0

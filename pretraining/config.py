@@ -1,0 +1,127 @@
+"""The pretraining run config: YAML + `a.b=value` overrides -> frozen dataclasses (no Composer).
+
+Every duration is in optimizer steps (Composer batches). Unknown keys and wrong types are errors
+naming the field (contracts.config). The resolved config is saved beside the run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from contracts.config import ConfigError, load_config
+from pretraining.data import DataConfig
+from pretraining.modeling import PRESETS
+
+
+@dataclass(frozen=True)
+class InitConfig:
+    """Where the weights start. `path` None: random init (std 0.02).
+
+    kind "weights": load weights only and start at step 0 with a fresh optimizer and schedule
+    (CPT). `path` may be a Composer checkpoint (.pt) of ours, an exported HF directory of ours, or
+    a Hugging Face Llama-architecture decoder directory (keys mapped by pretraining.export).
+    kind "full_state": continue from a Composer checkpoint with its step, optimizer and schedule
+    position (e.g. MLM branched from a pre-decay CLM checkpoint, as the paper's biphasic runs).
+    """
+
+    path: str | None = None
+    kind: Literal["weights", "full_state"] = "weights"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    preset: str = "toy_s"
+    attn_implementation: Literal["sdpa", "flash_attention_2"] = "sdpa"
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ValueError(f"model.preset {self.preset!r} is not one of {sorted(PRESETS)}")
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """kind clm | mlm | clm_then_mlm (CLM for steps < switch_at, then MLM, bidirectional)."""
+
+    kind: Literal["clm", "mlm", "clm_then_mlm"] = "mlm"
+    mlm_ratio: float = 0.4
+    replace: tuple[float, ...] = (1.0, 0.0, 0.0)  # (mask token, random token, unchanged)
+    switch_at: int | None = None
+
+    def __post_init__(self):
+        if (self.kind == "clm_then_mlm") != (self.switch_at is not None):
+            raise ValueError("objective.switch_at is required for clm_then_mlm and only for it")
+        if not 0.0 < self.mlm_ratio < 1.0:
+            raise ValueError(f"objective.mlm_ratio {self.mlm_ratio} is not in (0, 1)")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """torch.optim.AdamW (decay = lr * weight_decay * w, as in PyTorch trainers such as EuroBERT's)."""
+
+    lr: float = 5e-4
+    betas: tuple[float, ...] = (0.9, 0.95)
+    eps: float = 1e-5
+    weight_decay: float = 0.1
+    grad_clip_norm: float = 1.0
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """WSD over the run's `train.max_steps`: `warmup` steps up, constant, last `decay` steps down."""
+
+    warmup: int = 2000
+    decay: int = 2000
+    decay_shape: Literal["linear", "1-sqrt"] = "linear"
+    alpha_f: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = 42000
+    global_batch_size: int = 1152  # packed samples per optimizer step over all ranks
+    device_microbatch_size: int | None = None  # None: the whole per-rank batch at once
+    seed: int = 17
+    checkpoint_steps: tuple[int, ...] = ()  # weights exported as HF dirs at these steps
+    resume_interval: int = 1000  # full-state Composer checkpoints for autoresume
+    keep_resume_checkpoints: int = 2
+    precision: Literal["auto", "fp32", "amp_bf16"] = "auto"  # auto: amp_bf16 on GPU, fp32 on CPU
+    device: Literal["auto", "cpu", "gpu"] = "auto"
+    fsdp: bool = False  # FULL_SHARD through Composer's parallelism config (multi-GPU)
+    compile: bool = False  # torch.compile the transformer body in place (not the dynamic-shape head)
+    progress_bar: bool = True
+    dataloader_workers: int = 0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str
+    run_dir: Path
+    tokenizer: str  # name or path, read by pretraining.tokenizer.load_tokenizer
+    data: DataConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    init: InitConfig = field(default_factory=InitConfig)
+
+    def __post_init__(self):
+        t, s = self.train, self.schedule
+        if s.warmup + s.decay > t.max_steps:
+            raise ValueError(f"schedule.warmup ({s.warmup}) + schedule.decay ({s.decay}) exceed "
+                             f"train.max_steps ({t.max_steps})")
+        sw = self.objective.switch_at
+        if sw is not None and not 0 < sw < t.max_steps:
+            raise ValueError(f"objective.switch_at ({sw}) must lie inside (0, {t.max_steps})")
+        bad = [c for c in t.checkpoint_steps if not 0 < c <= t.max_steps]
+        if bad:
+            raise ValueError(f"train.checkpoint_steps {bad} are outside (0, {t.max_steps}]")
+
+
+def load_run_config(path, overrides=()) -> RunConfig:
+    return load_config(RunConfig, path, list(overrides))
+
+
+__all__ = ["ConfigError", "InitConfig", "ModelConfig", "ObjectiveConfig", "OptimizerConfig",
+           "RunConfig", "ScheduleConfig", "TrainConfig", "load_run_config"]

@@ -1,0 +1,5 @@
+import sys
+
+from pretraining.data.cli import main
+
+sys.exit(main())

@@ -1,0 +1,100 @@
+"""Subcommands prepare-data and verify-data, for `python -m pretraining` (and `python -m pretraining.data`).
+
+`register(subparsers)` adds both to an argparse sub-parser group; each sets `func(args) -> int`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from contracts.config import ConfigError, apply_overrides, config_from_dict, load_config
+
+# Command-line flags that map onto PrepareConfig fields (a YAML --config is read first).
+_PREPARE_FLAGS = {
+    "input": "inputs", "hf_dataset": "hf_dataset", "hf_config": "hf_config", "hf_split": "hf_split",
+    "tokenizer": "tokenizer", "seq_len": "seq_len", "bos": "bos", "max_documents": "max_documents",
+    "text_column": "text_column", "size_limit": "size_limit", "workers": "workers",
+}
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from pretraining.data.prepare import PrepareConfig, PrepareError, prepare_data
+    from pretraining.tokenizer import TokenizerError
+
+    # Flags become overrides (JSON is valid YAML, so paths need no quoting); key=value ones win.
+    flags = {key: getattr(args, flag) for flag, key in _PREPARE_FLAGS.items()}
+    flags["out"] = args.out
+    overrides = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
+    overrides += args.overrides
+    try:
+        if args.config:
+            cfg = load_config(PrepareConfig, args.config, overrides)
+        else:
+            cfg = config_from_dict(PrepareConfig, apply_overrides({}, overrides), "prepare-data")
+        manifest = prepare_data(cfg, progress=False if args.no_progress else None)
+    except (ConfigError, PrepareError, TokenizerError) as exc:
+        print(f"prepare-data: {exc}", file=sys.stderr)
+        return 2
+    c = manifest["counts"]
+    print(f"prepare-data: {c['documents']} documents, {c['tokens']} tokens -> {c['samples']} samples "
+          f"of {manifest['seq_len']} ({c['leftover_tokens']} leftover tokens dropped) in "
+          f"{manifest['seconds']} s; wrote {cfg.out}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pretraining.data.verify import DataVerificationError, verify_prepared
+
+    try:
+        report = verify_prepared(args.dir, num_samples=args.samples, decode_text=not args.no_decode)
+    except DataVerificationError as exc:
+        print(f"verify-data: FAILED: {exc}", file=sys.stderr)
+        return 1
+    for index, text in zip(report.checked_samples, report.previews):
+        print(f"sample {index}: {text[:120]!r}")
+    print(f"verify-data: OK: {report.shards} shards (sizes and hashes match index.json), {report.samples} "
+          f"samples, {len(report.checked_samples)} decoded and checked")
+    return 0
+
+
+def register(subparsers) -> None:
+    prep = subparsers.add_parser(
+        "prepare-data", help="tokenize FineWeb-Edu-schema text into packed MDS shards",
+        description="Tokenize documents, append eos (bos per --bos), pack into --seq-len samples "
+                    "with document boundaries, write MDS shards (zstd, sha1+xxh64) and manifest.json.")
+    prep.add_argument("--out", required=True, help="output folder (must not hold finished data)")
+    prep.add_argument("--config", help="YAML with PrepareConfig fields; flags and key=value override it")
+    prep.add_argument("--input", nargs="+",
+                      help="parquet/jsonl files, folders or globs; 'embedded' = shipped corpus")
+    prep.add_argument("--hf-dataset", help="hub dataset id, e.g. HuggingFaceFW/fineweb-edu")
+    prep.add_argument("--hf-config", help="hub config name, e.g. sample-100BT")
+    prep.add_argument("--hf-split")
+    prep.add_argument("--tokenizer", help="tokenizer folder or hub id; 'embedded' (default) = shipped BPE")
+    prep.add_argument("--seq-len", type=int)
+    prep.add_argument("--bos", choices=["none", "document"],
+                      help="prepend bos to each document (default none)")
+    prep.add_argument("--max-documents", type=int)
+    prep.add_argument("--text-column")
+    prep.add_argument("--size-limit", help="shard size before compression, e.g. 64mb")
+    prep.add_argument("--workers", type=int,
+                      help="processes over contiguous groups of input files (default 1)")
+    prep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    prep.add_argument("overrides", nargs="*", metavar="key=value", help="any PrepareConfig field")
+    prep.set_defaults(func=_prepare)
+
+    ver = subparsers.add_parser("verify-data",
+                                help="check prepared shards against index.json and manifest.json")
+    ver.add_argument("dir", help="a prepare-data output folder")
+    ver.add_argument("--samples", type=int, default=8, help="samples to decode and check (default 8)")
+    ver.add_argument("--no-decode", action="store_true", help="do not load the tokenizer for text previews")
+    ver.set_defaults(func=_verify)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m pretraining.data")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

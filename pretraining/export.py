@@ -1,0 +1,190 @@
+"""Checkpoints in and out: initial weights for CPT, and export to Hugging Face directories.
+
+Sources of initial weights (`init.path` with kind "weights"):
+- a Composer checkpoint of ours (`.pt`; the model's keys carry a `model.` prefix),
+- an exported directory of ours (`model_type: mlmclm_llama`),
+- a Hugging Face Llama-architecture decoder (`model_type: llama`), e.g. a Llama-style CLM model.
+  Our module names follow transformers' Llama, so the key map is the identity on
+  `model.embed_tokens`, `model.layers.<i>.{input_layernorm, self_attn.{q,k,v,o}_proj,
+  post_attention_layernorm, mlp.{gate,up,down}_proj}`, `model.norm` and `lm_head` (copied from
+  the embedding when the source ties them). The source must have our architecture: no biases,
+  SiLU, no RoPE scaling, the same shapes as the run's preset; anything else is an error.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from contracts.provenance import atomic_write_json
+from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, config_from_preset
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read into / written from our model; names the path and fix."""
+
+
+def llama_key_map(num_layers: int) -> dict[str, str]:
+    """Hugging Face LlamaForCausalLM parameter name -> ours (identity by construction)."""
+    names = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
+    per_layer = ["input_layernorm.weight", "post_attention_layernorm.weight",
+                 "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                 "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                 "mlp.down_proj.weight"]
+    names += [f"model.layers.{i}.{p}" for i in range(num_layers) for p in per_layer]
+    return {name: name for name in names}
+
+
+def config_from_llama(llama: dict) -> MlmClmConfig:
+    """Our config for a Llama config.json, or an error naming what does not map."""
+    problems = []
+    if llama.get("attention_bias") or llama.get("mlp_bias"):
+        problems.append("it has biases")
+    if llama.get("hidden_act", "silu") != "silu":
+        problems.append(f"hidden_act is {llama['hidden_act']}")
+    if llama.get("rope_scaling"):
+        problems.append("it uses rope_scaling")
+    head_dim = llama.get("head_dim")
+    if head_dim and head_dim * llama["num_attention_heads"] != llama["hidden_size"]:
+        problems.append("head_dim * heads != hidden size")
+    if problems:
+        raise CheckpointError("this Llama checkpoint does not map onto our model: " + "; ".join(problems))
+    return MlmClmConfig(
+        vocab_size=llama["vocab_size"], hidden_size=llama["hidden_size"],
+        intermediate_size=llama["intermediate_size"], num_hidden_layers=llama["num_hidden_layers"],
+        num_attention_heads=llama["num_attention_heads"],
+        num_key_value_heads=llama.get("num_key_value_heads") or llama["num_attention_heads"],
+        max_position_embeddings=llama.get("max_position_embeddings", 2048),
+        rms_norm_eps=llama.get("rms_norm_eps", 1e-5), rope_theta=llama.get("rope_theta", 10000.0))
+
+
+def _read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(directory.glob("*.safetensors")) or sorted(directory.glob("pytorch_model*.bin"))
+    if not files:
+        raise CheckpointError(f"{directory}: no *.safetensors or pytorch_model*.bin weights")
+    weights = {}
+    for file in files:
+        weights.update(load_file(file) if file.suffix == ".safetensors"
+                       else torch.load(file, map_location="cpu", weights_only=True))
+    return weights
+
+
+def read_composer_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The model weights of a Composer checkpoint written by pretraining.train (prefix removed)."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        model_state = state["state"]["model"]
+    except (KeyError, TypeError):
+        raise CheckpointError(f"{path}: not a Composer checkpoint (no state.model)") from None
+    return {k.removeprefix("model."): v for k, v in model_state.items()}
+
+
+def read_source_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], MlmClmConfig | None]:
+    """(weights in our naming, config when the source carries one) from any supported source."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint")
+    if path.is_file():
+        return read_composer_weights(path), None
+    config_file = path / "config.json"
+    if not config_file.exists():
+        raise CheckpointError(f"{path}: a directory without config.json is not a HF checkpoint")
+    hf = json.loads(config_file.read_text())
+    weights = _read_hf_weights(path)
+    if hf.get("model_type") == MODEL_TYPE:
+        return weights, MlmClmConfig.from_dict(hf)
+    if hf.get("model_type") == "llama":
+        cfg = config_from_llama(hf)
+        if "lm_head.weight" not in weights:  # tied source: our head is untied, start from a copy
+            weights["lm_head.weight"] = weights["model.embed_tokens.weight"].clone()
+        key_map = llama_key_map(cfg.num_hidden_layers)
+        missing = set(key_map) - set(weights)
+        if missing:
+            raise CheckpointError(f"{path}: Llama weights lack {sorted(missing)[:3]}...")
+        return {key_map[k]: weights[k] for k in key_map}, cfg
+    raise CheckpointError(f"{path}: model_type {hf.get('model_type')!r} is neither {MODEL_TYPE!r} "
+                          "nor 'llama'")
+
+
+_SHAPE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                 "num_attention_heads", "num_key_value_heads")
+
+
+def load_initial_weights(model: MlmClmForLM, path: str | Path) -> None:
+    """Load a source's weights into `model` (same shapes required; every key must match)."""
+    weights, source_cfg = read_source_weights(path)
+    if source_cfg is not None:
+        diff = {f: (getattr(source_cfg, f), getattr(model.config, f)) for f in _SHAPE_FIELDS
+                if getattr(source_cfg, f) != getattr(model.config, f)}
+        if diff:
+            raise CheckpointError(f"{path}: shapes differ from the run's model (source, run): {diff}; "
+                                  "pick the model.preset (and tokenizer) of the source")
+    result = model.load_state_dict(weights, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise CheckpointError(f"{path}: keys do not match our model: missing {result.missing_keys[:3]}, "
+                              f"unexpected {result.unexpected_keys[:3]}")
+
+
+def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path, tokenizer,
+                      metadata: dict) -> Path:
+    """config.json + model.safetensors (+ tokenizer files) + pretraining.json, atomically renamed."""
+    target = Path(target)
+    tmp = target.with_name(target.name + ".tmp")
+    trained_causal = model.config.is_causal
+    model.config.is_causal = False  # exported models default to bidirectional (encoder) use
+    try:
+        model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+    finally:
+        model.config.is_causal = trained_causal
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    atomic_write_json(tmp / "pretraining.json", metadata)
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target
+
+
+def _latest_checkpoint(run_dir: Path) -> Path:
+    latest = run_dir / "checkpoints" / "latest-rank0.pt"
+    if not latest.exists():
+        raise CheckpointError(f"{run_dir}: no checkpoints/latest-rank0.pt; pass a checkpoint file")
+    return latest.resolve()
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | None = None,
+                      preset: str | None = None) -> Path:
+    """Composer checkpoint (or run directory: its latest one) -> HF directory.
+
+    The model shape comes from the run's saved config.yaml (run_dir/checkpoints/<file>.pt), or
+    from `preset`; the vocabulary size from the weights; the tokenizer from the config or argument.
+    """
+    import yaml
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    if checkpoint.is_dir():
+        checkpoint = _latest_checkpoint(checkpoint)
+    if not checkpoint.exists():
+        raise CheckpointError(f"{checkpoint}: no such checkpoint")
+    if out.exists():
+        raise CheckpointError(f"{out} exists; refusing to overwrite an export")
+    run_config = checkpoint.parent.parent / "config.yaml"
+    saved = yaml.safe_load(run_config.read_text())["config"] if run_config.exists() else {}
+    preset = preset or saved.get("model", {}).get("preset")
+    tokenizer = tokenizer or saved.get("tokenizer")
+    if preset is None:
+        raise CheckpointError(f"{checkpoint}: no run config.yaml beside it; pass --preset")
+    weights = read_composer_weights(checkpoint)
+    cfg = config_from_preset(preset, vocab_size=weights["model.embed_tokens.weight"].shape[0])
+    model = MlmClmForLM(cfg)
+    model.load_state_dict(weights, strict=True)
+    tok = None
+    if tokenizer is not None:
+        from pretraining.tokenizer import load_tokenizer
+        tok = load_tokenizer(tokenizer)
+    metadata = {"source_checkpoint": str(checkpoint), "run_config": saved or None}
+    return save_hf_directory(model, None, out, tok, metadata)

@@ -1,0 +1,368 @@
+"""The paper's EuroBERT-style transformer as a Hugging Face model (no trust_remote_code needed).
+
+Llama-style blocks (pre-RMSNorm eps 1e-5, SwiGLU, RoPE theta 10,000, grouped-query attention,
+no biases) with an untied LM head. One model serves both objectives: `is_causal` (config default,
+overridable per forward call) picks causal or bidirectional attention, so a biphasic CLM -> MLM
+run keeps the same weights and only flips the switch.
+
+Packed documents: `document_ids[b, t]` is the index of the document that position t of sample b
+belongs to. Attention is block-diagonal over documents and position ids restart at 0 in each
+document. Negative document ids mark padding (never attended to).
+
+Importing `pretraining` registers the model with AutoConfig / AutoModel / AutoModelForMaskedLM /
+AutoModelForCausalLM under model_type "mlmclm_llama", so `AutoModel.from_pretrained(path)` works
+on an exported checkpoint without trust_remote_code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
+                          PretrainedConfig, PreTrainedModel)
+from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
+
+MODEL_TYPE = "mlmclm_llama"
+IGNORE_INDEX = -100
+
+
+class MlmClmConfig(PretrainedConfig):
+    model_type = MODEL_TYPE
+
+    def __init__(
+        self,
+        vocab_size: int = 128256,
+        hidden_size: int = 768,
+        intermediate_size: int = 3072,
+        num_hidden_layers: int = 12,
+        num_attention_heads: int = 12,
+        num_key_value_heads: int = 12,
+        max_position_embeddings: int = 2048,
+        rms_norm_eps: float = 1e-5,
+        rope_theta: float = 10000.0,
+        initializer_range: float = 0.02,
+        is_causal: bool = False,
+        attention_backend: str = "sdpa",
+        **kwargs,
+    ):
+        if hidden_size % num_attention_heads or num_attention_heads % num_key_value_heads:
+            raise ValueError(f"hidden {hidden_size} / heads {num_attention_heads} / kv heads "
+                             f"{num_key_value_heads}: heads must divide hidden, kv heads divide heads")
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.max_position_embeddings = max_position_embeddings
+        self.rms_norm_eps = rms_norm_eps
+        self.rope_theta = rope_theta
+        self.initializer_range = initializer_range
+        self.is_causal = is_causal
+        if attention_backend not in ("sdpa", "flash_attention_2"):
+            raise ValueError(f"attention_backend {attention_backend!r}: use sdpa or flash_attention_2")
+        self.attention_backend = attention_backend
+        kwargs.setdefault("tie_word_embeddings", False)
+        super().__init__(**kwargs)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+@dataclass(frozen=True)
+class Shape:
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int | None = 128256  # None: take the tokenizer's vocabulary size
+    context: int = 2048
+
+
+# SPEC Table 1 sizes; toy_* are CPU-sized for tests and the embedded default run.
+PRESETS: dict[str, Shape] = {
+    "210m": Shape(layers=12, hidden=768, ffn=3072, heads=12, kv_heads=12),
+    "610m": Shape(layers=26, hidden=1152, ffn=4096, heads=18, kv_heads=6),
+    "1b": Shape(layers=28, hidden=1728, ffn=5120, heads=18, kv_heads=6),
+    "toy_s": Shape(layers=2, hidden=64, ffn=128, heads=4, kv_heads=2, vocab=None, context=256),
+    "toy_m": Shape(layers=3, hidden=128, ffn=256, heads=4, kv_heads=2, vocab=None, context=256),
+    "toy_l": Shape(layers=4, hidden=192, ffn=512, heads=6, kv_heads=2, vocab=None, context=256),
+}
+
+
+def config_from_preset(name: str, vocab_size: int | None = None, **overrides) -> MlmClmConfig:
+    """Model config of a preset; `vocab_size` is required for toy presets (the tokenizer's)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+    shape = PRESETS[name]
+    vocab = vocab_size if vocab_size is not None else shape.vocab
+    if vocab is None:
+        raise ValueError(f"preset {name!r} takes its vocabulary size from the tokenizer: pass vocab_size")
+    return MlmClmConfig(vocab_size=vocab, hidden_size=shape.hidden, intermediate_size=shape.ffn,
+                        num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
+                        num_key_value_heads=shape.kv_heads, max_position_embeddings=shape.context,
+                        **overrides)
+
+
+def closed_form_parameter_count(cfg: MlmClmConfig) -> dict[str, int]:
+    """Parameters from the shapes alone: embedding, transformer body, LM head, total."""
+    d, f, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    q = cfg.num_attention_heads * cfg.head_dim
+    kv = cfg.num_key_value_heads * cfg.head_dim
+    per_layer = d * q + 2 * d * kv + q * d + 3 * d * f + 2 * d  # q,k,v,o + gate,up,down + 2 norms
+    body = cfg.num_hidden_layers * per_layer + d  # + final norm
+    return {"embedding": v * d, "body": body, "lm_head": v * d, "total": 2 * v * d + body}
+
+
+def position_ids_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
+    """Position of each token inside its document (restarts at 0 where the document id changes)."""
+    batch, length = document_ids.shape
+    index = torch.arange(length, device=document_ids.device).expand(batch, length)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
+    return index - start_index
+
+
+def build_attention_mask(document_ids: torch.Tensor | None, padding_mask: torch.Tensor | None,
+                         is_causal: bool, length: int, device) -> torch.Tensor | None:
+    """Boolean [B, 1, L, L] mask (True = may attend) or None when plain SDPA flags suffice."""
+    if document_ids is None and padding_mask is None:
+        return None
+    allowed = None
+    if document_ids is not None:
+        allowed = document_ids[:, :, None] == document_ids[:, None, :]
+        allowed &= (document_ids >= 0)[:, None, :]
+    if padding_mask is not None:
+        keys = padding_mask.bool()[:, None, :].expand(-1, length, -1)
+        allowed = keys if allowed is None else allowed & keys
+    if is_causal:
+        allowed = allowed & torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    # A query row with nothing to attend to (padding) would give NaN: let it see itself.
+    allowed = allowed | torch.eye(length, dtype=torch.bool, device=device)
+    return allowed[:, None]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rotary_cos_sin(position_ids: torch.Tensor, head_dim: int, theta: float, dtype):
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=position_ids.device,
+                                             dtype=torch.float32) / head_dim))
+    freqs = position_ids.float()[..., None] * inv_freq  # [B, L, hd/2]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]  # [B, 1, L, hd]
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return x * cos + _rotate_half(x) * sin
+
+
+def _use_flash_attention(x: torch.Tensor, config: MlmClmConfig) -> bool:
+    # flash-attn 2 is optional (CUDA only, not installable on CPU machines); SDPA is the default
+    # and the fallback when flash-attn is missing.
+    if config.attention_backend != "flash_attention_2" or not x.is_cuda:
+        return False
+    from transformers.utils import is_flash_attn_2_available
+    return is_flash_attn_2_available()
+
+
+def _flash_varlen(q, k, v, document_ids, is_causal):  # pragma: no cover - needs CUDA + flash-attn
+    """Packed documents as varlen sequences; q/k/v are [B, L, H, hd]. No padding allowed."""
+    from flash_attn import flash_attn_varlen_func
+
+    batch, length = document_ids.shape
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    start_positions = torch.nonzero(starts.flatten()).flatten()
+    cu = torch.cat([start_positions, start_positions.new_tensor([batch * length])]).to(torch.int32)
+    max_len = int((cu[1:] - cu[:-1]).max())
+    out = flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu,
+                                 max_len, max_len, causal=is_causal)
+    return out.view(batch, length, *out.shape[1:])
+
+
+class Attention(nn.Module):
+    def __init__(self, config: MlmClmConfig):
+        super().__init__()
+        self.config = config
+        d, hd = config.hidden_size, config.head_dim
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.q_proj = nn.Linear(d, self.heads * hd, bias=False)
+        self.k_proj = nn.Linear(d, self.kv_heads * hd, bias=False)
+        self.v_proj = nn.Linear(d, self.kv_heads * hd, bias=False)
+        self.o_proj = nn.Linear(self.heads * hd, d, bias=False)
+
+    def forward(self, x, cos, sin, mask, is_causal, document_ids):
+        batch, length, _ = x.shape
+        hd = self.config.head_dim
+        q = self.q_proj(x).view(batch, length, self.heads, hd).transpose(1, 2)
+        k = self.k_proj(x).view(batch, length, self.kv_heads, hd).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.kv_heads, hd).transpose(1, 2)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if document_ids is not None and _use_flash_attention(x, self.config):  # pragma: no cover
+            half = torch.bfloat16 if v.dtype == torch.float32 else v.dtype  # flash-attn needs 16 bits
+            out = _flash_varlen(*(t.transpose(1, 2).to(half) for t in (q, k, v)), document_ids,
+                                is_causal).to(v.dtype)
+            return self.o_proj(out.reshape(batch, length, -1))
+        groups = self.heads // self.kv_heads
+        if groups > 1:  # grouped-query attention: share each KV head across `groups` query heads
+            k = k.repeat_interleave(groups, dim=1)
+            v = v.repeat_interleave(groups, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             is_causal=is_causal and mask is None)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, config: MlmClmConfig):
+        super().__init__()
+        d, f = config.hidden_size, config.intermediate_size
+        self.gate_proj = nn.Linear(d, f, bias=False)
+        self.up_proj = nn.Linear(d, f, bias=False)
+        self.down_proj = nn.Linear(f, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config: MlmClmConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = SwiGLU(config)
+
+    def forward(self, x, cos, sin, mask, is_causal, document_ids):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, is_causal, document_ids)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class MlmClmPreTrainedModel(PreTrainedModel):
+    config_class = MlmClmConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["Block"]
+    _supports_sdpa = True
+    supports_gradient_checkpointing = False
+
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(mean=0.0, std=std)
+        elif isinstance(module, RMSNorm):
+            module.weight.data.fill_(1.0)
+
+
+class MlmClmModel(MlmClmPreTrainedModel):
+    """The transformer body: embeddings, blocks, final norm -> hidden states [B, L, d]."""
+
+    def __init__(self, config: MlmClmConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                document_ids: torch.Tensor | None = None, is_causal: bool | None = None,
+                return_dict: bool = True, **kwargs) -> BaseModelOutput:
+        """`attention_mask`: HF-style 1/0 padding mask [B, L]; `document_ids`: packed documents."""
+        is_causal = self.config.is_causal if is_causal is None else is_causal
+        batch, length = input_ids.shape
+        x = self.embed_tokens(input_ids)
+        if document_ids is not None:
+            positions = position_ids_from_document_ids(document_ids)
+        else:
+            positions = torch.arange(length, device=input_ids.device).expand(batch, length)
+        cos, sin = rotary_cos_sin(positions, self.config.head_dim, self.config.rope_theta, x.dtype)
+        if attention_mask is not None and bool(attention_mask.all()):
+            attention_mask = None
+        mask = build_attention_mask(document_ids, attention_mask, is_causal, length, x.device)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask, is_causal, document_ids if attention_mask is None else None)
+        x = self.norm(x)
+        return BaseModelOutput(last_hidden_state=x) if return_dict else (x,)
+
+
+class MlmClmForLM(MlmClmPreTrainedModel):
+    """Body + untied LM head, for both MLM and CLM.
+
+    `labels` are aligned with positions (a CLM caller passes already shifted labels, see
+    `pretraining.objectives.clm_labels`); -100 = no loss. With labels, the head runs only at
+    labelled positions (a large speed-up for MLM) and `logits` is [n_labelled, vocab] in row-major
+    position order; without labels, `logits` is the full [B, L, vocab].
+    """
+
+    def __init__(self, config: MlmClmConfig):
+        super().__init__(config)
+        self.model = MlmClmModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                document_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                is_causal: bool | None = None, return_dict: bool = True, **kwargs) -> MaskedLMOutput:
+        hidden = self.model(input_ids, attention_mask=attention_mask, document_ids=document_ids,
+                            is_causal=is_causal).last_hidden_state
+        if labels is None:
+            return MaskedLMOutput(logits=self.lm_head(hidden), hidden_states=None)
+        selected = labels != IGNORE_INDEX
+        logits = self.lm_head(hidden[selected])
+        if logits.shape[0] == 0:  # no labelled position: a zero loss that keeps the graph
+            loss = logits.sum() * 0.0
+        else:
+            loss = F.cross_entropy(logits.float(), labels[selected])
+        return MaskedLMOutput(loss=loss, logits=logits)
+
+
+def count_parameters_on_meta(cfg: MlmClmConfig) -> dict[str, int]:
+    """Actual parameter count of the module, built on the meta device (no memory)."""
+    with torch.device("meta"):
+        model = MlmClmForLM(cfg)
+    counts = {"embedding": model.model.embed_tokens.weight.numel(),
+              "lm_head": model.lm_head.weight.numel()}
+    counts["total"] = sum(p.numel() for p in model.parameters())
+    counts["body"] = counts["total"] - counts["embedding"] - counts["lm_head"]
+    return counts
+
+
+def _register() -> None:
+    AutoConfig.register(MODEL_TYPE, MlmClmConfig, exist_ok=True)
+    AutoModel.register(MlmClmConfig, MlmClmModel, exist_ok=True)
+    AutoModelForMaskedLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
+    AutoModelForCausalLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
+
+
+_register()

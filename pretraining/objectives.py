@@ -1,0 +1,119 @@
+"""Pretraining objectives as pure torch functions (no Composer): MLM masking, CLM labels, phases.
+
+Masks are drawn from a `torch.Generator` seeded from (seed, step, rank), never from the global RNG
+or inside data-loader workers, so a resumed run sees exactly the masks of an uninterrupted one.
+Token ids always come from the tokenizer (pretraining.tokenizer.special_token_ids), never literals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class TokenIds:
+    """What the objectives need from the tokenizer. `special` = ids never masked nor drawn."""
+
+    mask: int
+    special: tuple[int, ...]
+    vocab_size: int
+
+
+def objective_generator(seed: int, step: int, rank: int, device: str | torch.device = "cpu") -> torch.Generator:
+    """A generator that depends only on (seed, step, rank): masks are a function of position."""
+    generator = torch.Generator(device=device)
+    # Mix the three integers into one 63-bit seed (splitmix-style constants, deterministic).
+    mixed = (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + rank * 0x94D049BB133111EB)
+    generator.manual_seed(mixed % (2**63 - 1))
+    return generator
+
+
+def mask_for_mlm(
+    input_ids: torch.Tensor,
+    generator: torch.Generator,
+    ratio: float,
+    mask_id: int,
+    special_ids: Iterable[int],
+    vocab_size: int,
+    replace: tuple[float, float, float] = (1.0, 0.0, 0.0),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(masked inputs, labels). Each non-special position is selected independently with prob `ratio`.
+
+    A selected position's label is its original token (else -100). `replace` = probabilities
+    (mask token, random token, unchanged) for selected positions: the paper's (1, 0, 0) default,
+    or BERT's (0.8, 0.1, 0.1). Random tokens come from the regular vocabulary only: ids in
+    [0, vocab_size) minus `special_ids` (the specials and the mask token are never drawn).
+    """
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"masking ratio {ratio} is not in [0, 1]")
+    if len(replace) != 3 or min(replace) < 0 or abs(sum(replace) - 1.0) > 1e-6:
+        raise ValueError(f"replace={replace}: three probabilities (mask, random, keep) summing to 1")
+    special = torch.tensor(sorted(set(special_ids) | {mask_id}), dtype=input_ids.dtype)
+    special = special.to(input_ids.device)
+    device = generator.device
+    eligible = ~torch.isin(input_ids, special)
+    draw = torch.rand(input_ids.shape, generator=generator, device=device).to(input_ids.device)
+    selected = eligible & (draw < ratio)
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    masked = input_ids.clone()
+    p_mask, p_random, _ = replace
+    if p_mask >= 1.0:
+        masked[selected] = mask_id
+        return masked, labels
+    band = torch.rand(input_ids.shape, generator=generator, device=device).to(input_ids.device)
+    to_mask = selected & (band < p_mask)
+    to_random = selected & (band >= p_mask) & (band < p_mask + p_random)
+    regular = torch.ones(vocab_size, dtype=torch.bool)
+    regular[special[special < vocab_size].cpu()] = False
+    regular_ids = torch.nonzero(regular).flatten().to(input_ids.device)
+    picks = torch.randint(len(regular_ids), input_ids.shape, generator=generator, device=device)
+    masked[to_mask] = mask_id
+    masked[to_random] = regular_ids[picks.to(input_ids.device)][to_random]
+    return masked, labels
+
+
+def clm_labels(input_ids: torch.Tensor, document_ids: torch.Tensor | None = None,
+               pad_id: int | None = None) -> torch.Tensor:
+    """Next-token labels aligned with positions: labels[:, t] = input_ids[:, t + 1].
+
+    -100 at the last position, wherever t and t + 1 belong to different documents (the last token
+    of a document never predicts the next one), at padding (document id < 0) and, when `pad_id`
+    is given, wherever the target is the pad token. With Llama-3 specials pad == eos, so leave
+    `pad_id` None when padding is marked by document ids: otherwise EOS is never a target.
+    """
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
+    labels[:, :-1] = input_ids[:, 1:]
+    if document_ids is not None:
+        crossing = document_ids[:, 1:] != document_ids[:, :-1]
+        labels[:, :-1][crossing] = IGNORE_INDEX
+        labels[document_ids < 0] = IGNORE_INDEX
+    if pad_id is not None:
+        labels[labels == pad_id] = IGNORE_INDEX
+    return labels
+
+
+@dataclass(frozen=True)
+class Phase:
+    objective: str  # "clm" | "mlm"
+    is_causal: bool
+
+
+def phase_at(step: int, objective: str, switch_at: int | None) -> Phase:
+    """The objective of the batch at 0-based `step`: a pure function of the step (resume-safe).
+
+    objective "clm" / "mlm": one phase; "clm_then_mlm": CLM for steps < switch_at, then MLM with
+    bidirectional attention.
+    """
+    if objective == "clm":
+        return Phase("clm", True)
+    if objective == "mlm":
+        return Phase("mlm", False)
+    if objective == "clm_then_mlm":
+        if switch_at is None:
+            raise ValueError("objective clm_then_mlm needs switch_at")
+        return Phase("clm", True) if step < switch_at else Phase("mlm", False)
+    raise ValueError(f"unknown objective {objective!r}; choose clm, mlm or clm_then_mlm")

@@ -1,0 +1,169 @@
+"""The paper's 50 evaluated checkpoints (SPEC section 3) -> the training runs that produce them.
+
+38 final models + 12 intermediate checkpoints. A *run* is one `python -m pretraining train`
+config; intermediate checkpoints are exports of the 610m-clm-42k and 610m-mlm40-42k runs
+(`train.checkpoint_steps`), and the 0%/100% CLM shares of the biphasic grid are the plain runs
+(`610m-mlm40-12k`, `610m-clm-22k`, ...; at 42k they are the PFS runs).
+
+Biphasic runs are one run with `objective.kind: clm_then_mlm` and one WSD schedule over the total:
+the CLM phase sees the same data, schedule and seed as the first steps of the CLM run, so it is
+the paper's "MLM resumed from a pre-decay CLM checkpoint" recomputed; to save compute, branch
+instead with `init: {kind: full_state, path: <CLM run>/checkpoints/ba<N>-rank0.pt}`.
+CPT runs start from the decayed 42k export (`<runs>/610m-<obj>-42k/hf/step-42000`) with a fresh
+optimizer and their own WSD schedule (the paper gives none): warmup = min(2000, 10% of the CPT
+steps), decay = min(2000, half of the CPT steps), both exposed in the config.
+
+Scales: `paper` (Table 1 shapes, 42k steps, 1,152 packed samples x 2,048 tokens = Table 1's
+2,359,296 tokens per step; the paper's "12 sequences x 192 GPUs" with a 1,024 mean length is the
+same count, `train.global_batch_size=2304 data.seq_len=1024` if you prefer it) and `toy` (toy_s/m/l
+for 210m/610m/1b, every step count divided by 1,000, 8 x 128 tokens, the embedded corpus).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from contracts.model_names import parse_model_name, strip_hub_prefix
+from contracts.paper import MASKING_RATIOS, PAPER_SIZES
+
+INTERMEDIATE_STEPS = (1000, 2000, 5000, 10000, 20000, 40000)
+BIPHASIC_SPLITS = {12000: (3000, 6000, 9000), 22000: (5000, 11000, 17000),
+                   42000: (10000, 21000, 32000)}
+CPT_TOTALS = (44000, 54000, 64000)
+PAPER_STEPS, WARMUP, DECAY = 42000, 2000, 2000
+TOY_SIZE = {"210m": "toy_s", "610m": "toy_m", "1b": "toy_l"}
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """One training run (paper scale, steps in optimizer steps)."""
+
+    name: str  # the released name of the run's final checkpoint
+    size: str
+    objective: str  # clm | mlm | clm_then_mlm
+    mlm_ratio: float
+    max_steps: int
+    switch_at: int | None = None
+    checkpoint_steps: tuple[int, ...] = ()
+    cpt_base: str | None = None  # run whose decayed final export CPT starts from
+    warmup: int = WARMUP
+    decay: int = DECAY
+
+
+def _ratio_token(ratio: float) -> str:
+    return f"mlm{round(ratio * 100)}"
+
+
+def _runs() -> list[RunSetup]:
+    runs = []
+    for size in PAPER_SIZES:
+        for ratio in (None, *MASKING_RATIOS):
+            obj = "clm" if ratio is None else _ratio_token(ratio)
+            keep = INTERMEDIATE_STEPS if size == "610m" and obj in ("clm", "mlm40") else ()
+            runs.append(RunSetup(f"{size}-{obj}-42k", size, "clm" if ratio is None else "mlm",
+                                 ratio or 0.4, PAPER_STEPS, checkpoint_steps=keep))
+    for total, clm_parts in BIPHASIC_SPLITS.items():
+        if total != PAPER_STEPS:  # 0% and 100% CLM at 42k are the PFS runs above
+            runs.append(RunSetup(f"610m-mlm40-{total // 1000}k", "610m", "mlm", 0.4, total))
+            runs.append(RunSetup(f"610m-clm-{total // 1000}k", "610m", "clm", 0.4, total))
+        for clm in clm_parts:
+            runs.append(RunSetup(f"610m-clm-{clm // 1000}k-mlm40-{total // 1000}k", "610m",
+                                 "clm_then_mlm", 0.4, total, switch_at=clm))
+    for ratio in MASKING_RATIOS:
+        runs.append(RunSetup(f"610m-clm-40k-{_ratio_token(ratio)}-42k", "610m", "clm_then_mlm",
+                             ratio, PAPER_STEPS, switch_at=40000))
+    for base in ("clm", "mlm40"):
+        for total in CPT_TOTALS:
+            steps = total - PAPER_STEPS
+            runs.append(RunSetup(f"610m-{base}-dec42k-mlm40-{total // 1000}k", "610m", "mlm", 0.4,
+                                 steps, cpt_base=f"610m-{base}-42k",
+                                 warmup=min(2000, steps // 10), decay=min(2000, steps // 2)))
+    return runs
+
+
+RUNS: dict[str, RunSetup] = {run.name: run for run in _runs()}
+
+
+def released_checkpoints() -> dict[str, tuple[str, int]]:
+    """Every released name -> (run that produces it, step of that run's export)."""
+    out = {}
+    for run in RUNS.values():
+        for step in run.checkpoint_steps:
+            out[f"{run.name}-{step}"] = (run.name, step)
+        out[run.name] = (run.name, run.max_steps)
+    return out
+
+
+def run_for(name: str) -> tuple[RunSetup, int]:
+    """(run, step) of a released checkpoint name; a clear error for any other name."""
+    name = strip_hub_prefix(name)
+    table = released_checkpoints()
+    if name not in table:
+        hint = "it is not a release-style name" if parse_model_name(name) is None else \
+            "it parses but is not one of the paper's 50 checkpoints"
+        raise KeyError(f"{name!r}: {hint}; `python -m pretraining configs --list` lists them")
+    run, step = table[name]
+    return RUNS[run], step
+
+
+def _scale_steps(steps: int, scale: str) -> int:
+    return steps if scale == "paper" else max(1, steps // 1000)
+
+
+def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
+                data_path: str | None = None, tokenizer: str | None = None) -> dict:
+    """The YAML body (a RunConfig) of `run` at `scale`."""
+    if scale not in ("paper", "toy"):
+        raise ValueError(f"scale {scale!r} is not paper or toy")
+    s = lambda steps: _scale_steps(steps, scale)  # noqa: E731
+    paper = scale == "paper"
+    objective = {"kind": run.objective}
+    if run.objective != "clm":
+        objective["mlm_ratio"] = run.mlm_ratio
+        objective["replace"] = [1.0, 0.0, 0.0]
+    if run.switch_at is not None:
+        objective["switch_at"] = s(run.switch_at)
+    run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
+    init = {"path": None, "kind": "weights"}
+    if run.cpt_base is not None:
+        base = RUNS[run.cpt_base]
+        init["path"] = f"{runs_root}/{run_name(base)}/hf/step-{s(base.max_steps)}"
+    return {
+        "name": run_name(run),
+        "run_dir": f"{runs_root}/{run_name(run)}",
+        "tokenizer": tokenizer or ("meta-llama/Meta-Llama-3-8B" if paper else "embedded"),
+        "data": {"path": data_path or ("data/fineweb-edu-100BT-llama3-2048" if paper
+                                       else f"{runs_root}/data/embedded-128"),
+                 "seq_len": 2048 if paper else 128},
+        "model": {"preset": run.size if paper else TOY_SIZE[run.size], "attn_implementation": "sdpa"},
+        "objective": objective,
+        "optimizer": {"lr": 5e-4 if paper else 3e-3, "betas": [0.9, 0.95], "eps": 1e-5,
+                      "weight_decay": 0.1, "grad_clip_norm": 1.0},
+        "schedule": {"warmup": s(run.warmup), "decay": s(run.decay), "decay_shape": "linear",
+                     "alpha_f": 0.0},
+        "train": {"max_steps": s(run.max_steps), "global_batch_size": 1152 if paper else 8,
+                  "checkpoint_steps": [s(c) for c in run.checkpoint_steps],
+                  "resume_interval": 1000 if paper else 10, "seed": 17,
+                  "precision": "auto", "fsdp": paper},
+        "init": init,
+    }
+
+
+def config_yaml(name: str, scale: str = "paper", **kwargs) -> str:
+    name = strip_hub_prefix(name)
+    run, step = run_for(name)
+    body = yaml.safe_dump(config_dict(run, scale, **kwargs), sort_keys=False)
+    where = f"hf/step-{_scale_steps(step, scale)}"
+    header = [f"# Run producing {name} (SPEC section 3), scale {scale}: its weights are <run_dir>/{where}.",
+              "# Train: python -m pretraining train THIS.yaml [key=value ...]"]
+    if scale == "toy":
+        header.append("# Data first: python -m pretraining prepare-data --input embedded --seq-len 128 "
+                      "--out <data.path>")
+    return "\n".join(header) + "\n" + body
+
+
+def write_config(name: str, out: str | Path, **kwargs) -> Path:
+    from contracts.provenance import atomic_write_text
+    return atomic_write_text(out, config_yaml(name, **kwargs))

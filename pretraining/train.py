@@ -1,0 +1,326 @@
+"""Composer glue: the run config -> composer.Trainer. The training loop, checkpointing and
+autoresume are Composer's; this module only plugs the objective, schedule and logging into it.
+
+Run directory layout (`run_dir`):
+  config.yaml         resolved config + git sha + package versions (contracts.config)
+  loss.jsonl          one line per optimizer step: step, loss, lr, objective, tokens, time
+  checkpoints/        Composer full-state checkpoints for autoresume (latest-rank0.pt -> newest)
+  hf/step-<N>/        weights exported as Hugging Face directories at train.checkpoint_steps
+                      and at the last step (the released checkpoints are these)
+  FINISHED.json       written when the run completed; a finished run is never overwritten
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from composer import Algorithm, Callback, Event, State, Trainer
+from composer.algorithms import GradientClipping
+from composer.core import DataSpec
+from composer.loggers import Logger
+from composer.models import ComposerModel
+from composer.utils import dist
+from torch.nn.parallel import DistributedDataParallel
+
+from contracts.config import config_to_dict, save_resolved_config
+from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
+from pretraining.config import RunConfig
+from pretraining.export import save_hf_directory
+from pretraining.modeling import PRESETS, Block, MlmClmForLM, config_from_preset
+from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
+                                    objective_generator, phase_at)
+from pretraining.schedule import WSDScheduler
+
+FINISHED = "FINISHED.json"
+
+
+class RunError(RuntimeError):
+    """A run that cannot start as configured (finished already, different config, bad inputs)."""
+
+
+def token_ids_from_tokenizer(tokenizer) -> TokenIds:
+    from pretraining.tokenizer import special_token_ids
+
+    st = special_token_ids(tokenizer)
+    special = {st.bos, st.eos, st.pad, st.mask} | set(getattr(tokenizer, "all_special_ids", ()))
+    special |= {i for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items() if tok.special}
+    return TokenIds(mask=st.mask, special=tuple(sorted(i for i in special if i is not None)),
+                    vocab_size=st.vocab_size)
+
+
+class ComposerLM(ComposerModel):
+    """Wraps MlmClmForLM; `is_causal` is flipped per step by ObjectiveAlgorithm."""
+
+    def __init__(self, model: MlmClmForLM):
+        super().__init__()
+        self.model = model
+        self.is_causal = bool(model.config.is_causal)
+
+    def forward(self, batch: dict) -> Any:
+        return self.model(input_ids=batch["input_ids"], document_ids=batch.get("document_ids"),
+                          labels=batch["labels"], is_causal=self.is_causal)
+
+    def loss(self, outputs, batch) -> torch.Tensor:
+        return outputs.loss
+
+    def fsdp_wrap_fn(self, module: torch.nn.Module) -> bool:
+        return isinstance(module, Block)
+
+
+def _unwrap(model) -> ComposerLM:
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+class ObjectiveAlgorithm(Algorithm):
+    """At AFTER_DATALOADER: turn a packed batch into a CLM or MLM batch for the current step.
+
+    A pure function of (seed, step, rank): autoresume lands in the right phase with the same masks.
+    """
+
+    def __init__(self, kind: str, switch_at: int | None, mlm_ratio: float, replace, ids: TokenIds,
+                 seed: int):
+        self.kind, self.switch_at, self.mlm_ratio = kind, switch_at, mlm_ratio
+        self.replace, self.ids, self.seed = tuple(replace), ids, seed
+
+    def match(self, event: Event, state: State) -> bool:
+        return event == Event.AFTER_DATALOADER
+
+    def apply(self, event: Event, state: State, logger: Logger) -> None:
+        step = int(state.timestamp.batch.value)
+        phase = phase_at(step, self.kind, self.switch_at)
+        batch = state.batch
+        input_ids, document_ids = batch["input_ids"], batch.get("document_ids")
+        if phase.objective == "mlm":
+            generator = objective_generator(self.seed, step, dist.get_global_rank())
+            input_ids, labels = mask_for_mlm(input_ids, generator, self.mlm_ratio, self.ids.mask,
+                                             self.ids.special, self.ids.vocab_size, self.replace)
+        else:
+            labels = clm_labels(input_ids, document_ids)
+        state.batch = {"input_ids": input_ids, "labels": labels}
+        if document_ids is not None:
+            state.batch["document_ids"] = document_ids
+        _unwrap(state.model).is_causal = phase.is_causal
+        logger.log_metrics({"objective/is_mlm": int(phase.objective == "mlm")})
+
+
+class LossLog(Callback):
+    """Appends one JSON line per optimizer step to run_dir/loss.jsonl (rank 0).
+
+    On resume, lines after the resumed step (written before the interruption) are dropped first,
+    so the file always describes one uninterrupted run.
+    """
+
+    def __init__(self, path: Path, kind: str, switch_at: int | None):
+        self.path, self.kind, self.switch_at = Path(path), kind, switch_at
+        self._lr = None
+        self._start = time.monotonic()
+
+    def fit_start(self, state: State, logger: Logger) -> None:
+        if dist.get_global_rank() != 0 or not self.path.exists():
+            return
+        resumed_at = int(state.timestamp.batch.value)
+        keep = [line for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line)["step"] <= resumed_at]
+        atomic_write_text(self.path, "".join(line + "\n" for line in keep))
+
+    def batch_start(self, state: State, logger: Logger) -> None:
+        self._lr = state.optimizers[0].param_groups[0]["lr"]
+
+    def batch_end(self, state: State, logger: Logger) -> None:
+        if dist.get_global_rank() != 0:
+            return
+        step = int(state.timestamp.batch.value)
+        row = {"step": step, "loss": state.total_loss_dict.get("loss/train/total"), "lr": self._lr,
+               "objective": phase_at(step - 1, self.kind, self.switch_at).objective,
+               "tokens": int(state.timestamp.token.value),
+               "seconds": round(time.monotonic() - self._start, 3)}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+
+class ExportWeights(Callback):
+    """Saves the weights as a Hugging Face directory at chosen steps (and the last one)."""
+
+    def __init__(self, out_dir: Path, steps: Iterable[int], tokenizer, metadata: dict):
+        self.out_dir, self.steps = Path(out_dir), set(steps)
+        self.tokenizer, self.metadata = tokenizer, metadata
+
+    def batch_end(self, state: State, logger: Logger) -> None:
+        step = int(state.timestamp.batch.value)
+        if step not in self.steps:
+            return
+        target = self.out_dir / f"step-{step}"
+        if (target / "config.json").exists():
+            return
+        state_dict = state.get_model_state_dict()  # collective under FSDP: every rank calls it
+        if dist.get_global_rank() == 0:
+            model = _unwrap(state.model).model
+            weights = {k.removeprefix("model."): v for k, v in state_dict.items()}
+            save_hf_directory(model, weights, target, self.tokenizer, {**self.metadata, "step": step})
+        dist.barrier()
+
+
+def _resume_checkpoint_interval(every: int, last: int):
+    def should_save(state: State, event: Event) -> bool:
+        step = int(state.timestamp.batch.value)
+        return event == Event.BATCH_CHECKPOINT and (step % every == 0 or step >= last)
+    return should_save
+
+
+def _num_tokens(batch: dict) -> dict[str, int]:
+    total = int(batch["input_ids"].numel())
+    labels = batch.get("labels")
+    labelled = total if labels is None else int((labels != IGNORE_INDEX).sum())
+    return {"total": total, "loss_generating": labelled}
+
+
+def _check_run_dir(cfg: RunConfig) -> None:
+    run_dir = Path(cfg.run_dir)
+    if cfg.init.kind == "full_state" and not (cfg.init.path and Path(cfg.init.path).is_file()):
+        raise RunError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
+                       "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)")
+    if (run_dir / FINISHED).exists():
+        raise RunError(f"{run_dir} holds a finished run ({FINISHED}); refusing to overwrite it. "
+                       "Choose another run_dir (or delete that directory yourself).")
+    saved = run_dir / "config.yaml"
+    if saved.exists():
+        import yaml
+
+        old = yaml.safe_load(saved.read_text()).get("config_hash")
+        new = stable_hash(config_to_dict(cfg))
+        if old != new:
+            raise RunError(f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
+                           f"{new}); resuming needs the same config. Choose another run_dir.")
+
+
+def build_model(cfg: RunConfig, vocab_size: int) -> MlmClmForLM:
+    from pretraining.export import load_initial_weights
+
+    preset_vocab = PRESETS[cfg.model.preset].vocab  # None: the tokenizer's size (toy presets)
+    if preset_vocab is not None and vocab_size > preset_vocab:
+        raise RunError(f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
+                       f"{cfg.model.preset} has {preset_vocab} embedding rows; use a matching tokenizer")
+    model_cfg = config_from_preset(cfg.model.preset, vocab_size=preset_vocab or vocab_size,
+                                   is_causal=cfg.objective.kind != "mlm",
+                                   attention_backend=cfg.model.attn_implementation)
+    torch.manual_seed(cfg.train.seed)
+    model = MlmClmForLM(model_cfg)
+    if cfg.init.path is not None and cfg.init.kind == "weights":
+        load_initial_weights(model, cfg.init.path)
+    return model
+
+
+def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    """torch AdamW; weight decay on matrices (linear, embedding), none on RMSNorm gains."""
+    o = cfg.optimizer
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=o.lr, betas=tuple(o.betas), eps=o.eps)
+
+
+def build_scheduler(cfg: RunConfig) -> WSDScheduler:
+    s, total = cfg.schedule, cfg.train.max_steps
+    return WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
+                        decay_shape=s.decay_shape, alpha_f=s.alpha_f)
+
+
+def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
+    device = cfg.train.device
+    if device == "auto":
+        device = "gpu" if torch.cuda.is_available() else "cpu"
+    precision = cfg.train.precision
+    if precision == "auto":
+        precision = "amp_bf16" if device == "gpu" else "fp32"
+    return device, precision
+
+
+def parallelism_config(cfg: RunConfig) -> dict | None:
+    """FSDP (FULL_SHARD, full state dicts) when asked for and more than one rank runs."""
+    if not cfg.train.fsdp or dist.get_world_size() == 1:
+        return None
+    return {"fsdp": {"sharding_strategy": "FULL_SHARD", "mixed_precision": "DEFAULT",
+                     "state_dict_type": "full", "use_orig_params": True}}
+
+
+def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None,
+                  extra_callbacks=()) -> Trainer:
+    """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer."""
+    _check_run_dir(cfg)
+    if tokenizer is None and token_ids is None:
+        from pretraining.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(cfg.tokenizer)
+    if token_ids is None:
+        token_ids = token_ids_from_tokenizer(tokenizer)
+    world = dist.get_world_size()
+    if cfg.train.global_batch_size % world:
+        raise RunError(f"train.global_batch_size {cfg.train.global_batch_size} is not divisible by "
+                       f"the {world} ranks")
+    device_batch_size = cfg.train.global_batch_size // world
+    if dataloader is None:
+        from pretraining.data import build_train_dataloader
+
+        dataloader, _ = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
+    model = build_model(cfg, token_ids.vocab_size)
+    if cfg.train.compile:
+        model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
+    run_dir = Path(cfg.run_dir)  # created only once everything could be built
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if dist.get_global_rank() == 0:
+        save_resolved_config(cfg, run_dir)
+    device, precision = _device_and_precision(cfg)
+    o, obj, t = cfg.optimizer, cfg.objective, cfg.train
+    metadata = {"name": cfg.name, "config_hash": stable_hash(config_to_dict(cfg)),
+                "objective": obj.kind, "switch_at": obj.switch_at, "mlm_ratio": obj.mlm_ratio,
+                "max_steps": t.max_steps, "exported": utc_now()}
+    callbacks = [LossLog(run_dir / "loss.jsonl", obj.kind, obj.switch_at),
+                 ExportWeights(run_dir / "hf", set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
+                               metadata), *extra_callbacks]
+    algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids,
+                                     t.seed)]
+    if o.grad_clip_norm > 0:
+        algorithms.append(GradientClipping(clipping_type="norm", clipping_threshold=o.grad_clip_norm))
+    return Trainer(
+        model=ComposerLM(model),
+        train_dataloader=DataSpec(dataloader, get_num_tokens_in_batch=_num_tokens),
+        max_duration=f"{t.max_steps}ba",
+        optimizers=build_optimizer(model, cfg),
+        schedulers=build_scheduler(cfg),
+        step_schedulers_every_batch=True,
+        algorithms=algorithms,
+        callbacks=callbacks,
+        run_name=cfg.name,
+        save_folder=str(run_dir / "checkpoints"),
+        save_filename="ba{batch}-rank{rank}.pt",
+        save_latest_filename="latest-rank{rank}.pt",
+        save_interval=_resume_checkpoint_interval(t.resume_interval, t.max_steps),
+        save_num_checkpoints_to_keep=t.keep_resume_checkpoints,
+        autoresume=True,
+        load_path=cfg.init.path if cfg.init.kind == "full_state" else None,
+        device=device,
+        precision=precision,
+        device_train_microbatch_size=t.device_microbatch_size or device_batch_size,
+        accumulate_train_batch_on_tokens=True,  # loss = mean over labelled tokens of the whole step
+        seed=t.seed,
+        progress_bar=t.progress_bar,
+        log_to_console=False,
+        parallelism_config=parallelism_config(cfg),
+        python_log_level=None,
+    )
+
+
+def train(cfg: RunConfig, **kwargs) -> Path:
+    """Train (or resume) the run of `cfg`; returns the run directory."""
+    trainer = build_trainer(cfg, **kwargs)
+    trainer.fit()
+    run_dir = Path(cfg.run_dir)
+    if dist.get_global_rank() == 0:
+        atomic_write_json(run_dir / FINISHED, {"name": cfg.name, "steps": cfg.train.max_steps,
+                                                "finished": utc_now()})
+    trainer.close()
+    return run_dir

@@ -1,0 +1,128 @@
+"""The training DataLoader: batch format, deterministic order, resumption mid-epoch, clear errors."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pretraining.data import DataConfig, build_train_dataloader
+from pretraining.data.packing import SamplePacker
+from pretraining.data.prepare import MANIFEST, MDS_COLUMNS
+
+SEQ_LEN, EOS = 16, 1
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """Synthetic prepared data: 64 samples whose first token is the sample index (ids < 2**32)."""
+    from streaming import MDSWriter
+
+    root = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(0)
+    packer = SamplePacker(SEQ_LEN)
+    samples = []
+    while len(samples) < 64:
+        doc = np.append(rng.integers(2, 100_000, size=rng.integers(1, 30)), EOS)
+        samples.extend(packer.add(doc))
+    with MDSWriter(out=str(root), columns=MDS_COLUMNS, compression="zstd", size_limit=1 << 12) as writer:
+        for index, sample in enumerate(samples[:64]):
+            ids = sample.input_ids.copy()
+            ids[0] = 200_000 + index  # tag each sample (Llama-3-sized id)
+            writer.write({"input_ids": ids, "doc_lengths": sample.doc_lengths})
+    (root / MANIFEST).write_text(json.dumps({"seq_len": SEQ_LEN}))
+    return root, samples[:64]
+
+
+def tags(batches):
+    return [int(t) - 200_000 for batch in batches for t in batch["input_ids"][:, 0]]
+
+
+def test_batch_format(shards):
+    root, samples = shards
+    loader, dataset = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle=False), 4)
+    batch = next(iter(loader))
+    assert set(batch) == {"input_ids", "document_ids"}
+    assert batch["input_ids"].shape == batch["document_ids"].shape == (4, SEQ_LEN)
+    assert batch["input_ids"].dtype == batch["document_ids"].dtype == torch.long
+    for row, sample in enumerate(samples[:4]):
+        lengths = sample.doc_lengths.astype(int)
+        expected = np.repeat(np.arange(len(lengths)), lengths)
+        assert batch["document_ids"][row].tolist() == expected.tolist()
+        assert batch["input_ids"][row, 1:].tolist() == sample.input_ids[1:].astype(int).tolist()
+    assert batch["input_ids"][0, 0].item() == 200_000
+    assert len(dataset) == 64
+
+
+def test_order_is_deterministic_for_a_seed(shards):
+    root, _ = shards
+    orders = []
+    for seed in (7, 7, 8):
+        loader, _ = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=seed), 4)
+        orders.append(tags(loader))
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(64))
+    assert orders[0] != list(range(64))  # shuffled
+    assert orders[2] != orders[0]  # another seed, another order
+
+
+def test_resume_mid_epoch_from_state_dict(shards):
+    root, _ = shards
+    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3)
+    loader, dataset = build_train_dataloader(cfg, 4)
+    full = tags(loader)
+
+    loader, dataset = build_train_dataloader(cfg, 4)
+    seen = []
+    for step, batch in enumerate(loader):
+        seen.append(batch)
+        if step == 4:
+            break
+    state = dataset.state_dict(num_samples=5 * 4, from_beginning=True)  # what Composer saves
+    json.dumps(state)  # checkpointable
+
+    resumed_loader, resumed = build_train_dataloader(cfg, 4)
+    resumed.load_state_dict(state)
+    rest = tags(resumed_loader)
+    assert tags(seen) == full[:20]
+    assert rest == full[20:]
+
+
+def test_several_workers_give_the_same_samples(shards):
+    root, _ = shards
+    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle=False)
+    loader, _ = build_train_dataloader(cfg, 4, num_workers=2)
+    assert sorted(tags(loader)) == list(range(64))
+
+
+def test_missing_shard_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no prepared data.*prepare-data"):
+        build_train_dataloader(DataConfig(path=str(tmp_path / "nowhere")), 4)
+
+
+def test_seq_len_mismatch_is_a_clear_error(shards):
+    root, _ = shards
+    with pytest.raises(ValueError, match="data.seq_len"):
+        build_train_dataloader(DataConfig(path=str(root), seq_len=32), 4)
+
+
+def test_data_config_defaults_are_explicit():
+    cfg = DataConfig(path="x")
+    assert (cfg.seq_len, cfg.shuffle, cfg.shuffle_algo, cfg.num_canonical_nodes) == (2048, True, "py1e", 1)
+    with pytest.raises(Exception):
+        cfg.seq_len = 4  # frozen
+
+
+def test_cache_dir_copies_shards_and_leaves_the_prepared_folder_alone(shards, tmp_path):
+    import shutil
+
+    root, _ = shards
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    for path in root.iterdir():
+        if not path.name.endswith(".mds"):  # decompressed copies made by in-place readers
+            shutil.copy(path, prepared / path.name)
+    before = sorted(p.name for p in prepared.iterdir())
+    loader, _ = build_train_dataloader(
+        DataConfig(path=str(prepared), cache_dir=str(tmp_path / "cache"), seq_len=SEQ_LEN, shuffle=False), 4)
+    assert tags(loader) == list(range(64))
+    assert any(p.name.endswith(".mds") for p in (tmp_path / "cache").iterdir())
+    assert sorted(p.name for p in prepared.iterdir()) == before

@@ -1,0 +1,77 @@
+"""The paper's 50 checkpoints, their runs, and the configs written for them."""
+import pytest
+import yaml
+
+from contracts.config import config_from_dict
+from contracts.model_names import format_model_name, parse_model_name
+from pretraining import registry
+from pretraining.__main__ import main as cli
+from pretraining.config import RunConfig
+
+
+def test_fifty_checkpoints_38_final_and_12_intermediate():
+    table = registry.released_checkpoints()
+    assert len(table) == 50
+    intermediate = {n: v for n, v in table.items() if not parse_model_name(n).decayed}
+    assert len(intermediate) == 12
+    assert {run for run, _ in intermediate.values()} == {"610m-clm-42k", "610m-mlm40-42k"}
+    assert len(table) - len(intermediate) == 38 == len(registry.RUNS)
+    assert all(format_model_name(parse_model_name(n)) == n for n in table)  # the contract's grammar
+    assert "610m-mlm40-42k-10000" in table and "610m-clm-40k-mlm20-42k" in table
+    assert "610m-clm-dec42k-mlm40-64k" in table and "1b-mlm50-42k" in table
+
+
+@pytest.mark.parametrize("name", sorted(registry.released_checkpoints()))
+def test_each_run_matches_its_name(name):
+    run, step = registry.run_for(name)
+    desc = parse_model_name(name)
+    assert desc.checkpoint_step == (step if desc.objective != "cpt" else 42000 + run.max_steps)
+    if desc.objective == "cpt":
+        assert run.cpt_base == f"610m-{desc.cpt_base_objective.replace('mlm', 'mlm40')}-42k"
+        assert run.max_steps == desc.cpt_steps and run.objective == "mlm"
+    elif desc.objective == "clm+mlm":
+        assert (run.switch_at, run.max_steps) == (desc.clm_steps, desc.schedule_steps)
+    else:
+        assert run.objective == desc.objective and run.max_steps == desc.schedule_steps
+    if desc.masking_ratio is not None:
+        assert run.mlm_ratio == desc.masking_ratio
+    for scale in ("paper", "toy"):  # every written config is a valid RunConfig
+        cfg = config_from_dict(RunConfig, registry.config_dict(run, scale), name)
+        assert cfg.train.max_steps == (run.max_steps if scale == "paper" else max(1, run.max_steps // 1000))
+
+
+def test_paper_config_has_the_paper_hyperparameters():
+    cfg = config_from_dict(RunConfig, registry.config_dict(registry.RUNS["610m-clm-10k-mlm40-42k"]))
+    assert (cfg.schedule.warmup, cfg.schedule.decay, cfg.train.max_steps) == (2000, 2000, 42000)
+    assert cfg.objective.kind == "clm_then_mlm" and cfg.objective.switch_at == 10000
+    assert (cfg.optimizer.lr, cfg.optimizer.betas, cfg.optimizer.eps, cfg.optimizer.weight_decay,
+            cfg.optimizer.grad_clip_norm) == (5e-4, (0.9, 0.95), 1e-5, 0.1, 1.0)
+    assert cfg.train.global_batch_size * cfg.data.seq_len == 2_359_296  # Table 1
+    cpt = config_from_dict(RunConfig, registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"]))
+    assert cpt.init.path.endswith("610m-clm-42k/hf/step-42000") and cpt.train.max_steps == 2000
+    assert (cpt.schedule.warmup, cpt.schedule.decay) == (200, 1000)
+
+
+def test_configs_cli_lists_and_writes(tmp_path, capsys):
+    assert cli(["configs", "--list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 50
+    out = tmp_path / "c.yaml"
+    assert cli(["configs", "610m-mlm40-42k-5000", "--scale", "toy", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "step-5" in text.splitlines()[0]
+    assert yaml.safe_load(text)["train"]["checkpoint_steps"] == [1, 2, 5, 10, 20, 40]
+    assert cli(["configs", "MLMvsCLM/610m-clm-dec42k-mlm40-64k"]) == 0  # hub prefix ignored
+    assert "name: 610m-clm-dec42k-mlm40-64k" in capsys.readouterr().out
+    assert cli(["configs", "610m-mlm35-42k"]) == 2
+    assert "not one of the paper's 50" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scale", ["paper", "toy"])
+def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
+    for run in registry.RUNS.values():
+        if run.cpt_base is None:
+            continue
+        cfg = registry.config_dict(run, scale)
+        base = registry.config_dict(registry.RUNS[run.cpt_base], scale)
+        assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}",
+                               "kind": "weights"}

@@ -1,0 +1,131 @@
+"""Short Composer runs on CPU: every objective learns, the switch flips, resume is exact."""
+import json
+
+import pytest
+from composer import Callback
+
+from pretraining.schedule import wsd_multiplier
+from pretraining.train import RunError, train
+from tests.pretraining.conftest import TOY_IDS, interrupt_at, toy_dataloader, toy_run_config
+
+
+def _losses(run_dir):
+    return [json.loads(line) for line in (run_dir / "loss.jsonl").read_text().splitlines()]
+
+
+def _run(cfg, **kwargs):
+    return train(cfg, dataloader=toy_dataloader(), token_ids=TOY_IDS, **kwargs)
+
+
+def _decreases(rows):
+    losses = [r["loss"] for r in rows]
+    return sum(losses[-3:]) / 3 < 0.8 * sum(losses[:3]) / 3
+
+
+@pytest.mark.parametrize("objective", [{"kind": "clm"}, {"kind": "mlm", "mlm_ratio": 0.4}])
+def test_single_objective_runs_learn_and_export(tmp_path, objective):
+    cfg = toy_run_config(tmp_path, objective=objective, train={"checkpoint_steps": [8, 16]})
+    run_dir = _run(cfg)
+    rows = _losses(run_dir)
+    assert [r["step"] for r in rows] == list(range(1, 25))
+    assert {r["objective"] for r in rows} == {objective["kind"]}
+    assert _decreases(rows)
+    # The LR of 0-based step k is exactly lr x wsd(k) (warmup 3, decay 5 of 24 steps).
+    assert [r["lr"] for r in rows] == pytest.approx([5e-3 * wsd_multiplier(k, 3, 19, 24) for k in range(24)])
+    assert sorted(p.name for p in (run_dir / "hf").iterdir()) == ["step-16", "step-24", "step-8"]
+    assert (run_dir / "config.yaml").exists() and (run_dir / "FINISHED.json").exists()
+
+
+def test_finished_run_is_never_overwritten(tmp_path):
+    cfg = toy_run_config(tmp_path, train={"max_steps": 8, "resume_interval": 4})
+    _run(cfg)
+    with pytest.raises(RunError, match="finished run"):
+        _run(cfg)
+
+
+def test_biphasic_run_switches_objective_and_attention(tmp_path):
+    cfg = toy_run_config(tmp_path, objective={"kind": "clm_then_mlm", "switch_at": 12},
+                         train={"max_steps": 30})
+    seen = []
+
+    class Spy(Callback):
+        def before_forward(self, state, logger):
+            seen.append((int(state.timestamp.batch), state.model.is_causal,
+                         int((state.batch["input_ids"] == TOY_IDS.mask).sum())))
+
+    rows = _losses(_run(cfg, extra_callbacks=[Spy()]))
+    assert [r["objective"] for r in rows] == ["clm"] * 12 + ["mlm"] * 18
+    assert all(causal and masks == 0 for step, causal, masks in seen if step < 12)
+    assert all(not causal and masks > 0 for step, causal, masks in seen if step >= 12)
+    assert _decreases(rows[:12]) and _decreases(rows[12:])
+    # One schedule spans both phases: no re-warmup at the switch.
+    assert rows[11]["lr"] == rows[12]["lr"] == pytest.approx(5e-3)
+
+
+def test_stop_and_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path):
+    objective = {"kind": "clm_then_mlm", "switch_at": 10}
+    reference = _losses(_run(toy_run_config(tmp_path, "straight", objective=objective)))
+    cfg = toy_run_config(tmp_path, "resumed", objective=objective)
+    with pytest.raises(KeyboardInterrupt):
+        _run(cfg, extra_callbacks=[interrupt_at(13)])  # last resume checkpoint: step 8
+    resumed = _losses(_run(cfg))
+    assert [r["step"] for r in resumed] == list(range(1, 25))
+    assert [r["loss"] for r in resumed] == pytest.approx([r["loss"] for r in reference], abs=1e-6)
+    assert [r["lr"] for r in resumed] == pytest.approx([r["lr"] for r in reference], abs=1e-12)
+
+
+def test_cpt_continues_from_a_decayed_checkpoint(tmp_path):
+    base = _run(toy_run_config(tmp_path, "base", objective={"kind": "clm"}))
+    short = dict(train={"max_steps": 16}, schedule={"warmup": 2, "decay": 4})
+    for source in [base / "hf" / "step-24", base / "checkpoints" / "latest-rank0.pt"]:
+        name = "cpt-" + ("pt" if source.suffix else "hf")
+        rows = _losses(_run(toy_run_config(tmp_path, name, init={"path": str(source)}, **short)))
+        assert rows[0]["step"] == 1 and rows[0]["lr"] == 0.0 and _decreases(rows)
+    fresh = _losses(_run(toy_run_config(tmp_path, "fresh", **short)))
+    assert rows[-1]["loss"] < fresh[-1]["loss"]  # the CLM weights give MLM a head start
+
+
+def test_biphasic_branch_from_a_pre_decay_clm_checkpoint_equals_the_single_run(tmp_path):
+    objective = {"kind": "clm_then_mlm", "switch_at": 8}
+    single = _losses(_run(toy_run_config(tmp_path, "single", objective=objective)))
+    base = _run(toy_run_config(tmp_path, "clm", objective={"kind": "clm"},
+                               train={"keep_resume_checkpoints": -1}))
+    branch = toy_run_config(tmp_path, "branch", objective=objective,
+                            init={"kind": "full_state", "path": str(base / "checkpoints" / "ba8-rank0.pt")})
+    rows = _losses(_run(branch))
+    assert [r["step"] for r in rows] == list(range(9, 25))
+    assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in single[8:]], abs=1e-6)
+
+
+def test_fsdp_is_a_parallelism_config_for_multi_gpu_runs(tmp_path, monkeypatch):
+    from pretraining import train as train_module
+
+    cfg = toy_run_config(tmp_path, train={"fsdp": True})
+    assert train_module.parallelism_config(cfg) is None  # one process: nothing to shard
+    monkeypatch.setattr(train_module.dist, "get_world_size", lambda: 8)
+    fsdp = train_module.parallelism_config(cfg)["fsdp"]
+    assert fsdp["sharding_strategy"] == "FULL_SHARD" and fsdp["state_dict_type"] == "full"
+    from composer.utils.parallelism import FSDPConfig
+    FSDPConfig(**fsdp)  # Composer accepts it
+    assert train_module.parallelism_config(toy_run_config(tmp_path, train={"fsdp": False})) is None
+
+
+@pytest.mark.slow  # inductor compiles C++ kernels: ~40 s on 2 cores
+def test_compiled_body_trains_and_exports_under_the_usual_names(tmp_path):
+    eager = _losses(_run(toy_run_config(tmp_path, "eager", train={"max_steps": 3},
+                                        schedule={"warmup": 1, "decay": 1})))
+    run_dir = _run(toy_run_config(tmp_path, "compiled", train={"max_steps": 3, "compile": True},
+                                  schedule={"warmup": 1, "decay": 1}))
+    compiled = _losses(run_dir)
+    assert [r["loss"] for r in compiled] == pytest.approx([r["loss"] for r in eager], rel=1e-3)
+    from safetensors.torch import load_file
+    keys = load_file(run_dir / "hf" / "step-3" / "model.safetensors").keys()
+    assert "model.layers.0.self_attn.q_proj.weight" in keys and not any("_orig_mod" in k for k in keys)
+
+
+def test_paper_preset_refuses_a_tokenizer_larger_than_its_embedding(tmp_path):
+    from pretraining.objectives import TokenIds
+    cfg = toy_run_config(tmp_path, model={"preset": "210m"})
+    with pytest.raises(RunError, match="embedding rows"):
+        train(cfg, dataloader=toy_dataloader(), token_ids=TokenIds(mask=2, special=(0, 1, 2), vocab_size=200_000))
+    assert not cfg.run_dir.exists()  # nothing written for a run that cannot start
