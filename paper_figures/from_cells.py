@@ -161,21 +161,27 @@ def _mark_final(ax, points: pd.DataFrame, x_column: str = "x") -> None:
     ax.scatter([], [], marker="*", s=90, color="0.4", label="42k: final model after the decay")
 
 
-def figure_4(cells: pd.DataFrame, size: str = "610m") -> tuple[Figure, pd.DataFrame]:
-    """610M category average vs pretraining step, MLM-40 vs CLM (Tables 6-9 + the 42k models)."""
-    rows = _training_dynamics_rows(CellIndex(cells), "4", size)
-    points = pd.DataFrame(rows)
+def _dynamics_figure(points: pd.DataFrame, xlabel: str, step_ticks: bool) -> Figure:
+    """MLM-40 vs CLM lines on a log x axis, one panel per task type (Figures 4 and 10)."""
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
     for task, ax in panels.items():
         note_missing(ax, line_panel(ax, points[points["panel"] == task], ["MLM-40", "CLM"]))
         _mark_final(ax, points[points["panel"] == task])
         ax.set_xscale("log")
-        ax.set_xticks(INTERMEDIATE_STEPS, [_k(s) for s in INTERMEDIATE_STEPS])
-        ax.minorticks_off()
-        ax.set_xlabel("pretraining steps (log scale)")
+        if step_ticks:
+            ax.set_xticks(INTERMEDIATE_STEPS, [_k(s) for s in INTERMEDIATE_STEPS])
+            ax.minorticks_off()
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("category average")
     _legend(fig, panels)
+    return fig
+
+
+def figure_4(cells: pd.DataFrame, size: str = "610m") -> tuple[Figure, pd.DataFrame]:
+    """610M category average vs pretraining step, MLM-40 vs CLM (Tables 6-9 + the 42k models)."""
+    rows = _training_dynamics_rows(CellIndex(cells), "4", size)
+    fig = _dynamics_figure(pd.DataFrame(rows), "pretraining steps (log scale)", step_ticks=True)
     fig.suptitle(f"Figure 4: {SIZE_LABELS.get(size, size)} category average vs pretraining steps", fontsize=12)
     return _finish(fig, rows, "Intermediate checkpoints at 1k-40k steps are taken before the decay "
                               "(Tables 6-9); the 42k point is the final decayed model (Tables 2-5). "
@@ -191,16 +197,7 @@ def figure_10(cells: pd.DataFrame, size: str = "610m", tokens_per_step: int = DE
     for row in rows:
         row["x"] = training_flops(row["step"], n, tokens_per_step)
         row.update(n_params=n, tokens_per_step=tokens_per_step, flops=row["x"])
-    points = pd.DataFrame(rows)
-    fig = Figure(figsize=(11, 7.5), layout="constrained")
-    panels = task_panels(fig)
-    for task, ax in panels.items():
-        note_missing(ax, line_panel(ax, points[points["panel"] == task], ["MLM-40", "CLM"]))
-        _mark_final(ax, points[points["panel"] == task])
-        ax.set_xscale("log")
-        ax.set_xlabel("training FLOPs (6 N D, log scale)")
-        ax.set_ylabel("category average")
-    _legend(fig, panels)
+    fig = _dynamics_figure(pd.DataFrame(rows), "training FLOPs (6 N D, log scale)", step_ticks=False)
     fig.suptitle(f"Figure 10: {SIZE_LABELS.get(size, size)} category average vs training FLOPs", fontsize=12)
     source = "the paper's Table 1" if tokens_per_step == 2_359_296 else (
         "the paper's text" if tokens_per_step == 2_373_120 else "a user-given value")
