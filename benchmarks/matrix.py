@@ -45,8 +45,13 @@ def _group(task: str) -> str:
 
 
 def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None = None,
-           lrs: Sequence[float] | None = None, seeds: Sequence[int] | None = None) -> list[dict]:
-    """Job dicts {id, group, index, config}; `base` gives every RunConfig field but model/task/lr/seed."""
+           lrs: Sequence[float] | None = None, seeds: Sequence[int] | None = None,
+           check_models: bool = True) -> list[dict]:
+    """Job dicts {id, group, index, config}; `base` gives every RunConfig field but model/task/lr/seed.
+
+    `check_models=False` accepts local model folders that do not exist yet (a job list written
+    before the pretraining jobs that produce them, e.g. by `paper_figures reproduce --scale paper`).
+    """
     from benchmarks.kinds.checkpoint import check_model_path
     from benchmarks.tasks import get_task
 
@@ -61,7 +66,7 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
     for lr in lrs:
         if not lr > 0:
             raise MatrixError(f"learning rate {lr} in the LR grid is not > 0")
-    for model in models:
+    for model in models if check_models else ():
         check_model_path(model)
     # Absolute local paths: Slurm tasks run from the repository, maybe on another node.
     models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))

@@ -28,6 +28,8 @@ figures and what they need:
   figure5, figure7                 raw run records (every LR and seed): --source runs only
   figure12                         training logs: out of scope for now (not produced)
   all                              every figure the source allows (published: 5 and 7 are skipped)
+  reproduce --figure 3 --out DIR   run the whole pipeline (pretraining, fine-tuning, analysis) at toy
+                                   scale and draw Figure 3 from it: `python -m paper_figures reproduce -h`
 outputs in --out: <figure>.png, <figure>.pdf, <figure>_points.csv (one row per plotted or
 missing value, with a note column), <figure>_meta.json (caption, source, git sha, versions).
 Figure 10 uses {DEFAULT_TOKENS_PER_STEP:,} tokens/step by default (the paper's Table 1; its text says
@@ -107,6 +109,10 @@ def make_figure(name: str, sources: _Sources, args) -> tuple:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "reproduce":  # the whole pipeline: paper_figures.reproduce
+        from paper_figures.reproduce import main as reproduce_main
+        return reproduce_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.figure in OUT_OF_SCOPE:

@@ -100,8 +100,13 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
 
 
 # --- Figure 3 -------------------------------------------------------------------------------------
-def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS) -> tuple[Figure, pd.DataFrame]:
-    """Category average vs masking ratio, one line per size, CLM of each size as dashed reference."""
+def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS,
+             steps: int = FINAL_STEP) -> tuple[Figure, pd.DataFrame]:
+    """Category average vs masking ratio, one line per size, CLM of each size as dashed reference.
+
+    `sizes` may be toy sizes (`toy_s`...) and `steps` their step count: the models looked up are
+    `<size>-mlm<p>-<steps>` and `<size>-clm-<steps>` (e.g. `toy_s-mlm40-42`).
+    """
     index = CellIndex(cells)
     rows = []
     for task in TASK_TYPES:
@@ -110,9 +115,9 @@ def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS) -> t
             for ratio in ratios:
                 pct = round(ratio * 100)
                 rows.append(point("3", task, label, pct, f"{pct}%",
-                                  single_objective_name(size, f"mlm{pct}"), task, index,
+                                  single_objective_name(size, f"mlm{pct}", steps), task, index,
                                   size=size, masking_ratio=ratio, reference=False))
-            rows.append(point("3", task, label, math.nan, "CLM", single_objective_name(size, "clm"),
+            rows.append(point("3", task, label, math.nan, "CLM", single_objective_name(size, "clm", steps),
                               task, index, size=size, masking_ratio=math.nan, reference=True,
                               note="CLM reference (dashed horizontal line)"))
     points = pd.DataFrame(rows)
@@ -134,7 +139,7 @@ def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS) -> t
         ax.set_xlabel("masking ratio")
         ax.set_ylabel("category average")
     _legend(fig, panels)
-    fig.suptitle("Figure 3: category average vs masking ratio (42k steps)", fontsize=12)
+    fig.suptitle(f"Figure 3: category average vs masking ratio ({_k(steps)} steps)", fontsize=12)
     return _finish(fig, rows, "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
                               "of the same size (Tables 2-5). Error bars = 95% CI half-width.")
 

@@ -317,7 +317,10 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
 def train(cfg: RunConfig, **kwargs) -> Path:
     """Train (or resume) the run of `cfg`; returns the run directory."""
     trainer = build_trainer(cfg, **kwargs)
-    trainer.fit()
+    # Autoresumed from the final checkpoint (killed before FINISHED.json): nothing is left to train,
+    # and Composer's fit() would refuse to start.
+    if int(trainer.state.timestamp.batch.value) < cfg.train.max_steps:
+        trainer.fit()
     run_dir = Path(cfg.run_dir)
     if dist.get_global_rank() == 0:
         atomic_write_json(run_dir / FINISHED, {"name": cfg.name, "steps": cfg.train.max_steps,

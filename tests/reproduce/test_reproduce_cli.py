@@ -1,0 +1,53 @@
+"""CLI wiring and option errors of `python -m paper_figures reproduce` (no training here)."""
+import subprocess
+import sys
+
+import pytest
+
+from paper_figures import reproduce as rp
+from paper_figures.cli import main as figures_main
+
+
+def test_help_through_paper_figures():
+    result = subprocess.run([sys.executable, "-m", "paper_figures", "reproduce", "--help"],
+                            capture_output=True, text=True, check=True)
+    assert "--pretrain-steps" in result.stdout and "--reduced" in result.stdout
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--sizes", "toy_x"], "sizes"),
+    (["--tasks", "sst2,nope"], "tasks"),
+    (["--lrs", "0"], "lrs"),
+    (["--pretrain-steps", "2"], "pretrain_steps"),
+])
+def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
+    assert figures_main(["reproduce", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("reproduce: error:") and field in err and "\n" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
+    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(tmp_path)]))
+    names = rp.model_names(cfg)
+    assert len(names) == 15 and "toy_m-mlm30-42" in names and "toy_l-clm-42" in names
+    body = rp.pretraining_config(cfg, "toy_l-mlm50-42")
+    assert body["model"]["preset"] == "toy_l" and body["objective"]["mlm_ratio"] == 0.5
+    assert body["train"]["max_steps"] == 42 and body["data"]["seq_len"] == 128
+    jobs = rp.finetune_jobs(cfg, check_models=False)  # no checkpoints yet
+    assert len(jobs) == 15 * 12 * len(cfg.lrs) * len(cfg.seeds)
+    assert {j["config"]["model_name"] for j in jobs} == set(names)
+
+
+def test_figure3_accepts_toy_sizes_and_steps():
+    import pandas as pd
+
+    from paper_figures.from_cells import figure_3
+
+    cells = pd.DataFrame([{"model": f"toy_m-{obj}-42", "task_type": "SC", "dataset": "average",
+                           "mean": 50.0 + i, "ci_halfwidth": 1.0, "n_seeds": 2}
+                          for i, obj in enumerate(["mlm20", "mlm30", "mlm40", "mlm50", "clm"])])
+    _, points = figure_3(cells, sizes=("toy_m",), steps=42)
+    sc = points[points["panel"] == "SC"]
+    assert list(sc["mean"]) == [50.0, 51.0, 52.0, 53.0, 54.0]
+    assert set(sc["series"]) == {"toy_m"}

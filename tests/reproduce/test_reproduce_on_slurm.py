@@ -1,0 +1,59 @@
+"""The generated Slurm scripts of a reduced toy reproduction, submitted for real to a local cluster.
+
+No container here (`--no-container`, apptainer is absent): the jobs run the same commands with this
+Python. sbatch, arrays, `afterok`/`aftercorr` dependencies and the final analysis job all run.
+"""
+import json
+import os
+import re
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from contracts.run_record import iter_records_in
+from paper_figures import reproduce as rp
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypatch, capsys):
+    from tests.slurm.cluster import PARTITION
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({
+        "partition": PARTITION, "image": str(tmp_path / "absent.sif"), "data_dir": str(tmp_path / "data"),
+        "runs_dir": str(tmp_path / "runs"), "hf_cache": str(tmp_path / "hf"), "gpus_per_node": 0,
+        "data_cache_dir": str(tmp_path / "node_cache"),
+        "cpus_per_task": 1, "pretraining_time": "00:30:00", "finetune_time": "00:30:00",
+        "analysis_time": "00:30:00", "data_time": "00:30:00", "python": sys.executable}))
+    for key in ("SLURM_CONF", "PATH"):
+        monkeypatch.setenv(key, local_slurm.env[key])
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
+            "--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli,msmarco,nq",
+            "--lrs", "5e-4", "--seeds", "0,1", "--pretrain-steps", "8", "--reps", "200"]
+    assert rp.main(argv) == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    ids = re.search(r"submitted: data (\d+), pretraining ([\d ]+), analysis (\d+)", stdout)
+    assert ids, stdout
+    analysis = ids.group(3)
+    local_slurm.wait_for(analysis, timeout=600)  # pending until every job it depends on has ended
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
+    assert local_slurm.job_state(analysis) == "COMPLETED", logs
+    for job in [ids.group(1), *ids.group(2).split()]:
+        assert local_slurm.job_state(job) == "COMPLETED", logs
+    # the pretraining runs, their records and the figure, made by the jobs
+    for name in ("toy_s-mlm40-8", "toy_s-clm-8"):
+        assert (tmp_path / "runs" / name / "FINISHED.json").is_file()
+    records = list(iter_records_in([out / "finetune"]))
+    assert len(records) == 2 * 5 * 1 * 2
+    assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8"}
+    points = pd.read_csv(out / "figure" / "figure3_points.csv")
+    sc = points[points["panel"] == "SC"]
+    assert sc["mean"].notna().all() and len(sc) == 2
+    for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
+        assert (out / "figure" / name).stat().st_size > 0
+    assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["published"] == 800
+    assert (out / "tables" / "tables.md").is_file()
