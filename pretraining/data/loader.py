@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,15 +68,28 @@ def _streaming_locations(cfg: DataConfig) -> tuple[str | None, str]:
     return None, str(root)
 
 
+SHM_PREFIX_ATTEMPTS = 10
+
+
 def build_train_dataset(cfg: DataConfig, device_batch_size: int) -> StreamingDataset:
     remote, local = _streaming_locations(cfg)
-    return StreamingDataset(
-        remote=remote, local=local, batch_size=device_batch_size,
-        shuffle=cfg.shuffle, shuffle_seed=cfg.shuffle_seed, shuffle_algo=cfg.shuffle_algo,
-        shuffle_block_size=cfg.shuffle_block_size, num_canonical_nodes=cfg.num_canonical_nodes,
-        predownload=cfg.predownload, cache_limit=cfg.cache_limit,
-        download_retry=cfg.download_retry, download_timeout=cfg.download_timeout,
-    )
+    for attempt in range(SHM_PREFIX_ATTEMPTS):
+        try:
+            return StreamingDataset(
+                remote=remote, local=local, batch_size=device_batch_size,
+                shuffle=cfg.shuffle, shuffle_seed=cfg.shuffle_seed, shuffle_algo=cfg.shuffle_algo,
+                shuffle_block_size=cfg.shuffle_block_size, num_canonical_nodes=cfg.num_canonical_nodes,
+                predownload=cfg.predownload, cache_limit=cfg.cache_limit,
+                download_retry=cfg.download_retry, download_timeout=cfg.download_timeout,
+            )
+        except FileExistsError:
+            # Two jobs on one node can pick the same free shared-memory prefix at once (streaming
+            # looks for a free one, then creates it); the loser fails before creating anything and
+            # finds the next free prefix when it tries again.
+            if attempt == SHM_PREFIX_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0.05, 0.5))
+    raise AssertionError("unreachable")
 
 
 def build_train_dataloader(cfg: DataConfig, device_batch_size: int,

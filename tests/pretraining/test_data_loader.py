@@ -126,3 +126,22 @@ def test_cache_dir_copies_shards_and_leaves_the_prepared_folder_alone(shards, tm
     assert tags(loader) == list(range(64))
     assert any(p.name.endswith(".mds") for p in (tmp_path / "cache").iterdir())
     assert sorted(p.name for p in prepared.iterdir()) == before
+
+
+def test_a_shared_memory_prefix_race_is_retried(shards, monkeypatch):
+    """Two jobs starting on one node can both pick the same free streaming prefix: retry."""
+    from pretraining.data import loader
+
+    real = loader.StreamingDataset
+    calls = []
+
+    def racing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise FileExistsError(17, "File exists", "/000381_locals")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loader, "StreamingDataset", racing)
+    root, _ = shards
+    dataset = loader.build_train_dataset(DataConfig(path=str(root), seq_len=SEQ_LEN), 2)
+    assert len(calls) == 2 and len(dataset) > 0
