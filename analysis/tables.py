@@ -6,7 +6,7 @@ the layout is the paper's; a cell without data is rendered as MISSING, never fil
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -158,18 +158,25 @@ def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def write_tables(cells: pd.DataFrame, out_dir: str | Path, formats=FORMATS, source: str = "") -> list[Path]:
+def write_tables(cells: pd.DataFrame, out_dir: str | Path, formats=FORMATS, source: str = "",
+                 only: tuple[int, ...] | None = None, rename: dict[str, str] | None = None) -> list[Path]:
     """Render Tables 2-17 (+ extra tables for models outside them) into out_dir.
 
     md -> tables.md, tex -> tables.tex (all tables); csv -> one <name>.csv per table.
+    only: these table numbers (None: all). rename: paper checkpoint -> the model of `cells` shown in
+    its row (toy reproductions: `610m-clm-42k` -> `toy_m-clm-42`; the Setup label stays the paper's).
     """
     out_dir = Path(out_dir)
-    layouts = paper_layouts()
+    layouts = [t for t in paper_layouts() if only is None or t.number in only]
+    if rename:
+        layouts = [replace(t, rows=tuple((label, rename.get(model, model)) for label, model in t.rows))
+                   for t in layouts]
     layouts += extra_layouts(cells, layouts)
     rendered = [(layout, render_table(layout, cells)) for layout in layouts]
     written = []
     if "md" in formats:
-        parts = ["# Tables 2-17 in the paper's layout", "",
+        title = "Tables 2-17" if only is None else ", ".join(f"Table {n}" for n in only) or "Extra tables"
+        parts = [f"# {title} in the paper's layout", "",
                  f"Source: {source}. Cells are mean ± 95% half-width (1.96 sd/sqrt(n) over seeds); "
                  f"{MISSING} = no data for this cell.", ""]
         for layout, frame in rendered:

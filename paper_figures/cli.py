@@ -28,8 +28,9 @@ figures and what they need:
   figure5, figure7                 raw run records (every LR and seed): --source runs only
   figure12                         training logs: out of scope for now (not produced)
   all                              every figure the source allows (published: 5 and 7 are skipped)
-  reproduce --figure 3 --out DIR   run the whole pipeline (pretraining, fine-tuning, analysis) at toy
-                                   scale and draw Figure 3 from it: `python -m paper_figures reproduce -h`
+  reproduce --figure N|--table N   run the whole pipeline of N's study (pretraining, fine-tuning,
+                                   analysis) at toy scale here or as Slurm jobs at paper scale, and draw
+                                   its figures and tables from it: `python -m paper_figures reproduce -h`
 outputs in --out: <figure>.png, <figure>.pdf, <figure>_points.csv (one row per plotted or
 missing value, with a note column), <figure>_meta.json (caption, source, git sha, versions).
 Figure 10 uses {DEFAULT_TOKENS_PER_STEP:,} tokens/step by default (the paper's Table 1; its text says

@@ -174,6 +174,8 @@ def _dynamics_figure(points: pd.DataFrame, xlabel: str, step_ticks: bool) -> Fig
         note_missing(ax, line_panel(ax, points[points["panel"] == task], ["MLM-40", "CLM"]))
         _mark_final(ax, points[points["panel"] == task])
         ax.set_xscale("log")
+        x = points["x"].astype(float)  # known even where a value is missing: a panel without data still draws
+        ax.set_xlim(x.min() / 1.5, x.max() * 1.5)
         if step_ticks:
             ax.set_xticks(INTERMEDIATE_STEPS, [_k(s) for s in INTERMEDIATE_STEPS])
             ax.minorticks_off()

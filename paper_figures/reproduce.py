@@ -1,18 +1,21 @@
-"""Reproduce Figure 3 end to end: data -> pretraining -> fine-tuning -> analysis -> figure.
+"""Reproduce a figure or table end to end: data -> pretraining -> fine-tuning -> analysis -> figures.
 
-`python -m paper_figures reproduce --figure 3 --scale toy --out OUT` orchestrates the stages' own
-Python APIs in one process (no logic is duplicated here):
+`python -m paper_figures reproduce --figure N | --table N --scale toy` reproduces the *study* the
+figure or table belongs to (paper_figures.studies: masking, data-efficiency, biphasic,
+masking-after-clm, cpt), orchestrating the stages' own Python APIs in one process:
 
   1. data         pretraining.data.prepare.prepare_data on the embedded corpus (seq 128), once
-  2. pretraining  pretraining.registry toy configs of `<size>-mlm{20,30,40,50}-42k` and `-clm-42k`
-                  (toy_s/m/l for 210m/610m/1b), renamed `<toy size>-<objective>-<steps>` so every
-                  run record carries its pretraining description; pretraining.train.train, which
-                  exports the final weights as a Hugging Face folder (`hf/step-<steps>`)
+  2. pretraining  the pretraining.registry runs that produce the study's checkpoints (CPT bases
+                  first), at toy scale renamed with the toy size and steps / 1,000
+                  (`610m-clm-dec42k-mlm40-44k` -> `toy_m-clm-dec42-mlm40-44`) so every run record
+                  carries its pretraining description; pretraining.train.train exports each
+                  checkpoint as a Hugging Face folder (`hf/step-<step>`, intermediate ones included)
   3. fine-tuning  benchmarks.matrix.expand + benchmarks.run.run on the committed toy datasets
                   (benchmarks/configs/toy.yaml) over the chosen LRs and seeds
-  4. analysis     analysis.aggregate.aggregate_runs -> cells.csv, analysis.tables.write_tables,
-                  analysis.audit.run_audit
-  5. figure       paper_figures.from_cells.figure_3 from our cells and from the published tables
+  4. analysis     analysis.aggregate.aggregate_runs -> cells.csv, analysis.tables.write_tables (the
+                  study's tables, toy runs in the rows of the checkpoints they stand in for),
+                  analysis.audit.run_audit, and the study's figures from our runs next to the
+                  published ones
 
 Caching and resuming come from the stages: prepared data with a manifest is reused, a pretraining
 run with FINISHED.json is skipped (an interrupted one autoresumes from its last checkpoint), a
@@ -21,9 +24,10 @@ figures are redone only when the set of records changed (`analysis_inputs.json`)
 
 `--slurm` (always at `--scale paper`) writes the same DAG as Slurm jobs instead (`SlurmWriter`):
 a data job, one (multi-node, Composer-launched, requeueable, autoresuming) pretraining job per
-model, the benchmarks.matrix job arrays of each model, and a final analysis job, chained with
-`--dependency`, each running in the Apptainer image (`--no-container`: the same commands bare);
-cluster specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml).
+run (a CPT run after its base's job), the benchmarks.matrix job arrays of each checkpoint, and a
+final analysis job, chained with `--dependency`, each running in the Apptainer image
+(`--no-container`: the same commands bare); cluster specifics come from one YAML file
+(`ClusterConfig`, configs/cluster.example.yaml).
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.config import ConfigError, config_from_dict, config_to_dict
+from contracts.model_names import parse_model_name
 from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS, MASKING_RATIOS, PAPER_SIZES
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 
@@ -49,10 +54,10 @@ DEFAULT_LRS = (1e-4, 5e-4)
 DEFAULT_SEEDS = (0, 1)
 # Per scale: the defaults of the options not given (paper: the paper's full protocol).
 SCALE_DEFAULTS = {
-    "toy": {"sizes": TOY_SIZES, "lrs": DEFAULT_LRS, "seeds": DEFAULT_SEEDS,
+    "toy": {"lrs": DEFAULT_LRS, "seeds": DEFAULT_SEEDS,
             "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "toy.yaml"),
             "data_root": str(REPO_ROOT / "benchmarks" / "datasets" / "toy")},
-    "paper": {"sizes": PAPER_SIZES, "lrs": FINETUNE_LRS, "seeds": FINETUNE_SEEDS,
+    "paper": {"lrs": FINETUNE_LRS, "seeds": FINETUNE_SEEDS,
               "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "paper.yaml"),
               "data_root": None},
 }
@@ -72,15 +77,17 @@ class ReproduceConfig:
     """Everything one reproduction depends on; saved as `<out>/reproduce.yaml`."""
 
     out: str
-    figure: Literal[3] = 3
+    study: str = "masking"  # paper_figures.studies.STUDIES: which figures and tables, hence which models
     scale: Literal["toy", "paper"] = "toy"
-    sizes: tuple[str, ...] = TOY_SIZES
-    ratios: tuple[float, ...] = MASKING_RATIOS
+    # Subsets of the study's checkpoints (None: all of them). sizes/ratios/clm: the masking study only.
+    sizes: tuple[str, ...] | None = None
+    ratios: tuple[float, ...] | None = None
     clm: bool = True  # the CLM model of each size (Figure 3's dashed reference)
+    checkpoints: tuple[str, ...] | None = None  # by paper name (610m-clm-42k) or toy name (toy_m-clm-42)
     tasks: tuple[str, ...] = ALL_TASKS
     lrs: tuple[float, ...] = DEFAULT_LRS
     seeds: tuple[int, ...] = DEFAULT_SEEDS
-    pretrain_steps: int | None = None  # None: the scale's (toy 42, paper 42,000)
+    pretrain_steps: int | None = None  # masking study: length of its 42k runs (None: toy 42, paper 42,000)
     finetune_steps: int | None = None  # None: the fine-tuning config's max_steps
     finetune_config: str = SCALE_DEFAULTS["toy"]["finetune_config"]
     data_root: str | None = SCALE_DEFAULTS["toy"]["data_root"]  # None: the Hub
@@ -91,12 +98,20 @@ class ReproduceConfig:
     reps: int = 1000  # bootstrap replicates of the analysis
 
     def __post_init__(self):
+        from paper_figures.studies import STUDIES, StudyError
+
+        if self.study not in STUDIES:
+            raise ValueError(f"study {self.study!r}: give one of {','.join(STUDIES)}")
+        masking_only = {"sizes": self.sizes is not None, "ratios": self.ratios is not None,
+                        "clm": not self.clm, "pretrain_steps": self.pretrain_steps is not None}
+        misused = [k for k, given in masking_only.items() if given and self.study != "masking"]
+        if misused:
+            raise ValueError(f"{misused[0]} selects models of the masking study (Figures 2, 3, 5); study "
+                             f"{self.study} takes --checkpoints instead")
         known = TOY_SIZES if self.scale == "toy" else PAPER_SIZES
-        bad = [s for s in self.sizes if s not in known]
-        if bad or not self.sizes:
+        if self.sizes is not None and (not self.sizes or any(s not in known for s in self.sizes)):
             raise ValueError(f"sizes {list(self.sizes)}: give some of {','.join(known)} at scale {self.scale}")
-        bad = [r for r in self.ratios if r not in MASKING_RATIOS]
-        if bad or not self.ratios:
+        if self.ratios is not None and (not self.ratios or any(r not in MASKING_RATIOS for r in self.ratios)):
             raise ValueError(f"ratios {list(self.ratios)}: give some of {','.join(map(str, MASKING_RATIOS))}")
         bad = [t for t in self.tasks if t not in ALL_TASKS]
         if bad or not self.tasks:
@@ -111,6 +126,11 @@ class ReproduceConfig:
             raise ValueError(f"pretrain_steps {self.pretrain_steps} must be >= 4 (2 warmup + 2 decay steps)")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
+        try:
+            if not study_checkpoints(self):
+                raise ValueError("the options select no checkpoint of the study")
+        except StudyError as exc:
+            raise ValueError(str(exc)) from None
 
 
 # --- paths -----------------------------------------------------------------------------------------
@@ -131,42 +151,75 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
 
 
 # --- the DAG ---------------------------------------------------------------------------------------
-def pretraining_steps(cfg: ReproduceConfig) -> int:
-    from pretraining.registry import PAPER_STEPS, _scale_steps
+def study_checkpoints(cfg: ReproduceConfig) -> list:
+    """The study's checkpoints (paper_figures.studies.Checkpoint) that this reproduction fine-tunes."""
+    from pretraining.registry import TOY_SIZE
+    from paper_figures.studies import STUDIES, checkpoints
 
-    return cfg.pretrain_steps or _scale_steps(PAPER_STEPS, cfg.scale)
+    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, cfg.pretrain_steps, cfg.checkpoints)
+    if cfg.study != "masking":
+        return chosen
+    sizes = {TOY_SIZE.get(s, s) for s in (cfg.sizes or PAPER_SIZES)} | set(cfg.sizes or PAPER_SIZES)
+    ratios = cfg.ratios or MASKING_RATIOS
+    keep = []
+    for ckpt in chosen:
+        desc = parse_model_name(ckpt.name)
+        is_clm = desc.objective == "clm"
+        if desc.size in sizes and (cfg.clm if is_clm else desc.masking_ratio in ratios):
+            keep.append(ckpt)
+    return keep
 
 
 def model_names(cfg: ReproduceConfig) -> list[str]:
-    """`toy_s-mlm20-42`, ..., `toy_s-clm-42`: names that contracts.model_names parses."""
-    from paper_figures.from_cells import single_objective_name
+    """The fine-tuned models: `toy_s-mlm20-42`, `toy_m-clm-42-5`, ... (names contracts.model_names parses)."""
+    return [c.name for c in study_checkpoints(cfg)]
 
-    steps = pretraining_steps(cfg)
-    objectives = [f"mlm{round(r * 100)}" for r in cfg.ratios] + (["clm"] if cfg.clm else [])
-    return [single_objective_name(size, obj, steps) for size in cfg.sizes for obj in objectives]
+
+def _checkpoint(cfg: ReproduceConfig, name: str):
+    for ckpt in study_checkpoints(cfg):
+        if ckpt.name == name:
+            return ckpt
+    raise ReproduceError(f"{name} is not a checkpoint of this reproduction: {', '.join(model_names(cfg))}")
+
+
+def pretraining_runs(cfg: ReproduceConfig) -> dict[str, str]:
+    """Run directory name at this scale -> registry run, CPT bases before their CPT runs."""
+    from paper_figures.studies import runs_to_train, scaled_name
+
+    return {scaled_name(run, cfg.scale, cfg.pretrain_steps): run for run in runs_to_train(study_checkpoints(cfg))}
 
 
 def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
-    """The registry's toy config of the matching paper run, renamed and (optionally) shortened."""
-    from contracts.model_names import parse_model_name
+    """The registry's config of the run `name` (e.g. `toy_m-mlm40-42`) at this scale, renamed so that
+    every run record carries its pretraining description (and shortened by --pretrain-steps)."""
     from pretraining import registry
+    from paper_figures.studies import scaled_name
 
-    desc = parse_model_name(name)
-    paper_size = {toy: paper for paper, toy in registry.TOY_SIZE.items()}.get(desc.size, desc.size)
-    objective = "clm" if desc.objective == "clm" else f"mlm{round(desc.masking_ratio * 100)}"
-    run = registry.RUNS[f"{paper_size}-{objective}-42k"]
+    runs = pretraining_runs(cfg)
+    if name not in runs:
+        raise ReproduceError(f"{name} is not a pretraining run of this reproduction: {', '.join(runs)}")
+    run = registry.RUNS[runs[name]]
     body = registry.config_dict(run, cfg.scale, runs_root=str(pretraining_dir(cfg)),
                                 data_path=str(data_dir(cfg)))
     body["name"] = name  # toy: `toy_s-mlm40-42` rather than the registry's `210m-mlm40-42k-toy`
     body["run_dir"] = str(pretraining_dir(cfg) / name)
-    body["train"]["max_steps"] = pretraining_steps(cfg)
+    if run.cpt_base is not None:  # the decayed base, under its name at this scale
+        base = registry.RUNS[run.cpt_base]
+        steps = cfg.pretrain_steps or registry._scale_steps(base.max_steps, cfg.scale)
+        body["init"]["path"] = str(pretraining_dir(cfg) / scaled_name(base.name, cfg.scale) / "hf" / f"step-{steps}")
+    if cfg.pretrain_steps:  # the masking study's 42k runs, shortened
+        body["train"]["max_steps"] = cfg.pretrain_steps
+        body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < cfg.pretrain_steps]
+    exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
+    body["train"]["checkpoint_steps"] = sorted(set(body["train"]["checkpoint_steps"]) | exports)
     if cfg.scale == "toy":
         body["train"]["progress_bar"] = False  # one bar over the runs instead
     return body
 
 
 def model_path(cfg: ReproduceConfig, name: str) -> Path:
-    return pretraining_dir(cfg) / name / "hf" / f"step-{pretraining_steps(cfg)}"
+    ckpt = _checkpoint(cfg, name)
+    return pretraining_dir(cfg) / ckpt.run_name / "hf" / f"step-{ckpt.step}"
 
 
 def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: bool = True) -> list[dict]:
@@ -197,13 +250,18 @@ def _init_worker(threads: int) -> None:
 
 def _pretrain_one(body: dict) -> tuple[str, str]:
     from pretraining.config import RunConfig
+    from pretraining.export import export_checkpoint
     from pretraining.train import FINISHED, train
 
     run_cfg = config_from_dict(RunConfig, body, f"pretraining config of {body['name']}")
-    if (Path(run_cfg.run_dir) / FINISHED).exists():
-        return body["name"], "skipped"
-    train(run_cfg)
-    return body["name"], "done"
+    run_dir = Path(run_cfg.run_dir)
+    state = "skipped" if (run_dir / FINISHED).exists() else "done"
+    if state == "done":
+        train(run_cfg)
+    final = run_dir / "hf" / f"step-{run_cfg.train.max_steps}"
+    if not (final / "config.json").exists():  # written by training; redone from the last checkpoint if lost
+        export_checkpoint(run_dir, final)
+    return body["name"], state
 
 
 def _finetune_chunk(jobs: list[dict]) -> dict[str, list[str]]:
@@ -262,10 +320,9 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
     import yaml
 
     from pretraining.config import RunConfig
-    from pretraining.export import export_checkpoint
 
     bodies = []
-    for name in model_names(cfg):
+    for name in pretraining_runs(cfg):  # CPT bases first: their final export is the CPT runs' init
         body = pretraining_config(cfg, name)
         config_from_dict(RunConfig, body, f"pretraining config of {name}")  # validate before any work
         _write_if_changed(_out(cfg) / "configs" / "pretraining" / f"{name}.yaml",
@@ -276,10 +333,10 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
     # their own data.cache_dir copy, as the Slurm jobs have).
     results = _map(_pretrain_one, bodies, replace(cfg, workers=1, threads=cfg.workers * cfg.threads),
                    "pretraining", "run")
-    for name in model_names(cfg):  # the final export is written by training; redo it if it is lost
-        target = model_path(cfg, name)
-        if not (target / "config.json").exists():
-            export_checkpoint(pretraining_dir(cfg) / name, target)
+    for name in model_names(cfg):
+        if not (model_path(cfg, name) / "config.json").is_file():
+            raise ReproduceError(f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
+                                 "finished: delete that run's folder and rerun to train it again")
     done = sum(state == "done" for _, state in results)
     return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}"
 
@@ -318,19 +375,79 @@ def _record_files(cfg: ReproduceConfig) -> list[Path]:
     return sorted(files)
 
 
+def stand_ins(cfg: ReproduceConfig) -> dict[str, str]:
+    """Our model name -> the paper checkpoint it stands in for (toy scale; empty at paper scale)."""
+    return {c.name: c.paper_name for c in study_checkpoints(cfg) if c.name != c.paper_name}
+
+
+def _figure_files(cfg: ReproduceConfig) -> list[str]:
+    from paper_figures.cli import RUN_FIGURES
+    from paper_figures.studies import STUDIES
+
+    names = []
+    for number in STUDIES[cfg.study].figures:
+        names.append(f"figure{number}")
+        if f"figure{number}" not in RUN_FIGURES:  # the paper prints the numbers of the others
+            names.append(f"figure{number}_published")
+    return names
+
+
+def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str]) -> list[str]:
+    """The study's figures from our cells / records (toy runs drawn as the paper checkpoints they stand
+    in for, and said so on the figure), each next to the published one where the paper has the numbers.
+    Returns one summary per figure."""
+    from dataclasses import replace as replace_record
+
+    from analysis.published import load_published_cells
+    from paper_figures.cli import CELL_FIGURES, RUN_FIGURES
+    from paper_figures.output import save_figure
+    from paper_figures.studies import STUDIES, TOY_SIZE
+
+    renamed = stand_ins(cfg)
+    back = {paper: ours for ours, paper in renamed.items()}
+    cells = cells.assign(model=cells["model"].map(lambda m: renamed.get(m, m)))
+    records = [replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
+               if r.model in renamed else r for r in records]
+    paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
+    summaries = []
+    for number in STUDIES[cfg.study].figures:
+        name, kwargs = f"figure{number}", {}
+        if number in (2, 3):
+            kwargs["sizes"] = paper_sizes
+        if number == 3:
+            kwargs["ratios"] = cfg.ratios or MASKING_RATIOS
+        if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
+            kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
+        if name in RUN_FIGURES:
+            fig, points = RUN_FIGURES[name](records, **kwargs)
+        else:
+            fig, points = CELL_FIGURES[name](cells, **kwargs)
+        if renamed:
+            fig.suptitle(f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, "
+                         "steps / 1,000]", fontsize=11)
+            points.insert(6, "stand_in_for", points["model"].where(points["model"].isin(back)))
+            points["model"] = points["model"].map(lambda m: back.get(m, m))
+        value = "mean" if "mean" in points else "std"
+        drawn = int(points[value].notna().sum())
+        save_figure(fig, points, folder, name, {"source": "runs", "runs": sources, "scale": cfg.scale,
+                                                "study": cfg.study, "stand_ins": renamed, **kwargs})
+        summaries.append(f"{name} {drawn}/{len(points)} points")
+        if name in CELL_FIGURES:
+            fig, published = CELL_FIGURES[name](load_published_cells())
+            save_figure(fig, published, folder, f"{name}_published", {"source": "published"})
+            _side_by_side(folder, name, "our toy runs" if renamed else "our runs")
+    return summaries
+
+
 def stage_analysis(cfg: ReproduceConfig) -> str:
     """Records -> runs.jsonl, cells.csv, tables/, audit/, figure/ (skipped when nothing changed)."""
-    import pandas as pd
-
     from analysis.aggregate import aggregate_runs
     from analysis.audit import run_audit
-    from analysis.published import load_published_cells
     from analysis.tables import write_tables
     from contracts.run_record import RunRecord, write_run_records
-    from paper_figures.from_cells import figure_3
-    from paper_figures.output import save_figure
+    from paper_figures.studies import STUDIES
 
-    out = _out(cfg)
+    out, study = _out(cfg), STUDIES[cfg.study]
     files = _record_files(cfg)
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
@@ -340,7 +457,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
               "records": [[str(f), f.stat().st_mtime_ns, f.stat().st_size] for f in files]}
     stamp = out / "analysis_inputs.json"
     expected = [out / "runs.jsonl", out / "cells.csv", out / "tables" / "tables.md", out / "audit" / "audit.md",
-                out / "figure" / "figure3.png", out / "figure" / "figure3_published.png"]
+                *(out / "figure" / f"{name}.png" for name in _figure_files(cfg))]
     if stamp.exists() and json.loads(stamp.read_text()).get("hash") == stable_hash(inputs) \
             and all(p.exists() for p in expected):
         return f"analysis: unchanged records, reusing {out / 'cells.csv'}, tables, audit and figures"
@@ -348,24 +465,23 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     write_run_records(out / "runs.jsonl", records)
     cells = aggregate_runs(records, reps=cfg.reps)
     atomic_write_text(out / "cells.csv", cells.to_csv(index=False))
-    write_tables(cells, out / "tables", source=f"toy reproduction run records {out / 'runs.jsonl'}")
+    renamed = stand_ins(cfg)
+    source = f"{cfg.scale}-scale reproduction run records {out / 'runs.jsonl'}"
+    if renamed:
+        source += " (toy runs in the rows of the paper checkpoints they stand in for: Checkpoint = our run)"
+    write_tables(cells, out / "tables", source=source, only=study.tables,
+                 rename={paper: ours for ours, paper in renamed.items()})
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
-    fig, points = figure_3(cells, sizes=cfg.sizes, ratios=cfg.ratios, steps=pretraining_steps(cfg))
-    save_figure(fig, points, out / "figure", "figure3",
-                {"source": "runs", "runs": [str(out / "runs.jsonl")], "scale": cfg.scale})
-    fig, published = figure_3(load_published_cells())
-    save_figure(fig, published, out / "figure", "figure3_published", {"source": "published"})
-    _side_by_side(out / "figure")
+    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")])
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
-    missing = int(pd.isna(points["mean"]).sum())
     c = summary["cells"]
-    return (f"analysis: {len(records)} records -> {len(cells)} cells; figure3 with {len(points) - missing}/"
-            f"{len(points)} points; audit: {c['match']} match, {c['mismatch']} mismatch, {c['missing']} "
-            f"missing of {c['published']} published cells -> {out}")
+    return (f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
+            f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
+            f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}")
 
 
-def _side_by_side(folder: Path) -> None:
-    """figure3_vs_published.png: our figure (left) next to the published one (right)."""
+def _side_by_side(folder: Path, name: str, label: str) -> None:
+    """<name>_vs_published.png: our figure (left) next to the published one (right)."""
     import matplotlib.image as mpimg
     from matplotlib.figure import Figure
 
@@ -373,15 +489,15 @@ def _side_by_side(folder: Path) -> None:
 
     from paper_figures.output import atomic_write_bytes
 
-    ours, paper = mpimg.imread(folder / "figure3.png"), mpimg.imread(folder / "figure3_published.png")
+    ours, paper = mpimg.imread(folder / f"{name}.png"), mpimg.imread(folder / f"{name}_published.png")
     fig = Figure(figsize=(22, 7.5), layout="constrained")
-    for ax, image, title in zip(fig.subplots(1, 2), (ours, paper), ("our toy runs", "published (Tables 2-5)")):
+    for ax, image, title in zip(fig.subplots(1, 2), (ours, paper), (label, "published (the paper's tables)")):
         ax.imshow(image)
         ax.set_title(title)
         ax.axis("off")
     buffer = BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
-    atomic_write_bytes(folder / "figure3_vs_published.png", buffer.getvalue())
+    atomic_write_bytes(folder / f"{name}_vs_published.png", buffer.getvalue())
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -575,6 +691,8 @@ class SlurmWriter:
         import yaml
 
         from benchmarks import matrix
+        from paper_figures.studies import scaled_name
+        from pretraining.registry import RUNS
 
         cfg, out = self.cfg, _out(self.cfg)
         self.check_paths()
@@ -588,7 +706,9 @@ class SlurmWriter:
         commands = ["cd " + _q(self.dir), f"mkdir -p {_q(self.logs)}",
                     "data=$(sbatch --parsable data.sbatch)", "data=${data%%;*}"]
         after_finetune, n_runs, n_tasks = [], 0, 0
-        for i, name in enumerate(model_names(cfg)):
+        runs = pretraining_runs(cfg)
+        run_var = {}
+        for i, name in enumerate(runs):
             body = pretraining_config(cfg, name)
             if self.cluster.data_cache_dir:
                 body["data"]["cache_dir"] = f"{self.cluster.data_cache_dir}/{name}"
@@ -597,11 +717,16 @@ class SlurmWriter:
             _write_if_changed(run_config, yaml.safe_dump(body, sort_keys=False))
             pt = self.dir / f"pretrain_{name}.sbatch"
             _write_if_changed(pt, self.pretraining_script(name, run_config))
-            commands += [f'pt{i}=$(sbatch --parsable --dependency=afterok:"$data" {pt.name})', f"pt{i}=${{pt{i}%%;*}}"]
-            jobs = finetune_jobs(cfg, name, check_models=False)
-            jobs_path = finetune_dir(cfg) / "jobs" / f"{name}.jsonl"
+            base = RUNS[runs[name]].cpt_base
+            # a CPT run starts from its base's final export: after the base's job, not just the data
+            after = f'"${run_var[scaled_name(base, cfg.scale, cfg.pretrain_steps)]}"' if base else '"$data"'
+            run_var[name] = f"pt{i}"
+            commands += [f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {pt.name})", f"pt{i}=${{pt{i}%%;*}}"]
+        for j, ckpt in enumerate(study_checkpoints(cfg)):
+            jobs = finetune_jobs(cfg, ckpt.name, check_models=False)
+            jobs_path = finetune_dir(cfg) / "jobs" / f"{ckpt.name}.jsonl"
             _write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
-            ft = self.dir / f"finetune_{name}.sh"
+            ft = self.dir / f"finetune_{ckpt.name}.sh"
             _write_if_changed(ft, matrix.slurm_script(jobs_path, jobs, self.cluster.array_throttle, self.dir,
                                                       self.finetune_options(), python=str(python)))
             n_runs += len(jobs)
@@ -609,10 +734,10 @@ class SlurmWriter:
             for group, size in matrix.array_sizes(jobs).items():
                 if size == 0:
                     continue
-                dep = f'aftercorr:"$ir_train{i}" --kill-on-invalid-dep=yes' if group == "ir_eval" \
-                    else f'afterok:"$pt{i}"'
-                var = f"{group}{i}"
-                commands += [f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{name} --array=0-{size - 1}"
+                dep = f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes' if group == "ir_eval" \
+                    else f'afterok:"${run_var[ckpt.run_name]}"'
+                var = f"{group}{j}"
+                commands += [f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{ckpt.name} --array=0-{size - 1}"
                              f"{throttle} --dependency={dep} {ft.name} {group})", f"{var}=${{{var}%%;*}}"]
                 after_finetune.append(f'"${var}"')
                 n_tasks += size
@@ -620,17 +745,17 @@ class SlurmWriter:
         _write_if_changed(analysis, self.analysis_script(config_path))
         commands += [f"analysis=$(sbatch --parsable --dependency=afterok:{':'.join(after_finetune)} "
                      f"{analysis.name})", "analysis=${analysis%%;*}",
-                     'echo "submitted: data $data, pretraining' + "".join(f" $pt{i}" for i in range(len(model_names(cfg)))) +
+                     'echo "submitted: data $data, pretraining' + "".join(f" ${v}" for v in run_var.values()) +
                      ', analysis $analysis"']
         submit = self.dir / "submit.sh"
         _write_if_changed(submit, "\n".join([
             "#!/bin/bash",
-            f"# Figure 3 at scale {cfg.scale}: data -> {len(model_names(cfg))} pretraining jobs -> fine-tuning arrays "
-            f"({n_runs} runs) -> analysis, chained with --dependency.",
+            f"# Study {cfg.study} at scale {cfg.scale}: data -> {len(runs)} pretraining jobs -> fine-tuning arrays "
+            f"of {len(study_checkpoints(cfg))} checkpoints ({n_runs} runs) -> analysis, chained with --dependency.",
             "# Written by `python -m paper_figures reproduce`; run with bash to submit (from a login node).",
             "set -euo pipefail", *commands]) + "\n")
-        return {"submit": submit, "commands": commands, "pretraining_jobs": len(model_names(cfg)),
-                "finetune_runs": n_runs, "finetune_array_tasks": n_tasks}
+        return {"submit": submit, "commands": commands, "pretraining_jobs": len(runs),
+                "checkpoints": len(study_checkpoints(cfg)), "finetune_runs": n_runs, "finetune_array_tasks": n_tasks}
 
 
 def _write_reproduce_config(cfg: ReproduceConfig) -> Path:
@@ -660,7 +785,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
         log(stage(cfg))
         timings[name] = round(time.perf_counter() - t0, 2)
     log(f"reproduce: done in {sum(timings.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})"
-        f"; figure: {out / 'figure' / 'figure3.png'}")
+        f"; figures and tables: {out / 'figure'}, {out / 'tables'}")
     if set(stages) == set(STAGE_NAMES):
         atomic_write_json(out / "timings.json", {"finished": utc_now(), "seconds": timings})
     return timings
@@ -675,7 +800,8 @@ def reproduce_slurm(cfg: ReproduceConfig, cluster_file: str | Path, dry_run: boo
     cfg = replace(cfg, data_dir=cfg.data_dir or cluster.data_dir, runs_dir=cfg.runs_dir or cluster.runs_dir)
     _out(cfg).mkdir(parents=True, exist_ok=True)
     written = SlurmWriter(cfg, cluster, container).write()
-    log(f"slurm: wrote {written['pretraining_jobs']} pretraining jobs, {written['finetune_runs']} fine-tuning runs "
+    log(f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
+        f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} fine-tuning runs "
         f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}")
     if dry_run:
         log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")
@@ -702,31 +828,44 @@ def _csv(kind):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from paper_figures.studies import STUDIES
+
+    studies = "; ".join(f"{s.name}: Figures {', '.join(map(str, s.figures))}"
+                        + (f", Tables {s.tables[0]}-{s.tables[-1]}" if s.tables else "") for s in STUDIES.values())
     p = argparse.ArgumentParser(
         prog="python -m paper_figures reproduce",
-        description="Reproduce Figure 3 end to end: prepare data, pretrain MLM-20/30/40/50 and CLM per size, "
-                    "fine-tune on the 12 datasets, aggregate, draw (next to the published figure), tabulate, "
-                    "audit. Toy scale runs here (cached: a rerun reuses finished runs and records; an "
-                    "interrupted run resumes); --slurm / --scale paper writes Slurm jobs for a cluster.")
-    p.add_argument("--figure", type=int, choices=[3], default=3)
+        description="Reproduce a figure or table end to end: prepare data, pretrain the models of its study "
+                    "(from pretraining.registry), fine-tune them on the 12 datasets, aggregate, draw its "
+                    "figures (next to the published ones), tabulate, audit. Toy scale runs here (cached: a "
+                    "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
+                    f"paper writes Slurm jobs for a cluster. Studies: {studies}.")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--figure", type=int, help="a figure number (default 3); its study is reproduced")
+    which.add_argument("--table", type=int, help="a table number (2-17); its study is reproduced")
     p.add_argument("--scale", choices=["toy", "paper"], default=None, help="toy (default) or paper")
-    p.add_argument("--out", help="output folder (created; reused on reruns)")
+    p.add_argument("--out", help="output folder (created; reused on reruns; default OUT_ROOT/<study>)")
+    p.add_argument("--out-root", default="outputs", help="where the default output folder goes (outputs)")
     p.add_argument("--config", help="a reproduce.yaml written by an earlier invocation (replaces the options)")
     p.add_argument("--stage", choices=["all", "data", "pretraining", "fine-tuning", "analysis"], default="all",
                    help="run one stage only (here; the earlier stages must be finished)")
     p.add_argument("--reduced", action="store_true",
-                   help="CI mode: toy_s x (MLM-20, MLM-40, CLM), 1 LR x 2 seeds, 8 pretraining steps")
-    p.add_argument("--sizes", type=_csv(str), help="comma-separated sizes (toy default toy_s,toy_m,toy_l; "
+                   help="CI mode of Figure 3: toy_s x (MLM-20, MLM-40, CLM), 1 LR x 2 seeds, 8 pretraining steps")
+    p.add_argument("--checkpoints", type=_csv(str),
+                   help="a subset of the study's checkpoints, by paper name (610m-clm-42k-5000) or toy name")
+    p.add_argument("--sizes", type=_csv(str), help="masking study: sizes (toy default toy_s,toy_m,toy_l; "
                                                   "paper 210m,610m,1b)")
-    p.add_argument("--ratios", type=_csv(float), help="masking ratios (default 0.2,0.3,0.4,0.5)")
-    p.add_argument("--no-clm", dest="clm", action="store_false", default=None, help="skip the CLM references")
+    p.add_argument("--ratios", type=_csv(float), help="masking study: masking ratios (default 0.2,0.3,0.4,0.5)")
+    p.add_argument("--no-clm", dest="clm", action="store_false", default=None,
+                   help="masking study: skip the CLM references")
     p.add_argument("--tasks", type=_csv(str), help="fine-tuning tasks (default the 12)")
     p.add_argument("--lrs", type=_csv(float), help=f"fine-tuning LRs (toy default {','.join(map(str, DEFAULT_LRS))}; "
                                                    "paper the 6 of the grid)")
     p.add_argument("--seeds", type=_csv(int), help=f"fine-tuning seeds (toy default "
                                                    f"{','.join(map(str, DEFAULT_SEEDS))}; paper 0-4)")
-    p.add_argument("--pretrain-steps", type=int, help="pretraining steps per model (default toy 42, paper 42000)")
+    p.add_argument("--pretrain-steps", type=int, help="masking study: steps per model (default toy 42, paper 42000)")
     p.add_argument("--finetune-steps", type=int, help="fine-tuning steps per run (default: the scale's config)")
+    p.add_argument("--runs-dir", help="pretraining run folders (default OUT/pretraining; share one between "
+                                      "studies to reuse their common runs)")
     p.add_argument("--workers", type=int, help="local fine-tuning processes (default 2)")
     p.add_argument("--threads", type=int, help="torch threads per process (default 1)")
     p.add_argument("--reps", type=int, help="bootstrap replicates (default 1000)")
@@ -742,20 +881,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args) -> ReproduceConfig:
+    from paper_figures.studies import StudyError, study_for
+
     if args.config:
         from contracts.config import load_config
 
         return load_config(ReproduceConfig, args.config)
-    if not args.out:
-        raise ReproduceError("give --out DIR (or --config OUT/reproduce.yaml)")
+    try:
+        study = study_for(table=args.table) if args.table is not None else study_for(figure=args.figure or 3)
+    except StudyError as exc:
+        raise ReproduceError(str(exc)) from None
     scale = args.scale or "toy"
-    values = {"out": args.out, "figure": args.figure, "scale": scale, **SCALE_DEFAULTS[scale]}
+    out = args.out or str(Path(args.out_root) / study.name)
+    values = {"out": out, "study": study.name, "scale": scale, **SCALE_DEFAULTS[scale]}
     if args.reduced:
-        if scale != "toy":
-            raise ReproduceError("--reduced is a toy-scale mode")
+        if scale != "toy" or study.name != "masking":
+            raise ReproduceError("--reduced is the toy-scale CI mode of Figure 3 (masking study); for another "
+                                 "study give a subset with --checkpoints, --tasks, --lrs and --seeds")
         values.update(REDUCED)
-    for key in ("sizes", "ratios", "clm", "tasks", "lrs", "seeds", "pretrain_steps", "finetune_steps",
-                "workers", "threads", "reps"):
+    for key in ("sizes", "ratios", "clm", "checkpoints", "tasks", "lrs", "seeds", "pretrain_steps",
+                "finetune_steps", "runs_dir", "workers", "threads", "reps"):
         value = getattr(args, key)
         if value is not None:
             values[key] = value

@@ -159,3 +159,16 @@ def test_hub_prefixed_model_names_are_found(published_cells):
     cells = published_cells.assign(model="MLMvsCLM/" + published_cells["model"])
     _, points = from_cells.figure_2(cells)
     assert points["mean"].notna().all()
+
+
+def test_dynamics_figures_draw_panels_without_any_value():
+    """A subset reproduction may have no category average at all: the log axes still render."""
+    import io
+
+    from paper_figures.from_cells import figure_4, figure_10
+
+    empty = pd.DataFrame(columns=["model", "task_type", "dataset", "mean", "ci_halfwidth", "n_seeds"])
+    for draw in (figure_4, figure_10):
+        fig, points = draw(empty)
+        assert points["mean"].isna().all()
+        fig.savefig(io.BytesIO(), format="png")

@@ -57,3 +57,41 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
         assert (out / "figure" / name).stat().st_size > 0
     assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["published"] == 800
     assert (out / "tables" / "tables.md").is_file()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, tmp_path, monkeypatch, capsys):
+    """`--figure 8` as Slurm jobs: the CPT pretraining job depends on its base's job (afterok) and
+    starts from the base's final export; Figures 8 and 9 come out of the analysis job."""
+    from tests.slurm.cluster import PARTITION
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({
+        "partition": PARTITION, "image": str(tmp_path / "absent.sif"), "data_dir": str(tmp_path / "data"),
+        "runs_dir": str(tmp_path / "runs"), "hf_cache": str(tmp_path / "hf"), "gpus_per_node": 0,
+        "data_cache_dir": str(tmp_path / "node_cache"), "cpus_per_task": 1, "python": sys.executable}))
+    for key in ("SLURM_CONF", "PATH"):
+        monkeypatch.setenv(key, local_slurm.env[key])
+    out = tmp_path / "out"
+    argv = ["--figure", "8", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
+            "--out", str(out), "--checkpoints", "610m-mlm40-42k,610m-mlm40-dec42k-mlm40-44k",
+            "--tasks", "sst2", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]
+    assert rp.main(argv) == 0, capsys.readouterr().err
+    stdout = capsys.readouterr().out
+    ids = re.search(r"submitted: data (\d+), pretraining (\d+) (\d+), analysis (\d+)", stdout)
+    assert ids, stdout
+    data, base, cpt, analysis = ids.groups()
+    local_slurm.wait_for(analysis, timeout=600)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
+    for job in (data, base, cpt, analysis):
+        assert local_slurm.job_state(job) == "COMPLETED", logs
+    base_end = json.loads((tmp_path / "runs" / "toy_m-mlm40-42" / "FINISHED.json").read_text())
+    cpt_config = yaml.safe_load((tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "config.yaml").read_text())["config"]
+    assert cpt_config["init"]["path"] == str(tmp_path / "runs" / "toy_m-mlm40-42" / "hf" / "step-42")
+    assert base_end and (tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "FINISHED.json").is_file()
+    records = list(iter_records_in([out / "finetune"]))
+    assert {r.model for r in records} == {"toy_m-mlm40-42", "toy_m-mlm40-dec42-mlm40-44"} and len(records) == 4
+    for name in ("figure8.png", "figure9.png", "figure8_vs_published.png"):
+        assert (out / "figure" / name).stat().st_size > 0
+    assert (out / "tables" / "table_14.csv").is_file()

@@ -56,7 +56,14 @@ def test_end_to_end_outputs(reproduction):
     cells = pd.read_csv(out / "cells.csv")
     averages = cells[cells["dataset"] == "average"]
     assert len(averages) == 3 * 4 and (averages["n_seeds"] == 2).all()
-    assert (out / "tables" / "tables.md").is_file() and (out / "tables" / "extra_SC.csv").is_file()
+    # Tables 2-5 in the paper's layout, each toy run in the row of the checkpoint it stands in for
+    assert (out / "tables" / "tables.md").is_file()
+    assert sorted(p.name for p in (out / "tables").glob("*.csv")) == [f"table_0{n}.csv" for n in (2, 3, 4, 5)]
+    table = pd.read_csv(out / "tables" / "table_02.csv").set_index("Checkpoint")
+    assert table.loc["toy_s-mlm40-8", "Setup"] == "210M MLM-40"
+    sst2 = cells[(cells["model"] == "toy_s-mlm40-8") & (cells["dataset"] == "sst2")].iloc[0]
+    assert table.loc["toy_s-mlm40-8", "SST-2"] == f"{sst2['mean']:.2f} ± {sst2['ci_halfwidth']:.2f}"
+    assert table.loc["610m-mlm40-42k", "SST-2"] == "—"  # not run here, not filled from the paper
     audit = json.loads((out / "audit" / "audit.json").read_text())
     assert audit["cells"]["published"] == 800  # toy models are in no paper table: all "missing"
     assert (out / "audit" / "audit.md").is_file()
@@ -67,6 +74,7 @@ def test_end_to_end_outputs(reproduction):
     assert (out / "figure" / "figure3_vs_published.png").stat().st_size > 0
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
     assert set(points["model"]) == set(rp.model_names(cfg))
+    assert set(points["stand_in_for"]) == {"210m-mlm20-42k", "210m-mlm40-42k", "210m-clm-42k"}
     assert len(points) == 4 * 3 and points["mean"].notna().all()
     published = pd.read_csv(out / "figure" / "figure3_published_points.csv")
     assert len(published) == 4 * 3 * 5 and published["mean"].notna().all()

@@ -1,0 +1,177 @@
+"""The paper's studies as sets of checkpoints: what `make reproduce FIGURE=N` / `TABLE=N` must train.
+
+A study is the checkpoints one group of figures and tables looks up (by released name, SPEC
+section 3), e.g. Figure 4 and Tables 6-9 need the 610M MLM-40 and CLM runs exported at 1k-40k steps
+and at the end. Every checkpoint is mapped to the pretraining run that produces it through
+`pretraining.registry` (no second list of runs here), so a figure's pipeline is: train the runs
+(CPT bases before their CPT runs), fine-tune every checkpoint, aggregate, draw and tabulate.
+
+At toy scale a checkpoint is renamed with the toy size and every step count divided by 1,000
+(`610m-clm-dec42k-mlm40-44k` -> `toy_m-clm-dec42-mlm40-44`): the run records carry honest
+names, and `Checkpoint.paper_name` says which paper checkpoint the toy run stands in for when the
+figures and tables are drawn in the paper's layout. Pure logic: no torch, no Composer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from contracts.model_names import format_model_name, parse_model_name
+from contracts.paper import MASKING_RATIOS, PAPER_SIZES
+from paper_figures.from_cells import (
+    BIPHASIC_SPLITS, CPT_STEPS, FINAL_STEP, INTERMEDIATE_STEPS, biphasic_name, cpt_name, single_objective_name,
+)
+
+TOY_SIZE = {"210m": "toy_s", "610m": "toy_m", "1b": "toy_l"}  # = pretraining.registry.TOY_SIZE
+
+
+class StudyError(ValueError):
+    """A figure or table that no study reproduces, or a checkpoint outside the study."""
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str  # also the output folder: outputs/<name>
+    title: str
+    figures: tuple[int, ...]  # drawn from our runs (and, where the paper has the numbers, from the paper)
+    tables: tuple[int, ...]
+    checkpoints: tuple[str, ...]  # paper names, in the order they are trained and fine-tuned
+
+
+def _masking() -> tuple[str, ...]:
+    objectives = [f"mlm{round(r * 100)}" for r in MASKING_RATIOS] + ["clm"]
+    return tuple(single_objective_name(size, obj) for size in PAPER_SIZES for obj in objectives)
+
+
+def _data_efficiency() -> tuple[str, ...]:
+    return tuple(single_objective_name("610m", obj, FINAL_STEP, step)
+                 for obj in ("mlm40", "clm") for step in (*INTERMEDIATE_STEPS, FINAL_STEP))
+
+
+def _biphasic() -> tuple[str, ...]:
+    return tuple(biphasic_name("610m", clm, budget) for budget, splits in BIPHASIC_SPLITS.items() for clm in splits)
+
+
+def _masking_after_clm() -> tuple[str, ...]:
+    ratios = [f"mlm{round(r * 100)}" for r in MASKING_RATIOS]
+    return tuple([single_objective_name("610m", r) for r in ratios] +
+                 [f"610m-clm-40k-{r}-42k" for r in ratios])
+
+
+def _cpt() -> tuple[str, ...]:
+    return tuple(cpt_name(base, steps) for base in ("clm", "mlm40") for steps in CPT_STEPS)
+
+
+STUDIES: dict[str, Study] = {s.name: s for s in (
+    Study("masking", "masking ratio and objective at 42k steps, three sizes", (2, 3, 5), (2, 3, 4, 5), _masking()),
+    Study("data-efficiency", "610M MLM-40 vs CLM along pretraining", (4, 10), (6, 7, 8, 9), _data_efficiency()),
+    Study("biphasic", "610M CLM then MLM-40 at 12k/22k/42k budgets", (6,), (10, 11, 12, 13), _biphasic()),
+    Study("masking-after-clm", "610M masking ratio after 40k CLM steps vs MLM only", (7,), (), _masking_after_clm()),
+    Study("cpt", "610M MLM-40 continued pretraining from decayed CLM and MLM bases", (8, 9), (14, 15, 16, 17),
+          _cpt()),
+)}
+# What a user may ask for that no study reproduces, and why (one line each).
+NOT_REPRODUCIBLE = {
+    ("figure", 1): "Figure 1 is the paper's overview illustration: it has no data to reproduce",
+    ("figure", 11): "Figure 11 needs a 1B 25/75 biphasic model that the paper did not release and the registry "
+                    "does not know (its MLM-40 and CLM endpoints are in `make reproduce FIGURE=3`)",
+    ("figure", 12): "Figure 12 (CPT loss curves) is not drawn yet; the CPT runs of `make reproduce FIGURE=8` "
+                    "write their loss curves to <run>/loss.jsonl",
+    ("table", 1): "Table 1 lists the architecture and training settings: `python -m pretraining configs` writes "
+                  "them as run configs",
+}
+
+
+def study_for(figure: int | None = None, table: int | None = None) -> Study:
+    """The study that draws `figure` or fills `table`; a one-line error for anything else."""
+    if (figure is None) == (table is None):
+        raise StudyError("give one of figure or table")
+    kind, number = ("figure", figure) if figure is not None else ("table", table)
+    for study in STUDIES.values():
+        if number in (study.figures if kind == "figure" else study.tables):
+            return study
+    if (kind, number) in NOT_REPRODUCIBLE:
+        raise StudyError(NOT_REPRODUCIBLE[(kind, number)])
+    known = sorted({n for s in STUDIES.values() for n in (s.figures if kind == "figure" else s.tables)})
+    raise StudyError(f"{kind} {number} is not in the paper's reproducible {kind}s {known}")
+
+
+def targets() -> list[str]:
+    """Every `make reproduce` target, e.g. 'FIGURE=4 (data-efficiency)'."""
+    return [f"{kind.upper()}={n} ({s.name})" for s in STUDIES.values()
+            for kind, numbers in (("figure", s.figures), ("table", s.tables)) for n in numbers]
+
+
+# --- scale -----------------------------------------------------------------------------------------
+def scale_steps(steps: int, scale: str, length_42k: int | None = None) -> int:
+    """A paper step count at `scale`: toy divides by 1,000 (the registry's rule); `length_42k`
+    replaces the 42k length of the masking study's runs (its only step count)."""
+    if length_42k is not None and steps == FINAL_STEP:
+        return length_42k
+    return steps if scale == "paper" else max(1, steps // 1000)
+
+
+def scaled_name(paper_name: str, scale: str, length_42k: int | None = None) -> str:
+    """`610m-mlm40-42k-1000` -> `toy_m-mlm40-42-1` at toy scale (unchanged at paper scale)."""
+    desc = parse_model_name(paper_name)
+    if desc is None:
+        raise StudyError(f"{paper_name!r} is not a release-style checkpoint name")
+    if scale == "paper" and length_42k is None:
+        return paper_name
+    s = lambda n: scale_steps(n, scale, length_42k)  # noqa: E731
+    base = desc.checkpoint_step - desc.cpt_steps
+    cpt = s(desc.checkpoint_step) - s(base) if desc.objective == "cpt" else 0
+    size = TOY_SIZE.get(desc.size, desc.size) if scale == "toy" else desc.size
+    return format_model_name(replace(
+        desc, size=size, clm_steps=s(desc.clm_steps) if desc.clm_steps else 0,
+        mlm_steps=s(desc.mlm_steps) if desc.mlm_steps else 0, cpt_steps=cpt,
+        schedule_steps=s(desc.schedule_steps), checkpoint_step=s(desc.checkpoint_step)))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One fine-tuned model: its name in our records, the paper checkpoint it is (or stands in for),
+    and where it comes from: run `run_name` (registry run `run`), exported at step `step`."""
+
+    name: str
+    paper_name: str
+    run: str  # registry run (paper name), e.g. 610m-mlm40-42k
+    run_name: str  # its run directory name at this scale, e.g. toy_m-mlm40-42
+    step: int
+
+
+def checkpoints(study: Study, scale: str, length_42k: int | None = None,
+                only: tuple[str, ...] | None = None) -> list[Checkpoint]:
+    """The study's checkpoints at `scale`; `only`: a subset, by paper or scaled name."""
+    from pretraining.registry import run_for
+
+    out = []
+    for paper_name in study.checkpoints:
+        run, step = run_for(paper_name)
+        out.append(Checkpoint(scaled_name(paper_name, scale, length_42k), paper_name, run.name,
+                              scaled_name(run.name, scale, length_42k), scale_steps(step, scale, length_42k)))
+    if only is not None:
+        known = {c.paper_name for c in out} | {c.name for c in out}
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise StudyError(f"checkpoints {unknown} are not in study {study.name}: give some of "
+                             f"{','.join(c.name for c in out)}")
+        out = [c for c in out if c.paper_name in only or c.name in only]
+    return out
+
+
+def runs_to_train(study_checkpoints: list[Checkpoint]) -> list[str]:
+    """Registry runs (paper names) the checkpoints need, each CPT base before its CPT runs."""
+    from pretraining.registry import RUNS
+
+    order: list[str] = []
+
+    def need(run: str) -> None:
+        base = RUNS[run].cpt_base
+        if base is not None:
+            need(base)
+        if run not in order:
+            order.append(run)
+
+    for ckpt in study_checkpoints:
+        need(ckpt.run)
+    return order

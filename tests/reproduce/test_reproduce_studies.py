@@ -1,0 +1,164 @@
+"""`reproduce --figure N / --table N` for the studies beyond Figure 3: data efficiency (intermediate
+exports), biphasic, CPT (base run first, then the CPT run from its decayed export). Toy subsets end to
+end here (about 90 s); every study at paper scale as Slurm scripts (dry run)."""
+import json
+import re
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+import yaml
+
+from contracts.model_names import parse_model_name
+from contracts.run_record import iter_records_in
+from paper_figures import reproduce as rp
+
+SMALL = ["--tasks", "sst2,conll2003", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """One prepared embedded corpus for the three reproductions (each would otherwise prepare its own)."""
+    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(tmp_path_factory.mktemp("data"))]))
+    rp.stage_data(cfg)
+    return rp.data_dir(cfg)
+
+
+def _reproduce(tmp_path_factory, data, argv):
+    out = tmp_path_factory.mktemp("study")
+    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(out), *argv, *SMALL]))
+    cfg = replace(cfg, data_dir=str(data))
+    lines = []
+    rp.reproduce(cfg, log=lines.append)
+    return cfg, out, lines
+
+
+@pytest.fixture(scope="module")
+def cpt(tmp_path_factory, data):
+    return _reproduce(tmp_path_factory, data,
+                      ["--figure", "8", "--checkpoints", "610m-clm-42k,610m-clm-dec42k-mlm40-44k"])
+
+
+@pytest.fixture(scope="module")
+def data_efficiency(tmp_path_factory, data):
+    return _reproduce(tmp_path_factory, data, ["--table", "6", "--checkpoints", "610m-mlm40-42k-5000,610m-mlm40-42k"])
+
+
+@pytest.fixture(scope="module")
+def biphasic(tmp_path_factory, data):
+    return _reproduce(tmp_path_factory, data, ["--figure", "6", "--checkpoints", "toy_m-clm-3-mlm40-12"])
+
+
+def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
+    cfg, out, lines = cpt
+    assert cfg.study == "cpt"
+    assert list(rp.pretraining_runs(cfg)) == ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-44"]
+    body = yaml.safe_load((out / "configs" / "pretraining" / "toy_m-clm-dec42-mlm40-44.yaml").read_text())
+    assert body["init"]["path"] == str(out / "pretraining" / "toy_m-clm-42" / "hf" / "step-42")
+    assert body["train"]["max_steps"] == 2 and body["objective"]["kind"] == "mlm"
+    assert (rp.model_path(cfg, "toy_m-clm-dec42-mlm40-44") / "config.json").is_file()
+    records = list(iter_records_in([out / "finetune"]))
+    assert len(records) == 2 * 2 * 1 * 2
+    cpt_records = [r for r in records if r.model == "toy_m-clm-dec42-mlm40-44"]
+    assert cpt_records and all(r.pretraining == parse_model_name(r.model) for r in cpt_records)
+    assert cpt_records[0].pretraining.cpt_steps == 2 and cpt_records[0].pretraining.cpt_base_objective == "clm"
+    # Figures 8 and 9 (from our runs, next to the published ones) and Tables 14-17
+    for name in ("figure8", "figure9", "figure8_published", "figure9_vs_published"):
+        assert (out / "figure" / f"{name}.png").stat().st_size > 0
+    points = pd.read_csv(out / "figure" / "figure9_points.csv")
+    sc = points[(points["panel"] == "SC") & (points["series"] == "CPT from CLM")].set_index("x_label")
+    assert sc.loc["2k", "model"] == "toy_m-clm-dec42-mlm40-44"
+    assert sc.loc["2k", "stand_in_for"] == "610m-clm-dec42k-mlm40-44k"
+    cells = pd.read_csv(out / "cells.csv")
+    sst2 = cells[(cells["model"] == "toy_m-clm-dec42-mlm40-44") & (cells["dataset"] == "sst2")].iloc[0]
+    # SC panel value = the SC average; only SST-2 ran, so the average is missing and noted
+    assert pd.isna(sc.loc["2k", "mean"]) and "missing" in sc.loc["2k", "note"]
+    table = pd.read_csv(out / "tables" / "table_14.csv").set_index("Checkpoint")
+    assert table.loc["toy_m-clm-dec42-mlm40-44", "SST-2"] == f"{sst2['mean']:.2f} ± {sst2['ci_halfwidth']:.2f}"
+    assert sorted(p.name for p in (out / "tables").glob("table_*.csv")) == [f"table_{n}.csv" for n in (14, 15, 16, 17)]
+    meta = json.loads((out / "figure" / "figure8_meta.json").read_text())
+    assert meta["study"] == "cpt" and meta["stand_ins"]["toy_m-clm-42"] == "610m-clm-42k"
+
+
+def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
+    cfg, out, lines = data_efficiency
+    assert cfg.study == "data-efficiency" and list(rp.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
+    assert rp.model_path(cfg, "toy_m-mlm40-42-5") == out / "pretraining" / "toy_m-mlm40-42" / "hf" / "step-5"
+    assert (rp.model_path(cfg, "toy_m-mlm40-42-5") / "config.json").is_file()
+    records = [r for r in iter_records_in([out / "finetune"]) if r.model == "toy_m-mlm40-42-5"]
+    assert len(records) == 4 and records[0].pretraining.checkpoint_step == 5
+    assert not records[0].pretraining.decayed
+    table = pd.read_csv(out / "tables" / "table_07.csv").set_index("Checkpoint")  # TC: CoNLL ran
+    assert table.loc["toy_m-mlm40-42-5", "Setup"] == "610M MLM-40 @ 5k steps"
+    assert table.loc["toy_m-mlm40-42-5", "CoNLL"] != "—"
+    points = pd.read_csv(out / "figure" / "figure4_points.csv")
+    tc = points[(points["panel"] == "TC") & (points["series"] == "MLM-40")].set_index("step")
+    assert tc.loc[5000, "model"] == "toy_m-mlm40-42-5" and tc.loc[42000, "model"] == "toy_m-mlm40-42"
+    assert (out / "figure" / "figure10.png").is_file() and (out / "figure" / "figure10_published.png").is_file()
+    assert any("table" in line and "6, 7, 8, 9" in line for line in lines)
+
+
+def test_biphasic_switches_objective_inside_one_run(biphasic):
+    cfg, out, _ = biphasic
+    body = yaml.safe_load((out / "configs" / "pretraining" / "toy_m-clm-3-mlm40-12.yaml").read_text())
+    assert body["objective"]["kind"] == "clm_then_mlm" and body["objective"]["switch_at"] == 3
+    assert body["train"]["max_steps"] == 12
+    record = next(iter_records_in([out / "finetune"]))
+    assert (record.pretraining.clm_steps, record.pretraining.mlm_steps) == (3, 9)
+    points = pd.read_csv(out / "figure" / "figure6_points.csv")
+    row = points[(points["model"] == "toy_m-clm-3-mlm40-12") & (points["panel"] == "SC")].iloc[0]
+    assert row["stand_in_for"] == "610m-clm-3k-mlm40-12k" and row["x"] == 25
+    assert (out / "tables" / "table_10.csv").is_file()
+
+
+def test_a_second_run_reuses_everything(cpt):
+    cfg, out, _ = cpt
+    lines = []
+    rp.reproduce(cfg, log=lines.append)
+    assert "0 trained, 2 reused" in lines[1] and "0 runs done, 8 reused" in lines[2]
+    assert lines[3].startswith("analysis: unchanged records")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--figure", "11"], "1B 25/75"),
+    (["--table", "1"], "Table 1"),
+    (["--figure", "8", "--sizes", "toy_m"], "sizes selects models of the masking study"),
+    (["--figure", "4", "--pretrain-steps", "8"], "pretrain_steps"),
+    (["--figure", "4", "--checkpoints", "610m-mlm20-42k"], "not in study data-efficiency"),
+    (["--figure", "6", "--reduced"], "--reduced is the toy-scale CI mode of Figure 3"),
+])
+def test_bad_targets_are_one_line_errors(tmp_path, capsys, argv, error):
+    assert rp.main(["--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("reproduce: error:") and error in err and "\n" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("figure, runs, checkpoints", [
+    (4, 2, 14), (6, 15, 15), (7, 8, 8), (8, 8, 8),
+])
+def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, checkpoints):
+    cfg = rp.config_from_args(rp.build_parser().parse_args(
+        ["--figure", str(figure), "--scale", "paper", "--out", str(tmp_path)]))
+    written = rp.reproduce_slurm(cfg, rp.CONFIG_DIR / "cluster.example.yaml", dry_run=True, log=lambda _: None)
+    assert written["pretraining_jobs"] == runs and written["checkpoints"] == checkpoints
+    assert written["finetune_runs"] == checkpoints * 12 * 6 * 5
+    submit = (tmp_path / "slurm" / "submit.sh").read_text()
+    assert len(list((tmp_path / "slurm").glob("pretrain_*.sbatch"))) == runs
+    assert len(list((tmp_path / "slurm").glob("finetune_*.sh"))) == checkpoints
+    if figure == 8:  # each CPT job waits for its base's job; the bases wait for the data job
+        cluster = rp.load_cluster_config(rp.CONFIG_DIR / "cluster.example.yaml")
+        var = {m.group(2): m.group(1) for m in re.finditer(r'(pt\d+)=\$\(sbatch --parsable --dependency=afterok:'
+                                                             r'"\$\w+" pretrain_(\S+)\.sbatch', submit)}
+        assert len(var) == 8
+        deps = dict(re.findall(r'(pt\d+)=\$\(sbatch --parsable --dependency=afterok:"\$(\w+)"', submit))
+        assert deps[var["610m-clm-42k"]] == "data"
+        assert deps[var["610m-clm-dec42k-mlm40-64k"]] == var["610m-clm-42k"]
+        body = yaml.safe_load((tmp_path / "configs" / "pretraining" / "610m-clm-dec42k-mlm40-64k.yaml").read_text())
+        assert body["init"]["path"] == f"{cluster.runs_dir}/610m-clm-42k/hf/step-42000"
+        assert body["train"]["max_steps"] == 22000
+    if figure == 4:  # the intermediate exports of Tables 6-9 are fine-tuned from the runs' hf folders
+        jobs = [json.loads(line) for line in (tmp_path / "finetune" / "jobs" / "610m-clm-42k-5000.jsonl")
+                .read_text().splitlines()]
+        assert {j["config"]["model"] for j in jobs} == {
+            f"{rp.load_cluster_config(rp.CONFIG_DIR / 'cluster.example.yaml').runs_dir}/610m-clm-42k/hf/step-5000"}
