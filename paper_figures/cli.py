@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from paper_figures import from_cells, from_runs
+from paper_figures import from_cells, from_logs, from_runs
 from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT
 from paper_figures.output import save_figure
 
@@ -15,19 +15,18 @@ CELL_FIGURES = {
     "figure10": from_cells.figure_10, "figure11": from_cells.figure_11,
 }
 RUN_FIGURES = {"figure5": from_runs.figure_5, "figure7": from_runs.figure_7}
-ALL_FIGURES = sorted([*CELL_FIGURES, *RUN_FIGURES], key=lambda n: int(n[6:]))
-OUT_OF_SCOPE = {
-    "figure12": "Figure 12 (CPT MLM loss curves) needs pretraining training logs; it is out of scope for "
-                "now: no figure12 is produced.",
-}
+LOG_FIGURES = {"figure12": from_logs.figure_12}
+ALL_FIGURES = sorted([*CELL_FIGURES, *RUN_FIGURES, *LOG_FIGURES], key=lambda n: int(n[6:]))
 
 EPILOG = f"""\
 figures and what they need:
   figure2, 3, 4, 6, 8, 9, 10, 11   a cells table: --source published (the paper's Tables 2-17) or
                                    --source runs (run records aggregated by analysis.aggregate)
   figure5, figure7                 raw run records (every LR and seed): --source runs only
-  figure12                         training logs: out of scope for now (not produced)
-  all                              every figure the source allows (published: 5 and 7 are skipped)
+  figure12                         training logs: --logs RUN_DIR ... (CPT pretraining run folders with
+                                   loss.jsonl, e.g. runs/610m-clm-dec42k-mlm40-64k); no published version
+  all                              every figure the source allows (published: 5 and 7 are skipped;
+                                   12 only with --logs)
   reproduce --figure N|--table N   run the whole pipeline of N's study (pretraining, fine-tuning,
                                    analysis) at toy scale here or as Slurm jobs at paper scale, and draw
                                    its figures and tables from it: `python -m paper_figures reproduce -h`
@@ -46,12 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m paper_figures", description="Draw the paper's figures from published tables or run records.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("figure", choices=[*ALL_FIGURES, *OUT_OF_SCOPE, "all"], metavar="FIGURE",
-                        help="figure2 ... figure11, or all (figure12 is out of scope: needs training logs)")
+    parser.add_argument("figure", choices=[*ALL_FIGURES, "all"], metavar="FIGURE",
+                        help="figure2 ... figure12, or all")
     parser.add_argument("--source", choices=["published", "runs"], default="published",
                         help="published: the paper's printed tables; runs: our run records (--runs)")
     parser.add_argument("--runs", nargs="+", default=[], metavar="RUNS",
                         help="run-record .jsonl files or folders of record.json files (--source runs)")
+    parser.add_argument("--logs", nargs="+", default=[], metavar="RUN_DIR",
+                        help="figure12: CPT pretraining run folders (or their loss.jsonl)")
+    parser.add_argument("--ema", type=float, default=0.1, help="figure12: EMA weight of the newest loss (1 = raw)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default outputs/<figure>, or outputs/figures for all)")
     parser.add_argument("--tokens-per-step", type=int, default=DEFAULT_TOKENS_PER_STEP,
@@ -97,6 +99,13 @@ class _Sources:
 
 
 def make_figure(name: str, sources: _Sources, args) -> tuple:
+    if name in LOG_FIGURES:
+        if not args.logs:
+            raise from_runs.NeedsRunRecords("needs training logs: --logs RUN_DIR ... (CPT pretraining run folders)")
+        try:
+            return LOG_FIGURES[name](args.logs, alpha=args.ema)
+        except from_logs.LossLogError as exc:
+            raise CliError(str(exc)) from None
     if name in RUN_FIGURES:
         try:
             data = sources.records()
@@ -116,9 +125,6 @@ def main(argv: list[str] | None = None) -> int:
         return reproduce_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.figure in OUT_OF_SCOPE:
-        print(f"paper_figures: {OUT_OF_SCOPE[args.figure]}", file=sys.stderr)
-        return 2
     if args.source == "runs" and not args.runs:
         parser.error("--source runs needs --runs RUNS.jsonl [...]")
     if args.source == "published" and args.runs:
@@ -127,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     names = ALL_FIGURES if args.figure == "all" else [args.figure]
     sources = _Sources(args.source, args.runs)
     provenance = {"source": args.source, "runs": [str(p) for p in args.runs]}
+    if args.logs:
+        provenance.update(logs=[str(p) for p in args.logs], ema_alpha=args.ema)
     for name in names:
         try:
             fig, points = make_figure(name, sources, args)

@@ -380,14 +380,26 @@ def stand_ins(cfg: ReproduceConfig) -> dict[str, str]:
     return {c.name: c.paper_name for c in study_checkpoints(cfg) if c.name != c.paper_name}
 
 
-def _figure_files(cfg: ReproduceConfig) -> list[str]:
-    from paper_figures.cli import RUN_FIGURES
+def cpt_run_dirs(cfg: ReproduceConfig) -> list[Path]:
+    """The CPT pretraining runs of this reproduction (their loss.jsonl is Figure 12)."""
+    from pretraining.registry import RUNS
+
+    return [pretraining_dir(cfg) / name for name, run in pretraining_runs(cfg).items() if RUNS[run].cpt_base]
+
+
+def _figures(cfg: ReproduceConfig) -> list[int]:
     from paper_figures.studies import STUDIES
 
+    return [n for n in STUDIES[cfg.study].figures if n != 12 or cpt_run_dirs(cfg)]
+
+
+def _figure_files(cfg: ReproduceConfig) -> list[str]:
+    from paper_figures.cli import CELL_FIGURES
+
     names = []
-    for number in STUDIES[cfg.study].figures:
+    for number in _figures(cfg):
         names.append(f"figure{number}")
-        if f"figure{number}" not in RUN_FIGURES:  # the paper prints the numbers of the others
+        if f"figure{number}" in CELL_FIGURES:  # the paper prints the numbers of these (not of 5, 7, 12)
             names.append(f"figure{number}_published")
     return names
 
@@ -399,9 +411,9 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     from dataclasses import replace as replace_record
 
     from analysis.published import load_published_cells
-    from paper_figures.cli import CELL_FIGURES, RUN_FIGURES
+    from paper_figures.cli import CELL_FIGURES, LOG_FIGURES, RUN_FIGURES
     from paper_figures.output import save_figure
-    from paper_figures.studies import STUDIES, TOY_SIZE
+    from paper_figures.studies import TOY_SIZE
 
     renamed = stand_ins(cfg)
     back = {paper: ours for ours, paper in renamed.items()}
@@ -410,7 +422,7 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
                if r.model in renamed else r for r in records]
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
     summaries = []
-    for number in STUDIES[cfg.study].figures:
+    for number in _figures(cfg):
         name, kwargs = f"figure{number}", {}
         if number in (2, 3):
             kwargs["sizes"] = paper_sizes
@@ -418,14 +430,17 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             kwargs["ratios"] = cfg.ratios or MASKING_RATIOS
         if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
             kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
-        if name in RUN_FIGURES:
+        if name in LOG_FIGURES:  # our runs' training logs, under our names
+            fig, points = LOG_FIGURES[name]([str(p) for p in cpt_run_dirs(cfg)])
+        elif name in RUN_FIGURES:
             fig, points = RUN_FIGURES[name](records, **kwargs)
         else:
             fig, points = CELL_FIGURES[name](cells, **kwargs)
         if renamed:
             fig.suptitle(f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, "
                          "steps / 1,000]", fontsize=11)
-            points.insert(6, "stand_in_for", points["model"].where(points["model"].isin(back)))
+            # cells and records were renamed to paper names; Figure 12 reads our run folders directly
+            points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
             points["model"] = points["model"].map(lambda m: back.get(m, m))
         value = "mean" if "mean" in points else "std"
         drawn = int(points[value].notna().sum())

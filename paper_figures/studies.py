@@ -66,16 +66,14 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("data-efficiency", "610M MLM-40 vs CLM along pretraining", (4, 10), (6, 7, 8, 9), _data_efficiency()),
     Study("biphasic", "610M CLM then MLM-40 at 12k/22k/42k budgets", (6,), (10, 11, 12, 13), _biphasic()),
     Study("masking-after-clm", "610M masking ratio after 40k CLM steps vs MLM only", (7,), (), _masking_after_clm()),
-    Study("cpt", "610M MLM-40 continued pretraining from decayed CLM and MLM bases", (8, 9), (14, 15, 16, 17),
+    Study("cpt", "610M MLM-40 continued pretraining from decayed CLM and MLM bases", (8, 9, 12), (14, 15, 16, 17),
           _cpt()),
 )}
 # What a user may ask for that no study reproduces, and why (one line each).
 NOT_REPRODUCIBLE = {
-    ("figure", 1): "Figure 1 is the paper's overview illustration: it has no data to reproduce",
+    ("figure", 1): "Figure 1 is not one of the paper's result figures (Figures 2-12, SPEC section 6): nothing to reproduce",
     ("figure", 11): "Figure 11 needs a 1B 25/75 biphasic model that the paper did not release and the registry "
                     "does not know (its MLM-40 and CLM endpoints are in `make reproduce FIGURE=3`)",
-    ("figure", 12): "Figure 12 (CPT loss curves) is not drawn yet; the CPT runs of `make reproduce FIGURE=8` "
-                    "write their loss curves to <run>/loss.jsonl",
     ("table", 1): "Table 1 lists the architecture and training settings: `python -m pretraining configs` writes "
                   "them as run configs",
 }

@@ -1,4 +1,5 @@
 """`python -m paper_figures`: files written, sources, clear errors."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,46 @@ def test_published_source_refuses_figure5_with_a_clear_error(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
-def test_figure12_is_out_of_scope(tmp_path, capsys):
+def test_figure12_needs_training_logs(tmp_path, capsys):
     assert main(["figure12", "--out", str(tmp_path)]) == 2
-    assert "training logs" in capsys.readouterr().err
+    assert "needs training logs: --logs" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def _loss_log(run_dir, losses, repeat_from=None):
+    run_dir.mkdir(parents=True)
+    lines = [{"step": i + 1, "loss": loss, "lr": 1e-3, "objective": "mlm", "tokens": 1024 * (i + 1)}
+             for i, loss in enumerate(losses)]
+    if repeat_from is not None:  # a resumed run logs the steps after its checkpoint again
+        lines = lines[:repeat_from + 2] + [dict(line, loss=line["loss"] + 1) for line in lines[repeat_from:]]
+    (run_dir / "loss.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run_dir
+
+
+def test_figure12_from_cpt_loss_logs(tmp_path, capsys):
+    from paper_figures.from_logs import read_loss_log
+
+    clm = _loss_log(tmp_path / "runs" / "610m-clm-dec42k-mlm40-44k", [5.0, 4.0, 3.0, 2.0], repeat_from=2)
+    mlm = _loss_log(tmp_path / "runs" / "610m-mlm40-dec42k-mlm40-44k", [2.0, 2.0, 2.0, 2.0])
+    log = read_loss_log(clm)
+    assert list(log["step"]) == [1, 2, 3, 4] and list(log["loss"]) == [5.0, 4.0, 4.0, 3.0]  # last line wins
+    assert main(["figure12", "--logs", str(clm), str(mlm), "--ema", "0.5", "--out", str(tmp_path / "f")]) == 0
+    points = pd.read_csv(tmp_path / "f" / "figure12_points.csv")
+    mine = points[points["model"] == "610m-clm-dec42k-mlm40-44k"]
+    assert list(mine["raw_loss"]) == [5.0, 4.0, 4.0, 3.0]
+    assert list(mine["mean"]) == [5.0, 4.5, 4.25, 3.625]  # EMA with alpha 0.5
+    assert set(points["series"]) == {"CPT from CLM, 2,000 steps", "CPT from MLM, 2,000 steps"}
+    assert (tmp_path / "f" / "figure12.png").stat().st_size > 0
+    meta = json.loads((tmp_path / "f" / "figure12_meta.json").read_text())
+    assert meta["ema_alpha"] == 0.5 and len(meta["logs"]) == 2
+
+
+def test_figure12_refuses_a_run_that_is_not_cpt(tmp_path, capsys):
+    run = _loss_log(tmp_path / "610m-mlm40-42k", [3.0, 2.0])
+    assert main(["figure12", "--logs", str(run), "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a CPT run name" in err and "610m-mlm40-42k" in err
+    assert main(["figure12", "--logs", str(tmp_path / "absent"), "--out", str(tmp_path / "f")]) == 2
 
 
 def test_runs_source_needs_runs(capsys):

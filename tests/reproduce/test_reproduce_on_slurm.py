@@ -92,6 +92,6 @@ def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, 
     assert base_end and (tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "FINISHED.json").is_file()
     records = list(iter_records_in([out / "finetune"]))
     assert {r.model for r in records} == {"toy_m-mlm40-42", "toy_m-mlm40-dec42-mlm40-44"} and len(records) == 4
-    for name in ("figure8.png", "figure9.png", "figure8_vs_published.png"):
+    for name in ("figure8.png", "figure9.png", "figure8_vs_published.png", "figure12.png"):
         assert (out / "figure" / name).stat().st_size > 0
     assert (out / "tables" / "table_14.csv").is_file()

@@ -76,6 +76,11 @@ def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
     table = pd.read_csv(out / "tables" / "table_14.csv").set_index("Checkpoint")
     assert table.loc["toy_m-clm-dec42-mlm40-44", "SST-2"] == f"{sst2['mean']:.2f} ± {sst2['ci_halfwidth']:.2f}"
     assert sorted(p.name for p in (out / "tables").glob("table_*.csv")) == [f"table_{n}.csv" for n in (14, 15, 16, 17)]
+    # Figure 12: the CPT run's MLM loss per step, from its loss.jsonl (no published version)
+    loss = pd.read_csv(out / "figure" / "figure12_points.csv")
+    assert list(loss["x"]) == [1, 2] and set(loss["model"]) == {"toy_m-clm-dec42-mlm40-44"}
+    assert set(loss["stand_in_for"]) == {"610m-clm-dec42k-mlm40-44k"} and loss["raw_loss"].notna().all()
+    assert not (out / "figure" / "figure12_published.png").exists()
     meta = json.loads((out / "figure" / "figure8_meta.json").read_text())
     assert meta["study"] == "cpt" and meta["stand_ins"]["toy_m-clm-42"] == "610m-clm-42k"
 
