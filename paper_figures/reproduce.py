@@ -153,19 +153,16 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
 # --- the DAG ---------------------------------------------------------------------------------------
 def study_checkpoints(cfg: ReproduceConfig) -> list:
     """The study's checkpoints (paper_figures.studies.Checkpoint) that this reproduction fine-tunes."""
-    from pretraining.registry import TOY_SIZE
     from paper_figures.studies import STUDIES, checkpoints
 
     chosen = checkpoints(STUDIES[cfg.study], cfg.scale, cfg.pretrain_steps, cfg.checkpoints)
     if cfg.study != "masking":
         return chosen
-    sizes = {TOY_SIZE.get(s, s) for s in (cfg.sizes or PAPER_SIZES)} | set(cfg.sizes or PAPER_SIZES)
-    ratios = cfg.ratios or MASKING_RATIOS
     keep = []
-    for ckpt in chosen:
+    for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
         desc = parse_model_name(ckpt.name)
-        is_clm = desc.objective == "clm"
-        if desc.size in sizes and (cfg.clm if is_clm else desc.masking_ratio in ratios):
+        wanted_ratio = cfg.clm if desc.objective == "clm" else desc.masking_ratio in (cfg.ratios or MASKING_RATIOS)
+        if (cfg.sizes is None or desc.size in cfg.sizes) and wanted_ratio:
             keep.append(ckpt)
     return keep
 
