@@ -32,6 +32,7 @@ final analysis job, chained with `--dependency`, each running in the Apptainer i
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -151,20 +152,21 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
 
 
 # --- the DAG ---------------------------------------------------------------------------------------
-def study_checkpoints(cfg: ReproduceConfig) -> list:
+@functools.lru_cache(maxsize=64)  # asked for once per model and run while writing the DAG; configs are frozen
+def study_checkpoints(cfg: ReproduceConfig) -> tuple:
     """The study's checkpoints (paper_figures.studies.Checkpoint) that this reproduction fine-tunes."""
     from paper_figures.studies import STUDIES, checkpoints
 
     chosen = checkpoints(STUDIES[cfg.study], cfg.scale, cfg.pretrain_steps, cfg.checkpoints)
     if cfg.study != "masking":
-        return chosen
+        return tuple(chosen)
     keep = []
     for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
         desc = parse_model_name(ckpt.name)
         wanted_ratio = cfg.clm if desc.objective == "clm" else desc.masking_ratio in (cfg.ratios or MASKING_RATIOS)
         if (cfg.sizes is None or desc.size in cfg.sizes) and wanted_ratio:
             keep.append(ckpt)
-    return keep
+    return tuple(keep)
 
 
 def model_names(cfg: ReproduceConfig) -> list[str]:
@@ -190,7 +192,7 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     """The registry's config of the run `name` (e.g. `toy_m-mlm40-42`) at this scale, renamed so that
     every run record carries its pretraining description (and shortened by --pretrain-steps)."""
     from pretraining import registry
-    from paper_figures.studies import scaled_name
+    from paper_figures.studies import scale_steps, scaled_name
 
     runs = pretraining_runs(cfg)
     if name not in runs:
@@ -202,8 +204,9 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     body["run_dir"] = str(pretraining_dir(cfg) / name)
     if run.cpt_base is not None:  # the decayed base, under its name at this scale
         base = registry.RUNS[run.cpt_base]
-        steps = cfg.pretrain_steps or registry._scale_steps(base.max_steps, cfg.scale)
-        body["init"]["path"] = str(pretraining_dir(cfg) / scaled_name(base.name, cfg.scale) / "hf" / f"step-{steps}")
+        base_dir = scaled_name(base.name, cfg.scale, cfg.pretrain_steps)
+        steps = scale_steps(base.max_steps, cfg.scale, cfg.pretrain_steps)
+        body["init"]["path"] = str(pretraining_dir(cfg) / base_dir / "hf" / f"step-{steps}")
     if cfg.pretrain_steps:  # the masking study's 42k runs, shortened
         body["train"]["max_steps"] = cfg.pretrain_steps
         body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < cfg.pretrain_steps]
@@ -410,7 +413,7 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     from analysis.published import load_published_cells
     from paper_figures.cli import CELL_FIGURES, LOG_FIGURES, RUN_FIGURES
     from paper_figures.output import save_figure
-    from paper_figures.studies import TOY_SIZE
+    from pretraining.registry import TOY_SIZE
 
     renamed = stand_ins(cfg)
     back = {paper: ours for ours, paper in renamed.items()}

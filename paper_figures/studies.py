@@ -9,7 +9,7 @@ and at the end. Every checkpoint is mapped to the pretraining run that produces 
 At toy scale a checkpoint is renamed with the toy size and every step count divided by 1,000
 (`610m-clm-dec42k-mlm40-44k` -> `toy_m-clm-dec42-mlm40-44`): the run records carry honest
 names, and `Checkpoint.paper_name` says which paper checkpoint the toy run stands in for when the
-figures and tables are drawn in the paper's layout. Pure logic: no torch, no Composer.
+figures and tables are drawn in the paper's layout. Pure logic: no trainer, no drawing.
 """
 from __future__ import annotations
 
@@ -20,9 +20,6 @@ from contracts.paper import MASKING_RATIOS, PAPER_SIZES
 from paper_figures.from_cells import (
     BIPHASIC_SPLITS, CPT_STEPS, FINAL_STEP, INTERMEDIATE_STEPS, biphasic_name, cpt_name, single_objective_name,
 )
-
-TOY_SIZE = {"210m": "toy_s", "610m": "toy_m", "1b": "toy_l"}  # = pretraining.registry.TOY_SIZE
-
 
 class StudyError(ValueError):
     """A figure or table that no study reproduces, or a checkpoint outside the study."""
@@ -101,15 +98,19 @@ def targets() -> list[str]:
 
 # --- scale -----------------------------------------------------------------------------------------
 def scale_steps(steps: int, scale: str, length_42k: int | None = None) -> int:
-    """A paper step count at `scale`: toy divides by 1,000 (the registry's rule); `length_42k`
+    """A paper step count at `scale` (the registry's rule: toy divides by 1,000); `length_42k`
     replaces the 42k length of the masking study's runs (its only step count)."""
+    from pretraining.registry import _scale_steps
+
     if length_42k is not None and steps == FINAL_STEP:
         return length_42k
-    return steps if scale == "paper" else max(1, steps // 1000)
+    return _scale_steps(steps, scale)
 
 
 def scaled_name(paper_name: str, scale: str, length_42k: int | None = None) -> str:
     """`610m-mlm40-42k-1000` -> `toy_m-mlm40-42-1` at toy scale (unchanged at paper scale)."""
+    from pretraining.registry import TOY_SIZE
+
     desc = parse_model_name(paper_name)
     if desc is None:
         raise StudyError(f"{paper_name!r} is not a release-style checkpoint name")
