@@ -1,8 +1,9 @@
 """Run records: one JSON object per fine-tuning run, the only interface benchmarks -> analysis.
 
-Schema version 1 (documented in README.md, section "Run records"):
+Schema version 2 (documented in docs/analysis.md, section "Run records"; version 1 files, which
+lack the three protocol fields, are still read):
 
-  schema_version  1
+  schema_version  2
   model           str    checkpoint name, release-style when it has one ("610m-mlm40-42k")
   pretraining     object | null   PretrainingDescription of the model (null: external model)
   task_type       "SC" | "TC" | "QA" | "IR"
@@ -13,6 +14,13 @@ Schema version 1 (documented in README.md, section "Run records"):
   validation_score float in [0, 100]   metric on the validation split, x100
   test_score      float in [0, 100]    metric on the reported test split, x100
   test_instance_scores  list[float in [0,100]] | null   per-instance test metric, x100
+  protocol        "paper" | "standard" | null   evaluation protocol of the scores above: "paper" =
+                  the released harness's heads and metrics (EncodEval), "standard" = community
+                  metrics (seqeval, official SQuAD, pytrec_eval); null = unknown (used as is)
+  metric          str | null   name of the metric of the scores above (benchmarks.metrics)
+  other_scores    object | null   protocol -> {metric, validation_score, test_score,
+                  test_instance_scores}: the same run scored under the other protocol, where one
+                  prediction serves both (TC, IR; SC, whose metric is accuracy under both)
   provenance      object: source ("released" | "benchmarks" | ...), config_hash, git_sha,
                   package_versions, started, finished (ISO 8601); extra keys allowed
 """
@@ -21,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -29,7 +37,9 @@ from contracts.model_names import PretrainingDescription, parse_model_name
 from contracts.paper import TASK_TYPES
 from contracts.provenance import atomic_write_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
+PROTOCOLS = ("paper", "standard")
 
 
 class RunRecordError(ValueError):
@@ -49,6 +59,9 @@ class RunRecord:
     train_set: str | None = None
     test_instance_scores: tuple[float, ...] | None = None
     provenance: dict = field(default_factory=dict)
+    protocol: str | None = None
+    metric: str | None = None
+    other_scores: dict | None = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -57,6 +70,8 @@ class RunRecord:
         fields.setdefault("pretraining", parse_model_name(model))
         if fields.get("test_instance_scores") is not None:
             fields["test_instance_scores"] = tuple(fields["test_instance_scores"])
+        if fields.get("other_scores") is not None:
+            fields["other_scores"] = _plain_other_scores(fields["other_scores"])
         record = cls(model=model, **fields)
         validate_record_dict(record.to_dict(), where="<new record>")
         return record
@@ -75,8 +90,35 @@ class RunRecord:
             data["pretraining"] = PretrainingDescription.from_dict(data["pretraining"])
         if data.get("test_instance_scores") is not None:
             data["test_instance_scores"] = tuple(float(x) for x in data["test_instance_scores"])
+        if data["schema_version"] == 1:  # v1 had no protocol: released runs are the paper's
+            source = (data.get("provenance") or {}).get("source")
+            data["protocol"] = {"released": "paper", "benchmarks": "standard"}.get(source)
+            data["schema_version"] = SCHEMA_VERSION
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def scores_under(self, protocol: str) -> "RunRecord | None":
+        """This run with the scores of `protocol` as its scores, None when it has none.
+
+        A record of unknown protocol (null) serves any protocol unchanged.
+        """
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol!r}; use one of {PROTOCOLS}")
+        if self.protocol is None or self.protocol == protocol:
+            return self
+        other = (self.other_scores or {}).get(protocol)
+        if other is None:
+            return None
+        instances = other.get("test_instance_scores")
+        return replace(
+            self, protocol=protocol, metric=other.get("metric"),
+            validation_score=float(other["validation_score"]), test_score=float(other["test_score"]),
+            test_instance_scores=tuple(instances) if instances is not None else None,
+            other_scores={self.protocol: {
+                "metric": self.metric, "validation_score": self.validation_score,
+                "test_score": self.test_score,
+                "test_instance_scores": list(self.test_instance_scores)
+                if self.test_instance_scores is not None else None}})
 
     @property
     def key(self) -> tuple:
@@ -89,6 +131,12 @@ _REQUIRED = {
     "lr": (int, float), "seed": int, "validation_score": (int, float), "test_score": (int, float),
 }
 _PRETRAINING_FIELDS = set(PretrainingDescription.__dataclass_fields__)
+
+
+def _plain_other_scores(other: dict) -> dict:
+    return {protocol: {**scores, "test_instance_scores": list(scores["test_instance_scores"])
+                       if scores.get("test_instance_scores") is not None else None}
+            for protocol, scores in other.items()}
 
 
 def _fail(where: str, fld: str, problem: str, fix: str) -> None:
@@ -111,9 +159,9 @@ def validate_record_dict(data, where: str) -> None:
             _fail(where, name, "is missing", "every run record needs it (see README, 'Run records')")
         if isinstance(data[name], bool) or not isinstance(data[name], types):
             _fail(where, name, f"has type {type(data[name]).__name__}", f"expected {types}")
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
         _fail(where, "schema_version", f"is {data['schema_version']}",
-              f"this version reads schema {SCHEMA_VERSION}")
+              f"this version reads schemas {READABLE_SCHEMA_VERSIONS}")
     if data["task_type"] not in TASK_TYPES:
         _fail(where, "task_type", f"is {data['task_type']!r}", f"use one of {TASK_TYPES}")
     if not data["lr"] > 0:
@@ -135,9 +183,39 @@ def validate_record_dict(data, where: str) -> None:
                   f"expected keys {sorted(_PRETRAINING_FIELDS)} or null")
     if not isinstance(data.get("provenance", {}), dict):
         _fail(where, "provenance", "is not an object", "use {} when unknown")
-    unknown = set(data) - set(RunRecord.__dataclass_fields__)
+    allowed = set(RunRecord.__dataclass_fields__)
+    if data["schema_version"] == 1:
+        allowed -= {"protocol", "metric", "other_scores"}
+    unknown = set(data) - allowed
     if unknown:
-        _fail(where, sorted(unknown)[0], "is not part of schema 1", "remove it or move it into provenance")
+        _fail(where, sorted(unknown)[0], f"is not part of schema {data['schema_version']}",
+              "remove it or move it into provenance")
+    _check_protocol_fields(data, where)
+
+
+def _check_protocol_fields(data: dict, where: str) -> None:
+    protocol = data.get("protocol")
+    if protocol is not None and protocol not in PROTOCOLS:
+        _fail(where, "protocol", f"is {protocol!r}", f"use one of {PROTOCOLS} or null")
+    if data.get("metric") is not None and not isinstance(data["metric"], str):
+        _fail(where, "metric", f"is {data['metric']!r}", "a metric name (string) or null")
+    other = data.get("other_scores")
+    if other is None:
+        return
+    if not isinstance(other, dict):
+        _fail(where, "other_scores", "is not an object", "protocol -> scores, or null")
+    for name, scores in other.items():
+        fld = f"other_scores.{name}"
+        if name not in PROTOCOLS or name == protocol:
+            _fail(where, fld, "is not another protocol", f"keys are protocols in {PROTOCOLS} "
+                  "other than the record's own")
+        if not isinstance(scores, dict) or not {"validation_score", "test_score"} <= set(scores):
+            _fail(where, fld, "lacks validation_score / test_score",
+                  "give {metric, validation_score, test_score, test_instance_scores}")
+        _check_score(where, f"{fld}.validation_score", scores["validation_score"])
+        _check_score(where, f"{fld}.test_score", scores["test_score"])
+        for i, value in enumerate(scores.get("test_instance_scores") or ()):
+            _check_score(where, f"{fld}.test_instance_scores[{i}]", value)
 
 
 def read_run_records(path: str | os.PathLike) -> list[RunRecord]:

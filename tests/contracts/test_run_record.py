@@ -59,3 +59,55 @@ def test_new_records_are_validated():
         _record(validation_score=float("nan"))
     with pytest.raises(RunRecordError, match=r"test_score.*outside \[0, 100\].*x100"):
         _record(test_score=-0.5)
+
+
+def _two_protocol_record():
+    return _record(task_type="TC", dataset="conll2003", train_set=None, protocol="paper",
+                   metric="sentence_macro_f1",
+                   other_scores={"standard": {"metric": "seqeval_f1", "validation_score": 80.0,
+                                              "test_score": 70.0, "test_instance_scores": None}})
+
+
+def test_protocol_fields_round_trip_and_select_scores(tmp_path):
+    record = _two_protocol_record()
+    path = write_run_records(tmp_path / "runs.jsonl", [record])
+    assert read_run_records(path) == [record]
+    assert record.scores_under("paper") is record
+    standard = record.scores_under("standard")
+    assert (standard.protocol, standard.metric, standard.test_score) == ("standard", "seqeval_f1", 70.0)
+    assert standard.test_instance_scores is None
+    assert standard.other_scores["paper"]["test_score"] == record.test_score
+    assert _record(protocol="paper").scores_under("standard") is None  # no other scores
+    assert _record().scores_under("standard").test_score == 48.3  # unknown protocol: as is
+    with pytest.raises(ValueError, match="unknown protocol"):
+        record.scores_under("seqeval")
+
+
+def test_version_1_records_are_read_with_their_protocol(tmp_path):
+    old = _record(provenance={"source": "released"}).to_dict()
+    for key in ("protocol", "metric", "other_scores"):
+        old.pop(key)
+    old["schema_version"] = 1
+    path = tmp_path / "v1.jsonl"
+    path.write_text(json.dumps(old) + "\n" + json.dumps({**old, "provenance": {"source": "benchmarks"}})
+                    + "\n")
+    released, ours = read_run_records(path)
+    assert (released.protocol, ours.protocol, released.schema_version) == ("paper", "standard", 2)
+    path.write_text(json.dumps({**old, "protocol": "paper"}) + "\n")
+    with pytest.raises(RunRecordError, match=r"v1.jsonl:1: field 'protocol' is not part of schema 1"):
+        read_run_records(path)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"protocol": "glue"}, "protocol"),
+    ({"other_scores": {"paper": {"validation_score": 1.0, "test_score": 1.0}}}, "other_scores.paper"),
+    ({"other_scores": {"standard": {"test_score": 1.0}}}, "other_scores.standard"),
+    ({"other_scores": {"standard": {"validation_score": 1.0, "test_score": 101.0}}},
+     "other_scores.standard.test_score"),
+])
+def test_bad_protocol_fields_are_named(tmp_path, change, field):
+    bad = {**_two_protocol_record().to_dict(), **change}
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(RunRecordError, match=rf"runs.jsonl:1: field '{field}'"):
+        read_run_records(path)
