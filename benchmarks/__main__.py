@@ -3,6 +3,8 @@
   run      one (model, task, lr, seed) run -> <out>/<model>/<task>/lr<lr>_sd<seed>/record.json
   matrix   models x tasks x LRs x seeds as a job list, run locally (--local) or as Slurm job arrays
   job      one Slurm array task of a job list (used by the generated script)
+  score    score prediction files with a task's metric (--protocol paper|standard)
+Runs use the paper's evaluation protocol unless `--set protocol=standard` (docs/protocol.md).
 """
 from __future__ import annotations
 
@@ -47,8 +49,8 @@ def cmd_run(args) -> int:
     cfg = load_run_config(values, args.config, args.set)
     record, computed = run(cfg)
     state = "done" if computed else "skipped (complete record exists)"
-    print(f"{cfg.run_dir / 'record.json'}: {state}; validation {record.validation_score:.2f}, "
-          f"test {record.test_score:.2f}")
+    print(f"{cfg.run_dir / 'record.json'}: {state}; protocol {record.protocol} ({record.metric}): "
+          f"validation {record.validation_score:.2f}, test {record.test_score:.2f}")
     return 0
 
 

@@ -28,6 +28,35 @@ def load_tokenizer(model: str):
     return tokenizer
 
 
+def eos_token(tokenizer) -> str:
+    """The end-of-sequence token the `paper` protocol appends to every input (docs/protocol.md);
+    BERT-style tokenizers without one append their separator token instead."""
+    token = tokenizer.eos_token or tokenizer.sep_token
+    if token is None:
+        raise ModelLoadError(f"{tokenizer.name_or_path}: the tokenizer has neither an EOS nor a SEP "
+                             "token to end the inputs with (protocol 'paper')")
+    return token
+
+
+def tokenize(tokenizer, texts: Sequence[str], max_length: int, *, protocol: str, **kwargs):
+    """Tokenise single texts, truncated to `max_length`, as the protocol builds model inputs.
+
+    `paper`: the text + EOS, no special tokens added (the released harness's `tokenize` methods);
+    `standard`: the tokenizer's own special tokens ([CLS] ... [SEP], <bos> ...).
+    """
+    if protocol == "paper":
+        eos = eos_token(tokenizer)
+        return tokenizer([text + eos for text in texts], truncation=True, max_length=max_length,
+                         add_special_tokens=False, **kwargs)
+    return tokenizer(list(texts), truncation=True, max_length=max_length, **kwargs)
+
+
+def protocol_max_length(max_length: int, protocol: str) -> int:
+    """The input length a protocol uses: `paper` keeps round(0.99 x) of it, as the released
+    harness's EvalConfig does ("1% buffer", hgissbkh/EncodEval encodeval/eval_tasks/abstract_eval.py)."""
+    return round(0.99 * max_length) if protocol == "paper" else max_length
+
+
 def model_max_length(backbone: nn.Module, tokenizer) -> int:
     limits = [getattr(backbone.config, "max_position_embeddings", None), tokenizer.model_max_length]
     limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
