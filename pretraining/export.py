@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from contracts.provenance import atomic_write_json
-from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, config_from_preset
+from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM
+from pretraining.presets import config_from_preset
 
 
 class CheckpointError(ValueError):

@@ -29,9 +29,10 @@ from contracts.config import config_to_dict, save_resolved_config
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from pretraining.config import RunConfig
 from pretraining.export import save_hf_directory
-from pretraining.modeling import PRESETS, Block, MlmClmForLM, config_from_preset
+from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
                                     objective_generator, phase_at)
+from pretraining.presets import PRESETS, config_from_preset
 from pretraining.schedule import WSDScheduler
 
 FINISHED = "FINISHED.json"

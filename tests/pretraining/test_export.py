@@ -6,7 +6,8 @@ from transformers import AutoModelForMaskedLM, LlamaConfig, LlamaForCausalLM
 import pretraining  # noqa: F401
 from pretraining.__main__ import main as cli
 from pretraining.export import CheckpointError, load_initial_weights
-from pretraining.modeling import MlmClmForLM, config_from_preset
+from pretraining.modeling import MlmClmForLM
+from pretraining.presets import config_from_preset
 from tests.pretraining.conftest import TOY_IDS, toy_dataloader, toy_run_config
 
 
