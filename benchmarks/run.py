@@ -8,13 +8,18 @@ directory without one is the leftover of an interrupted run and is cleared and r
 IR: one model per (lr, seed) is trained on MS MARCO pairs by the `msmarco` run, saved under its
 run directory (`model/`, written before its record) and evaluated on MS MARCO; the `nq` and
 `mldr_en` runs evaluate that saved model zero-shot. If it does not exist yet they run the
-`msmarco` job first (in Slurm they are scheduled after it).
+`msmarco` job first (in Slurm they are scheduled after it). With `save_sentence_transformers`, the
+`msmarco` run also writes that model as a sentence-transformers folder (`sentence_transformers/`,
+benchmarks.export_st).
 
 `protocol` (docs/protocol.md) picks the evaluation protocol: `paper` (default: the released
 harness's heads, inputs and metrics) or `standard`. The record holds the scores under it
 (`validation_score`, `test_score`, `test_instance_scores`, `protocol`, `metric`) and, where the
 same predictions serve the other protocol's metric (SC, TC, IR), those scores in `other_scores`.
 A run directory holds one protocol: a different protocol needs another `out`.
+
+`trust_remote_code` is the one switch that lets a checkpoint's own model code run (the paper's
+released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a checkpoint is an error.
 """
 from __future__ import annotations
 
@@ -75,6 +80,8 @@ class RunConfig:
     protocol: Literal["paper", "standard"] = "paper"
     candidate_pool: Literal["qrels_pool_all_splits", "qrels_pool", "full_corpus"] = "qrels_pool_all_splits"
     ir_query_split_seed: int | None = None  # NQ query halves; None: the run's seed (as released)
+    trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
+    save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
 
     def __post_init__(self):
         if not self.lr > 0:
@@ -158,7 +165,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     if done is not None:
         log.info("skip %s: complete record exists", record_path)
         return _same_protocol(done, record_path, cfg), False
-    from benchmarks.kinds.checkpoint import check_model_path
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
         model_dir = trained_ir_model(cfg)
@@ -174,6 +181,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
                            "exists; remove that run directory to retrain it")
     else:
         check_model_path(cfg.model)
+        check_remote_code(cfg.model, cfg.trust_remote_code)
     if out_dir.exists():
         log.info("clearing %s: leftover of an interrupted run", out_dir)
         shutil.rmtree(out_dir)
@@ -199,8 +207,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     kind = get_kind(spec.task_type)
     trains = spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK
     source = str(cfg.model) if trains else str(trained_ir_model(cfg))
-    tokenizer = load_tokenizer(source)
-    backbone = load_backbone(source, cfg.attn_implementation)
+    tokenizer = load_tokenizer(source, cfg.trust_remote_code)
+    backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
     max_length = protocol_max_length(min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer)),
                                      cfg.protocol)
     settings = KindSettings(max_length=max_length, protocol=cfg.protocol, doc_stride=cfg.doc_stride,
@@ -240,6 +248,12 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
         extra["train"]["n_examples"] = len(features)
         if spec.task_type == "IR":
             _save_model(module.backbone, tokenizer, out_dir / "model")  # = trained_ir_model(cfg)
+            if cfg.save_sentence_transformers:
+                from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
+
+                save_sentence_transformer(out_dir / "model", out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
+                                          data.spec.query_prefix, data.spec.doc_prefix, cfg.trust_remote_code,
+                                          eos_only=cfg.protocol == "paper")
     else:
         extra["trained_model"] = source
     device = torch.device("cuda" if device_type == "gpu" else "cpu")
@@ -278,10 +292,15 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
 
 
 def _save_model(backbone, tokenizer, path: Path) -> None:
-    """Save the trained encoder + tokenizer atomically (write aside, then rename)."""
+    """Save the trained encoder + tokenizer atomically (write aside, then rename). A model of ours
+    keeps its model code beside it: it loads without this package, as the checkpoint it was
+    fine-tuned from."""
+    from benchmarks.kinds.checkpoint import ship_own_model_code
+
     tmp = path.with_name(path.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     backbone.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    ship_own_model_code(tmp)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)

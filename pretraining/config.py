@@ -11,7 +11,7 @@ from typing import Literal
 
 from contracts.config import ConfigError, load_config
 from pretraining.data import DataConfig
-from pretraining.modeling import PRESETS
+from pretraining.presets import PRESETS
 
 
 @dataclass(frozen=True)

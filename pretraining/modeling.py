@@ -1,4 +1,4 @@
-"""The paper's EuroBERT-style transformer as a Hugging Face model (no trust_remote_code needed).
+"""The paper's EuroBERT-style transformer as a Hugging Face model.
 
 Llama-style blocks (pre-RMSNorm eps 1e-5, SwiGLU, RoPE theta 10,000, grouped-query attention,
 no biases) with an untied LM head. One model serves both objectives: `is_causal` (config default,
@@ -9,13 +9,13 @@ Packed documents: `document_ids[b, t]` is the index of the document that positio
 belongs to. Attention is block-diagonal over documents and position ids restart at 0 in each
 document. Negative document ids mark padding (never attended to).
 
-Importing `pretraining` registers the model with AutoConfig / AutoModel / AutoModelForMaskedLM /
-AutoModelForCausalLM under model_type "mlmclm_llama", so `AutoModel.from_pretrained(path)` works
-on an exported checkpoint without trust_remote_code.
+This file imports only the standard library, torch and transformers: every exported checkpoint
+carries a verbatim copy of it as its remote code (`modeling_mlmclm.py` + `auto_map` in
+config.json, docs/export.md), so it loads with `trust_remote_code=True` where this package is not
+installed. Importing `pretraining` calls `register_auto_classes()`, after which the Auto classes
+load model_type "mlmclm_llama" without remote code.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -70,52 +70,6 @@ class MlmClmConfig(PretrainedConfig):
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
-
-
-@dataclass(frozen=True)
-class Shape:
-    layers: int
-    hidden: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    vocab: int | None = 128256  # None: take the tokenizer's vocabulary size
-    context: int = 2048
-
-
-# SPEC Table 1 sizes; toy_* are CPU-sized for tests and the embedded default run.
-PRESETS: dict[str, Shape] = {
-    "210m": Shape(layers=12, hidden=768, ffn=3072, heads=12, kv_heads=12),
-    "610m": Shape(layers=26, hidden=1152, ffn=4096, heads=18, kv_heads=6),
-    "1b": Shape(layers=28, hidden=1728, ffn=5120, heads=18, kv_heads=6),
-    "toy_s": Shape(layers=2, hidden=64, ffn=128, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_m": Shape(layers=3, hidden=128, ffn=256, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_l": Shape(layers=4, hidden=192, ffn=512, heads=6, kv_heads=2, vocab=None, context=256),
-}
-
-
-def config_from_preset(name: str, vocab_size: int | None = None, **overrides) -> MlmClmConfig:
-    """Model config of a preset; `vocab_size` is required for toy presets (the tokenizer's)."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
-    shape = PRESETS[name]
-    vocab = vocab_size if vocab_size is not None else shape.vocab
-    if vocab is None:
-        raise ValueError(f"preset {name!r} takes its vocabulary size from the tokenizer: pass vocab_size")
-    return MlmClmConfig(vocab_size=vocab, hidden_size=shape.hidden, intermediate_size=shape.ffn,
-                        num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                        num_key_value_heads=shape.kv_heads, max_position_embeddings=shape.context,
-                        **overrides)
-
-
-def closed_form_parameter_count(cfg: MlmClmConfig) -> dict[str, int]:
-    """Parameters from the shapes alone: embedding, transformer body, LM head, total."""
-    d, f, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    q = cfg.num_attention_heads * cfg.head_dim
-    kv = cfg.num_key_value_heads * cfg.head_dim
-    per_layer = d * q + 2 * d * kv + q * d + 3 * d * f + 2 * d  # q,k,v,o + gate,up,down + 2 norms
-    body = cfg.num_hidden_layers * per_layer + d  # + final norm
-    return {"embedding": v * d, "body": body, "lm_head": v * d, "total": 2 * v * d + body}
 
 
 def position_ids_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
@@ -188,7 +142,10 @@ def _use_flash_attention(x: torch.Tensor, config: MlmClmConfig) -> bool:
 
 def _flash_varlen(q, k, v, document_ids, is_causal):  # pragma: no cover - needs CUDA + flash-attn
     """Packed documents as varlen sequences; q/k/v are [B, L, H, hd]. No padding allowed."""
-    from flash_attn import flash_attn_varlen_func
+    try:  # inside `try`, transformers' remote-code loader does not require flash-attn everywhere
+        from flash_attn import flash_attn_varlen_func
+    except ImportError:
+        raise ImportError("attention_backend flash_attention_2 needs the flash-attn package") from None
 
     batch, length = document_ids.shape
     starts = torch.ones_like(document_ids, dtype=torch.bool)
@@ -347,22 +304,9 @@ class MlmClmForLM(MlmClmPreTrainedModel):
         return MaskedLMOutput(loss=loss, logits=logits)
 
 
-def count_parameters_on_meta(cfg: MlmClmConfig) -> dict[str, int]:
-    """Actual parameter count of the module, built on the meta device (no memory)."""
-    with torch.device("meta"):
-        model = MlmClmForLM(cfg)
-    counts = {"embedding": model.model.embed_tokens.weight.numel(),
-              "lm_head": model.lm_head.weight.numel()}
-    counts["total"] = sum(p.numel() for p in model.parameters())
-    counts["body"] = counts["total"] - counts["embedding"] - counts["lm_head"]
-    return counts
-
-
-def _register() -> None:
+def register_auto_classes() -> None:
+    """Make the Auto classes load model_type "mlmclm_llama" with the classes of this module."""
     AutoConfig.register(MODEL_TYPE, MlmClmConfig, exist_ok=True)
     AutoModel.register(MlmClmConfig, MlmClmModel, exist_ok=True)
     AutoModelForMaskedLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
     AutoModelForCausalLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
-
-
-_register()

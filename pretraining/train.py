@@ -26,12 +26,13 @@ from composer.utils import dist
 from torch.nn.parallel import DistributedDataParallel
 
 from contracts.config import config_to_dict, save_resolved_config
-from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
+from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, stable_hash, utc_now
 from pretraining.config import RunConfig
 from pretraining.export import save_hf_directory
-from pretraining.modeling import PRESETS, Block, MlmClmForLM, config_from_preset
+from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
                                     objective_generator, phase_at)
+from pretraining.presets import PRESETS, config_from_preset
 from pretraining.schedule import WSDScheduler
 
 FINISHED = "FINISHED.json"
@@ -277,7 +278,8 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
     metadata = {"name": cfg.name, "config_hash": stable_hash(config_to_dict(cfg)),
                 "objective": obj.kind, "switch_at": obj.switch_at, "mlm_ratio": obj.mlm_ratio,
-                "max_steps": t.max_steps, "exported": utc_now()}
+                "max_steps": t.max_steps, "exported": utc_now(), "run_config": config_to_dict(cfg),
+                "git_sha": git_sha()}
     callbacks = [LossLog(run_dir / "loss.jsonl", obj.kind, obj.switch_at),
                  ExportWeights(run_dir / "hf", set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
                                metadata), *extra_callbacks]

@@ -14,13 +14,26 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path, register_own_model_types
+from benchmarks.kinds.checkpoint import (ModelLoadError, check_model_path, check_remote_code,
+                                         register_own_model_types, remote_code_error)
 
 
-def load_tokenizer(model: str):
+def model_load_error(model: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:
+    """One line: the remote-code switch when transformers refused custom code, else its message."""
+    message = str(exc)
+    if not trust_remote_code and "trust_remote_code" in message:
+        return remote_code_error(model)
+    return ModelLoadError(f"cannot load model {model}: {message.splitlines()[0]}")
+
+
+def load_tokenizer(model: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
+    check_remote_code(model, trust_remote_code)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise model_load_error(model, exc, trust_remote_code) from None
     if not tokenizer.is_fast:
         raise ModelLoadError(f"{model}: a fast tokenizer is needed (offset mappings for TC/QA)")
     if tokenizer.pad_token is None:  # Llama-3 style: eos doubles as pad
@@ -122,19 +135,24 @@ class Backbone(nn.Module):
         self.model.save_pretrained(path)
 
 
-def load_backbone(model: str, attn_implementation: str | None = None) -> Backbone:
-    """AutoModel (no task head) made bidirectional; our own model types are registered first."""
+def load_backbone(model: str, attn_implementation: str | None = None,
+                  trust_remote_code: bool = False) -> Backbone:
+    """AutoModel (no task head) made bidirectional; our own model types are registered first.
+
+    `trust_remote_code` lets a checkpoint's shipped model code run (the paper's released
+    checkpoints, EuroBERT): off by default, a checkpoint that needs it is a one-line error."""
     from transformers import AutoModel
 
     register_own_model_types()
     check_model_path(model)
-    kwargs = {"trust_remote_code": True}
+    check_remote_code(model, trust_remote_code)
+    kwargs = {"trust_remote_code": trust_remote_code}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:
         hf_model = AutoModel.from_pretrained(model, **kwargs)
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load model {model}: {str(exc).splitlines()[0]}") from None
+        raise model_load_error(model, exc, trust_remote_code) from None
     return Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))
 
 
