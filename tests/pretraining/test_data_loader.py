@@ -39,6 +39,16 @@ def tags(batches):
     return [int(t) - 200_000 for batch in batches for t in batch["input_ids"][:, 0]]
 
 
+def first_batches(loader, n):
+    """The first n batches of a fresh iteration, stopping there (as a checkpoint interrupts)."""
+    seen = []
+    for batch in loader:
+        seen.append(batch)
+        if len(seen) == n:
+            return seen
+    return seen
+
+
 def test_batch_format(shards):
     root, samples = shards
     loader, dataset = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle=False), 4)
@@ -73,11 +83,7 @@ def test_resume_mid_epoch_from_state_dict(shards):
     full = tags(loader)
 
     loader, dataset = build_train_dataloader(cfg, 4)
-    seen = []
-    for step, batch in enumerate(loader):
-        seen.append(batch)
-        if step == 4:
-            break
+    seen = first_batches(loader, 5)
     state = dataset.state_dict(num_samples=5 * 4, from_beginning=True)  # what Composer saves
     json.dumps(state)  # checkpointable
 
@@ -171,11 +177,7 @@ def test_a_continued_run_resumes_after_its_start(shards):
     cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3, start_sample=20)
     full = tags(build_train_dataloader(replace(cfg, start_sample=0), 4)[0])
     loader, dataset = build_train_dataloader(cfg, 4)
-    seen = []
-    for step, batch in enumerate(loader):
-        seen.append(batch)
-        if step == 1:
-            break
+    seen = first_batches(loader, 2)
     state = dataset.state_dict(num_samples=2 * 4, from_beginning=True)
     assert state["epoch"] == 0 and state["sample_in_epoch"] == 28
     resumed_loader, resumed = build_train_dataloader(cfg, 4)  # the CPT config, autoresumed
