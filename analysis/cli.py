@@ -1,6 +1,7 @@
 """`python -m analysis ...`: import released runs, aggregate, regenerate Tables 2-17, audit.
 
-Every error is one line on stderr and exit status 2.
+`table`, `tables` and `audit` aggregate the scores of one evaluation protocol (`--protocol paper`,
+the default, or `standard`; docs/release.md). Every error is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import pandas as pd
 
 from analysis.aggregate import aggregate_runs
 from analysis.audit import FAIL_ON, exit_code, run_audit
+from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
 from analysis.released import ReleasedImportError, import_released
 from analysis.tables import FORMATS, format_cell, write_tables
 from contracts.paper import UNREPORTED_DATASETS
 from contracts.provenance import atomic_write_text
-from contracts.run_record import RunRecordError, iter_records_in, write_run_records
+from contracts.run_record import PROTOCOLS, RunRecordError, iter_records_in, write_run_records
 
 
 class UsageError(Exception):
@@ -37,6 +39,17 @@ def _load_runs(paths: list[str]):
     if not records:
         raise UsageError(f"no run records in {', '.join(paths)}")
     return records
+
+
+def _runs_under(records, protocol: str, paths: list[str]):
+    """The records' scores under `protocol`; a note on stderr for those left out."""
+    kept, note = records_under(records, protocol)
+    if note:
+        print(note, file=sys.stderr)
+    if not kept:
+        raise UsageError(f"no run record in {', '.join(paths)} has '{protocol}' scores; "
+                         f"try --protocol {'standard' if protocol == 'paper' else 'paper'}")
+    return kept
 
 
 def _cmd_import_released(args) -> int:
@@ -67,7 +80,9 @@ def _readable(cells: pd.DataFrame) -> str:
 
 
 def _cmd_table(args) -> int:
-    cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
+    records = _runs_under(_load_runs(args.runs), args.protocol, args.runs)
+    cells = aggregate_runs(records, reps=args.reps, rng_seed=args.rng_seed)
+    print(f"protocol: {args.protocol}")
     print(_readable(cells))
     if args.csv:
         atomic_write_text(args.csv, cells.to_csv(index=False))
@@ -85,27 +100,34 @@ def _cmd_tables(args) -> int:
     if args.published:
         cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
     else:
-        cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
-        source = "run records " + ", ".join(args.runs)
+        records = _runs_under(_load_runs(args.runs), args.protocol, args.runs)
+        cells = aggregate_runs(records, reps=args.reps, rng_seed=args.rng_seed)
+        source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
     written = write_tables(cells, args.out, formats, source=source)
     print(f"wrote {len(written)} files -> {args.out}")
     return 0
 
 
 def _cmd_audit(args) -> int:
-    cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
-    summary = run_audit(cells, args.out, sources=list(args.runs))
+    records = _load_runs(args.runs)
+    cells = aggregate_runs(_runs_under(records, args.protocol, args.runs), reps=args.reps,
+                           rng_seed=args.rng_seed)
+    summary = run_audit(cells, args.out, sources=list(args.runs), protocol=args.protocol,
+                        differences=metric_differences(records))
     c = summary["cells"]
     failed = [t["table"] for t in summary["tables"] if t["verdict"] == "fail"]
-    print(f"audit: {c['published']} published cells: {c['match']} match, {c['mismatch']} mismatch, "
-          f"{c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
+    print(f"audit (protocol {args.protocol}): {c['published']} published cells: {c['match']} match, "
+          f"{c['mismatch']} mismatch, {c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
           f"-> {Path(args.out) / 'audit.md'}")
     return exit_code(summary, args.fail_on)
 
 
-def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+def _add_aggregation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
     parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                        help="scores to aggregate: 'paper' (the released harness's metrics, default) "
+                             "or 'standard' (seqeval, official SQuAD, pytrec_eval)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("table", help="aggregate run records into cells; print them, optionally write CSV")
     p.add_argument("runs", nargs="+", help="run-record .jsonl files (or folders of record.json)")
     p.add_argument("--csv", help="write the cells (one row per model/dataset/average) here")
-    _add_bootstrap_options(p)
+    _add_aggregation_options(p)
     p.set_defaults(func=_cmd_table)
 
     p = sub.add_parser("tables", help="regenerate Tables 2-17 in the paper's layout")
@@ -128,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--published", action="store_true", help="render the paper's own values instead")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,csv,tex (default all)")
-    _add_bootstrap_options(p)
+    _add_aggregation_options(p)
     p.set_defaults(func=_cmd_tables)
 
     p = sub.add_parser("audit", help="compare regenerated cells with the published tables")
@@ -136,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder for audit.md and audit.json")
     p.add_argument("--fail-on", choices=FAIL_ON, default="none",
                    help="exit 1 on any mismatched cell, or on a failing table (default: never)")
-    _add_bootstrap_options(p)
+    _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)
     return parser
 

@@ -265,8 +265,17 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
     device_batch_size = cfg.train.global_batch_size // world
     if dataloader is None:
         from pretraining.data import build_train_dataloader
+        from pretraining.data.config import DataBudgetError, data_budget
 
-        dataloader, _ = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
+        dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size,
+                                                     cfg.train.dataloader_workers)
+        try:  # which samples this run reads, in how many epochs (docs/data_continuation.md)
+            budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps,
+                                 cfg.train.global_batch_size)
+        except DataBudgetError as exc:
+            raise RunError(str(exc)) from None
+        if dist.get_global_rank() == 0:
+            print(f"train: {budget}", flush=True)
     model = build_model(cfg, token_ids.vocab_size)
     if cfg.train.compile:
         model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
