@@ -15,14 +15,14 @@ qrels split is divided 50/50 into validation/test queries at random (the loader'
 
 `TaskSpec.metric` is the task's `standard` metric; `metric_under(protocol)` gives the metric of
 either evaluation protocol (docs/protocol.md): the `paper` protocol scores every task of a type
-with the released harness's metric (`PAPER_METRICS`).
+with the released harness's metric (`contracts.paper.PAPER_PROTOCOL_METRICS`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, Mapping
 
-from contracts.paper import DATASET_BY_ID, DATASETS
+from contracts.paper import DATASET_BY_ID, DATASETS, PAPER_PROTOCOL_METRICS
 from contracts.run_record import PROTOCOLS
 
 TaskType = Literal["SC", "TC", "QA", "IR"]
@@ -35,9 +35,6 @@ ValidationProtocol = Literal["train_carveout", "official", "query_halves"]
 # The evaluation protocols (contracts.run_record.PROTOCOLS): `paper` = the released harness's
 # heads, inputs and metrics, `standard` = the community metrics (docs/protocol.md).
 Protocol = Literal["paper", "standard"]
-# benchmarks.metrics names of the released harness's metric per task type (its *_eval.py).
-PAPER_METRICS = {"SC": "accuracy", "TC": "sentence_macro_f1", "QA": "answer_token_f1",
-                 "IR": "retrieved_ndcg@10"}
 
 GLUE = "nyu-mll/glue"
 MSMARCO_PAIRS = "msmarco_pairs"  # train_set id of the IR runs (folder prefix of the released runs)
@@ -126,7 +123,7 @@ class TaskSpec:
     def metric_under(self, protocol: str) -> str:
         """The metric name (benchmarks.metrics.METRICS) of this task under an evaluation protocol."""
         if protocol == "paper":
-            return PAPER_METRICS[self.task_type]
+            return PAPER_PROTOCOL_METRICS[self.task_type]
         if protocol == "standard":
             return self.metric
         raise ValueError(f"unknown protocol {protocol!r}; use one of {PROTOCOLS}")

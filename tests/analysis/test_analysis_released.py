@@ -121,5 +121,5 @@ def test_a_whole_released_model_tree_maps_every_folder(tmp_path, capsys):
     assert "imported 390 runs of 1 models" in captured.out
     assert captured.err.count("\n") == 1 and "'qed' (30 runs, task type QA)" in captured.err
     metrics = {(r.task_type, r.metric) for r in read_run_records(out)}
-    assert metrics == {("SC", "accuracy"), ("TC", "sentence_macro_f1"), ("QA", "answer_positions_f1"),
-                       ("IR", "sklearn_ndcg@10")}
+    assert metrics == {("SC", "accuracy"), ("TC", "sentence_macro_f1"), ("QA", "answer_token_f1"),
+                       ("IR", "retrieved_ndcg@10")}

@@ -3,7 +3,8 @@ import pytest
 from sklearn.metrics import f1_score, ndcg_score
 
 from benchmarks.metrics import METRICS, answer_token_f1, retrieved_ndcg_at_10, sentence_macro_f1
-from benchmarks.tasks import PAPER_METRICS, TASKS
+from benchmarks.tasks import TASKS
+from contracts.paper import PAPER_PROTOCOL_METRICS
 
 # --- TC: mean over sentences of scikit-learn's macro F1 -----------------------------------------
 
@@ -81,6 +82,6 @@ def test_retrieved_ndcg_queries_without_relevant_top_10_and_without_run():
 def test_every_task_has_a_metric_under_both_protocols():
     for spec in TASKS.values():
         assert spec.metric_under("standard") == spec.metric in METRICS
-        assert spec.metric_under("paper") == PAPER_METRICS[spec.task_type] in METRICS
+        assert spec.metric_under("paper") == PAPER_PROTOCOL_METRICS[spec.task_type] in METRICS
     with pytest.raises(ValueError, match="unknown protocol"):
         TASKS["sst2"].metric_under("glue")
