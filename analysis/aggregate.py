@@ -151,8 +151,8 @@ def iter_cell_replicates(selected: pd.DataFrame, reps: int, rng_seed: int = 0,
             replicates[test_set] = instance_mean_replicates(matrix, reps, keyed_rng(rng_seed, test_set))
             column[positions] = np.arange(len(positions))
             test_set_of.update(dict.fromkeys(positions, test_set))
-        seed_reps = np.empty((reps, len(group)))
-        design_reps = np.empty((reps, len(group)))
+        seed_reps = np.empty((reps, len(group)), dtype=np.float32)
+        design_reps = np.empty((reps, len(group)), dtype=np.float32)
         for j, cell in enumerate(tqdm(group, desc=f"bootstrap {task_type}", disable=None, leave=False)):
             weights = seed_weights(len(cell.seeds), reps, keyed_rng(rng_seed, cell.key))
             seed_reps[:, j] = weights @ cell.per_seed

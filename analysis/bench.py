@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -84,20 +85,33 @@ def synthetic_records(models: list[str] | None = None, instances: int = 300, rng
     return records
 
 
-_CHILD = ("import resource, sys\nfrom analysis.cli import main\ncode = main(sys.argv[1:])\n"
-          "print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-          "sys.exit(code)\n")
+# Peak memory of the child's own process image: VmHWM (Linux) resets at exec, while ru_maxrss
+# also counts the parent's resident pages at fork (this parent held every record). ru_maxrss
+# where /proc is missing.
+_CHILD = """import resource, sys
+from analysis.cli import main
+code = main(sys.argv[1:])
+try:
+    peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print("peak_rss_kb", peak, file=sys.stderr)
+sys.exit(code)
+"""
 
 
 def _timed(argv: list[str]) -> dict:
-    """Run `python -m analysis <argv>` in a fresh process: wall seconds and peak RSS (MB)."""
+    """Run `python -m analysis <argv>` in a fresh process: wall seconds, CPU seconds, peak RSS (MB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"analysis {argv[0]} failed: {done.stderr.strip().splitlines()[-1:]}")
     peak_kb = int(done.stderr.strip().splitlines()[-1].split()[-1])
-    return {"seconds": round(wall, 2), "peak_mb": round(peak_kb / 1024, 1)}
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "peak_mb": round(peak_kb / 1024, 1)}
 
 
 def benchmark(out_dir: str | Path, n_models: int | None = None, instances: int = 300,

@@ -143,7 +143,8 @@ def _cmd_bench_claims(args) -> int:
           f"{result['reps']} bootstrap replicates, {result['cpu_count']} CPUs, "
           f"OMP_NUM_THREADS={result['omp_num_threads']})")
     for step in ("claims", "tables"):
-        print(f"  {step:7s} {result[step]['seconds']:7.2f} s  peak {result[step]['peak_mb']:7.1f} MB")
+        print(f"  {step:7s} {result[step]['seconds']:7.2f} s  (CPU {result[step]['cpu_seconds']:6.2f} s)  "
+              f"peak {result[step]['peak_mb']:7.1f} MB")
     print(f"  total   {result['total_seconds']:7.2f} s  peak {result['peak_mb']:7.1f} MB "
           f"-> {Path(args.out) / 'benchmark.json'}")
     return 0
