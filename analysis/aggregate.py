@@ -187,19 +187,18 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
         seeds = percentile_bounds(group.seeds)
         for j, cell in enumerate(group.cells):
             several = len(cell.seeds) > 1
-            nan = float("nan")
+
+            def bound(values):  # 4 decimals: replicates are float32, bounds move by ~0.01 between draws
+                return round(float(values[j]), 4) if several else float("nan")
             rows.append({
                 **dict(zip(RUN_KEY, cell.key)), "n_seeds": len(cell.seeds),
                 "mean": float(cell.per_seed.mean()), "ci_halfwidth": paper_interval(cell.per_seed),
-                "boot_low": float(design.low[j]) if several else nan,
-                "boot_high": float(design.high[j]) if several else nan,
+                "boot_low": bound(design.low), "boot_high": bound(design.high),
                 "bootstrap": (BOOTSTRAP_HIERARCHICAL if cell.hierarchical else BOOTSTRAP_SEEDS)
                 if several else "none",
-                "seed_boot_low": float(seeds.low[j]) if several else nan,
-                "seed_boot_high": float(seeds.high[j]) if several else nan,
+                "seed_boot_low": bound(seeds.low), "seed_boot_high": bound(seeds.high),
                 "boot_reps": reps if several else 0,
-                "boot_low_mcse": float(design.low_mcse[j]) if several else nan,
-                "boot_high_mcse": float(design.high_mcse[j]) if several else nan,
+                "boot_low_mcse": bound(design.low_mcse), "boot_high_mcse": bound(design.high_mcse),
                 "seeds": ";".join(map(str, cell.seeds)),
                 "selected_lrs": ";".join("/".join(f"{lr:.0e}" for lr in lr_set)
                                          for lr_set in zip(*[lrs[r] for r in cell.rows])),
