@@ -1,4 +1,4 @@
-"""`python -m analysis ...`: import released runs, aggregate, regenerate Tables 2-17, audit.
+"""`python -m analysis ...`: import released runs, aggregate, regenerate Tables 2-17, audit, claims.
 
 `table`, `tables` and `audit` aggregate the scores of one evaluation protocol (`--protocol paper`,
 the default, or `standard`; docs/release.md). Every error is one line on stderr and exit status 2.
@@ -13,6 +13,7 @@ import pandas as pd
 
 from analysis.aggregate import aggregate_runs
 from analysis.audit import FAIL_ON, exit_code, run_audit
+from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
 from analysis.released import ReleasedImportError, import_released
@@ -122,9 +123,59 @@ def _cmd_audit(args) -> int:
     return exit_code(summary, args.fail_on)
 
 
-def _add_aggregation_options(parser: argparse.ArgumentParser) -> None:
+def _cmd_claims(args) -> int:
+    # Imported here: statsmodels and matplotlib take seconds to load and only this command needs them.
+    from analysis.claims import NOT_TESTABLE, evaluate_claims, inputs_from_published, inputs_from_records
+    from analysis.claims_report import verdict_table, write_claims_report
+
+    sources = [bool(args.runs), bool(args.released), args.published]
+    if sum(sources) != 1:
+        raise UsageError("claims: give run-record files, --released DIR or --published (exactly one)")
+    if args.published:
+        inputs = inputs_from_published()
+    else:
+        if args.released:
+            records, source = import_released(args.released)[0], f"released runs in {args.released}"
+        else:
+            for path in args.runs:
+                if not Path(path).exists():
+                    raise UsageError(f"{path}: no such run-record file or directory")
+            # A stream: only each seed's best-validation run keeps its instance scores in memory.
+            records, source = iter_records_in(args.runs), "run records " + ", ".join(args.runs)
+        under = (r for r in (r.scores_under(args.protocol) for r in records) if r is not None)
+        inputs = inputs_from_records(under, f"{source} ({args.protocol} protocol)", args.reps, args.rng_seed)
+    report = evaluate_claims(inputs, reps=args.reps, rng_seed=args.rng_seed)
+    print(verdict_table(report))
+    for path in write_claims_report(report, args.csv, args.md, args.figure, args.reps, args.rng_seed):
+        print(f"wrote {path}")
+    untestable = int((report["verdict"] == NOT_TESTABLE).sum())
+    if untestable:
+        print(f"note: {untestable} claim(s) {NOT_TESTABLE}; the reasons are in the Markdown/CSV report",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_bench_claims(args) -> int:
+    result = benchmark(args.out, args.models, args.instances, args.reps, args.rng_seed)
+    print(f"{result['records']} synthetic run records ({result['models']} checkpoints, "
+          f"{result['instances_per_run']} test instances each, {result['runs_jsonl_mb']} MB of JSON Lines, "
+          f"{result['reps']} bootstrap replicates, {result['cpu_count']} CPUs, "
+          f"OMP_NUM_THREADS={result['omp_num_threads']})")
+    for step in ("claims", "tables"):
+        print(f"  {step:7s} {result[step]['seconds']:7.2f} s  (CPU {result[step]['cpu_seconds']:6.2f} s)  "
+              f"peak {result[step]['peak_mb']:7.1f} MB")
+    print(f"  total   {result['total_seconds']:7.2f} s  peak {result['peak_mb']:7.1f} MB "
+          f"-> {Path(args.out) / 'benchmark.json'}")
+    return 0
+
+
+def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
     parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+
+
+def _add_aggregation_options(parser: argparse.ArgumentParser) -> None:
+    _add_bootstrap_options(parser)
     parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
                         help="scores to aggregate: 'paper' (the released harness's metrics, default) "
                              "or 'standard' (seqeval, official SQuAD, pytrec_eval)")
@@ -160,6 +211,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 on any mismatched cell, or on a failing table (default: never)")
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("claims", help="test the paper's claims (published numbers, released or your runs)")
+    p.add_argument("runs", nargs="*", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("--released", metavar="DIR", help="the released 'results' folder (or its parent)")
+    p.add_argument("--published", action="store_true", help="the paper's printed Tables 2-17")
+    p.add_argument("--csv", help="write the report as CSV here")
+    p.add_argument("--md", help="write the report as Markdown here")
+    p.add_argument("--figure", help="write the forest plot here (path stem: .png and .pdf)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                   help="which scores of the run records to test (default paper: the paper's harness)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_claims)
+
+    p = sub.add_parser("bench-claims", help="time claims + tables on synthetic release-shaped run records")
+    p.add_argument("--out", required=True, help="folder for the synthetic runs and the outputs")
+    p.add_argument("--models", type=int, help="first N release checkpoints (default all 50)")
+    p.add_argument("--instances", type=int, default=300, help="test instances per run (default 300)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_bench_claims)
     return parser
 
 

@@ -503,7 +503,7 @@ def _side_by_side(folder: Path, name: str, label: str) -> None:
 
     from io import BytesIO
 
-    from paper_figures.output import atomic_write_bytes
+    from contracts.provenance import atomic_write_bytes
 
     ours, paper = mpimg.imread(folder / f"{name}.png"), mpimg.imread(folder / f"{name}_published.png")
     fig = Figure(figsize=(22, 7.5), layout="constrained")
