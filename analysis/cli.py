@@ -218,6 +218,19 @@ def _cmd_bench_claims(args) -> int:
     return 0
 
 
+def _cmd_bench(args) -> int:
+    from analysis.release_bench import benchmark_release
+
+    r = benchmark_release(args.out, args.models, args.reps, args.rng_seed, args.max_instances)
+    steps = ", ".join(f"{step} {r[step]['seconds']:.1f} s (CPU {r[step]['cpu_seconds']:.1f} s, "
+                      f"peak {r[step]['peak_mb']:.0f} MB)" for step in ("import", "tables", "audit", "claims"))
+    print(f"bench: {r['models']} models, {r['runs']} runs, {r['instance_scores']:,} instance scores, "
+          f"tree {r['tree_mb']:.0f} MB, store {r['store_mb']:.0f} MB, {r['reps']} replicates; {steps}; "
+          f"tables+audit {r['tables_audit_seconds']:.1f} s; peak {r['peak_mb']:.0f} MB; "
+          f"load {r['load_average_before'][0]:.2f} on {r['cpu_count']} CPUs -> {Path(args.out) / 'benchmark.json'}")
+    return 0
+
+
 def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
     parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
@@ -276,6 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which scores of the run records to test (default paper: the paper's harness)")
     _add_bootstrap_options(p)
     p.set_defaults(func=_cmd_claims)
+
+    p = sub.add_parser("bench", help="time import-released/tables/audit/claims on a synthetic release-shaped tree")
+    p.add_argument("--out", required=True, help="folder for the synthetic results/ tree, the store and the outputs")
+    p.add_argument("--models", type=int, default=2, help="first N of the 50 release checkpoints (default 2)")
+    p.add_argument("--max-instances", type=int, help="cap the instances per split (default: the real counts)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("bench-claims", help="time claims + tables on synthetic release-shaped run records")
     p.add_argument("--out", required=True, help="folder for the synthetic runs and the outputs")

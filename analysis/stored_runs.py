@@ -28,18 +28,20 @@ def _protocol_view(frame: pd.DataFrame, protocol: str) -> tuple[pd.DataFrame, li
     column `other_instances`) from other_scores."""
     own = frame["protocol"]
     serves = own.isna().to_numpy() | (own == protocol).to_numpy()
-    frame = frame.assign(other_instances=None)
-    left = []
+    validation, test = frame["validation_score"].to_numpy().copy(), frame["test_score"].to_numpy().copy()
+    other_instances, left = [None] * len(frame), []
     for i in np.flatnonzero(~serves):
-        other = json.loads(frame.at[i, "other_scores"]).get(protocol) if frame.at[i, "other_scores"] else None
+        text = frame["other_scores"].iat[i]
+        other = json.loads(text).get(protocol) if isinstance(text, str) else None
         if other is None:
-            left.append((frame.at[i, "protocol"], frame.at[i, "dataset"]))
+            left.append((own.iat[i], frame["dataset"].iat[i]))
             continue
-        frame.at[i, "validation_score"] = float(other["validation_score"])
-        frame.at[i, "test_score"] = float(other["test_score"])
+        validation[i], test[i] = float(other["validation_score"]), float(other["test_score"])
         if other.get("test_instance_scores") is not None:
-            frame.at[i, "other_instances"] = np.asarray(other["test_instance_scores"], dtype=np.float32)
+            other_instances[i] = np.asarray(other["test_instance_scores"], dtype=np.float32)
         serves[i] = True
+    frame = frame.assign(validation_score=validation, test_score=test,
+                         other_instances=pd.Series(other_instances, index=frame.index, dtype=object))
     return frame[serves], left
 
 
