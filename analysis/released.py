@@ -7,7 +7,8 @@ with scores in [0, 1]; `scores_i` (per-instance scores) may be absent. Records h
 Every dataset folder maps to a dataset id (contracts.paper.RELEASED_FOLDERS: SC/mnli_m -> mnli,
 TC/conll2003_en -> conll2003, ...); an unknown folder is an error, never skipped. The scores are
 the paper protocol's: records get protocol "paper" and the metric of their task type
-(contracts.paper.PAPER_PROTOCOL_METRICS).
+(contracts.paper.PAPER_PROTOCOL_METRICS). `import_released_to_store` streams a whole release into a
+run store (contracts.run_store; docs/analysis.md, "import-released").
 """
 from __future__ import annotations
 
