@@ -252,9 +252,14 @@ def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
 
 
 def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
-    """Records from .jsonl files and from directories of per-run `record.json` files."""
+    """Records from .jsonl files, run stores (contracts.run_store) and directories of per-run
+    `record.json` files."""
+    from contracts.run_store import is_run_store, iter_store_records  # it imports this module
+
     for path in map(Path, paths):
-        if path.is_dir():
+        if is_run_store(path):
+            yield from iter_store_records(path)
+        elif path.is_dir():
             for file in sorted(path.rglob("record.json")):
                 yield RunRecord.from_dict(json.loads(file.read_text()), str(file))
         else:
