@@ -33,7 +33,7 @@ from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
                                     objective_generator, phase_at)
 from pretraining.presets import PRESETS, config_from_preset
-from pretraining.schedule import WSDScheduler
+from pretraining.schedule import AtStepEnd, WSDScheduler
 
 FINISHED = "FINISHED.json"
 
@@ -224,10 +224,11 @@ def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optim
                              lr=o.lr, betas=tuple(o.betas), eps=o.eps)
 
 
-def build_scheduler(cfg: RunConfig) -> WSDScheduler:
+def build_scheduler(cfg: RunConfig) -> AtStepEnd:
+    """WSD over the run; step n (1-based) runs at lr x wsd(n) (docs/pretraining.md)."""
     s, total = cfg.schedule, cfg.train.max_steps
-    return WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
-                        decay_shape=s.decay_shape, alpha_f=s.alpha_f)
+    return AtStepEnd(WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
+                                  decay_shape=s.decay_shape, alpha_f=s.alpha_f))
 
 
 def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
