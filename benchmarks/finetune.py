@@ -117,6 +117,7 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
     from composer.optim import LinearWithWarmupScheduler
 
     from pretraining.schedule import AtStepEnd
+    from pretraining.train import close_trainer
 
     trainer = Trainer(
         model=composer_model(module), train_dataloader=loader, max_duration=f"{steps}ba",
@@ -132,6 +133,6 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         final_loss = trainer.state.loss
         final_loss = float(final_loss.detach().float().mean()) if isinstance(final_loss, torch.Tensor) else None
     finally:
-        trainer.close()
+        close_trainer(trainer)  # frees the model and optimizer state (a long-lived process runs many)
     return {"steps": steps, "device": device, "precision": precision,
             "device_microbatch_size": microbatch, "final_train_loss": final_loss}
