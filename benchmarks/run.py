@@ -29,7 +29,6 @@ released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a chec
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import shutil
 import time
@@ -40,7 +39,7 @@ from typing import Literal
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
-from contracts.run_record import PROTOCOLS, RunRecord, RunRecordError, validate_record_dict
+from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
@@ -138,14 +137,7 @@ def load_run_config(values: dict, config_file: str | Path | None = None, overrid
 
 def existing_record(path: Path) -> RunRecord | None:
     """The record of a complete run, None when there is none; a broken one is an error."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunRecordError(f"{path}: not valid JSON ({exc.msg}); remove it to redo the run") from None
-    validate_record_dict(data, str(path))
-    return RunRecord.from_dict(data, str(path))
+    return read_record_file(path) if path.is_file() else None
 
 
 def trained_ir_model(cfg: RunConfig) -> Path:

@@ -143,6 +143,38 @@ def test_runs_keep_config_and_record_and_weights_only_when_asked(tiny, tmp_path)
         export_run(run_dir(tmp_path / "plain", "bert", "msmarco", 1e-3, 0), tmp_path / "st")
 
 
+def test_a_truncated_record_or_a_full_disk_is_a_clear_error_and_earlier_records_stay(tiny, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from contracts import provenance
+    from contracts.run_record import RunRecordError
+
+    done = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1)
+    run(done)
+    record = done.run_dir / "record.json"
+    complete = record.read_text()
+    record.write_text(complete[: len(complete) // 2])
+    with pytest.raises(RunRecordError, match=f"{record}: not valid JSON .*truncated"):
+        run(done)
+    record.write_text(complete)
+    real_fsync = os.fsync
+
+    def record_disk_full(fd):  # the disk fills up while the next run writes its record
+        if ".record.json." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(provenance.os, "fsync", record_disk_full)
+    other = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, seed=1)
+    with pytest.raises(provenance.DiskFullError, match=f"{other.run_dir / 'record.json'}: not written, no space"):
+        run(other)
+    assert sorted(p.name for p in other.run_dir.iterdir()) == ["config.yaml"]  # an interrupted run: redone
+    assert record.read_text() == complete
+    monkeypatch.undo()
+    assert run(other)[1] and len(list(iter_records_in([tmp_path]))) == 2
+
+
 def test_release_style_names_carry_their_pretraining(tiny, tmp_path):
     cfg = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, model_name="610m-mlm40-42k")
     record, _ = run(cfg)
