@@ -152,10 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    """Errors caused by the input (a bad path, task, config or record): one line, exit status 2.
+    """Errors caused by the input (a bad path, task, config or record) or a full disk: one line,
+    exit status 2.
 
     Only modules already imported can have raised, so this imports nothing heavy."""
     names = {"contracts.config": "ConfigError", "contracts.run_record": "RunRecordError",
+             "contracts.provenance": "DiskFullError",
              "benchmarks.datasets.loading": "DatasetError", "benchmarks.kinds.checkpoint": "ModelLoadError",
              "benchmarks.matrix": "MatrixError", "benchmarks.run": "RunError",
              "benchmarks.export_st": "ExportError",

@@ -111,9 +111,11 @@ def export_run(run_dir: Path, out: Path) -> Path:
     if record is None:
         raise ExportError(f"{run_dir}: no record.json; give a complete run directory")
     config = yaml.safe_load((run_dir / "config.yaml").read_text())["config"]
-    if config["task"] != IR_TRAIN_TASK or not (run_dir / "model").is_dir():
-        raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run with its model/; only the {IR_TRAIN_TASK} "
-                          "runs train an IR model")
+    if config["task"] != IR_TRAIN_TASK:
+        raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run; only the {IR_TRAIN_TASK} runs train an IR model")
+    if not (run_dir / "model").is_dir():
+        raise ExportError(f"{run_dir}: its model/ was removed once nq and mldr_en were evaluated; rerun it "
+                          "with save_weights: true (or save_sentence_transformers: true) to keep it")
     spec = get_task(IR_TRAIN_TASK)
     return save_sentence_transformer(run_dir / "model", out, record.provenance["max_length"], spec.query_prefix,
                                      spec.doc_prefix, config.get("trust_remote_code", False),

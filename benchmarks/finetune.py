@@ -1,8 +1,9 @@
 """Composer glue: one fine-tuning run of a task module through `composer.Trainer`.
 
 Paper protocol (SPEC section 4): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
-warmup then linear decay to 0 (Composer's LinearWithWarmupScheduler); batch 32; up to 1,000 steps
-or one epoch; bf16 autocast on GPU (fp32 on CPU, where Composer refuses amp_bf16; the `paper`
+warmup then linear decay to 0 (Composer's LinearWithWarmupScheduler, evaluated at the end of
+each step: step n of N runs at its value at n, so the first step is above 0 and the last at 0;
+pretraining.schedule.AtStepEnd); batch 32; up to 1,000 steps or one epoch; bf16 autocast on GPU (fp32 on CPU, where Composer refuses amp_bf16; the `paper`
 protocol also casts the weights to bf16 first, benchmarks/run.py). The weights at
 the end of training are the ones evaluated (no checkpoint selection). SC/TC/QA split a batch into
 device micro-batches with Composer's `device_train_microbatch_size` (gradient accumulation); IR
@@ -115,10 +116,13 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
     from composer import Trainer
     from composer.optim import LinearWithWarmupScheduler
 
+    from pretraining.schedule import AtStepEnd
+    from pretraining.train import close_trainer
+
     trainer = Trainer(
         model=composer_model(module), train_dataloader=loader, max_duration=f"{steps}ba",
         optimizers=optimizer,
-        schedulers=LinearWithWarmupScheduler(t_warmup=f"{settings.warmup_fraction}dur", alpha_f=0.0),
+        schedulers=AtStepEnd(LinearWithWarmupScheduler(t_warmup=f"{settings.warmup_fraction}dur", alpha_f=0.0)),
         step_schedulers_every_batch=True, device=device, precision=precision, seed=settings.seed,
         device_train_microbatch_size=min(microbatch, settings.batch_size), progress_bar=False,
         log_to_console=False, loggers=[], callbacks=list(callbacks), save_folder=None,
@@ -129,6 +133,6 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         final_loss = trainer.state.loss
         final_loss = float(final_loss.detach().float().mean()) if isinstance(final_loss, torch.Tensor) else None
     finally:
-        trainer.close()
+        close_trainer(trainer)  # frees the model and optimizer state (a long-lived process runs many)
     return {"steps": steps, "device": device, "precision": precision,
             "device_microbatch_size": microbatch, "final_train_loss": final_loss}

@@ -12,6 +12,11 @@ run directory (`model/`, written before its record) and evaluated on MS MARCO; t
 `msmarco` run also writes that model as a sentence-transformers folder (`sentence_transformers/`,
 benchmarks.export_st).
 
+Weights (docs/benchmarks.md, "What a run keeps"): a run keeps its config and record, never an
+optimizer state. `save_weights` keeps the fine-tuned weights in `model/` (encoder as a Hugging Face
+folder, plus the task head in `head.safetensors`). Without it, the MS MARCO `model/` lives only
+until every IR evaluation of it (`nq`, `mldr_en`) has its record.
+
 `protocol` (docs/protocol.md) picks the evaluation protocol: `paper` (default: the released
 harness's heads, inputs and metrics) or `standard`. The record holds the scores under it
 (`validation_score`, `test_score`, `test_instance_scores`, `protocol`, `metric`) and, where the
@@ -24,7 +29,6 @@ released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a chec
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import shutil
 import time
@@ -35,7 +39,7 @@ from typing import Literal
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
-from contracts.run_record import PROTOCOLS, RunRecord, RunRecordError, validate_record_dict
+from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
@@ -82,6 +86,7 @@ class RunConfig:
     ir_query_split_seed: int | None = None  # NQ query halves; None: the run's seed (as released)
     trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
     save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
+    save_weights: bool = False  # keep the fine-tuned weights in model/ (else only IR's, until evaluated)
 
     def __post_init__(self):
         if not self.lr > 0:
@@ -132,14 +137,7 @@ def load_run_config(values: dict, config_file: str | Path | None = None, overrid
 
 def existing_record(path: Path) -> RunRecord | None:
     """The record of a complete run, None when there is none; a broken one is an error."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunRecordError(f"{path}: not valid JSON ({exc.msg}); remove it to redo the run") from None
-    validate_record_dict(data, str(path))
-    return RunRecord.from_dict(data, str(path))
+    return read_record_file(path) if path.is_file() else None
 
 
 def trained_ir_model(cfg: RunConfig) -> Path:
@@ -178,7 +176,8 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
             _same_protocol(trained, model_dir.parent / "record.json", cfg)
         if not model_dir.is_dir():
             raise RunError(f"{model_dir}: the trained MS MARCO model is missing although its record "
-                           "exists; remove that run directory to retrain it")
+                           "exists (removed once its IR evaluations had records, as save_weights is "
+                           "false); remove that run directory to retrain it")
     else:
         check_model_path(cfg.model)
         check_remote_code(cfg.model, cfg.trust_remote_code)
@@ -189,7 +188,29 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     save_resolved_config(cfg, out_dir)
     record = _execute(cfg, spec, out_dir)
     atomic_write_json(record_path, record.to_dict())
+    if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
+        _drop_evaluated_ir_model(cfg)
     return record, True
+
+
+def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
+    """Remove the MS MARCO model of (lr, seed) once every IR evaluation of it has its record, unless
+    this run or the MS MARCO run asked to keep weights (`save_weights`)."""
+    import yaml
+
+    from benchmarks.tasks import tasks_of
+
+    model_dir = trained_ir_model(cfg)
+    trained_config = yaml.safe_load((model_dir.parent / "config.yaml").read_text())["config"]
+    if cfg.save_weights or trained_config.get("save_weights") or not model_dir.is_dir():
+        return
+    evaluations = [spec.name for spec in tasks_of("IR") if spec.name != IR_TRAIN_TASK]
+    if all((run_dir(cfg.out, cfg.name, task, cfg.lr, cfg.seed) / "record.json").is_file() for task in evaluations):
+        log.info("removing %s: every IR evaluation of it has its record (save_weights is false)", model_dir)
+        doomed = model_dir.with_name(model_dir.name + ".removing")  # a kill mid-removal leaves no half model/
+        shutil.rmtree(doomed, ignore_errors=True)
+        model_dir.rename(doomed)
+        shutil.rmtree(doomed)
 
 
 def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
@@ -246,8 +267,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
             weight_decay=cfg.weight_decay, precision=cfg.precision, device=cfg.device,
             accumulate_inside_loss=spec.task_type == "IR"))
         extra["train"]["n_examples"] = len(features)
-        if spec.task_type == "IR":
-            _save_model(module.backbone, tokenizer, out_dir / "model")  # = trained_ir_model(cfg)
+        if spec.task_type == "IR" or cfg.save_weights:
+            _save_model(module, tokenizer, out_dir / "model")  # IR: = trained_ir_model(cfg)
             if cfg.save_sentence_transformers:
                 from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
 
@@ -291,16 +312,23 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     )
 
 
-def _save_model(backbone, tokenizer, path: Path) -> None:
-    """Save the trained encoder + tokenizer atomically (write aside, then rename). A model of ours
-    keeps its model code beside it: it loads without this package, as the checkpoint it was
-    fine-tuned from."""
+def _save_model(module, tokenizer, path: Path) -> None:
+    """Save the trained encoder + tokenizer, and the task head if any (`head.safetensors`, the
+    module's other parameters under their names in it), atomically (write aside, then rename). A
+    model of ours keeps its model code beside it: it loads without this package, as the checkpoint
+    it was fine-tuned from."""
+    from safetensors.torch import save_file
+
     from benchmarks.kinds.checkpoint import ship_own_model_code
 
     tmp = path.with_name(path.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    backbone.save_pretrained(tmp)
+    module.backbone.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     ship_own_model_code(tmp)
+    head = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()
+            if not name.startswith("backbone.")}
+    if head:
+        save_file(head, str(tmp / "head.safetensors"))
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)

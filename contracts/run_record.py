@@ -261,9 +261,19 @@ def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
             yield from iter_store_records(path)
         elif path.is_dir():
             for file in sorted(path.rglob("record.json")):
-                yield RunRecord.from_dict(json.loads(file.read_text()), str(file))
+                yield read_record_file(file)
         else:
             yield from iter_run_records(path)
+
+
+def read_record_file(path: str | os.PathLike) -> RunRecord:
+    """One run's `record.json`; a truncated or broken one is an error naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunRecordError(f"{path}: not valid JSON ({exc.msg} at character {exc.pos}; truncated?); "
+                             "remove it to redo the run") from None
+    return RunRecord.from_dict(data, str(path))
 
 
 def write_run_records(path: str | os.PathLike, records: Iterable[RunRecord]) -> Path:

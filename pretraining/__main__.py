@@ -15,13 +15,14 @@ def _train(args) -> int:
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
+    from contracts.provenance import DiskFullError
     from pretraining.export import CheckpointError
     from pretraining.tokenizer import TokenizerError
     from pretraining.train import RunError, train
 
     try:
         run_dir = train(cfg)
-    except (RunError, CheckpointError, TokenizerError, FileNotFoundError) as exc:
+    except (RunError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
     print(f"train: finished {cfg.name}; weights in {run_dir / 'hf'}, losses in {run_dir / 'loss.jsonl'}")

@@ -109,7 +109,7 @@ def run_plain(args) -> dict:
         batch = apply_objective(raw, step, args.objective, args.mlm_ratio, cfg.vocab_size)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         for group in optimizer.param_groups:
-            group["lr"] = 5e-4 * wsd_multiplier(step, 1, total, total)
+            group["lr"] = 5e-4 * wsd_multiplier(step + 1, 1, total, total)  # as AtStepEnd
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
             loss = model(**batch, is_causal=is_causal).loss
         loss.backward()
@@ -125,7 +125,7 @@ def run_composer(args) -> dict:
     from composer.algorithms import GradientClipping
     from composer.core import DataSpec
 
-    from pretraining.schedule import WSDScheduler
+    from pretraining.schedule import AtStepEnd, WSDScheduler
     from pretraining.objectives import TokenIds
     from pretraining.train import ComposerLM, ObjectiveAlgorithm, _num_tokens
 
@@ -153,7 +153,7 @@ def run_composer(args) -> dict:
         max_duration=f"{total}ba",
         optimizers=torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5,
                                      weight_decay=0.1),
-        schedulers=WSDScheduler(1, total, total), step_schedulers_every_batch=True,
+        schedulers=AtStepEnd(WSDScheduler(1, total, total)), step_schedulers_every_batch=True,
         algorithms=[ObjectiveAlgorithm(args.objective, None, args.mlm_ratio, (1.0, 0.0, 0.0), ids, 0),
                     GradientClipping(clipping_type="norm", clipping_threshold=1.0)],
         callbacks=[Timer()], device="gpu" if device == "cuda" else "cpu",

@@ -90,9 +90,23 @@ def _read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
     return weights
 
 
+def check_complete_checkpoint(path: Path) -> None:
+    """A `torch.save` file (Composer's checkpoints) is a zip archive whose directory is written
+    last: a file cut short by a kill, a crash or a full disk lacks it."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path):
+            pass
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise CheckpointError(f"{path}: truncated or not a checkpoint ({exc}); it was not written "
+                              "completely") from None
+
+
 def read_composer_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], int]:
     """(model weights with the prefix removed, optimizer step) of a Composer checkpoint written
     by pretraining.train."""
+    check_complete_checkpoint(path)
     state = torch.load(path, map_location="cpu", weights_only=False)
     try:
         model_state = state["state"]["model"]

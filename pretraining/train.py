@@ -4,13 +4,15 @@ autoresume are Composer's; this module only plugs the objective, schedule and lo
 Run directory layout (`run_dir`):
   config.yaml         resolved config + git sha + package versions (contracts.config)
   loss.jsonl          one line per optimizer step: step, loss, lr, objective, tokens, time
-  checkpoints/        Composer full-state checkpoints for autoresume (latest-rank0.pt -> newest)
+  checkpoints/        Composer full-state checkpoints for autoresume (latest-rank0.pt -> newest
+                      complete one: pretraining.resume removes incomplete ones before resuming)
   hf/step-<N>/        weights exported as Hugging Face directories at train.checkpoint_steps
                       and at the last step (the released checkpoints are these)
   FINISHED.json       written when the run completed; a finished run is never overwritten
 """
 from __future__ import annotations
 
+import atexit
 import json
 import time
 from pathlib import Path
@@ -26,14 +28,16 @@ from composer.utils import dist
 from torch.nn.parallel import DistributedDataParallel
 
 from contracts.config import config_to_dict, save_resolved_config
-from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, stable_hash, utc_now
+from contracts.provenance import (atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash,
+                                  utc_now)
 from pretraining.config import RunConfig
-from pretraining.export import save_hf_directory
+from pretraining.export import check_complete_checkpoint, save_hf_directory
 from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
                                     objective_generator, phase_at)
 from pretraining.presets import PRESETS, config_from_preset
-from pretraining.schedule import WSDScheduler
+from pretraining.resume import newest_complete_checkpoint
+from pretraining.schedule import AtStepEnd, WSDScheduler
 
 FINISHED = "FINISHED.json"
 
@@ -183,6 +187,8 @@ def _check_run_dir(cfg: RunConfig) -> None:
     if cfg.init.kind == "full_state" and not (cfg.init.path and Path(cfg.init.path).is_file()):
         raise RunError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
                        "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)")
+    if cfg.init.kind == "full_state":
+        check_complete_checkpoint(Path(cfg.init.path))
     if (run_dir / FINISHED).exists():
         raise RunError(f"{run_dir} holds a finished run ({FINISHED}); refusing to overwrite it. "
                        "Choose another run_dir (or delete that directory yourself).")
@@ -224,10 +230,11 @@ def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optim
                              lr=o.lr, betas=tuple(o.betas), eps=o.eps)
 
 
-def build_scheduler(cfg: RunConfig) -> WSDScheduler:
+def build_scheduler(cfg: RunConfig) -> AtStepEnd:
+    """WSD over the run; step n (1-based) runs at lr x wsd(n) (docs/pretraining.md)."""
     s, total = cfg.schedule, cfg.train.max_steps
-    return WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
-                        decay_shape=s.decay_shape, alpha_f=s.alpha_f)
+    return AtStepEnd(WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
+                                  decay_shape=s.decay_shape, alpha_f=s.alpha_f))
 
 
 def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
@@ -252,6 +259,8 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
                   extra_callbacks=()) -> Trainer:
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer."""
     _check_run_dir(cfg)
+    if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
+        newest_complete_checkpoint(Path(cfg.run_dir) / "checkpoints")
     if tokenizer is None and token_ids is None:
         from pretraining.tokenizer import load_tokenizer
 
@@ -325,16 +334,36 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
     )
 
 
+def close_trainer(trainer: Trainer) -> None:
+    """`trainer.close()`, then drop the atexit entry through which Composer keeps the closed
+    Trainer's state (model, optimizer) alive: Composer 0.32 registers `Engine._close(state, logger)`
+    with atexit per Trainer and never unregisters it after an explicit close (open upstream:
+    mosaicml/composer#3943), so each run of a long-lived process would keep its model and optimizer
+    state (about 20 MB per toy fine-tuning run). `_close` is one static function shared by every
+    Engine, so this drops the entries of all Trainers: fine here, as every Trainer of this package
+    is closed explicitly, never at exit."""
+    trainer.close()
+    atexit.unregister(type(trainer.engine)._close)
+
+
 def train(cfg: RunConfig, **kwargs) -> Path:
     """Train (or resume) the run of `cfg`; returns the run directory."""
     trainer = build_trainer(cfg, **kwargs)
     # Autoresumed from the final checkpoint (killed before FINISHED.json): nothing is left to train,
     # and Composer's fit() would refuse to start.
-    if int(trainer.state.timestamp.batch.value) < cfg.train.max_steps:
-        trainer.fit()
     run_dir = Path(cfg.run_dir)
+    if int(trainer.state.timestamp.batch.value) < cfg.train.max_steps:
+        try:
+            trainer.fit()
+        except Exception as exc:
+            full = disk_full_cause(exc)
+            if full is None:
+                raise
+            raise RunError(f"{run_dir}: no space left on the device while training ({full}); the files "
+                           "written before are intact: free space and rerun the same command, it resumes "
+                           "from the newest complete checkpoint") from exc
     if dist.get_global_rank() == 0:
         atomic_write_json(run_dir / FINISHED, {"name": cfg.name, "steps": cfg.train.max_steps,
                                                 "finished": utc_now()})
-    trainer.close()
+    close_trainer(trainer)
     return run_dir

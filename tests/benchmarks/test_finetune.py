@@ -7,6 +7,7 @@ import torch
 from benchmarks.finetune import TrainSettings, fit, resolve_precision, training_steps
 from benchmarks.kinds import sc
 from benchmarks.kinds.common import load_backbone, load_tokenizer
+from tests.optimizer_lrs import record_step_lrs
 from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
 
 
@@ -57,20 +58,13 @@ def test_fit_is_seeded_and_microbatching_matches_the_full_batch(setup):
 
 
 def test_schedule_warms_up_then_decays_to_zero(setup):
-    from composer.core import Callback
-
     lrs = []
-
-    class RecordLR(Callback):
-        def batch_start(self, state, logger):
-            lrs.append(state.optimizers[0].param_groups[0]["lr"])
-
     path, features, collate = setup
     module = sc.SequenceClassifier(load_backbone(str(path)), 2)
     fit(module, features, collate, TrainSettings(lr=1e-3, seed=0, batch_size=8, max_steps=20),
-        callbacks=[RecordLR()])
-    # 10% of 20 steps = 2 warmup steps from 0, then linear decay to 0 at step 20. Composer steps
-    # the scheduler before it advances its clock, so batch i (i >= 1) runs at the multiplier of i - 1.
-    multiplier = [t / 2 if t < 2 else 1 - (t - 2) / 18 for t in range(20)]
-    assert lrs[0] == 0.0
-    assert lrs[1:] == pytest.approx([1e-3 * m for m in multiplier[:-1]])
+        callbacks=[record_step_lrs(lrs)])
+    # 10% of 20 steps = 2 warmup steps, then linear decay to 0: optimizer step n (1-based) runs at
+    # the schedule's value at n, so the first step is above 0, the second at the peak, the last at 0.
+    multiplier = [n / 2 if n < 2 else 1 - (n - 2) / 18 for n in range(1, 21)]
+    assert lrs == pytest.approx([1e-3 * m for m in multiplier])
+    assert lrs[0] == pytest.approx(5e-4) and lrs[1] == pytest.approx(1e-3) and lrs[-1] == 0.0

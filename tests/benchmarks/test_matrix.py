@@ -202,3 +202,7 @@ def test_local_matrix_survives_a_real_sigkill(model, tmp_path):
     assert all(p.stat().st_mtime_ns == t for p, t in first.items())
     run_dirs = list((out / "bert" / "sst2").iterdir())
     assert len(run_dirs) == 4 and all((d / "record.json").is_file() for d in run_dirs)
+    # no lost, torn or duplicated record: each job's record parses, once; no temp file is left
+    records = list(iter_records_in([out]))
+    assert sorted(r.seed for r in records) == [0, 1, 2, 3]
+    assert all(sorted(p.name for p in d.iterdir()) == ["config.yaml", "record.json"] for d in run_dirs)

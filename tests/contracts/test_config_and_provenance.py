@@ -56,6 +56,22 @@ def test_resolved_config_is_saved_with_provenance(tmp_path):
     assert "torch" in saved["package_versions"]
 
 
+def test_a_full_disk_is_an_error_naming_the_file_and_leaves_the_old_file(tmp_path, monkeypatch):
+    import errno
+
+    from contracts import provenance
+
+    target = atomic_write_text(tmp_path / "record.json", "complete")
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(provenance.os, "fsync", no_space)
+    with pytest.raises(provenance.DiskFullError, match=f"{target}: not written, no space left on the device"):
+        atomic_write_text(target, "new")
+    assert target.read_text() == "complete" and [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
+
 def test_atomic_write_leaves_no_temp_files(tmp_path):
     target = atomic_write_text(tmp_path / "sub" / "f.txt", "x")
     assert target.read_text() == "x"

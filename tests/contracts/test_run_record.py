@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from contracts.run_record import RunRecord, RunRecordError, read_run_records, write_run_records
+from contracts.run_record import (RunRecord, RunRecordError, iter_records_in, read_run_records,
+                                  write_run_records)
 
 
 def _record(**overrides):
@@ -52,6 +53,19 @@ def test_malformed_json_and_missing_file(tmp_path):
         read_run_records(path)
     with pytest.raises(RunRecordError, match="no such run-record file"):
         read_run_records(tmp_path / "absent.jsonl")
+
+
+def test_truncated_records_are_errors_naming_the_file(tmp_path):
+    text = json.dumps(_record().to_dict())
+    lines = tmp_path / "runs.jsonl"
+    lines.write_text(text + "\n" + text[: len(text) // 2])  # the last line cut short
+    with pytest.raises(RunRecordError, match=r"runs.jsonl:2: not valid JSON"):
+        read_run_records(lines)
+    folder = tmp_path / "runs" / "m" / "sst2" / "lr1e-04_sd0"
+    folder.mkdir(parents=True)
+    (folder / "record.json").write_text(text[:-10])
+    with pytest.raises(RunRecordError, match=rf"{folder / 'record.json'}: not valid JSON .*truncated"):
+        list(iter_records_in([tmp_path / "runs"]))
 
 
 def test_new_records_are_validated():

@@ -3,7 +3,7 @@ import pytest
 import torch
 from composer.core import State, Time
 
-from pretraining.schedule import WSDScheduler, wsd_multiplier
+from pretraining.schedule import AtStepEnd, WSDScheduler, wsd_multiplier
 
 PAPER = dict(warmup=2000, stable_end=40000, total=42000)
 
@@ -55,10 +55,13 @@ def test_composer_adapter_refuses_non_batch_durations():
         WSDScheduler(warmup=1, stable_end=2, total=3)(_state("1ep"))
 
 
-def test_composer_adapter_sets_the_lr_of_the_next_batch_after_an_optimizer_step():
-    # Composer calls the scheduler after optimizer.step() of batch k, before the timestamp moves on.
-    scheduler = WSDScheduler(warmup=10, stable_end=90, total=100)
+def test_at_step_end_sets_the_lr_of_the_step_about_to_run():
+    # Composer asks when it builds the Trainer (no batch yet: the LR of step 1) and after the
+    # optimizer step of batch k, before its clock counts it (the LR of step k + 2, 1-based).
+    scheduler = AtStepEnd(WSDScheduler(warmup=10, stable_end=90, total=100))
     state = _state()
-    state.timestamp = state.timestamp.copy(batch=Time.from_batch(4))
-    state.previous_timestamp = state.timestamp.copy(batch=Time.from_batch(3))
-    assert scheduler(state) == pytest.approx(0.5)  # the multiplier of batch 5
+    assert state.batch is None and scheduler(state) == pytest.approx(0.1)  # step 1: above 0
+    state.batch = {"input_ids": torch.zeros(1)}
+    state.timestamp = state.timestamp.copy(batch=Time.from_batch(8))
+    assert scheduler(state) == pytest.approx(1.0)  # step 10 (after batch 8 = step 9): the peak
+    assert int(state.timestamp.batch) == 8  # the state itself is untouched

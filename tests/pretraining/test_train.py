@@ -6,6 +6,7 @@ from composer import Callback
 
 from pretraining.schedule import wsd_multiplier
 from pretraining.train import RunError, train
+from tests.optimizer_lrs import record_step_lrs
 from tests.pretraining.conftest import TOY_IDS, interrupt_at, toy_dataloader, toy_run_config
 
 
@@ -25,13 +26,17 @@ def _decreases(rows):
 @pytest.mark.parametrize("objective", [{"kind": "clm"}, {"kind": "mlm", "mlm_ratio": 0.4}])
 def test_single_objective_runs_learn_and_export(tmp_path, objective):
     cfg = toy_run_config(tmp_path, objective=objective, train={"checkpoint_steps": [8, 16]})
-    run_dir = _run(cfg)
+    used = []
+    run_dir = _run(cfg, extra_callbacks=[record_step_lrs(used)])
     rows = _losses(run_dir)
     assert [r["step"] for r in rows] == list(range(1, 25))
     assert {r["objective"] for r in rows} == {objective["kind"]}
     assert _decreases(rows)
-    # The LR of 0-based step k is exactly lr x wsd(k) (warmup 3, decay 5 of 24 steps).
-    assert [r["lr"] for r in rows] == pytest.approx([5e-3 * wsd_multiplier(k, 3, 19, 24) for k in range(24)])
+    # Optimizer step n (1-based) runs at exactly lr x wsd(n) (warmup 3, decay 5 of 24 steps): the
+    # first above 0, the third at the peak, the last at 0; the log holds the LRs used.
+    expected = [5e-3 * wsd_multiplier(n, 3, 19, 24) for n in range(1, 25)]
+    assert used == pytest.approx(expected) and [r["lr"] for r in rows] == pytest.approx(used)
+    assert 0 < used[0] < used[1] < used[2] == pytest.approx(5e-3) and used[-1] == 0.0
     assert sorted(p.name for p in (run_dir / "hf").iterdir()) == ["step-16", "step-24", "step-8"]
     assert (run_dir / "config.yaml").exists() and (run_dir / "FINISHED.json").exists()
 
@@ -80,7 +85,7 @@ def test_cpt_continues_from_a_decayed_checkpoint(tmp_path):
     for source in [base / "hf" / "step-24", base / "checkpoints" / "latest-rank0.pt"]:
         name = "cpt-" + ("pt" if source.suffix else "hf")
         rows = _losses(_run(toy_run_config(tmp_path, name, init={"path": str(source)}, **short)))
-        assert rows[0]["step"] == 1 and rows[0]["lr"] == 0.0 and _decreases(rows)
+        assert rows[0]["step"] == 1 and rows[0]["lr"] == pytest.approx(2.5e-3) and _decreases(rows)
     fresh = _losses(_run(toy_run_config(tmp_path, "fresh", **short)))
     assert rows[-1]["loss"] < fresh[-1]["loss"]  # the CLM weights give MLM a head start
 
