@@ -268,6 +268,9 @@ def parallelism_config(cfg: RunConfig) -> dict | None:
     """FSDP (FULL_SHARD, full state dicts) when asked for and more than one rank runs."""
     if not cfg.train.fsdp or dist.get_world_size() == 1:
         return None
+    if _device_and_precision(cfg)[0] == "cpu":  # docs/pretraining.md, "Several ranks and nodes"
+        raise RunError("train.fsdp needs GPUs: Composer 0.32's FSDP calls torch.cuda.current_device() "
+                       "('Found no NVIDIA driver' on CPU); set train.fsdp=false to train with DDP on CPU")
     return {"fsdp": {"sharding_strategy": "FULL_SHARD", "mixed_precision": "DEFAULT",
                      "state_dict_type": "full", "use_orig_params": True}}
 

@@ -100,9 +100,11 @@ def test_biphasic_branch_from_a_pre_decay_clm_checkpoint_equals_the_single_run(t
 def test_fsdp_is_a_parallelism_config_for_multi_gpu_runs(tmp_path, monkeypatch):
     from pretraining import train as train_module
 
-    cfg = toy_run_config(tmp_path, train={"fsdp": True})
+    cfg = toy_run_config(tmp_path, train={"fsdp": True, "device": "gpu"})
     assert train_module.parallelism_config(cfg) is None  # one process: nothing to shard
     monkeypatch.setattr(train_module.dist, "get_world_size", lambda: 8)
+    with pytest.raises(RunError, match="train.fsdp needs GPUs"):
+        train_module.parallelism_config(toy_run_config(tmp_path, train={"fsdp": True, "device": "cpu"}))
     fsdp = train_module.parallelism_config(cfg)["fsdp"]
     assert fsdp["sharding_strategy"] == "FULL_SHARD" and fsdp["state_dict_type"] == "full"
     from composer.utils.parallelism import FSDPConfig
