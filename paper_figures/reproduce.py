@@ -546,6 +546,9 @@ class ClusterConfig:
     cpus_per_gpu: int = 8
     cpus_per_task: int = 2  # CPU jobs (gpus_per_node 0) and the data / analysis jobs
     pretraining_nodes: int = 24  # nodes of each pretraining job (24 x 8 = the paper's 192 GPUs)
+    # CPU jobs (gpus_per_node 0): ranks per node of a pretraining job; > 1 launches them as the GPU
+    # jobs are (srun, one Composer launcher per node, gloo), e.g. to exercise the multi-rank path
+    cpu_ranks_per_node: int = 1
     pretraining_time: str = "48:00:00"  # a job hitting it is requeued and resumes (autoresume)
     finetune_time: str = "04:00:00"
     analysis_time: str = "02:00:00"
@@ -560,8 +563,9 @@ class ClusterConfig:
         "--tokenizer", "meta-llama/Meta-Llama-3-8B")  # toy scale: --input embedded (the shipped corpus)
 
     def __post_init__(self):
-        if self.gpus_per_node < 0 or self.pretraining_nodes < 1 or self.cpus_per_task < 1:
-            raise ValueError("gpus_per_node must be >= 0, pretraining_nodes and cpus_per_task >= 1")
+        if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
+            raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and "
+                             "cpu_ranks_per_node >= 1")
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
@@ -653,10 +657,15 @@ class SlurmWriter:
         c = self.cluster
         run_dir = pretraining_dir(self.cfg) / name
         gpu = c.gpus_per_node > 0
+        ranks_per_node = c.gpus_per_node if gpu else c.cpu_ranks_per_node
+        launcher = gpu or ranks_per_node > 1
         extra = ["--requeue", "--signal=B:USR1@600"]
         if gpu:
             extra += [f"--nodes={c.pretraining_nodes}", "--ntasks-per-node=1", f"--gpus-per-node={c.gpus_per_node}",
                       f"--cpus-per-task={c.cpus_per_gpu * c.gpus_per_node}"]
+        elif launcher:
+            extra += [f"--nodes={c.pretraining_nodes}", "--ntasks-per-node=1",
+                      f"--cpus-per-task={c.cpus_per_task * ranks_per_node}"]
         else:
             extra += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={c.cpus_per_task}"]
         lines = self.header(f"mlmclm-pt-{name}", c.pretraining_time, extra) + self.body_start() + [
@@ -666,12 +675,12 @@ class SlurmWriter:
             f"if [[ -f {_q(run_dir / 'FINISHED.json')} ]]; then echo 'pretraining: {name} is finished'; exit 0; fi",
         ]
         train = f"-m pretraining train {_q(config_path)}"
-        if gpu:
-            world = c.pretraining_nodes * c.gpus_per_node
+        if launcher:
+            world = c.pretraining_nodes * ranks_per_node
             lines += [
                 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
                 "export MASTER_ADDR",
-                f"srun --kill-on-bad-exit=1 bash -c '{self.prefix()}composer -n {c.gpus_per_node} "
+                f"srun --kill-on-bad-exit=1 bash -c '{self.prefix()}composer -n {ranks_per_node} "
                 f"--world_size {world} --node_rank \"$SLURM_NODEID\" --master_addr \"$MASTER_ADDR\" "
                 f"--master_port {c.master_port} {train}' &",
             ]

@@ -23,7 +23,7 @@ def _train(args) -> int:
     try:
         run_dir = train(cfg)
     except (RunError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
-        print(f"train: {exc}", file=sys.stderr)
+        print(f"train: {args.config}: {exc}", file=sys.stderr)
         return 2
     print(f"train: finished {cfg.name}; weights in {run_dir / 'hf'}, losses in {run_dir / 'loss.jsonl'}")
     return 0

@@ -19,7 +19,7 @@ import time
 import torch
 
 from pretraining.modeling import MlmClmForLM
-from pretraining.objectives import clm_labels, mask_for_mlm, objective_generator
+from pretraining.objectives import SAMPLE_INDEX, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
 
@@ -55,7 +55,7 @@ def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int
     """Packed batches {input_ids, document_ids} with documents of random length ~ doc_len."""
     g = torch.Generator().manual_seed(seed)
     out = []
-    for _ in range(n):
+    for i in range(n):
         ids = torch.randint(3, vocab, (batch, seq_len), generator=g)
         lengths = torch.randint(max(2, doc_len // 2), doc_len * 3 // 2 + 1, (batch, seq_len), generator=g)
         docs = torch.empty(batch, seq_len, dtype=torch.long)
@@ -64,13 +64,14 @@ def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int
             docs[b] = torch.searchsorted(ends, torch.arange(seq_len), right=True)
             starts = torch.nonzero(torch.diff(docs[b], prepend=docs[b, :1] - 1)).flatten()
             ids[b, starts] = BOS
-        out.append({"input_ids": ids, "document_ids": docs})
+        out.append({"input_ids": ids, "document_ids": docs,
+                    SAMPLE_INDEX: torch.arange(i * batch, (i + 1) * batch)})
     return out
 
 
-def apply_objective(batch: dict, step: int, objective: str, ratio: float, vocab: int) -> dict:
+def apply_objective(batch: dict, objective: str, ratio: float, vocab: int) -> dict:
     if objective == "mlm":
-        ids, labels = mask_for_mlm(batch["input_ids"], objective_generator(0, step, 0), ratio, MASK,
+        ids, labels = mask_for_mlm(batch["input_ids"], sample_generators(0, batch[SAMPLE_INDEX]), ratio, MASK,
                                    (BOS, EOS, MASK), vocab)
     else:
         ids, labels = batch["input_ids"], clm_labels(batch["input_ids"], batch["document_ids"])
@@ -106,7 +107,7 @@ def run_plain(args) -> dict:
         if step == args.warmup_steps:
             _sync(device)
             start = time.perf_counter()
-        batch = apply_objective(raw, step, args.objective, args.mlm_ratio, cfg.vocab_size)
+        batch = apply_objective(raw, args.objective, args.mlm_ratio, cfg.vocab_size)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         for group in optimizer.param_groups:
             group["lr"] = 5e-4 * wsd_multiplier(step + 1, 1, total, total)  # as AtStepEnd

@@ -116,6 +116,34 @@ def read_composer_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], int]:
     return {k.removeprefix("model."): v for k, v in model_state.items()}, step
 
 
+def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields: dict) -> None:
+    """CheckpointError naming the file and the field when the Composer checkpoint `path` holds
+    weights of another model (another model.preset or tokenizer) than `model`, whose config
+    section is `model_fields`. Reads shapes only (memory-mapped), before Composer loads it."""
+    state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    try:
+        saved = {k.removeprefix("model."): tuple(v.shape) for k, v in state["state"]["model"].items()}
+    except (KeyError, TypeError):
+        raise CheckpointError(f"{path}: not a Composer checkpoint (no state.model)") from None
+    ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    differ = sorted(k for k in saved.keys() & ours.keys() if saved[k] != ours[k])
+    if not differ and saved.keys() == ours.keys():
+        return
+    detail = (f"shapes (checkpoint, this run) {[(k, saved[k], ours[k]) for k in differ[:2]]}" if differ
+              else f"keys differ: {sorted(saved.keys() ^ ours.keys())[:3]}")
+    written_by = Path(path).resolve().parent.parent / "config.yaml"  # <run>/checkpoints/<file>.pt
+    if written_by.is_file():
+        import yaml
+
+        theirs = (yaml.safe_load(written_by.read_text()).get("config") or {}).get("model", {})
+        fields = [f"model.{k} is {theirs.get(k)!r} there, {v!r} here" for k, v in model_fields.items()
+                  if theirs.get(k) != v]
+        if fields:
+            detail = "; ".join(fields) + f" ({written_by}); " + detail
+    raise CheckpointError(f"{path}: written by another model config: {detail}; load it with that run's "
+                          "model.preset and tokenizer, or start from a checkpoint of this model")
+
+
 def read_composer_weights(path: Path) -> dict[str, torch.Tensor]:
     """The model weights of a Composer checkpoint written by pretraining.train (prefix removed)."""
     return read_composer_checkpoint(path)[0]

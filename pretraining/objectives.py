@@ -1,17 +1,21 @@
 """Pretraining objectives as pure torch functions (no Composer): MLM masking, CLM labels, phases.
 
-Masks are drawn from a `torch.Generator` seeded from (seed, step, rank), never from the global RNG
-or inside data-loader workers, so a resumed run sees exactly the masks of an uninterrupted one.
+Masks are drawn row by row, each row from its own CPU `torch.Generator` seeded from (seed, the
+sample's global index), never from the global RNG, the step or the rank: a sample gets the same
+mask whatever the number of ranks, the micro-batch size or the batch it lands in, and a resumed run
+(on any number of ranks) sees exactly the masks of an uninterrupted one (docs/pretraining.md).
 Token ids always come from the tokenizer (pretraining.tokenizer.special_token_ids), never literals.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import torch
 
 IGNORE_INDEX = -100
+# The batch key holding each row's global sample index (LongTensor[B]; pretraining/data/loader.py).
+SAMPLE_INDEX = "sample_index"
 
 
 @dataclass(frozen=True)
@@ -23,25 +27,40 @@ class TokenIds:
     vocab_size: int
 
 
-def objective_generator(seed: int, step: int, rank: int, device: str | torch.device = "cpu") -> torch.Generator:
-    """A generator that depends only on (seed, step, rank): masks are a function of position."""
-    generator = torch.Generator(device=device)
-    # Mix the three integers into one 63-bit seed (splitmix-style constants, deterministic).
-    mixed = (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + rank * 0x94D049BB133111EB)
-    generator.manual_seed(mixed % (2**63 - 1))
+def sample_generator(seed: int, sample_index: int) -> torch.Generator:
+    """A CPU generator that depends only on (seed, sample_index): one sample's mask stream."""
+    if sample_index < 0:
+        raise ValueError(f"sample index {sample_index} is negative")
+    generator = torch.Generator()
+    # Mix the two integers into one 63-bit seed (splitmix-style constants, deterministic).
+    generator.manual_seed((seed * 0x9E3779B97F4A7C15 + sample_index * 0xBF58476D1CE4E5B9) % (2**63 - 1))
     return generator
+
+
+def sample_generators(seed: int, sample_indices: Iterable[int] | torch.Tensor) -> list[torch.Generator]:
+    """One generator per row of a batch, from the rows' global sample indices."""
+    if isinstance(sample_indices, torch.Tensor):
+        sample_indices = sample_indices.tolist()
+    return [sample_generator(seed, int(index)) for index in sample_indices]
+
+
+def _rows(draw, generators: Sequence[torch.Generator], length: int, device) -> torch.Tensor:
+    """[len(generators), length] of `draw(length, generator)`, one row per generator, on `device`."""
+    return torch.stack([draw(length, generator) for generator in generators]).to(device)
 
 
 def mask_for_mlm(
     input_ids: torch.Tensor,
-    generator: torch.Generator,
+    generators: Sequence[torch.Generator],
     ratio: float,
     mask_id: int,
     special_ids: Iterable[int],
     vocab_size: int,
     replace: tuple[float, float, float] = (1.0, 0.0, 0.0),
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(masked inputs, labels). Each non-special position is selected independently with prob `ratio`.
+    """(masked inputs, labels) of a [B, L] batch; row b draws only from `generators[b]`.
+
+    Each non-special position is selected independently with prob `ratio`.
 
     A selected position's label is its original token (else -100). `replace` = probabilities
     (mask token, random token, unchanged) for selected positions: the paper's (1, 0, 0) default,
@@ -54,9 +73,13 @@ def mask_for_mlm(
         raise ValueError(f"replace={replace}: three probabilities (mask, random, keep) summing to 1")
     special = torch.tensor(sorted(set(special_ids) | {mask_id}), dtype=input_ids.dtype)
     special = special.to(input_ids.device)
-    device = generator.device
+    if input_ids.ndim != 2 or len(generators) != input_ids.shape[0]:
+        raise ValueError(f"{len(generators)} generators for input_ids of shape {tuple(input_ids.shape)}: "
+                         "one per row of a [B, L] batch")
+    device, length = input_ids.device, input_ids.shape[1]
+    uniform = lambda n, g: torch.rand(n, generator=g)
     eligible = ~torch.isin(input_ids, special)
-    draw = torch.rand(input_ids.shape, generator=generator, device=device).to(input_ids.device)
+    draw = _rows(uniform, generators, length, device)
     selected = eligible & (draw < ratio)
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     masked = input_ids.clone()
@@ -64,15 +87,15 @@ def mask_for_mlm(
     if p_mask >= 1.0:
         masked[selected] = mask_id
         return masked, labels
-    band = torch.rand(input_ids.shape, generator=generator, device=device).to(input_ids.device)
+    band = _rows(uniform, generators, length, device)
     to_mask = selected & (band < p_mask)
     to_random = selected & (band >= p_mask) & (band < p_mask + p_random)
     regular = torch.ones(vocab_size, dtype=torch.bool)
     regular[special[special < vocab_size].cpu()] = False
-    regular_ids = torch.nonzero(regular).flatten().to(input_ids.device)
-    picks = torch.randint(len(regular_ids), input_ids.shape, generator=generator, device=device)
+    regular_ids = torch.nonzero(regular).flatten().to(device)
+    picks = _rows(lambda n, g: torch.randint(len(regular_ids), (n,), generator=g), generators, length, device)
     masked[to_mask] = mask_id
-    masked[to_random] = regular_ids[picks.to(input_ids.device)][to_random]
+    masked[to_random] = regular_ids[picks][to_random]
     return masked, labels
 
 

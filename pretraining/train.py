@@ -31,10 +31,10 @@ from contracts.config import config_to_dict, save_resolved_config
 from contracts.provenance import (atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash,
                                   utc_now)
 from pretraining.config import RunConfig
-from pretraining.export import check_complete_checkpoint, save_hf_directory
+from pretraining.export import check_checkpoint_fits, check_complete_checkpoint, save_hf_directory
 from pretraining.modeling import Block, MlmClmForLM
-from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
-                                    objective_generator, phase_at)
+from pretraining.objectives import (IGNORE_INDEX, SAMPLE_INDEX, TokenIds, clm_labels, mask_for_mlm,
+                                    phase_at, sample_generators)
 from pretraining.presets import PRESETS, config_from_preset
 from pretraining.resume import newest_complete_checkpoint
 from pretraining.schedule import AtStepEnd, WSDScheduler
@@ -82,7 +82,8 @@ def _unwrap(model) -> ComposerLM:
 class ObjectiveAlgorithm(Algorithm):
     """At AFTER_DATALOADER: turn a packed batch into a CLM or MLM batch for the current step.
 
-    A pure function of (seed, step, rank): autoresume lands in the right phase with the same masks.
+    The phase is a function of the step, each row's mask of (seed, the row's global sample index):
+    autoresume (on any number of ranks) lands in the right phase with the same masks.
     """
 
     def __init__(self, kind: str, switch_at: int | None, mlm_ratio: float, replace, ids: TokenIds,
@@ -99,8 +100,11 @@ class ObjectiveAlgorithm(Algorithm):
         batch = state.batch
         input_ids, document_ids = batch["input_ids"], batch.get("document_ids")
         if phase.objective == "mlm":
-            generator = objective_generator(self.seed, step, dist.get_global_rank())
-            input_ids, labels = mask_for_mlm(input_ids, generator, self.mlm_ratio, self.ids.mask,
+            if SAMPLE_INDEX not in batch:
+                raise RunError(f"an MLM batch without {SAMPLE_INDEX!r}: masks are drawn per global "
+                               "sample index; the data loader must provide it (pretraining/data/loader.py)")
+            generators = sample_generators(self.seed, batch[SAMPLE_INDEX])
+            input_ids, labels = mask_for_mlm(input_ids, generators, self.mlm_ratio, self.ids.mask,
                                              self.ids.special, self.ids.vocab_size, self.replace)
         else:
             labels = clm_labels(input_ids, document_ids)
@@ -203,6 +207,26 @@ def _check_run_dir(cfg: RunConfig) -> None:
                            f"{new}); resuming needs the same config. Choose another run_dir.")
 
 
+def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
+    """The per-rank batch: the global batch (and so every step) stays the same on any number of
+    ranks that divides it (docs/pretraining.md, "Several ranks and nodes")."""
+    if global_batch_size % world_size:
+        fits = [n for n in range(1, min(global_batch_size, 256) + 1) if global_batch_size % n == 0]
+        raise RunError(f"train.global_batch_size {global_batch_size} is not divisible by the world size "
+                       f"{world_size} (ranks launched): launch a number of ranks that divides it "
+                       f"({', '.join(map(str, fits[-8:]))}, ...), or change train.global_batch_size "
+                       "(a different run)")
+    return global_batch_size // world_size
+
+
+def _checkpoint_to_load(cfg: RunConfig) -> Path | None:
+    """The Composer checkpoint this run will start from: autoresume's latest, else init.path."""
+    latest = Path(cfg.run_dir) / "checkpoints" / "latest-rank0.pt"
+    if latest.exists():
+        return latest
+    return Path(cfg.init.path) if cfg.init.kind == "full_state" else None
+
+
 def build_model(cfg: RunConfig, vocab_size: int) -> MlmClmForLM:
     from pretraining.export import load_initial_weights
 
@@ -251,6 +275,9 @@ def parallelism_config(cfg: RunConfig) -> dict | None:
     """FSDP (FULL_SHARD, full state dicts) when asked for and more than one rank runs."""
     if not cfg.train.fsdp or dist.get_world_size() == 1:
         return None
+    if _device_and_precision(cfg)[0] == "cpu":  # docs/pretraining.md, "Several ranks and nodes"
+        raise RunError("train.fsdp needs GPUs: Composer 0.32's FSDP calls torch.cuda.current_device() "
+                       "('Found no NVIDIA driver' on CPU); set train.fsdp=false to train with DDP on CPU")
     return {"fsdp": {"sharding_strategy": "FULL_SHARD", "mixed_precision": "DEFAULT",
                      "state_dict_type": "full", "use_orig_params": True}}
 
@@ -267,18 +294,14 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
         tokenizer = load_tokenizer(cfg.tokenizer)
     if token_ids is None:
         token_ids = token_ids_from_tokenizer(tokenizer)
-    world = dist.get_world_size()
-    if cfg.train.global_batch_size % world:
-        raise RunError(f"train.global_batch_size {cfg.train.global_batch_size} is not divisible by "
-                       f"the {world} ranks")
-    device_batch_size = cfg.train.global_batch_size // world
+    device_batch_size = per_rank_batch_size(cfg.train.global_batch_size, dist.get_world_size())
     if dataloader is None:
         from pretraining.data import build_train_dataloader
         from pretraining.data.config import DataBudgetError, data_budget
 
         dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size,
                                                      cfg.train.dataloader_workers)
-        try:  # which samples this run reads, in how many epochs (docs/data_continuation.md)
+        try:  # which samples this run reads, in how many epochs (docs/data.md)
             budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps,
                                  cfg.train.global_batch_size)
         except DataBudgetError as exc:
@@ -286,6 +309,9 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
         if dist.get_global_rank() == 0:
             print(f"train: {budget}", flush=True)
     model = build_model(cfg, token_ids.vocab_size)
+    resume_from = _checkpoint_to_load(cfg)
+    if resume_from is not None and dist.get_global_rank() == 0:  # rank 0 checked it is complete, above
+        check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model))
     if cfg.train.compile:
         model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
     run_dir = Path(cfg.run_dir)  # created only once everything could be built

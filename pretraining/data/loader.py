@@ -26,14 +26,16 @@ from torch.utils.data import DataLoader
 from pretraining.data.config import DataConfig
 from pretraining.data.packing import document_ids
 from pretraining.data.prepare import MANIFEST
+from pretraining.objectives import SAMPLE_INDEX
 
 
 class PackedCollator:
-    """Samples {"input_ids", "doc_lengths"} -> {"input_ids", "document_ids"} LongTensor[B, L].
+    """Samples {"input_ids", "doc_lengths", "sample_index"} -> {"input_ids", "document_ids"}
+    LongTensor[B, L] and {"sample_index"} LongTensor[B].
 
     document_ids numbers the documents of each sample 0, 1, 2, ... (a position's document), so
     attention can be restricted to the same document (block-diagonal) and CLM labels can stop at
-    document ends.
+    document ends. sample_index seeds each row's MLM mask (pretraining/objectives.py).
     """
 
     def __init__(self, seq_len: int) -> None:
@@ -46,7 +48,8 @@ class PackedCollator:
                                  f"{self.seq_len}: prepare the data with this seq_len or change the config")
         input_ids = np.stack([s["input_ids"] for s in samples]).astype(np.int64)
         doc_ids = np.stack([document_ids(s["doc_lengths"]) for s in samples])
-        return {"input_ids": torch.from_numpy(input_ids), "document_ids": torch.from_numpy(doc_ids)}
+        return {"input_ids": torch.from_numpy(input_ids), "document_ids": torch.from_numpy(doc_ids),
+                SAMPLE_INDEX: torch.tensor([int(s[SAMPLE_INDEX]) for s in samples], dtype=torch.int64)}
 
 
 def _streaming_locations(cfg: DataConfig) -> tuple[str | None, str]:
@@ -80,6 +83,10 @@ class ContinuedStreamingDataset(StreamingDataset):
     Composer counts the samples of the epoch from where this run started and saves
     `state_dict(count, from_beginning=True)`; the start is added back so that a resumed run
     continues at the right sample. Later epochs (data.allow_repeats) start at 0 as usual.
+
+    Each sample also carries its global index, `epoch * num_samples + its id in the prepared
+    data`: the same on every rank and whatever the number of ranks, so MLM masks seeded from it
+    do not depend on how the samples are spread over ranks (docs/pretraining.md).
     """
 
     def __init__(self, *, start_sample: int = 0, **kwargs) -> None:
@@ -89,6 +96,11 @@ class ContinuedStreamingDataset(StreamingDataset):
             self.load_state_dict({"epoch": 0, "sample_in_epoch": start_sample,
                                   "num_canonical_nodes": self.num_canonical_nodes,
                                   "shuffle_seed": self.shuffle_seed})
+
+    def get_item(self, sample_id: int, retry: int = 7) -> dict:
+        sample = super().get_item(sample_id, retry)
+        epoch = max(0, self.next_epoch - 1)  # streaming pre-increments next_epoch as an epoch starts
+        return {**sample, SAMPLE_INDEX: epoch * self.num_samples + sample_id}
 
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict:
         state = super().state_dict(num_samples, from_beginning)

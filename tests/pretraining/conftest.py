@@ -43,7 +43,7 @@ class PackedToyDataset(Dataset):
 
     def __getitem__(self, index):
         ids, docs = self.samples[index]
-        return {"input_ids": ids, "document_ids": docs}
+        return {"input_ids": ids, "document_ids": docs, "sample_index": index}
 
 
 def toy_dataloader(batch_size: int = 8, seq_len: int = 32, num_samples: int = 256) -> DataLoader:

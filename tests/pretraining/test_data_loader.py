@@ -53,8 +53,9 @@ def test_batch_format(shards):
     root, samples = shards
     loader, dataset = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle=False), 4)
     batch = next(iter(loader))
-    assert set(batch) == {"input_ids", "document_ids"}
+    assert set(batch) == {"input_ids", "document_ids", "sample_index"}
     assert batch["input_ids"].shape == batch["document_ids"].shape == (4, SEQ_LEN)
+    assert batch["sample_index"].tolist() == [0, 1, 2, 3] and batch["sample_index"].dtype == torch.long
     assert batch["input_ids"].dtype == batch["document_ids"].dtype == torch.long
     for row, sample in enumerate(samples[:4]):
         lengths = sample.doc_lengths.astype(int)
@@ -74,6 +75,17 @@ def test_order_is_deterministic_for_a_seed(shards):
     assert orders[0] == orders[1] and sorted(orders[0]) == list(range(64))
     assert orders[0] != list(range(64))  # shuffled
     assert orders[2] != orders[0]  # another seed, another order
+
+
+def test_each_sample_carries_its_global_index_epoch_after_epoch(shards):
+    """The index seeding a sample's MLM mask: its id in the prepared data in epoch 0, then
+    + 64 (the number of samples) per epoch, so a repeated sample gets a new mask."""
+    root, _ = shards
+    loader, _ = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3), 4)
+    for epoch in range(2):
+        batches = list(loader)
+        indices = [int(i) for batch in batches for i in batch["sample_index"]]
+        assert indices == [epoch * 64 + tag for tag in tags(batches)]
 
 
 def test_resume_mid_epoch_from_state_dict(shards):

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from pretraining.objectives import clm_labels, mask_for_mlm, objective_generator, phase_at
+from pretraining.objectives import clm_labels, mask_for_mlm, phase_at, sample_generators
 
 SPECIAL = (0, 1, 2)  # bos, eos = pad, mask
 MASK, VOCAB = 2, 1000
@@ -19,7 +19,7 @@ def _tokens(n=100_000, seed=0):
 @pytest.mark.parametrize("ratio", [0.2, 0.4, 0.5])
 def test_selection_rate_and_specials_never_selected(ratio):
     ids = _tokens()
-    masked, labels = mask_for_mlm(ids, objective_generator(0, 0, 0), ratio, MASK, SPECIAL, VOCAB)
+    masked, labels = mask_for_mlm(ids, sample_generators(0, range(len(ids))), ratio, MASK, SPECIAL, VOCAB)
     selected = labels != -100
     special = torch.isin(ids, torch.tensor(SPECIAL))
     assert not (selected & special).any()
@@ -32,7 +32,7 @@ def test_selection_rate_and_specials_never_selected(ratio):
 
 def test_80_10_10_bands_and_random_tokens_from_the_regular_vocabulary():
     ids = _tokens()
-    masked, labels = mask_for_mlm(ids, objective_generator(1, 5, 0), 0.4, MASK, SPECIAL, VOCAB,
+    masked, labels = mask_for_mlm(ids, sample_generators(1, range(len(ids))), 0.4, MASK, SPECIAL, VOCAB,
                                   replace=(0.8, 0.1, 0.1))
     selected = labels != -100
     n = selected.sum().item()
@@ -47,13 +47,25 @@ def test_80_10_10_bands_and_random_tokens_from_the_regular_vocabulary():
     assert randoms.min() >= 3 and randoms.max() < VOCAB
 
 
-def test_masks_depend_only_on_seed_step_and_rank():
-    ids = _tokens(10_000)
-    draw = lambda seed, step, rank: mask_for_mlm(ids, objective_generator(seed, step, rank), 0.4, MASK,
-                                                 SPECIAL, VOCAB)[1]
-    assert torch.equal(draw(3, 7, 0), draw(3, 7, 0))
-    for other in [(4, 7, 0), (3, 8, 0), (3, 7, 1)]:
-        assert not torch.equal(draw(3, 7, 0), draw(*other))
+def test_a_sample_mask_depends_only_on_the_seed_and_its_global_index():
+    """Whatever batch a sample lands in (its rank, micro-batch, position, neighbours), it gets the
+    same mask: masks do not depend on the number of ranks or on the micro-batch size."""
+    ids = _tokens(8 * 500)
+    index = torch.arange(100, 108)
+    draw = lambda seed, rows, idx: mask_for_mlm(ids[rows], sample_generators(seed, idx), 0.4, MASK,
+                                                SPECIAL, VOCAB, replace=(0.8, 0.1, 0.1))
+    whole = draw(3, slice(None), index)
+    for parts in ([slice(0, 4), slice(4, 8)], [slice(0, 1), slice(1, 3), slice(3, 8)]):  # 2 ranks, micro-batches
+        pieces = [draw(3, part, index[part]) for part in parts]
+        assert torch.equal(torch.cat([m for m, _ in pieces]), whole[0])
+        assert torch.equal(torch.cat([l for _, l in pieces]), whole[1])
+    shuffled = torch.tensor([5, 2, 7, 0, 1, 6, 3, 4])  # the same samples in another order
+    masked, labels = draw(3, shuffled, index[shuffled])
+    assert torch.equal(masked, whole[0][shuffled]) and torch.equal(labels, whole[1][shuffled])
+    assert not torch.equal(draw(4, slice(None), index)[1], whole[1])  # another seed
+    assert not torch.equal(draw(3, slice(None), index + 8)[1], whole[1])  # other sample indices
+    with pytest.raises(ValueError, match="one per row"):
+        draw(3, slice(None), index[:4])
 
 
 def test_clm_labels_never_cross_a_document_boundary():

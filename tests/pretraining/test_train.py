@@ -105,9 +105,11 @@ def test_biphasic_branch_from_a_pre_decay_clm_checkpoint_equals_the_single_run(t
 def test_fsdp_is_a_parallelism_config_for_multi_gpu_runs(tmp_path, monkeypatch):
     from pretraining import train as train_module
 
-    cfg = toy_run_config(tmp_path, train={"fsdp": True})
+    cfg = toy_run_config(tmp_path, train={"fsdp": True, "device": "gpu"})
     assert train_module.parallelism_config(cfg) is None  # one process: nothing to shard
     monkeypatch.setattr(train_module.dist, "get_world_size", lambda: 8)
+    with pytest.raises(RunError, match="train.fsdp needs GPUs"):
+        train_module.parallelism_config(toy_run_config(tmp_path, train={"fsdp": True, "device": "cpu"}))
     fsdp = train_module.parallelism_config(cfg)["fsdp"]
     assert fsdp["sharding_strategy"] == "FULL_SHARD" and fsdp["state_dict_type"] == "full"
     from composer.utils.parallelism import FSDPConfig
@@ -134,3 +136,28 @@ def test_paper_preset_refuses_a_tokenizer_larger_than_its_embedding(tmp_path):
     with pytest.raises(RunError, match="embedding rows"):
         train(cfg, dataloader=toy_dataloader(), token_ids=TokenIds(mask=2, special=(0, 1, 2), vocab_size=200_000))
     assert not cfg.run_dir.exists()  # nothing written for a run that cannot start
+
+
+def test_a_world_size_that_does_not_divide_the_global_batch_is_one_clear_error():
+    from pretraining.train import per_rank_batch_size
+
+    assert per_rank_batch_size(1152, 192) == 6 and per_rank_batch_size(8, 1) == 8
+    with pytest.raises(RunError, match=r"train.global_batch_size 1152 is not divisible by the world size "
+                                       r"5 \(ranks launched\): launch a number of ranks that divides it"):
+        per_rank_batch_size(1152, 5)
+
+
+def test_a_checkpoint_of_another_model_config_is_one_clear_error(tmp_path):
+    from pretraining.export import CheckpointError
+
+    base = _run(toy_run_config(tmp_path, "small", train={"max_steps": 8}, schedule={"warmup": 1, "decay": 1}))
+    checkpoint = base / "checkpoints" / "ba8-rank0.pt"
+    other = toy_run_config(tmp_path, "bigger", model={"preset": "toy_m"},
+                           init={"kind": "full_state", "path": str(checkpoint)})
+    with pytest.raises(CheckpointError) as error:
+        _run(other)
+    message = str(error.value)
+    assert message.startswith(f"{checkpoint}: written by another model config: model.preset is 'toy_s' "
+                              f"there, 'toy_m' here ({base / 'config.yaml'})")
+    assert "load it with that run's model.preset and tokenizer" in message
+    assert not other.run_dir.exists()  # nothing written for a run that cannot start

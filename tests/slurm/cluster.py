@@ -3,7 +3,8 @@
 Use the session-scoped fixture ``local_slurm`` (register this module as a pytest plugin, or import
 the fixture into a conftest). It gives a :class:`LocalSlurm` with ``submit``, ``wait_for`` and
 ``job_state``. The configuration follows shared/reference/slurm_local.md (Debian slurm-wlm 22.05):
-``batch_sched_delay=0`` so a trivial job finishes in about a second, 8 CPUs over-declared with
+``batch_sched_delay=0`` so a trivial job finishes in about a second, ``cred_expire=20`` so a
+requeued job waits 21 s before it starts again (Slurm's default: 121 s), 8 CPUs over-declared with
 ``config_overrides``, ``proctrack/linuxproc`` and ``task/none`` (no cgroups), ``jobcomp/filetxt``.
 
 Missing Debian packages are installed with apt-get when running as root (about 10 s on a fresh
@@ -105,7 +106,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={root}/munge/munge.socket
+AuthInfo=socket={root}/munge/munge.socket,cred_expire=20
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool
 SlurmctldPidFile={root}/slurmctld.pid
