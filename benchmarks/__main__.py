@@ -11,6 +11,8 @@ import logging
 import sys
 from pathlib import Path
 
+from contracts.layout import RECORD_FILE
+
 
 def _csv(kind):
     def parse(text: str):
@@ -47,7 +49,7 @@ def cmd_run(args) -> int:
     cfg = load_run_config(values, args.config, args.set)
     record, computed = run(cfg)
     state = "done" if computed else "skipped (complete record exists)"
-    print(f"{cfg.run_dir / 'record.json'}: {state}; validation {record.validation_score:.2f}, "
+    print(f"{cfg.run_dir / RECORD_FILE}: {state}; validation {record.validation_score:.2f}, "
           f"test {record.test_score:.2f}")
     return 0
 

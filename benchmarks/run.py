@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
+from contracts.layout import RECORD_FILE, finetune_run_dir, format_lr
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import RunRecord, RunRecordError, validate_record_dict
@@ -83,17 +84,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        return run_dir(self.out, self.name, self.task, self.lr, self.seed)
-
-
-def format_lr(lr: float) -> str:
-    """`1e-04` as in the released run names; more digits only when needed to be exact."""
-    short = f"{lr:.0e}"
-    return short if float(short) == lr else f"{lr:.6g}"
-
-
-def run_dir(out: str | Path, model_name: str, task: str, lr: float, seed: int) -> Path:
-    return Path(out) / model_name / task / f"lr{format_lr(lr)}_sd{seed}"
+        return finetune_run_dir(self.out, self.name, self.task, self.lr, self.seed)
 
 
 def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
@@ -123,7 +114,7 @@ def existing_record(path: Path) -> RunRecord | None:
 
 
 def trained_ir_model(cfg: RunConfig) -> Path:
-    return run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / "model"
+    return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / "model"
 
 
 def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
@@ -132,7 +123,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
 
     spec = get_task(cfg.task)  # an unknown task fails before anything is written
     out_dir = cfg.run_dir
-    record_path = out_dir / "record.json"
+    record_path = out_dir / RECORD_FILE
     done = existing_record(record_path)
     if done is not None:
         log.info("skip %s: complete record exists", record_path)
@@ -141,7 +132,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
         model_dir = trained_ir_model(cfg)
-        if existing_record(model_dir.parent / "record.json") is None:
+        if existing_record(model_dir.parent / RECORD_FILE) is None:
             log.info("%s needs the MS MARCO model of lr %s seed %s: training it first", cfg.task,
                      format_lr(cfg.lr), cfg.seed)
             run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))

@@ -18,7 +18,7 @@ LOCK = REPO_ROOT / "requirements.lock"
 IMAGE_ROOT = "/opt/mlm_vs_clm"  # where %files puts the exported source tree
 STAGING_SOURCE = "src"          # the exported tree's folder name in the staging folder
 GIT_SHA_PLACEHOLDER = "@GIT_SHA@"
-STAGES = ("pretraining", "benchmarks", "analysis", "paper_figures")
+STAGES = ("pretraining", "benchmarks", "analysis", "paper_figures", "reproduce")
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 # Label -> the distribution whose locked (or added) version it must state.
 VERSION_LABELS = {"mlm_vs_clm.torch": "torch", "mlm_vs_clm.composer": "mosaicml",

@@ -57,18 +57,18 @@ def _default_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write via a temp file in the same folder + rename, so readers never see half a file.
 
     The file gets the usual mode (0666 minus umask), not mkstemp's 0600, so collaborators on a
-    shared cluster folder can read results and manifests.
+    shared cluster folder can read results, manifests, tables and figures.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, _default_file_mode())
@@ -77,6 +77,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """UTF-8 text, written as atomic_write_bytes writes."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:

@@ -3,30 +3,14 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, package_versions, utc_now
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Binary twin of contracts.provenance.atomic_write_text: temp file in the folder + rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+from contracts.provenance import (
+    atomic_write_bytes, atomic_write_json, atomic_write_text, git_sha, package_versions, utc_now,
+)
 
 
 def _render(fig: Figure, fmt: str, dpi: int) -> bytes:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from contracts.layout import RUN_CONFIG_FILE, latest_checkpoint
 from contracts.provenance import atomic_write_json
 from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, config_from_preset
 
@@ -150,7 +151,7 @@ def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path,
 
 
 def _latest_checkpoint(run_dir: Path) -> Path:
-    latest = run_dir / "checkpoints" / "latest-rank0.pt"
+    latest = latest_checkpoint(run_dir)
     if not latest.exists():
         raise CheckpointError(f"{run_dir}: no checkpoints/latest-rank0.pt; pass a checkpoint file")
     return latest.resolve()
@@ -172,7 +173,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | 
         raise CheckpointError(f"{checkpoint}: no such checkpoint")
     if out.exists():
         raise CheckpointError(f"{out} exists; refusing to overwrite an export")
-    run_config = checkpoint.parent.parent / "config.yaml"
+    run_config = checkpoint.parent.parent / RUN_CONFIG_FILE
     saved = yaml.safe_load(run_config.read_text())["config"] if run_config.exists() else {}
     preset = preset or saved.get("model", {}).get("preset")
     tokenizer = tokenizer or saved.get("tokenizer")

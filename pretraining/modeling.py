@@ -15,8 +15,6 @@ on an exported checkpoint without trust_remote_code.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,8 +22,11 @@ from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModel
                           PretrainedConfig, PreTrainedModel)
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
+from contracts.paper import MAX_CONTEXT, PAPER_SHAPES, TOY_SHAPES, VOCAB_SIZE, ModelShape
+
 MODEL_TYPE = "mlmclm_llama"
 IGNORE_INDEX = -100
+_DEFAULT_SHAPE = PAPER_SHAPES["210m"]  # the config's defaults
 
 
 class MlmClmConfig(PretrainedConfig):
@@ -33,13 +34,13 @@ class MlmClmConfig(PretrainedConfig):
 
     def __init__(
         self,
-        vocab_size: int = 128256,
-        hidden_size: int = 768,
-        intermediate_size: int = 3072,
-        num_hidden_layers: int = 12,
-        num_attention_heads: int = 12,
-        num_key_value_heads: int = 12,
-        max_position_embeddings: int = 2048,
+        vocab_size: int = VOCAB_SIZE,
+        hidden_size: int = _DEFAULT_SHAPE.hidden,
+        intermediate_size: int = _DEFAULT_SHAPE.ffn,
+        num_hidden_layers: int = _DEFAULT_SHAPE.layers,
+        num_attention_heads: int = _DEFAULT_SHAPE.heads,
+        num_key_value_heads: int = _DEFAULT_SHAPE.kv_heads,
+        max_position_embeddings: int = MAX_CONTEXT,
         rms_norm_eps: float = 1e-5,
         rope_theta: float = 10000.0,
         initializer_range: float = 0.02,
@@ -72,26 +73,8 @@ class MlmClmConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-@dataclass(frozen=True)
-class Shape:
-    layers: int
-    hidden: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    vocab: int | None = 128256  # None: take the tokenizer's vocabulary size
-    context: int = 2048
-
-
-# SPEC Table 1 sizes; toy_* are CPU-sized for tests and the embedded default run.
-PRESETS: dict[str, Shape] = {
-    "210m": Shape(layers=12, hidden=768, ffn=3072, heads=12, kv_heads=12),
-    "610m": Shape(layers=26, hidden=1152, ffn=4096, heads=18, kv_heads=6),
-    "1b": Shape(layers=28, hidden=1728, ffn=5120, heads=18, kv_heads=6),
-    "toy_s": Shape(layers=2, hidden=64, ffn=128, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_m": Shape(layers=3, hidden=128, ffn=256, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_l": Shape(layers=4, hidden=192, ffn=512, heads=6, kv_heads=2, vocab=None, context=256),
-}
+# The paper's Table 1 sizes and the toy sizes that stand in for them (contracts.paper).
+PRESETS: dict[str, ModelShape] = {**PAPER_SHAPES, **TOY_SHAPES}
 
 
 def config_from_preset(name: str, vocab_size: int | None = None, **overrides) -> MlmClmConfig:

@@ -1,13 +1,10 @@
 """Composer glue: the run config -> composer.Trainer. The training loop, checkpointing and
 autoresume are Composer's; this module only plugs the objective, schedule and logging into it.
 
-Run directory layout (`run_dir`):
-  config.yaml         resolved config + git sha + package versions (contracts.config)
-  loss.jsonl          one line per optimizer step: step, loss, lr, objective, tokens, time
-  checkpoints/        Composer full-state checkpoints for autoresume (latest-rank0.pt -> newest)
-  hf/step-<N>/        weights exported as Hugging Face directories at train.checkpoint_steps
-                      and at the last step (the released checkpoints are these)
-  FINISHED.json       written when the run completed; a finished run is never overwritten
+The run directory (`run_dir`) is laid out as contracts.layout states: config.yaml, loss.jsonl,
+checkpoints/ (Composer full-state, autoresume), hf/step-<N>/ (weights exported as Hugging Face
+directories at train.checkpoint_steps and at the last step: the released checkpoints are these) and
+FINISHED.json (written when the run completed; a finished run is never overwritten).
 """
 from __future__ import annotations
 
@@ -26,18 +23,19 @@ from composer.utils import dist
 from torch.nn.parallel import DistributedDataParallel
 
 from contracts.config import config_to_dict, save_resolved_config
+from contracts.layout import (
+    CHECKPOINT_PATTERN, CHECKPOINTS_DIR, FINISHED_FILE, LATEST_CHECKPOINT_PATTERN, LOSS_LOG_FILE,
+    RUN_CONFIG_FILE, export_dir,
+)
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
-from pretraining.config import RunConfig
+from pretraining.config import PretrainConfig
 from pretraining.export import save_hf_directory
 from pretraining.modeling import PRESETS, Block, MlmClmForLM, config_from_preset
 from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
                                     objective_generator, phase_at)
 from pretraining.schedule import WSDScheduler
 
-FINISHED = "FINISHED.json"
-
-
-class RunError(RuntimeError):
+class PretrainError(RuntimeError):
     """A run that cannot start as configured (finished already, different config, bad inputs)."""
 
 
@@ -144,15 +142,15 @@ class LossLog(Callback):
 class ExportWeights(Callback):
     """Saves the weights as a Hugging Face directory at chosen steps (and the last one)."""
 
-    def __init__(self, out_dir: Path, steps: Iterable[int], tokenizer, metadata: dict):
-        self.out_dir, self.steps = Path(out_dir), set(steps)
+    def __init__(self, run_dir: Path, steps: Iterable[int], tokenizer, metadata: dict):
+        self.run_dir, self.steps = Path(run_dir), set(steps)
         self.tokenizer, self.metadata = tokenizer, metadata
 
     def batch_end(self, state: State, logger: Logger) -> None:
         step = int(state.timestamp.batch.value)
         if step not in self.steps:
             return
-        target = self.out_dir / f"step-{step}"
+        target = export_dir(self.run_dir, step)
         if (target / "config.json").exists():
             return
         state_dict = state.get_model_state_dict()  # collective under FSDP: every rank calls it
@@ -177,31 +175,31 @@ def _num_tokens(batch: dict) -> dict[str, int]:
     return {"total": total, "loss_generating": labelled}
 
 
-def _check_run_dir(cfg: RunConfig) -> None:
+def _check_run_dir(cfg: PretrainConfig) -> None:
     run_dir = Path(cfg.run_dir)
     if cfg.init.kind == "full_state" and not (cfg.init.path and Path(cfg.init.path).is_file()):
-        raise RunError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
+        raise PretrainError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
                        "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)")
-    if (run_dir / FINISHED).exists():
-        raise RunError(f"{run_dir} holds a finished run ({FINISHED}); refusing to overwrite it. "
+    if (run_dir / FINISHED_FILE).exists():
+        raise PretrainError(f"{run_dir} holds a finished run ({FINISHED_FILE}); refusing to overwrite it. "
                        "Choose another run_dir (or delete that directory yourself).")
-    saved = run_dir / "config.yaml"
+    saved = run_dir / RUN_CONFIG_FILE
     if saved.exists():
         import yaml
 
         old = yaml.safe_load(saved.read_text()).get("config_hash")
         new = stable_hash(config_to_dict(cfg))
         if old != new:
-            raise RunError(f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
+            raise PretrainError(f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
                            f"{new}); resuming needs the same config. Choose another run_dir.")
 
 
-def build_model(cfg: RunConfig, vocab_size: int) -> MlmClmForLM:
+def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
     from pretraining.export import load_initial_weights
 
     preset_vocab = PRESETS[cfg.model.preset].vocab  # None: the tokenizer's size (toy presets)
     if preset_vocab is not None and vocab_size > preset_vocab:
-        raise RunError(f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
+        raise PretrainError(f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
                        f"{cfg.model.preset} has {preset_vocab} embedding rows; use a matching tokenizer")
     model_cfg = config_from_preset(cfg.model.preset, vocab_size=preset_vocab or vocab_size,
                                    is_causal=cfg.objective.kind != "mlm",
@@ -213,7 +211,7 @@ def build_model(cfg: RunConfig, vocab_size: int) -> MlmClmForLM:
     return model
 
 
-def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
     """torch AdamW; weight decay on matrices (linear, embedding), none on RMSNorm gains."""
     o = cfg.optimizer
     decay = [p for p in model.parameters() if p.ndim >= 2]
@@ -223,13 +221,13 @@ def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optim
                              lr=o.lr, betas=tuple(o.betas), eps=o.eps)
 
 
-def build_scheduler(cfg: RunConfig) -> WSDScheduler:
+def build_scheduler(cfg: PretrainConfig) -> WSDScheduler:
     s, total = cfg.schedule, cfg.train.max_steps
     return WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
                         decay_shape=s.decay_shape, alpha_f=s.alpha_f)
 
 
-def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
+def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
     device = cfg.train.device
     if device == "auto":
         device = "gpu" if torch.cuda.is_available() else "cpu"
@@ -239,7 +237,7 @@ def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
     return device, precision
 
 
-def parallelism_config(cfg: RunConfig) -> dict | None:
+def parallelism_config(cfg: PretrainConfig) -> dict | None:
     """FSDP (FULL_SHARD, full state dicts) when asked for and more than one rank runs."""
     if not cfg.train.fsdp or dist.get_world_size() == 1:
         return None
@@ -247,7 +245,7 @@ def parallelism_config(cfg: RunConfig) -> dict | None:
                      "state_dict_type": "full", "use_orig_params": True}}
 
 
-def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None,
+def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None,
                   extra_callbacks=()) -> Trainer:
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer."""
     _check_run_dir(cfg)
@@ -259,7 +257,7 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
         token_ids = token_ids_from_tokenizer(tokenizer)
     world = dist.get_world_size()
     if cfg.train.global_batch_size % world:
-        raise RunError(f"train.global_batch_size {cfg.train.global_batch_size} is not divisible by "
+        raise PretrainError(f"train.global_batch_size {cfg.train.global_batch_size} is not divisible by "
                        f"the {world} ranks")
     device_batch_size = cfg.train.global_batch_size // world
     if dataloader is None:
@@ -278,8 +276,8 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
     metadata = {"name": cfg.name, "config_hash": stable_hash(config_to_dict(cfg)),
                 "objective": obj.kind, "switch_at": obj.switch_at, "mlm_ratio": obj.mlm_ratio,
                 "max_steps": t.max_steps, "exported": utc_now()}
-    callbacks = [LossLog(run_dir / "loss.jsonl", obj.kind, obj.switch_at),
-                 ExportWeights(run_dir / "hf", set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
+    callbacks = [LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
+                 ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
                                metadata), *extra_callbacks]
     algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids,
                                      t.seed)]
@@ -295,9 +293,9 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
         algorithms=algorithms,
         callbacks=callbacks,
         run_name=cfg.name,
-        save_folder=str(run_dir / "checkpoints"),
-        save_filename="ba{batch}-rank{rank}.pt",
-        save_latest_filename="latest-rank{rank}.pt",
+        save_folder=str(run_dir / CHECKPOINTS_DIR),
+        save_filename=CHECKPOINT_PATTERN,
+        save_latest_filename=LATEST_CHECKPOINT_PATTERN,
         save_interval=_resume_checkpoint_interval(t.resume_interval, t.max_steps),
         save_num_checkpoints_to_keep=t.keep_resume_checkpoints,
         autoresume=True,
@@ -314,7 +312,7 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
     )
 
 
-def train(cfg: RunConfig, **kwargs) -> Path:
+def train(cfg: PretrainConfig, **kwargs) -> Path:
     """Train (or resume) the run of `cfg`; returns the run directory."""
     trainer = build_trainer(cfg, **kwargs)
     # Autoresumed from the final checkpoint (killed before FINISHED.json): nothing is left to train,
@@ -323,7 +321,7 @@ def train(cfg: RunConfig, **kwargs) -> Path:
         trainer.fit()
     run_dir = Path(cfg.run_dir)
     if dist.get_global_rank() == 0:
-        atomic_write_json(run_dir / FINISHED, {"name": cfg.name, "steps": cfg.train.max_steps,
+        atomic_write_json(run_dir / FINISHED_FILE, {"name": cfg.name, "steps": cfg.train.max_steps,
                                                 "finished": utc_now()})
     trainer.close()
     return run_dir

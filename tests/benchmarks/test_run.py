@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from benchmarks.datasets import TOY_DATA_ROOT
-from benchmarks.run import CONFIG_DIR, RunConfig, format_lr, load_run_config, run, run_dir
+from benchmarks.run import CONFIG_DIR, RunConfig, load_run_config, run
 from benchmarks.tasks import TASKS
+from contracts.layout import finetune_run_dir, format_lr
 from contracts.run_record import RunRecord, iter_records_in
 from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
 
@@ -47,7 +48,7 @@ def test_every_task_runs_end_to_end_on_toy_data(tiny, task):
     assert record.provenance["source"] == "benchmarks" and record.provenance["config_hash"]
     assert record.provenance["metric"] == spec.metric
     if spec.task_type == "IR":
-        model_dir = run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
+        model_dir = finetune_run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
         assert (model_dir / "config.json").is_file(), "the MS MARCO run saves the IR model"
         if task != "msmarco":
             assert record.provenance["trained_model"] == str(model_dir)

@@ -6,9 +6,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModel, PreTrainedTokenizerFast
 
 import pretraining  # noqa: F401
+from contracts.layout import FINISHED_FILE
 from pretraining.__main__ import main as cli
-from pretraining.config import ConfigError, load_run_config
-from pretraining.train import FINISHED
+from pretraining.config import ConfigError, load_pretrain_config
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_train_end_to_end_on_the_embedded_corpus(tmp_path, embedded_data, capsys
     run_dir = tmp_path / "e2e"
     rows = [json.loads(l) for l in (run_dir / "loss.jsonl").read_text().splitlines()]
     assert [r["objective"] for r in rows] == ["clm"] * 3 + ["mlm"] * 5
-    assert (run_dir / FINISHED).exists()
+    assert (run_dir / FINISHED_FILE).exists()
     model = AutoModel.from_pretrained(run_dir / "hf" / "step-8")  # tokenizer files saved too
     assert (run_dir / "hf" / "step-8" / "tokenizer.json").exists() and model.config.vocab_size == 8192
     # Never overwrite a finished run.
@@ -51,7 +51,7 @@ def test_train_end_to_end_on_the_embedded_corpus(tmp_path, embedded_data, capsys
 def test_clear_errors(tmp_path, embedded_data, capsys):
     config = _write_config(tmp_path, embedded_data)
     with pytest.raises(ConfigError, match="train.max_step: unknown key"):
-        load_run_config(config, ["train.max_step=3"])
+        load_pretrain_config(config, ["train.max_step=3"])
     assert cli(["train", str(config), "optimizer.betaz=1"]) == 2
     assert "unknown key" in capsys.readouterr().err
 
@@ -75,7 +75,7 @@ def test_resume_on_the_streaming_loader_gives_the_uninterrupted_losses(tmp_path,
 
     losses = {}
     for name in ("straight", "resumed"):
-        cfg = load_run_config(_write_config(tmp_path, embedded_data, name=name),
+        cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name=name),
                               ["train.max_steps=8", "objective.switch_at=3", "train.resume_interval=4"])
         if name == "resumed":
             with pytest.raises(KeyboardInterrupt):

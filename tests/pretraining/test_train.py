@@ -5,7 +5,7 @@ import pytest
 from composer import Callback
 
 from pretraining.schedule import wsd_multiplier
-from pretraining.train import RunError, train
+from pretraining.train import PretrainError, train
 from tests.pretraining.conftest import TOY_IDS, interrupt_at, toy_dataloader, toy_run_config
 
 
@@ -39,7 +39,7 @@ def test_single_objective_runs_learn_and_export(tmp_path, objective):
 def test_finished_run_is_never_overwritten(tmp_path):
     cfg = toy_run_config(tmp_path, train={"max_steps": 8, "resume_interval": 4})
     _run(cfg)
-    with pytest.raises(RunError, match="finished run"):
+    with pytest.raises(PretrainError, match="finished run"):
         _run(cfg)
 
 
@@ -126,6 +126,6 @@ def test_compiled_body_trains_and_exports_under_the_usual_names(tmp_path):
 def test_paper_preset_refuses_a_tokenizer_larger_than_its_embedding(tmp_path):
     from pretraining.objectives import TokenIds
     cfg = toy_run_config(tmp_path, model={"preset": "210m"})
-    with pytest.raises(RunError, match="embedding rows"):
+    with pytest.raises(PretrainError, match="embedding rows"):
         train(cfg, dataloader=toy_dataloader(), token_ids=TokenIds(mask=2, special=(0, 1, 2), vocab_size=200_000))
     assert not cfg.run_dir.exists()  # nothing written for a run that cannot start

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from contracts.run_record import iter_records_in
-from paper_figures import reproduce as rp
+from reproduce import cli
 
 
 @pytest.mark.slurm
@@ -34,7 +34,7 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
             "--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli,msmarco,nq",
             "--lrs", "5e-4", "--seeds", "0,1", "--pretrain-steps", "8", "--reps", "200"]
-    assert rp.main(argv) == 0, capsys.readouterr().err
+    assert cli.main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     ids = re.search(r"submitted: data (\d+), pretraining ([\d ]+), analysis (\d+)", stdout)
     assert ids, stdout
@@ -77,7 +77,7 @@ def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, 
     argv = ["--figure", "8", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
             "--out", str(out), "--checkpoints", "610m-mlm40-42k,610m-mlm40-dec42k-mlm40-44k",
             "--tasks", "sst2", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]
-    assert rp.main(argv) == 0, capsys.readouterr().err
+    assert cli.main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     ids = re.search(r"submitted: data (\d+), pretraining (\d+) (\d+), analysis (\d+)", stdout)
     assert ids, stdout
