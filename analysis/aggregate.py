@@ -1,4 +1,4 @@
-"""Run records -> cells: per-seed LR selection, means, the paper's interval and a bootstrap CI.
+"""Run records -> cells: per-seed LR selection, means, the paper's interval and bootstrap CIs.
 
 The rule that reproduces the published tables (SPEC section 5): for each seed, the LR with the
 best validation score is selected (it may differ per seed); the cell is the mean of those
@@ -8,119 +8,202 @@ aggregated the same way.
 """
 from __future__ import annotations
 
-import hashlib
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from analysis.cells import CELL_COLUMNS, describe_models
-from analysis.intervals import hierarchical_bootstrap_ci, paper_interval, seed_bootstrap_ci
+from analysis.intervals import (instance_mean_replicates, keyed_rng, paper_interval,
+                                percentile_bounds, seed_weights)
 from contracts.paper import AVERAGE, DATASETS, datasets_of
 from contracts.run_record import RunRecord
 
 RUN_KEY = ["model", "task_type", "dataset", "train_set"]
-EXTRA_COLUMNS = ["train_set", "bootstrap", "seeds", "selected_lrs", "seed_test_scores"]
+EXTRA_COLUMNS = ["train_set", "bootstrap", "seed_boot_low", "seed_boot_high", "boot_reps",
+                 "boot_low_mcse", "boot_high_mcse", "seeds", "selected_lrs", "seed_test_scores"]
 BOOTSTRAP_SEEDS = "seeds"
 BOOTSTRAP_HIERARCHICAL = "seeds+instances"
 
 
-def _records_frame(records: Iterable[RunRecord]) -> pd.DataFrame:
-    rows = [{
-        "model": r.model, "task_type": r.task_type, "dataset": r.dataset,
-        "train_set": r.train_set or "", "lr": float(r.lr), "seed": int(r.seed),
-        "validation_score": float(r.validation_score), "test_score": float(r.test_score),
-        "test_instance_scores": r.test_instance_scores,
-    } for r in records]
-    columns = [*RUN_KEY, "lr", "seed", "validation_score", "test_score", "test_instance_scores"]
-    return pd.DataFrame(rows, columns=columns)
+RUN_COLUMNS = [*RUN_KEY, "lr", "seed", "validation_score", "test_score"]
 
 
-def select_best_lr_per_seed(records: Iterable[RunRecord]) -> pd.DataFrame:
-    """One row per (model, task_type, dataset, train_set, seed): the run whose LR has the best
-    validation score for that seed. Columns: the key, seed, lr, validation_score, test_score,
-    test_instance_scores (tuple or None) and n_lrs (how many LRs that seed had).
+def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One pass over the records: (selected, runs).
+
+    selected: one row per (model, task_type, dataset, train_set, seed), the run whose LR has the
+    best validation score for that seed, with its test_instance_scores (tuple or None) and n_lrs
+    (how many LRs that seed had); rows ordered by (model, task_type, dataset, train_set, seed).
+    runs: every run's RUN_COLUMNS (no instance scores).
 
     Ties (equal validation scores) go to the smallest LR, so the choice never depends on the
     order of the records. Two records of the same run (same key, LR and seed) are an error.
-    `train_set` is "" when the model was fine-tuned on the evaluated dataset itself.
+    `train_set` is "" when the model was fine-tuned on the evaluated dataset itself. Only the
+    best run so far keeps its instance scores, so a stream of records never holds them all.
     """
-    frame = _records_frame(records)
-    duplicated = frame.duplicated([*RUN_KEY, "lr", "seed"], keep=False)
-    if duplicated.any():
-        row = frame[duplicated].iloc[0]
-        raise ValueError(
-            f"duplicate run records for model={row.model} task_type={row.task_type} "
-            f"dataset={row.dataset} train_set={row.train_set or None} lr={row.lr:g} seed={row.seed}; "
-            "pass each run once")
-    group = [*RUN_KEY, "seed"]
-    n_lrs = frame.groupby(group, sort=False)["lr"].transform("size")
-    ordered = frame.assign(n_lrs=n_lrs).sort_values(
-        [*group, "validation_score", "lr"], ascending=[True] * len(group) + [False, True],
-        kind="mergesort")
-    return ordered.drop_duplicates(group, keep="first").reset_index(drop=True)
+    rows, seen, best, n_lrs = [], set(), {}, {}
+    for r in records:
+        lr, validation = float(r.lr), float(r.validation_score)
+        key = (r.model, r.task_type, r.dataset, r.train_set or "", int(r.seed))
+        if (key, lr) in seen:
+            raise ValueError(
+                f"duplicate run records for model={r.model} task_type={r.task_type} dataset={r.dataset} "
+                f"train_set={r.train_set} lr={lr:g} seed={r.seed}; pass each run once")
+        seen.add((key, lr))
+        rows.append((*key[:4], lr, key[4], validation, float(r.test_score)))
+        n_lrs[key] = n_lrs.get(key, 0) + 1
+        current = best.get(key)
+        if current is None or validation > current[1] or (validation == current[1] and lr < current[0]):
+            best[key] = (lr, validation, float(r.test_score), r.test_instance_scores)
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    ordered = sorted(best)
+    selected = pd.DataFrame([(*key[:4], best[key][0], key[4], *best[key][1:], n_lrs[key]) for key in ordered],
+                            columns=[*RUN_COLUMNS, "test_instance_scores", "n_lrs"])
+    return selected, runs
 
 
-def _cell_rng_seed(rng_seed: int, key: tuple) -> np.random.SeedSequence:
-    """A generator seed per cell, so a cell's bootstrap does not depend on which others exist."""
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return np.random.SeedSequence(rng_seed, spawn_key=(int.from_bytes(digest[:8], "little"),))
+def select_best_lr_per_seed(records: Iterable[RunRecord]) -> pd.DataFrame:
+    """The `selected` frame of scan_runs: the best-validation LR of every seed."""
+    return scan_runs(records)[0]
 
 
-def _summarise(seed_rows: list[pd.DataFrame], reps: int, rng_seed) -> dict:
-    """Cell statistics from the selected runs of one or more datasets (rows aligned by seed)."""
-    seeds = seed_rows[0]["seed"].tolist()
-    per_seed = np.mean([rows["test_score"].to_numpy() for rows in seed_rows], axis=0)
-    instances = [rows["test_instance_scores"].tolist() for rows in seed_rows]
-    hierarchical = all(
-        all(x is not None for x in lists) and len({len(x) for x in lists}) == 1
-        for lists in instances)
-    if hierarchical:
-        low, high = hierarchical_bootstrap_ci(
-            [np.asarray(lists, dtype=float) for lists in instances], reps=reps, rng_seed=rng_seed)
-    else:
-        low, high = seed_bootstrap_ci(per_seed, reps=reps, rng_seed=rng_seed)
-    lrs = ";".join("/".join(f"{lr:.0e}" for lr in lr_set)
-                   for lr_set in zip(*[rows["lr"].tolist() for rows in seed_rows]))
-    return {
-        "n_seeds": len(seeds), "mean": float(per_seed.mean()),
-        "ci_halfwidth": paper_interval(per_seed), "boot_low": low, "boot_high": high,
-        "bootstrap": (BOOTSTRAP_HIERARCHICAL if hierarchical else BOOTSTRAP_SEEDS)
-        if len(seeds) > 1 else "none",
-        "seeds": ";".join(map(str, seeds)), "selected_lrs": lrs,
-        "seed_test_scores": ";".join(f"{x:.4f}" for x in per_seed),
-    }
+@dataclass(frozen=True)
+class CellRuns:
+    """The selected runs of one cell: a dataset, or a category average over several datasets."""
+    key: tuple  # (model, task_type, dataset or AVERAGE, train_set)
+    seeds: tuple[int, ...]
+    rows: tuple[np.ndarray, ...]  # per dataset: positions in the selected frame, aligned by seed
+    per_seed: np.ndarray  # mean over the datasets of each seed's selected test score
+    hierarchical: bool  # every run has instance scores, of one length per dataset
+
+
+def _cells_of(selected: pd.DataFrame, averages: bool) -> list[CellRuns]:
+    """Dataset cells, then category averages wherever all 3 datasets of a task type are present
+    (over the seeds present in all 3). Rows of `selected` are ordered by (RUN_KEY, seed)."""
+    scores = selected["test_score"].to_numpy()
+    seeds = selected["seed"].to_numpy()
+    lengths = np.array([len(x) if x is not None else 0 for x in selected["test_instance_scores"]])
+
+    def cell(key, rows):
+        hierarchical = all(np.all(lengths[r] > 0) and np.all(lengths[r] == lengths[r][0]) for r in rows)
+        return CellRuns(key, tuple(int(s) for s in seeds[rows[0]]), tuple(rows),
+                        np.mean([scores[r] for r in rows], axis=0), hierarchical)
+
+    if selected.empty:
+        return []
+    codes = selected.groupby(RUN_KEY, sort=False).ngroup().to_numpy()
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    keys = selected[RUN_KEY].to_numpy()[starts]
+    cells = [cell(tuple(key), [np.arange(start, stop)])
+             for key, start, stop in zip(keys, starts, np.r_[starts[1:], len(selected)])]
+    if not averages:
+        return cells
+    # (model, task type, train set) -> dataset -> seed -> row in `selected`.
+    positions: dict[tuple, dict[str, dict[int, int]]] = {}
+    columns = ("model", "task_type", "train_set", "dataset")
+    for pos, (model, task_type, train_set, dataset) in enumerate(zip(*(selected[c] for c in columns))):
+        positions.setdefault((model, task_type, train_set), {}).setdefault(dataset, {})[int(seeds[pos])] = pos
+    for (model, task_type, train_set), by_dataset in sorted(positions.items()):
+        wanted = [d.id for d in datasets_of(task_type)]
+        if not all(d in by_dataset for d in wanted):
+            continue
+        common = sorted(set.intersection(*(set(by_dataset[d]) for d in wanted)))
+        if common:
+            cells.append(cell((model, task_type, AVERAGE, train_set),
+                              [np.array([by_dataset[d][s] for s in common]) for d in wanted]))
+    return cells
+
+
+@dataclass(frozen=True)
+class CellReplicates:
+    """Bootstrap replicates of the means of some cells: column j belongs to cells[j]."""
+    cells: list[CellRuns]
+    seeds: np.ndarray  # (reps x cells): seeds resampled
+    design: np.ndarray  # (reps x cells): seeds and instances resampled where the cell is hierarchical
+
+
+def iter_cell_replicates(selected: pd.DataFrame, reps: int, rng_seed: int = 0,
+                         averages: bool = True) -> Iterator[CellReplicates]:
+    """Bootstrap replicates of every cell of the selected runs, one task type at a time (memory).
+
+    A cell's seed draws come from a generator keyed by the cell, a test set's instance resample
+    from one keyed by the test set (dataset, number of instances): the draws of a cell never
+    depend on which other cells exist, and every model scored on a test set shares its resample,
+    so differences between models are paired at the instance level.
+    """
+    cells = _cells_of(selected, averages)
+    instances = selected["test_instance_scores"].to_numpy()
+    datasets = selected["dataset"].to_numpy()
+    for task_type in sorted({c.key[1] for c in cells}):
+        group = [c for c in cells if c.key[1] == task_type]
+        needed = sorted({int(p) for c in group if c.hierarchical for rows in c.rows for p in rows})
+        by_test_set: dict[tuple, list[int]] = {}
+        for p in needed:
+            by_test_set.setdefault((task_type, datasets[p], len(instances[p])), []).append(p)
+        # Instance-resampled means of the runs, (reps x runs) per test set; `column[p]` is run p's
+        # column there (the runs of one cell and dataset always share a test set).
+        replicates, test_set_of, column = {}, {}, np.full(len(selected), -1)
+        for test_set, positions in by_test_set.items():
+            matrix = np.array([instances[p] for p in positions], dtype=np.float64)
+            replicates[test_set] = instance_mean_replicates(matrix, reps, keyed_rng(rng_seed, test_set))
+            column[positions] = np.arange(len(positions))
+            test_set_of.update(dict.fromkeys(positions, test_set))
+        seed_reps = np.empty((reps, len(group)), dtype=np.float32)
+        design_reps = np.empty((reps, len(group)), dtype=np.float32)
+        for j, cell in enumerate(tqdm(group, desc=f"bootstrap {task_type}", disable=None, leave=False)):
+            weights = seed_weights(len(cell.seeds), reps, keyed_rng(rng_seed, cell.key))
+            seed_reps[:, j] = weights @ cell.per_seed
+            if cell.hierarchical:
+                per_seed = sum(replicates[test_set_of[int(rows[0])]][:, column[rows]] for rows in cell.rows)
+                design_reps[:, j] = np.einsum("rs,rs->r", weights, per_seed) / len(cell.rows)
+            else:
+                design_reps[:, j] = seed_reps[:, j]
+        yield CellReplicates(group, seed_reps, design_reps)
 
 
 def aggregate_runs(records: Iterable[RunRecord], reps: int = 10000, rng_seed: int = 0) -> pd.DataFrame:
+    """aggregate_selected of the best-validation LR per seed of the records."""
+    return aggregate_selected(select_best_lr_per_seed(records), reps, rng_seed)
+
+
+def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int = 0) -> pd.DataFrame:
     """Cells (analysis.cells.CELL_COLUMNS plus EXTRA_COLUMNS) for every dataset with runs, and a
     category average wherever all 3 datasets of a task type are present for a model.
 
     `bootstrap` says which bootstrap gave boot_low/boot_high: "seeds+instances" when every
     selected run of the cell has test instance scores (of one length per dataset), else "seeds";
+    seed_boot_low/high is the seeds-only bootstrap in both cases; boot_reps is the number of
+    replicates and boot_low_mcse/boot_high_mcse the Monte-Carlo standard errors of the bounds.
     `selected_lrs` lists the chosen LR per seed (per dataset, "/"-joined, for averages).
     Averages use the seeds present in all 3 datasets.
     """
-    selected = select_best_lr_per_seed(records)
+    lrs = selected["lr"].to_numpy()
     rows = []
-    groups = selected.groupby(RUN_KEY, sort=True)
-    for key, group in tqdm(groups, total=groups.ngroups, desc="cells", disable=None, leave=False):
-        group = group.sort_values("seed")
-        rows.append({**dict(zip(RUN_KEY, key)),
-                     **_summarise([group], reps, _cell_rng_seed(rng_seed, key))})
-    for (model, task_type, train_set), group in selected.groupby(["model", "task_type", "train_set"]):
-        wanted = [d.id for d in datasets_of(task_type)]
-        by_dataset = {d: g.set_index("seed") for d, g in group.groupby("dataset") if d in wanted}
-        if len(by_dataset) != len(wanted):
-            continue
-        common = sorted(set.intersection(*(set(g.index) for g in by_dataset.values())))
-        if not common:
-            continue
-        seed_rows = [by_dataset[d].loc[common].reset_index() for d in wanted]
-        key = (model, task_type, AVERAGE, train_set)
-        rows.append({**dict(zip(RUN_KEY, key)),
-                     **_summarise(seed_rows, reps, _cell_rng_seed(rng_seed, key))})
+    for group in iter_cell_replicates(selected, reps, rng_seed):
+        design = percentile_bounds(group.design)
+        seeds = percentile_bounds(group.seeds)
+        for j, cell in enumerate(group.cells):
+            several = len(cell.seeds) > 1
+
+            def bound(values):  # 4 decimals: replicates are float32, bounds move by ~0.01 between draws
+                return round(float(values[j]), 4) if several else float("nan")
+            rows.append({
+                **dict(zip(RUN_KEY, cell.key)), "n_seeds": len(cell.seeds),
+                "mean": float(cell.per_seed.mean()), "ci_halfwidth": paper_interval(cell.per_seed),
+                "boot_low": bound(design.low), "boot_high": bound(design.high),
+                "bootstrap": (BOOTSTRAP_HIERARCHICAL if cell.hierarchical else BOOTSTRAP_SEEDS)
+                if several else "none",
+                "seed_boot_low": bound(seeds.low), "seed_boot_high": bound(seeds.high),
+                "boot_reps": reps if several else 0,
+                "boot_low_mcse": bound(design.low_mcse), "boot_high_mcse": bound(design.high_mcse),
+                "seeds": ";".join(map(str, cell.seeds)),
+                "selected_lrs": ";".join("/".join(f"{lr:.0e}" for lr in lr_set)
+                                         for lr_set in zip(*[lrs[r] for r in cell.rows])),
+                "seed_test_scores": ";".join(f"{x:.4f}" for x in cell.per_seed),
+            })
     cells = pd.DataFrame(rows, columns=[*RUN_KEY, "n_seeds", "mean", "ci_halfwidth", "boot_low",
                                         "boot_high", *EXTRA_COLUMNS[1:]])
     cells = pd.concat([cells, describe_models(cells["model"])], axis=1)

@@ -5,6 +5,9 @@ z = diff / sqrt(se_ours^2 + se_pub^2) with se = half-width / 1.96; verdict "matc
 "mismatch" or "missing" (no regenerated cell). Per table: "match" (no mismatch), "ok-by-chance"
 (mismatches no more frequent than the 5% a correct reproduction produces: one-sided binomial
 test p >= 0.05), "fail" (p < 0.05) or "missing" (no regenerated cell at all).
+The cells are those of one evaluation protocol (`--protocol`, default "paper"); for the runs whose
+records hold both protocols' scores, the audit also reports per dataset how far the paper metric
+lies from the standard one (analysis.protocols.metric_differences; docs/release.md).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.intervals import Z_95
+from analysis.protocols import DIFFERENCE_COLUMNS
 from analysis.published import load_published_cells
 from analysis.tables import TABLE_NOTES
 from contracts.paper import AVERAGE
@@ -113,10 +117,24 @@ def _fmt(value, digits=2) -> str:
     return f"{round(value, digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.00"
 
 
-def _markdown(cells: pd.DataFrame, tables: pd.DataFrame, checks: dict, sources: list[str]) -> str:
+def _differences_markdown(differences: pd.DataFrame) -> list[str]:
+    lines = ["", "## Paper vs standard metric on the same runs", ""]
+    if differences.empty:
+        return lines + ["No run record holds the scores of both protocols."]
+    lines += ["diff = paper-protocol minus standard-protocol test score (x100 points) of the same run.", "",
+              "| task | dataset | paper metric | standard metric | runs | mean diff | max abs diff |",
+              "|---|---|---|---|---:|---:|---:|"]
+    for d in differences.itertuples():
+        lines.append(f"| {d.task_type} | {d.dataset} | {d.paper_metric} | {d.standard_metric} | {d.runs} | "
+                     f"{_fmt(d.mean_diff)} | {_fmt(d.max_abs_diff)} |")
+    return lines
+
+
+def _markdown(cells: pd.DataFrame, tables: pd.DataFrame, checks: dict, sources: list[str],
+              protocol: str, differences: pd.DataFrame) -> str:
     counts = cells["verdict"].value_counts()
     lines = ["# Audit: regenerated cells vs the published Tables 2-17", "",
-             f"Written {utc_now()} from: {', '.join(sources)}.", "",
+             f"Written {utc_now()} from: {', '.join(sources)}; scores of protocol '{protocol}'.", "",
              f"Cells: {len(cells)} published; {counts.get('match', 0)} match, "
              f"{counts.get('mismatch', 0)} mismatch, {counts.get('missing', 0)} missing; "
              f"{int(cells['exact'].sum())} exact to 2 decimals (mean and half-width).", "",
@@ -151,29 +169,38 @@ def _markdown(cells: pd.DataFrame, tables: pd.DataFrame, checks: dict, sources: 
               f"{checks['repeated_cells_checked']}."]
     for failure in checks["averages_failed"] + checks["repeated_cells_failed"]:
         lines.append(f"  - FAILED: {failure}")
+    lines += _differences_markdown(differences)
     lines += ["", "## Notes", ""] + [f"- Table {n}: {note}" for n, note in TABLE_NOTES.items()]
     return "\n".join(lines) + "\n"
 
 
-def run_audit(ours: pd.DataFrame, out_dir: str | Path, sources: list[str]) -> dict:
-    """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary."""
+def run_audit(ours: pd.DataFrame, out_dir: str | Path, sources: list[str], protocol: str = "paper",
+              differences: pd.DataFrame | None = None) -> dict:
+    """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary.
+
+    `ours` holds the cells of `protocol`; `differences` (analysis.protocols.metric_differences of
+    the same records) the paper-minus-standard comparison, None when not computed.
+    """
+    if differences is None:
+        differences = pd.DataFrame(columns=DIFFERENCE_COLUMNS)
     published = load_published_cells()
     cells = compare_cells(ours, published)
     tables = table_verdicts(cells)
     checks = published_internal_checks(published)
     counts = cells["verdict"].value_counts()
     summary = {
-        "sources": sources, "written": utc_now(),
+        "sources": sources, "written": utc_now(), "protocol": protocol,
         "cells": {"published": len(cells), "match": int(counts.get("match", 0)),
                   "mismatch": int(counts.get("mismatch", 0)), "missing": int(counts.get("missing", 0)),
                   "exact": int(cells["exact"].sum())},
         "tables": tables.to_dict(orient="records"),
         "cell_details": json.loads(cells.to_json(orient="records")),
         "published_internal_checks": checks,
+        "metric_differences": differences.to_dict(orient="records"),
         "notes": {str(n): note for n, note in TABLE_NOTES.items()},
     }
     out_dir = Path(out_dir)
-    atomic_write_text(out_dir / "audit.md", _markdown(cells, tables, checks, sources))
+    atomic_write_text(out_dir / "audit.md", _markdown(cells, tables, checks, sources, protocol, differences))
     summary = _plain(summary)
     atomic_write_json(out_dir / "audit.json", summary)
     return summary

@@ -1,6 +1,7 @@
-"""`python -m analysis ...`: import released runs, aggregate, regenerate Tables 2-17, audit.
+"""`python -m analysis ...`: import released runs, aggregate, regenerate Tables 2-17, audit, claims.
 
-Every error is one line on stderr and exit status 2.
+`table`, `tables` and `audit` aggregate the scores of one evaluation protocol (`--protocol paper`,
+the default, or `standard`; docs/release.md). Every error is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import pandas as pd
 
 from analysis.aggregate import aggregate_runs
 from analysis.audit import FAIL_ON, exit_code, run_audit
+from analysis.bench import benchmark
+from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
 from analysis.released import ReleasedImportError, import_released
 from analysis.tables import FORMATS, format_cell, write_tables
 from contracts.paper import UNREPORTED_DATASETS
 from contracts.provenance import atomic_write_text
-from contracts.run_record import RunRecordError, iter_records_in, write_run_records
+from contracts.run_record import PROTOCOLS, RunRecordError, iter_records_in, write_run_records
 
 
 class UsageError(Exception):
@@ -37,6 +40,17 @@ def _load_runs(paths: list[str]):
     if not records:
         raise UsageError(f"no run records in {', '.join(paths)}")
     return records
+
+
+def _runs_under(records, protocol: str, paths: list[str]):
+    """The records' scores under `protocol`; a note on stderr for those left out."""
+    kept, note = records_under(records, protocol)
+    if note:
+        print(note, file=sys.stderr)
+    if not kept:
+        raise UsageError(f"no run record in {', '.join(paths)} has '{protocol}' scores; "
+                         f"try --protocol {'standard' if protocol == 'paper' else 'paper'}")
+    return kept
 
 
 def _cmd_import_released(args) -> int:
@@ -67,7 +81,9 @@ def _readable(cells: pd.DataFrame) -> str:
 
 
 def _cmd_table(args) -> int:
-    cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
+    records = _runs_under(_load_runs(args.runs), args.protocol, args.runs)
+    cells = aggregate_runs(records, reps=args.reps, rng_seed=args.rng_seed)
+    print(f"protocol: {args.protocol}")
     print(_readable(cells))
     if args.csv:
         atomic_write_text(args.csv, cells.to_csv(index=False))
@@ -85,27 +101,84 @@ def _cmd_tables(args) -> int:
     if args.published:
         cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
     else:
-        cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
-        source = "run records " + ", ".join(args.runs)
+        records = _runs_under(_load_runs(args.runs), args.protocol, args.runs)
+        cells = aggregate_runs(records, reps=args.reps, rng_seed=args.rng_seed)
+        source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
     written = write_tables(cells, args.out, formats, source=source)
     print(f"wrote {len(written)} files -> {args.out}")
     return 0
 
 
 def _cmd_audit(args) -> int:
-    cells = aggregate_runs(_load_runs(args.runs), reps=args.reps, rng_seed=args.rng_seed)
-    summary = run_audit(cells, args.out, sources=list(args.runs))
+    records = _load_runs(args.runs)
+    cells = aggregate_runs(_runs_under(records, args.protocol, args.runs), reps=args.reps,
+                           rng_seed=args.rng_seed)
+    summary = run_audit(cells, args.out, sources=list(args.runs), protocol=args.protocol,
+                        differences=metric_differences(records))
     c = summary["cells"]
     failed = [t["table"] for t in summary["tables"] if t["verdict"] == "fail"]
-    print(f"audit: {c['published']} published cells: {c['match']} match, {c['mismatch']} mismatch, "
-          f"{c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
+    print(f"audit (protocol {args.protocol}): {c['published']} published cells: {c['match']} match, "
+          f"{c['mismatch']} mismatch, {c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
           f"-> {Path(args.out) / 'audit.md'}")
     return exit_code(summary, args.fail_on)
+
+
+def _cmd_claims(args) -> int:
+    # Imported here: statsmodels and matplotlib take seconds to load and only this command needs them.
+    from analysis.claims import NOT_TESTABLE, evaluate_claims, inputs_from_published, inputs_from_records
+    from analysis.claims_report import verdict_table, write_claims_report
+
+    sources = [bool(args.runs), bool(args.released), args.published]
+    if sum(sources) != 1:
+        raise UsageError("claims: give run-record files, --released DIR or --published (exactly one)")
+    if args.published:
+        inputs = inputs_from_published()
+    else:
+        if args.released:
+            records, source = import_released(args.released)[0], f"released runs in {args.released}"
+        else:
+            for path in args.runs:
+                if not Path(path).exists():
+                    raise UsageError(f"{path}: no such run-record file or directory")
+            # A stream: only each seed's best-validation run keeps its instance scores in memory.
+            records, source = iter_records_in(args.runs), "run records " + ", ".join(args.runs)
+        under = (r for r in (r.scores_under(args.protocol) for r in records) if r is not None)
+        inputs = inputs_from_records(under, f"{source} ({args.protocol} protocol)", args.reps, args.rng_seed)
+    report = evaluate_claims(inputs, reps=args.reps, rng_seed=args.rng_seed)
+    print(verdict_table(report))
+    for path in write_claims_report(report, args.csv, args.md, args.figure, args.reps, args.rng_seed):
+        print(f"wrote {path}")
+    untestable = int((report["verdict"] == NOT_TESTABLE).sum())
+    if untestable:
+        print(f"note: {untestable} claim(s) {NOT_TESTABLE}; the reasons are in the Markdown/CSV report",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_bench_claims(args) -> int:
+    result = benchmark(args.out, args.models, args.instances, args.reps, args.rng_seed)
+    print(f"{result['records']} synthetic run records ({result['models']} checkpoints, "
+          f"{result['instances_per_run']} test instances each, {result['runs_jsonl_mb']} MB of JSON Lines, "
+          f"{result['reps']} bootstrap replicates, {result['cpu_count']} CPUs, "
+          f"OMP_NUM_THREADS={result['omp_num_threads']})")
+    for step in ("claims", "tables"):
+        print(f"  {step:7s} {result[step]['seconds']:7.2f} s  (CPU {result[step]['cpu_seconds']:6.2f} s)  "
+              f"peak {result[step]['peak_mb']:7.1f} MB")
+    print(f"  total   {result['total_seconds']:7.2f} s  peak {result['peak_mb']:7.1f} MB "
+          f"-> {Path(args.out) / 'benchmark.json'}")
+    return 0
 
 
 def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
     parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+
+
+def _add_aggregation_options(parser: argparse.ArgumentParser) -> None:
+    _add_bootstrap_options(parser)
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                        help="scores to aggregate: 'paper' (the released harness's metrics, default) "
+                             "or 'standard' (seqeval, official SQuAD, pytrec_eval)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("table", help="aggregate run records into cells; print them, optionally write CSV")
     p.add_argument("runs", nargs="+", help="run-record .jsonl files (or folders of record.json)")
     p.add_argument("--csv", help="write the cells (one row per model/dataset/average) here")
-    _add_bootstrap_options(p)
+    _add_aggregation_options(p)
     p.set_defaults(func=_cmd_table)
 
     p = sub.add_parser("tables", help="regenerate Tables 2-17 in the paper's layout")
@@ -128,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--published", action="store_true", help="render the paper's own values instead")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,csv,tex (default all)")
-    _add_bootstrap_options(p)
+    _add_aggregation_options(p)
     p.set_defaults(func=_cmd_tables)
 
     p = sub.add_parser("audit", help="compare regenerated cells with the published tables")
@@ -136,8 +209,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder for audit.md and audit.json")
     p.add_argument("--fail-on", choices=FAIL_ON, default="none",
                    help="exit 1 on any mismatched cell, or on a failing table (default: never)")
-    _add_bootstrap_options(p)
+    _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("claims", help="test the paper's claims (published numbers, released or your runs)")
+    p.add_argument("runs", nargs="*", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("--released", metavar="DIR", help="the released 'results' folder (or its parent)")
+    p.add_argument("--published", action="store_true", help="the paper's printed Tables 2-17")
+    p.add_argument("--csv", help="write the report as CSV here")
+    p.add_argument("--md", help="write the report as Markdown here")
+    p.add_argument("--figure", help="write the forest plot here (path stem: .png and .pdf)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                   help="which scores of the run records to test (default paper: the paper's harness)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_claims)
+
+    p = sub.add_parser("bench-claims", help="time claims + tables on synthetic release-shaped run records")
+    p.add_argument("--out", required=True, help="folder for the synthetic runs and the outputs")
+    p.add_argument("--models", type=int, help="first N release checkpoints (default all 50)")
+    p.add_argument("--instances", type=int, default=300, help="test instances per run (default 300)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_bench_claims)
     return parser
 
 

@@ -1,83 +1,103 @@
-"""Confidence intervals of a mean over fine-tuning seeds: the paper's interval and two bootstraps.
+"""Confidence intervals of a mean over fine-tuning seeds: the paper's interval and the bootstrap.
 
 - `paper_interval`: 1.96 * sd(ddof=1) / sqrt(n). This is what reproduces every published cell
   (SPEC section 5); a t quantile, ddof=0 or a bootstrap over test instances do not.
-- `seed_bootstrap_ci`: percentile bootstrap that resamples seeds (scipy.stats.bootstrap).
-- `hierarchical_bootstrap_ci`: percentile bootstrap that resamples seeds, then test instances.
+- The bootstrap (docs/claims.md, "Bootstrap"): each replicate draws the seeds of a cell with
+  replacement and, where per-instance test scores exist, ONE multinomial resample of each test
+  set's instances that every drawn seed (and every model scored on that test set) shares: all
+  runs are scored on the same test queries (a crossed design), so the test-set sampling error is
+  common to them; drawing instances independently per seed would divide that error by the number
+  of seeds. Vectorised: a resample is a row of multinomial counts, and the resampled means of
+  all runs on a test set are one matrix product (replicates x instances) @ (instances x runs),
+  computed once per test set and reused by every cell and category average that contains them.
+- `percentile_bounds`: percentile interval of replicates, with the Monte-Carlo standard error of
+  each bound from the binomial order-statistic approximation.
 """
 from __future__ import annotations
 
-import warnings
-from typing import Sequence
+import hashlib
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 Z_95 = 1.96  # the paper's multiplier, printed to 2 decimals (not norm.ppf(0.975) = 1.95996...)
-_CHUNK_VALUES = 2**22  # instance draws held at once (chunk x instances), about 32 MB
+_CHUNK_VALUES = 2**20  # multinomial counts held at once (replicates x instances), 8 MB
 
 
-def paper_interval(scores: Sequence[float]) -> float:
+def paper_interval(scores) -> float:
     """Half-width 1.96 * sd(ddof=1) / sqrt(n) of the mean of per-seed scores; NaN for n < 2."""
     values = np.asarray(scores, dtype=float)
     if values.size < 2:
         return float("nan")
-    return float(Z_95 * stats.sem(values, ddof=1))
+    return float(Z_95 * values.std(ddof=1) / np.sqrt(values.size))
 
 
-def seed_bootstrap_ci(scores: Sequence[float], reps: int = 10000, rng_seed=0,
-                      confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean, resampling seeds with replacement; NaNs for n < 2."""
-    values = np.asarray(scores, dtype=float)
-    if values.size < 2:
-        return float("nan"), float("nan")
-    with warnings.catch_warnings():  # identical values: a degenerate but valid interval
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        result = stats.bootstrap(
-            (values,), np.mean, n_resamples=reps, method="percentile", vectorized=True,
-            confidence_level=confidence, rng=np.random.default_rng(rng_seed),
-        )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+def keyed_rng(rng_seed: int, key) -> np.random.Generator:
+    """A generator per key (a cell, a test set), so its draws do not depend on which others exist."""
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return np.random.default_rng(np.random.SeedSequence(
+        rng_seed, spawn_key=(int.from_bytes(digest[:8], "little"),)))
 
 
-def hierarchical_bootstrap_ci(instance_scores: Sequence[np.ndarray], reps: int = 10000,
-                              rng_seed=0, confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile CI of the mean over seeds of the mean over datasets of per-instance scores.
+def multinomial_counts(n: int, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """(reps x n) counts: how often each of n items is drawn in a resample of size n, per replicate."""
+    dtype = np.uint16 if n <= np.iinfo(np.uint16).max else np.int64
+    drawn = rng.integers(0, n, size=(reps, n), dtype=dtype).astype(np.int64)
+    drawn += (np.arange(reps, dtype=np.int64) * n)[:, None]
+    return np.bincount(drawn.ravel(), minlength=reps * n).reshape(reps, n)
 
-    `instance_scores[d]` is a (seeds x instances) array for dataset d: row s holds the test
-    instance scores of seed s's selected run (rows of all datasets refer to the same seeds).
-    With one dataset this is the CI of a dataset cell; with the 3 datasets of a task type, the
-    CI of its category average.
 
-    Each replicate draws the seeds with replacement, then resamples each dataset's test instances
-    once and applies that resample to every drawn seed: all seeds are scored on the same test
-    queries (a crossed design), so the test-set sampling error is common to them; drawing
-    instances independently per seed would divide that error by the number of seeds.
+def instance_mean_replicates(matrix: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """(reps x runs) means of each run's instance scores under one shared resample per replicate.
 
-    Written in numpy because scipy.stats.bootstrap resamples one level only (observations of one
-    or more samples); it cannot nest a resample of instances inside a resample of seeds.
+    `matrix` is (runs x instances): the runs scored on one test set, instances in the same order.
+    Sums in float64, kept in float32 (7 significant digits; the bounds' Monte-Carlo error is
+    about 1e-2 points).
     """
-    matrices = [np.asarray(m, dtype=float) for m in instance_scores]
-    if not matrices or any(m.ndim != 2 for m in matrices):
-        raise ValueError("instance_scores must be a non-empty list of (seeds x instances) arrays")
-    n_seeds = matrices[0].shape[0]
-    if any(m.shape[0] != n_seeds for m in matrices):
-        raise ValueError("every dataset needs one row of instance scores per seed")
-    if n_seeds < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(rng_seed)
-    seed_draws = rng.integers(0, n_seeds, size=(reps, n_seeds))
-    replicates = np.empty(reps)
-    chunk = max(1, _CHUNK_VALUES // max(m.shape[1] for m in matrices))
+    matrix = np.asarray(matrix, dtype=np.float64)
+    runs, n = matrix.shape
+    out = np.empty((reps, runs), dtype=np.float32)
+    chunk = max(1, _CHUNK_VALUES // n)
+    transposed = np.ascontiguousarray(matrix.T) / n
     for start in range(0, reps, chunk):
         stop = min(start + chunk, reps)
-        per_seed = np.zeros((stop - start, n_seeds))
-        for matrix in matrices:
-            # One resample of this dataset's instances per replicate, shared by all seeds.
-            drawn = rng.integers(0, matrix.shape[1], size=(stop - start, matrix.shape[1]))
-            per_seed += np.stack([row[drawn].mean(axis=1) for row in matrix], axis=1)
-        per_seed /= len(matrices)
-        replicates[start:stop] = np.take_along_axis(per_seed, seed_draws[start:stop], axis=1).mean(axis=1)
+        out[start:stop] = multinomial_counts(n, stop - start, rng).astype(np.float64) @ transposed
+    return out
+
+
+def seed_weights(n_seeds: int, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """(reps x n_seeds) weights of a seed resample: draws of each seed / n_seeds (rows sum to 1)."""
+    return multinomial_counts(n_seeds, reps, rng) / n_seeds
+
+
+@dataclass(frozen=True)
+class PercentileBounds:
+    """Percentile interval bounds per column of a replicate matrix, with their Monte-Carlo errors."""
+    low: np.ndarray
+    high: np.ndarray
+    low_mcse: np.ndarray
+    high_mcse: np.ndarray
+    reps: int
+
+
+def percentile_bounds(replicates: np.ndarray, confidence: float = 0.95) -> PercentileBounds:
+    """Percentile interval of each column of (reps x k) replicates (NaN columns give NaN).
+
+    Monte-Carlo error of a bound at probability q: the q-quantile of R replicates is an order
+    statistic whose rank has binomial sd sqrt(R q (1-q)), so its standard error is about half the
+    distance between the quantiles at q -/+ sqrt(q (1-q) / R) (binomial order-statistic
+    approximation; no density estimate needed).
+    """
+    replicates = np.asarray(replicates, dtype=np.float64)
+    if replicates.ndim == 1:
+        replicates = replicates[:, None]
+    reps = replicates.shape[0]
     alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
-    return float(low), float(high)
+    probs = []
+    for q in (alpha, 1.0 - alpha):
+        step = np.sqrt(q * (1.0 - q) / reps)
+        probs += [max(q - step, 0.0), q, min(q + step, 1.0)]
+    quantiles = np.quantile(replicates, probs, axis=0)
+    return PercentileBounds(low=quantiles[1], high=quantiles[4],
+                            low_mcse=(quantiles[2] - quantiles[0]) / 2,
+                            high_mcse=(quantiles[5] - quantiles[3]) / 2, reps=reps)

@@ -1,9 +1,13 @@
 """Import the paper's released raw fine-tuning results (EncodEval layout) as run records.
 
-Layout (SPEC section 5):
-  results/<model>/<SC|TC|QA|IR>/<dataset>/[<train_set>_]lr<LR>_sd<SEED>/results.json
+Layout (hgissbkh/EncodEval, branch MLM_vs_CLM; docs/release.md):
+  results/<model>/<SC|TC|QA|IR>/<folder>/[<train_set>_]lr<LR>_sd<SEED>/results.json
   = {"validation": {"score": s, "scores_i": [...]}, "test": {"score": s, "scores_i": [...]}}
 with scores in [0, 1]; `scores_i` (per-instance scores) may be absent. Records hold scores x100.
+Every dataset folder maps to a dataset id (contracts.paper.RELEASED_FOLDERS: SC/mnli_m -> mnli,
+TC/conll2003_en -> conll2003, ...); an unknown folder is an error, never skipped. The scores are
+the paper protocol's: records get protocol "paper" and the metric of their task type
+(contracts.paper.PAPER_PROTOCOL_METRICS).
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from contracts.paper import DATASET_BY_ID, TASK_TYPES, UNREPORTED_DATASETS
+from contracts.paper import DATASET_BY_ID, PAPER_PROTOCOL_METRICS, RELEASED_FOLDERS, TASK_TYPES
 from contracts.run_record import RunRecord, RunRecordError
 
 _RUN_DIR = re.compile(r"^(?:(?P<train_set>.+)_)?lr(?P<lr>\d[\d.]*(?:e[+-]?\d+)?)_sd(?P<seed>\d+)$")
@@ -56,16 +60,30 @@ def _instances(path: Path, data: dict) -> tuple[float, ...] | None:
     return tuple(100.0 * v for v in values)
 
 
+def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
+    """The dataset id of a released dataset folder; an error listing the known folders otherwise."""
+    if (task_type, folder) in RELEASED_FOLDERS:
+        return RELEASED_FOLDERS[(task_type, folder)]
+    elsewhere = [t for t, f in RELEASED_FOLDERS if f == folder]
+    if elsewhere:
+        raise ReleasedImportError(f"{path}: dataset folder '{folder}' belongs under {elsewhere[0]}/, "
+                                  f"not {task_type}/")
+    known = ", ".join(f"{t}/{f}" for t, f in RELEASED_FOLDERS)
+    raise ReleasedImportError(f"{path}: unknown released dataset folder '{task_type}/{folder}'; "
+                              f"the known folders are {known} (contracts/paper.py)")
+
+
 def read_released_run(path: Path, root: Path) -> RunRecord:
     """One results.json -> a RunRecord (source "released"); errors name the file."""
     parts = path.relative_to(root).parts
     if len(parts) != 5:
         raise ReleasedImportError(
-            f"{path}: expected <model>/<task type>/<dataset>/[<train_set>_]lr<LR>_sd<SEED>/results.json "
+            f"{path}: expected <model>/<task type>/<folder>/[<train_set>_]lr<LR>_sd<SEED>/results.json "
             f"under {root}")
-    model, task_type, dataset, run_dir, _ = parts
+    model, task_type, folder, run_dir, _ = parts
     if task_type not in TASK_TYPES:
         raise ReleasedImportError(f"{path}: task type folder '{task_type}' is not one of {TASK_TYPES}")
+    dataset = dataset_of_folder(path, task_type, folder)
     match = _RUN_DIR.match(run_dir)
     if match is None:
         raise ReleasedImportError(f"{path}: run folder '{run_dir}' is not [<train_set>_]lr<LR>_sd<SEED>")
@@ -75,16 +93,9 @@ def read_released_run(path: Path, root: Path) -> RunRecord:
         raise ReleasedImportError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ReleasedImportError(f"{path}: the top level must be an object")
-    reported = dataset in DATASET_BY_ID
     provenance = {"source": "released", "path": "/".join(parts)}
-    if not reported:
+    if dataset not in DATASET_BY_ID:
         provenance["reported_by_paper"] = False
-        if UNREPORTED_DATASETS.get(dataset, task_type) != task_type:
-            raise ReleasedImportError(f"{path}: dataset '{dataset}' belongs to task type "
-                                      f"{UNREPORTED_DATASETS[dataset]}, not {task_type}")
-    elif DATASET_BY_ID[dataset].task_type != task_type:
-        raise ReleasedImportError(f"{path}: dataset '{dataset}' belongs to task type "
-                                  f"{DATASET_BY_ID[dataset].task_type}, not {task_type}")
     try:
         return RunRecord.create(
             model, task_type=task_type, dataset=dataset, train_set=match["train_set"],
@@ -92,6 +103,7 @@ def read_released_run(path: Path, root: Path) -> RunRecord:
             validation_score=100.0 * _score(path, data, "validation"),
             test_score=100.0 * _score(path, data, "test"),
             test_instance_scores=_instances(path, data), provenance=provenance,
+            protocol="paper", metric=PAPER_PROTOCOL_METRICS[task_type],
         )
     except RunRecordError as exc:
         raise ReleasedImportError(f"{path}: {exc}") from None

@@ -3,6 +3,9 @@
   run      one (model, task, lr, seed) run -> <out>/<model>/<task>/lr<lr>_sd<seed>/record.json
   matrix   models x tasks x LRs x seeds as a job list, run locally (--local) or as Slurm job arrays
   job      one Slurm array task of a job list (used by the generated script)
+  score    score prediction files with a task's metric (--protocol paper|standard)
+  export-st  the IR model of an MS MARCO run -> a sentence-transformers folder (docs/export.md)
+Runs use the paper's evaluation protocol unless `--set protocol=standard` (docs/protocol.md).
 """
 from __future__ import annotations
 
@@ -33,12 +36,15 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="YAML config (default: benchmarks/configs/paper.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override one config field (repeatable)")
+    p.add_argument("--trust-remote-code", action="store_true", default=None,
+                   help="let checkpoints run the model code they ship (config.json auto_map), e.g. the "
+                   "paper's released checkpoints; only for code you trust (config field trust_remote_code)")
 
 
 def _run_values(args) -> dict:
     return {"data_root": args.data_root, "out": args.out, "max_steps": args.max_steps,
             "batch_size": args.batch_size, "device_microbatch_size": args.device_microbatch_size,
-            "max_length": args.max_length}
+            "max_length": args.max_length, "trust_remote_code": args.trust_remote_code}
 
 
 def cmd_run(args) -> int:
@@ -49,8 +55,8 @@ def cmd_run(args) -> int:
     cfg = load_run_config(values, args.config, args.set)
     record, computed = run(cfg)
     state = "done" if computed else "skipped (complete record exists)"
-    print(f"{cfg.run_dir / RECORD_FILE}: {state}; validation {record.validation_score:.2f}, "
-          f"test {record.test_score:.2f}")
+    print(f"{cfg.run_dir / RECORD_FILE}: {state}; protocol {record.protocol} ({record.metric}): "
+          f"validation {record.validation_score:.2f}, test {record.test_score:.2f}")
     return 0
 
 
@@ -85,6 +91,14 @@ def cmd_job(args) -> int:
     from benchmarks import matrix
 
     return matrix.run_array_task(matrix.read_jobs(Path(args.jobs)), args.group, args.index)
+
+
+def cmd_export_st(args) -> int:
+    from benchmarks.export_st import export_run
+
+    out = export_run(Path(args.run_dir), Path(args.out))
+    print(f"{out}: load with SentenceTransformer({str(out)!r}, trust_remote_code=...) (see its README.md)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", required=True, type=int)
     p.set_defaults(func=cmd_job)
 
+    p = sub.add_parser("export-st", help="save the IR model of an MS MARCO run as a sentence-transformers folder")
+    p.add_argument("run_dir", help="an MS MARCO run directory (<out>/<model>/msmarco/lr<lr>_sd<seed>)")
+    p.add_argument("out", help="output folder (must not exist)")
+    p.set_defaults(func=cmd_export_st)
+
     try:
         from benchmarks import scoring
     except ImportError:
@@ -141,6 +160,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
     names = {"contracts.config": "ConfigError", "contracts.run_record": "RunRecordError",
              "benchmarks.datasets.loading": "DatasetError", "benchmarks.kinds.checkpoint": "ModelLoadError",
              "benchmarks.matrix": "MatrixError", "benchmarks.run": "RunError",
+             "benchmarks.export_st": "ExportError",
              "benchmarks.tasks": "UnknownTaskError"}
     return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
 

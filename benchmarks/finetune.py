@@ -2,7 +2,8 @@
 
 Paper protocol (SPEC section 4): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
 warmup then linear decay to 0 (Composer's LinearWithWarmupScheduler); batch 32; up to 1,000 steps
-or one epoch; bf16 autocast on GPU (fp32 on CPU, where Composer refuses amp_bf16). The weights at
+or one epoch; bf16 autocast on GPU (fp32 on CPU, where Composer refuses amp_bf16; the `paper`
+protocol also casts the weights to bf16 first, benchmarks/run.py). The weights at
 the end of training are the ones evaluated (no checkpoint selection). SC/TC/QA split a batch into
 device micro-batches with Composer's `device_train_microbatch_size` (gradient accumulation); IR
 keeps the batch whole for Composer and micro-batches inside the loss with gradient caching

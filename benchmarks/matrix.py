@@ -53,7 +53,7 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
     `check_models=False` accepts local model folders that do not exist yet (a job list written
     before the pretraining jobs that produce them, e.g. by `python -m reproduce --scale paper`).
     """
-    from benchmarks.kinds.checkpoint import check_model_path
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
     from benchmarks.tasks import get_task
 
     tasks = [d.id for d in DATASETS] if tasks is None else list(tasks)
@@ -69,6 +69,7 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
             raise MatrixError(f"learning rate {lr} in the LR grid is not > 0")
     for model in models if check_models else ():
         check_model_path(model)
+        check_remote_code(model, base.trust_remote_code)
     # Absolute local paths: Slurm tasks run from the repository, maybe on another node.
     models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))
     base = replace(base, out=_absolute(base.out), data_root=_absolute(base.data_root) if base.data_root else None)

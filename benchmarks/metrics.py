@@ -23,6 +23,18 @@ per-instance scores, in the order of the references.
   ranks nothing for scores 0 instead of being dropped (pytrec_eval silently drops it).
 In all QA metrics a reference without a prediction scores 0 (as the official scripts count
 unanswered questions).
+
+The `paper` protocol's metrics (docs/protocol.md; what the paper's released harness EncodEval,
+branch MLM_vs_CLM, computes in its `encodeval/eval_tasks/*_eval.py`):
+- `accuracy` (SC), as above.
+- `sentence_macro_f1` (TC): per sentence, scikit-learn `f1_score(gold, pred, average="macro")`
+  over the word tags of that sentence (the labels present in either list); score = their mean.
+- `answer_token_f1` (QA): per example, F1 between the set of predicted answer-token positions
+  and the set of gold ones, an empty set counting as {0}; score = the mean. (The release computes
+  this set F1 itself, not with scikit-learn; so does this function.)
+- `retrieved_ndcg@10` (IR): per query with a relevant document, scikit-learn `ndcg_score` on the
+  query's 10 best-scored documents with binary relevance (grade >= 1), so the ideal DCG comes from
+  those 10 only; a query without a relevant document among them scores 0.
 """
 from __future__ import annotations
 
@@ -293,7 +305,86 @@ def ndcg_at_10(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mappi
                          "queries_without_relevant": len(qrels) - len(queries)})
 
 
-# Task metric names (TaskSpec.metric) -> function.
+# ------------------------------------------------------------------------------ paper protocol
+
+
+def _require_same_length(name: str, predictions: Sequence, references: Sequence, what: str) -> None:
+    if len(predictions) != len(references):
+        raise ValueError(f"{name}: {len(predictions)} predicted {what} for {len(references)} references")
+
+
+def sentence_macro_f1(predictions: Sequence[Sequence], references: Sequence[Sequence]) -> MetricResult:
+    """Mean over sentences of scikit-learn's macro F1 of the sentence's word tags (strings or ids).
+
+    The labels averaged over are those present in the sentence's gold or predicted tags, as
+    `f1_score` picks them; a tag only predicted counts with F1 0. An all-"O" sentence predicted
+    all "O" scores 100.
+    """
+    import warnings
+
+    from sklearn.exceptions import UndefinedMetricWarning
+    from sklearn.metrics import f1_score
+
+    _require_same_length("sentence_macro_f1", predictions, references, "sentences")
+    values = []
+    for i, (pred, gold) in enumerate(zip(predictions, references)):
+        if len(pred) != len(gold) or not gold:
+            raise ValueError(f"sentence_macro_f1: sentence {i} has {len(pred)} predicted tags for "
+                             f"{len(gold)} gold tags; give one tag per word of a non-empty sentence")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            values.append(float(f1_score(list(gold), list(pred), average="macro", zero_division=0.0)))
+    return MetricResult("sentence_macro_f1", _mean100(values), tuple(100.0 * v for v in values),
+                        tuple(range(len(values))))
+
+
+def answer_token_f1(predictions: Mapping[Hashable, Sequence[int]],
+                    references: Mapping[Hashable, Sequence[int]]) -> MetricResult:
+    """Mean over examples of the F1 between predicted and gold answer-token position sets.
+
+    Positions are indices into the model input; an empty set (no answer, or none predicted)
+    counts as {0}, so "no answer" predicted for an unanswerable question scores 100.
+    """
+    missing = [key for key in references if key not in predictions]
+    if missing:
+        raise ValueError(f"answer_token_f1: no prediction for reference {missing[0]!r}")
+    values = []
+    for key, gold in references.items():
+        pred_set, gold_set = set(predictions[key]) or {0}, set(gold) or {0}
+        shared = len(pred_set & gold_set)
+        values.append(2.0 * shared / (len(pred_set) + len(gold_set)))  # = 2PR / (P + R)
+    return MetricResult("answer_token_f1", _mean100(values), tuple(100.0 * v for v in values),
+                        tuple(references))
+
+
+def retrieved_ndcg_at_10(run: Mapping[str, Mapping[str, float]],
+                         qrels: Mapping[str, Mapping[str, int]], k: int = 10) -> MetricResult:
+    """Mean over the queries of `qrels` with a relevant document (grade >= 1) of scikit-learn's
+    `ndcg_score` on the query's `k` best-scored documents of `run` (binary relevance).
+
+    The ideal DCG is that of those `k` documents, so the score is 0 when none of them is relevant
+    and 100 when every relevant one retrieved is ranked above the others. A query absent from the
+    run scores 0; one with a single retrieved document scores its relevance (`ndcg_score` needs
+    two documents, and NDCG of one document is its relevance).
+    """
+    from sklearn.metrics import ndcg_score
+
+    queries = relevant_queries(qrels)
+    values = []
+    for qid in queries:
+        top = rank_documents(run.get(qid) or {}, k)
+        gains = [int(qrels[qid].get(doc, 0) >= 1) for doc, _ in top]
+        if len(top) < 2:
+            values.append(float(sum(gains)))
+        else:
+            values.append(float(ndcg_score([gains], [[score for _, score in top]])))
+    return MetricResult(f"retrieved_ndcg@{k}", _mean100(values), tuple(100.0 * v for v in values),
+                        tuple(queries),
+                        {"queries_without_run": sum(not run.get(q) for q in queries),
+                         "queries_without_relevant": len(qrels) - len(queries)})
+
+
+# Metric names (TaskSpec.metric, TaskSpec.metric_under) -> function.
 METRICS = {
     "accuracy": accuracy,
     "seqeval_f1": seqeval_f1,
@@ -301,4 +392,7 @@ METRICS = {
     "squad_v2_f1": squad_v2,
     "record_f1": record_f1,
     "ndcg@10": ndcg_at_10,
+    "sentence_macro_f1": sentence_macro_f1,
+    "answer_token_f1": answer_token_f1,
+    "retrieved_ndcg@10": retrieved_ndcg_at_10,
 }

@@ -8,7 +8,18 @@ directory without one is the leftover of an interrupted run and is cleared and r
 IR: one model per (lr, seed) is trained on MS MARCO pairs by the `msmarco` run, saved under its
 run directory (`model/`, written before its record) and evaluated on MS MARCO; the `nq` and
 `mldr_en` runs evaluate that saved model zero-shot. If it does not exist yet they run the
-`msmarco` job first (in Slurm they are scheduled after it).
+`msmarco` job first (in Slurm they are scheduled after it). With `save_sentence_transformers`, the
+`msmarco` run also writes that model as a sentence-transformers folder (`sentence_transformers/`,
+benchmarks.export_st).
+
+`protocol` (docs/protocol.md) picks the evaluation protocol: `paper` (default: the released
+harness's heads, inputs and metrics) or `standard`. The record holds the scores under it
+(`validation_score`, `test_score`, `test_instance_scores`, `protocol`, `metric`) and, where the
+same predictions serve the other protocol's metric (SC, TC, IR), those scores in `other_scores`.
+A run directory holds one protocol: a different protocol needs another `out`.
+
+`trust_remote_code` is the one switch that lets a checkpoint's own model code run (the paper's
+released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a checkpoint is an error.
 """
 from __future__ import annotations
 
@@ -19,12 +30,13 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.layout import RECORD_FILE, finetune_run_dir, format_lr
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
-from contracts.run_record import RunRecord, RunRecordError, validate_record_dict
+from contracts.run_record import PROTOCOLS, RunRecord, RunRecordError, validate_record_dict
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
@@ -38,6 +50,8 @@ class RunError(ValueError):
 @dataclass(frozen=True)
 class RunConfig:
     """Everything one run depends on. Defaults = the paper's protocol (configs/paper.yaml)."""
+
+    # Fields used only by one protocol say so; docs/protocol.md lists both protocols side by side.
 
     model: str  # local Hugging Face folder or hub id
     task: str  # benchmarks.tasks id (sst2, ..., mldr_en)
@@ -63,8 +77,12 @@ class RunConfig:
     null_score_diff_threshold: float = 0.0
     ir_scale: float = 20.0
     ir_top_k: int = 100
-    candidate_pool: str = "qrels_pool"
     attn_implementation: str | None = None
+    protocol: Literal["paper", "standard"] = "paper"
+    candidate_pool: Literal["qrels_pool_all_splits", "qrels_pool", "full_corpus"] = "qrels_pool_all_splits"
+    ir_query_split_seed: int | None = None  # NQ query halves; None: the run's seed (as released)
+    trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
+    save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
 
     def __post_init__(self):
         if not self.lr > 0:
@@ -77,6 +95,8 @@ class RunConfig:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if not self.model:
             raise ValueError("model is empty")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
 
     @property
     def name(self) -> str:
@@ -117,6 +137,14 @@ def trained_ir_model(cfg: RunConfig) -> Path:
     return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / "model"
 
 
+def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
+    """A complete record of another protocol is not this run: one run directory, one protocol."""
+    if record.protocol != cfg.protocol:
+        raise RunError(f"{path}: holds a complete run under protocol {record.protocol!r}; write "
+                       f"protocol {cfg.protocol!r} runs to another --out")
+    return record
+
+
 def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     """Run (or skip) one job; returns its record and whether it was computed now."""
     from benchmarks.tasks import get_task
@@ -127,20 +155,24 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     done = existing_record(record_path)
     if done is not None:
         log.info("skip %s: complete record exists", record_path)
-        return done, False
-    from benchmarks.kinds.checkpoint import check_model_path
+        return _same_protocol(done, record_path, cfg), False
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
         model_dir = trained_ir_model(cfg)
-        if existing_record(model_dir.parent / RECORD_FILE) is None:
+        trained = existing_record(model_dir.parent / RECORD_FILE)
+        if trained is None:
             log.info("%s needs the MS MARCO model of lr %s seed %s: training it first", cfg.task,
                      format_lr(cfg.lr), cfg.seed)
             run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))
+        else:
+            _same_protocol(trained, model_dir.parent / "record.json", cfg)
         if not model_dir.is_dir():
             raise RunError(f"{model_dir}: the trained MS MARCO model is missing although its record "
                            "exists; remove that run directory to retrain it")
     else:
         check_model_path(cfg.model)
+        check_remote_code(cfg.model, cfg.trust_remote_code)
     if out_dir.exists():
         log.info("clearing %s: leftover of an interrupted run", out_dir)
         shutil.rmtree(out_dir)
@@ -158,30 +190,43 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     from benchmarks.datasets import load_task_data
     from benchmarks.finetune import TrainSettings, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind
-    from benchmarks.kinds.common import EvalContext, load_backbone, load_tokenizer, model_max_length
+    from benchmarks.kinds.common import (
+        EvalContext, load_backbone, load_tokenizer, model_max_length, protocol_max_length,
+    )
 
     started, t0 = utc_now(), time.time()
     kind = get_kind(spec.task_type)
     trains = spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK
     source = str(cfg.model) if trains else str(trained_ir_model(cfg))
-    tokenizer = load_tokenizer(source)
-    backbone = load_backbone(source, cfg.attn_implementation)
-    max_length = min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer))
-    settings = KindSettings(max_length=max_length, doc_stride=cfg.doc_stride, n_best=cfg.n_best,
-                            max_answer_length=cfg.max_answer_length,
+    tokenizer = load_tokenizer(source, cfg.trust_remote_code)
+    backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
+    max_length = protocol_max_length(min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer)),
+                                     cfg.protocol)
+    settings = KindSettings(max_length=max_length, protocol=cfg.protocol, doc_stride=cfg.doc_stride,
+                            n_best=cfg.n_best, max_answer_length=cfg.max_answer_length,
                             null_score_diff_threshold=cfg.null_score_diff_threshold, ir_scale=cfg.ir_scale,
                             ir_top_k=cfg.ir_top_k, device_microbatch_size=cfg.device_microbatch_size)
     roles = ("train", "validation", "test") if trains else ("validation", "test")
     data_root = Path(cfg.data_root) if cfg.data_root else None
     extra = {}
     if spec.task_type == "IR":
-        data = load_task_data(spec, data_root, roles=roles, pool=cfg.candidate_pool)
+        # NQ's random query halves: after seeding with the fine-tuning seed (docs/protocol.md)
+        split_seed = cfg.seed if cfg.ir_query_split_seed is None else cfg.ir_query_split_seed
+        data = load_task_data(spec, data_root, roles=roles, pool=cfg.candidate_pool, query_split_seed=split_seed)
+        if "query_split_seed" in data.split_record:
+            data.split_record["query_split_seed_from"] = (
+                "seed" if cfg.ir_query_split_seed is None else "ir_query_split_seed")
     else:
         data = load_task_data(spec, data_root, roles=roles)
     from composer.utils import reproducibility
 
+    device_type = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device_type)
     reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too
     module = kind.build_module(backbone, data, settings)
+    if cfg.protocol == "paper" and precision == "amp_bf16":
+        module.to(torch.bfloat16)  # the release loads (and so fine-tunes) the whole model in bf16
+    extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
     if trains:
         features, collate = kind.training_features(data, tokenizer, settings)
         extra["train"] = fit(module, features, collate, TrainSettings(
@@ -194,38 +239,59 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
         extra["train"]["n_examples"] = len(features)
         if spec.task_type == "IR":
             _save_model(module.backbone, tokenizer, out_dir / "model")  # = trained_ir_model(cfg)
+            if cfg.save_sentence_transformers:
+                from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
+
+                save_sentence_transformer(out_dir / "model", out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
+                                          data.spec.query_prefix, data.spec.doc_prefix, cfg.trust_remote_code,
+                                          eos_only=cfg.protocol == "paper")
     else:
         extra["trained_model"] = source
-    device = torch.device("cuda" if resolve_device(cfg.device) == "gpu" else "cpu")
-    amp = torch.bfloat16 if resolve_precision(cfg.precision, resolve_device(cfg.device)) == "amp_bf16" else None
+    device = torch.device("cuda" if device_type == "gpu" else "cpu")
+    amp = torch.bfloat16 if precision == "amp_bf16" else None
     module.to(device).eval()
     ctx = EvalContext(device, amp, cfg.eval_batch_size)
-    scores = {}
+    scores: dict[str, dict] = {}  # protocol -> role -> MetricResult
     for role in ("validation", "test"):
-        predictions, references = kind.predictions_and_references(module, data, role, tokenizer, settings, ctx)
-        scores[role] = metrics.METRICS[spec.metric](predictions, references)
+        for protocol, (predictions, references) in kind.metric_inputs(module, data, role, tokenizer, settings,
+                                                                      ctx).items():
+            metric = metrics.METRICS[spec.metric_under(protocol)]
+            scores.setdefault(protocol, {})[role] = metric(predictions, references)
+    own = scores.pop(cfg.protocol)
+    other_scores = {protocol: {"metric": spec.metric_under(protocol), "validation_score": result["validation"].score,
+                               "test_score": result["test"].score,
+                               "test_instance_scores": list(result["test"].instance_scores) or None}
+                    for protocol, result in scores.items()}
     finished = utc_now()
     body = config_to_dict(cfg)
     provenance = {
         "source": "benchmarks", "config_hash": stable_hash(body), "git_sha": git_sha(),
         "package_versions": package_versions(), "started": started, "finished": finished,
-        "wall_s": round(time.time() - t0, 2), "model_path": str(cfg.model), "metric": spec.metric,
-        "max_length": max_length, "splits": data.split_record,
-        "validation_metric": scores["validation"].summary(), "test_metric": scores["test"].summary(),
+        "wall_s": round(time.time() - t0, 2), "model_path": str(cfg.model),
+        "metric": spec.metric_under(cfg.protocol), "max_length": max_length, "splits": data.split_record,
+        "validation_metric": own["validation"].summary(), "test_metric": own["test"].summary(),
+        "other_metrics": {protocol: {role: result.summary() for role, result in by_role.items()}
+                          for protocol, by_role in scores.items()},
         **extra,
     }
     return RunRecord.create(
         cfg.name, task_type=spec.task_type, dataset=spec.name, train_set=spec.train_set, lr=cfg.lr,
-        seed=cfg.seed, validation_score=scores["validation"].score, test_score=scores["test"].score,
-        test_instance_scores=list(scores["test"].instance_scores) or None, provenance=provenance,
+        seed=cfg.seed, validation_score=own["validation"].score, test_score=own["test"].score,
+        test_instance_scores=list(own["test"].instance_scores) or None, provenance=provenance,
+        protocol=cfg.protocol, metric=spec.metric_under(cfg.protocol), other_scores=other_scores or None,
     )
 
 
 def _save_model(backbone, tokenizer, path: Path) -> None:
-    """Save the trained encoder + tokenizer atomically (write aside, then rename)."""
+    """Save the trained encoder + tokenizer atomically (write aside, then rename). A model of ours
+    keeps its model code beside it: it loads without this package, as the checkpoint it was
+    fine-tuned from."""
+    from benchmarks.kinds.checkpoint import ship_own_model_code
+
     tmp = path.with_name(path.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     backbone.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    ship_own_model_code(tmp)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)

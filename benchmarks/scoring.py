@@ -1,17 +1,26 @@
-"""`score TASK PREDICTIONS REFERENCES [--per-instance OUT]`: score prediction files with the
-task's metric and print `{"task", "metric", "score", "n"}` as JSON (score x100).
+"""`score TASK PREDICTIONS REFERENCES [--protocol paper|standard] [--per-instance OUT]`: score
+prediction files with the task's metric under an evaluation protocol (docs/protocol.md; default
+`paper`) and print `{"task", "protocol", "metric", "score", "n"}` as JSON (score x100).
 
 File formats (JSON Lines follow the inputs of the `evaluate` library's metrics):
-- accuracy (sst2, qqp, mnli): one JSON value per line (the predicted / gold label, id or name),
-  or objects `{"id": ..., "prediction": ...}` / `{"id": ..., "label": ...}` (matched by id).
-- seqeval (conll2003, ontonotes5, uner): one JSON list of tag strings per line (one sentence).
-- squad: `{"id", "prediction_text"}` / `{"id", "answers": {"text": [...], "answer_start": [...]}}`;
-  squad_v2 predictions also carry `no_answer_probability` (optional; "" = no answer).
-- record: `{"idx", "prediction_text"}` / `{"idx", "answers"}` with `answers` a list of strings or
-  a SQuAD-style dict; `idx` may be any JSON value (e.g. {"passage": 0, "query": 3}); `id` works too.
-- ndcg@10 (msmarco, nq, mldr_en): TREC text files, run lines `qid Q0 docid rank score tag` and
-  qrels lines `qid 0 docid relevance`; or JSON objects `{qid: {docid: score|relevance}}`.
-`--per-instance OUT` writes one `{"id", "score"}` line per reference instance.
+- SC (sst2, qqp, mnli), accuracy under both protocols: one JSON value per line (the predicted /
+  gold label, id or name), or objects `{"id": ..., "prediction": ...}` / `{"id": ..., "label": ...}`
+  (matched by id).
+- TC (conll2003, ontonotes5, uner): one JSON list of word tag strings per line (one sentence);
+  `paper`: mean sentence macro-F1 (scikit-learn), `standard`: seqeval entity F1.
+- QA `paper` (squad, squad_v2, record): `{"id", "positions": [...]}` in both files, the input
+  token positions inside the answer ([] = no answer); mean F1 of the position sets.
+- QA `standard`: squad `{"id", "prediction_text"}` / `{"id", "answers": {"text": [...],
+  "answer_start": [...]}}`; squad_v2 predictions also carry `no_answer_probability` (optional;
+  "" = no answer); record `{"idx", "prediction_text"}` / `{"idx", "answers"}` with `answers` a list
+  of strings or a SQuAD-style dict; `idx` may be any JSON value (e.g. {"passage": 0, "query": 3});
+  `id` works too. A question without a prediction scores 0, as in the official scripts.
+- IR (msmarco, nq, mldr_en): TREC text files, run lines `qid Q0 docid rank score tag` and qrels
+  lines `qid 0 docid relevance`; or JSON objects `{qid: {docid: score|relevance}}`. `paper`:
+  scikit-learn NDCG of each query's 10 best documents, `standard`: pytrec_eval NDCG@10.
+A prediction file with another number of lines (TC) or other ids (SC by id, QA `paper`) than the
+references is an error. `--per-instance OUT` writes one `{"id", "score"}` line per reference
+instance.
 """
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ from pathlib import Path
 
 from benchmarks import metrics
 from benchmarks.tasks import TASKS, get_task
+from contracts.run_record import PROTOCOLS
 
 
 class ScoringInputError(ValueError):
@@ -89,15 +99,64 @@ def _read_trec(path: Path, kind: str) -> dict:
     return out
 
 
-def score_files(task: str, predictions: Path, references: Path, *,
+def _read_sentences(pred_path: Path, ref_path: Path) -> tuple[list, list]:
+    """Word tag lists, one sentence per line, aligned line by line."""
+    preds, refs = _jsonl(pred_path), _jsonl(ref_path)
+    if len(preds) != len(refs):
+        raise ScoringInputError(f"{pred_path}: {len(preds)} sentences (lines), but {ref_path} has "
+                                f"{len(refs)}; give one line of tags per reference sentence")
+    for number, (pred, gold) in enumerate(zip(preds, refs), start=1):
+        if not isinstance(pred, list) or not isinstance(gold, list):
+            raise ScoringInputError(f"{pred_path}:{number}: each line must be a JSON list of tags")
+        if len(pred) != len(gold):
+            raise ScoringInputError(f"{pred_path}:{number}: {len(pred)} tags for the {len(gold)} words "
+                                    f"of {ref_path}:{number}; give one tag per word")
+    return preds, refs
+
+
+def _read_positions(path: Path) -> dict:
+    rows = {}
+    for row in _jsonl(path):
+        if not isinstance(row, dict):
+            raise ScoringInputError(f"{path}: each line must be an object {{\"id\", \"positions\"}}")
+        key = _key(row, path)
+        positions = _field(row, "positions", path)
+        if not isinstance(positions, list) or not all(isinstance(p, int) and p >= 0 for p in positions):
+            raise ScoringInputError(f"{path}: 'positions' of id {key!r} must be a list of token "
+                                    "positions (integers >= 0)")
+        if key in rows:
+            raise ScoringInputError(f"{path}: id {key!r} appears twice")
+        rows[key] = positions
+    return rows
+
+
+def _read_answer_positions(pred_path: Path, ref_path: Path) -> tuple[dict, dict]:
+    preds, refs = _read_positions(pred_path), _read_positions(ref_path)
+    missing = [key for key in refs if key not in preds]
+    extra = [key for key in preds if key not in refs]
+    if missing or extra:
+        problem = f"no line for id {missing[0]!r}" if missing else f"id {extra[0]!r} is not in {ref_path}"
+        raise ScoringInputError(f"{pred_path}: {len(preds)} lines for the {len(refs)} of {ref_path}: "
+                                f"{problem}; give one line per reference id")
+    return preds, refs
+
+
+def score_files(task: str, predictions: Path, references: Path, *, protocol: str = "paper",
                 no_answer_threshold: float = 1.0, relevance: str = "binary",
                 seqeval_mode: str | None = None) -> metrics.MetricResult:
+    """Score two files with the task's metric under `protocol`; the options apply to `standard`."""
     spec = get_task(task)
-    metric = spec.metric
+    metric = spec.metric_under(protocol)
     if metric == "accuracy":
         return _read_accuracy(predictions, references)
+    if metric == "sentence_macro_f1":
+        return metrics.sentence_macro_f1(*_read_sentences(predictions, references))
+    if metric == "answer_token_f1":
+        return metrics.answer_token_f1(*_read_answer_positions(predictions, references))
+    if metric == "retrieved_ndcg@10":
+        return metrics.retrieved_ndcg_at_10(_read_trec(predictions, "run"), _read_trec(references, "qrels"))
     if metric == "seqeval_f1":
-        return metrics.seqeval_f1(_jsonl(predictions), _jsonl(references), mode=seqeval_mode)
+        return metrics.seqeval_f1(*_read_sentences(predictions, references), mode=seqeval_mode)
     if metric in ("squad_f1", "squad_v2_f1", "record_f1"):
         preds, refs = _jsonl(predictions), _jsonl(references)
         got = {_key(p, predictions): _field(p, "prediction_text", predictions) for p in preds}
@@ -115,7 +174,11 @@ def score_files(task: str, predictions: Path, references: Path, *,
 
 def _cmd_score(args: argparse.Namespace) -> int:
     try:
-        result = score_files(args.task, args.predictions, args.references,
+        if args.protocol == "paper" and (args.no_answer_threshold != 1.0 or args.relevance != "binary"
+                                         or args.seqeval_mode != "default"):
+            raise ScoringInputError("--no-answer-threshold, --relevance and --seqeval-mode apply to "
+                                    "--protocol standard only")
+        result = score_files(args.task, args.predictions, args.references, protocol=args.protocol,
                              no_answer_threshold=args.no_answer_threshold,
                              relevance=args.relevance,
                              seqeval_mode=None if args.seqeval_mode == "default" else "strict")
@@ -127,8 +190,8 @@ def _cmd_score(args: argparse.Namespace) -> int:
                         for i, s in zip(result.instance_ids, result.instance_scores))
         Path(args.per_instance).parent.mkdir(parents=True, exist_ok=True)
         Path(args.per_instance).write_text(lines, encoding="utf-8")
-    print(json.dumps({"task": args.task, "metric": result.metric, "score": round(result.score, 4),
-                      "n": result.n}))
+    print(json.dumps({"task": args.task, "protocol": args.protocol, "metric": result.metric,
+                      "score": round(result.score, 4), "n": result.n}))
     return 0
 
 
@@ -141,16 +204,20 @@ def register(subparsers) -> argparse.ArgumentParser:
                         help=f"one of: {', '.join(TASKS)}")
     parser.add_argument("predictions", type=Path, metavar="PREDICTIONS")
     parser.add_argument("references", type=Path, metavar="REFERENCES")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                        help="evaluation protocol whose metric is computed (default paper: the "
+                             "released harness's; standard: seqeval, official SQuAD/ReCoRD, "
+                             "pytrec_eval; docs/protocol.md)")
     parser.add_argument("--per-instance", type=Path, metavar="OUT",
                         help="write per-instance scores (JSON Lines {id, score})")
     parser.add_argument("--no-answer-threshold", type=float, default=1.0,
-                        help="squad_v2: no_answer_probability above this means 'no answer' "
+                        help="standard squad_v2: no_answer_probability above this means 'no answer' "
                              "(default 1.0 = never; abstain by predicting '')")
     parser.add_argument("--relevance", choices=("binary", "graded"), default="binary",
-                        help="IR gains: binary (grade >= 1, default, as the released harness) or "
-                             "graded")
+                        help="standard IR gains: binary (grade >= 1, default, as the released "
+                             "harness) or graded")
     parser.add_argument("--seqeval-mode", choices=("default", "strict"), default="default",
-                        help="seqeval mode (default: conlleval-compatible)")
+                        help="standard TC seqeval mode (default: conlleval-compatible)")
     parser.set_defaults(func=_cmd_score)
     return parser
 

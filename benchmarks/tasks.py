@@ -10,23 +10,31 @@ MLM_vs_CLM, `encodeval/datasets.py`): validation = 5% of train via
 `train.train_test_split(train_size=0.95, seed=42)` (its "test" part) when the official validation
 set is the reported test; TC uses the official splits; IR trains one model on
 hgissbkh/msmarco-pairs and evaluates MS MARCO, NQ and MLDR zero-shot with it; NQ's single test
-qrels split is divided 50/50 into validation/test queries (unseeded in the release, seeded here:
-`ir_query_split_seed`).
+qrels split is divided 50/50 into validation/test queries at random (the loader's
+`query_split_seed`; a run uses its fine-tuning seed, docs/protocol.md).
+
+`TaskSpec.metric` is the task's `standard` metric; `metric_under(protocol)` gives the metric of
+either evaluation protocol (docs/protocol.md): the `paper` protocol scores every task of a type
+with the released harness's metric (`contracts.paper.PAPER_PROTOCOL_METRICS`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, Mapping
 
-from contracts.paper import DATASET_BY_ID, DATASETS
+from contracts.paper import DATASET_BY_ID, DATASETS, PAPER_PROTOCOL_METRICS
+from contracts.run_record import PROTOCOLS
 
 TaskType = Literal["SC", "TC", "QA", "IR"]
 # How the model-selection split is obtained:
 #   train_carveout: `validation_fraction` of the hub train split (datasets.train_test_split, seed
 #                   `split_seed`), the official validation split is the reported test.
 #   official:       the hub's own validation split.
-#   query_halves:   (IR) the queries of one qrels split divided in two halves with `ir_query_split_seed`.
+#   query_halves:   (IR) the queries of one qrels split divided in two random halves.
 ValidationProtocol = Literal["train_carveout", "official", "query_halves"]
+# The evaluation protocols (contracts.run_record.PROTOCOLS): `paper` = the released harness's
+# heads, inputs and metrics, `standard` = the community metrics (docs/protocol.md).
+Protocol = Literal["paper", "standard"]
 
 GLUE = "nyu-mll/glue"
 MSMARCO_PAIRS = "msmarco_pairs"  # train_set id of the IR runs (folder prefix of the released runs)
@@ -81,7 +89,7 @@ class TaskSpec:
     # split of `train_source`.
     splits: Mapping[str, str]
     validation_protocol: ValidationProtocol
-    metric: str  # a name in benchmarks.metrics.METRICS
+    metric: str  # the `standard` protocol's metric, a name in benchmarks.metrics.METRICS
     # Columns the task reads from the hub rows (a missing one is a load error).
     input_columns: tuple[str, ...] = ()
     # SC: how the model input is built from a row (released harness templates).
@@ -97,7 +105,6 @@ class TaskSpec:
     train_set: str | None = None
     train_source: HubSource | None = None
     ir: IRSources | None = None
-    ir_query_split_seed: int | None = None
     query_prefix: str = "Query: "
     doc_prefix: str = "Document: "
     notes: str = ""
@@ -112,6 +119,14 @@ class TaskSpec:
     @property
     def display(self) -> str:
         return DATASET_BY_ID[self.name].display
+
+    def metric_under(self, protocol: str) -> str:
+        """The metric name (benchmarks.metrics.METRICS) of this task under an evaluation protocol."""
+        if protocol == "paper":
+            return PAPER_PROTOCOL_METRICS[self.task_type]
+        if protocol == "standard":
+            return self.metric
+        raise ValueError(f"unknown protocol {protocol!r}; use one of {PROTOCOLS}")
 
     @property
     def source(self) -> HubSource:
@@ -156,12 +171,11 @@ def _qa(name, hub_id, config, metric, notes="") -> TaskSpec:
     )
 
 
-def _ir(name, splits, protocol, ir, seed=None, notes="") -> TaskSpec:
+def _ir(name, splits, protocol, ir, notes="") -> TaskSpec:
     return TaskSpec(
         name=name, task_type="IR", hub_id=ir.qrels.hub_id, hub_config=ir.qrels.config,
         splits={"train": "train", **splits}, validation_protocol=protocol, metric="ndcg@10",
-        train_set=MSMARCO_PAIRS, train_source=_MSMARCO_PAIRS_SOURCE, ir=ir,
-        ir_query_split_seed=seed, notes=notes,
+        train_set=MSMARCO_PAIRS, train_source=_MSMARCO_PAIRS_SOURCE, ir=ir, notes=notes,
     )
 
 
@@ -195,10 +209,10 @@ _TASK_LIST = (
                   qrels=HubSource("BeIR/nq-qrels"),
                   queries=HubSource("BeIR/nq", "queries", "queries"),
                   doc_template="{title}. {text}"),
-        seed=42,
         notes="only a test qrels split: its queries are split 50/50 (validation gets "
-              "round(n/2) of the sorted query ids, random.Random(ir_query_split_seed).sample); "
-              "the release used an unseeded random.sample"),
+              "round(n/2) of the sorted query ids, random.Random(seed).sample with the run's "
+              "fine-tuning seed unless ir_query_split_seed fixes it); the release's random.sample "
+              "runs without a seed for NQ"),
     _ir("mldr_en", {"validation": "dev", "test": "test"}, "official",
         IRSources("mldr", corpus=HubSource("hgissbkh/mldr-en", "corpus", "corpus"),
                   qrels=HubSource("hgissbkh/mldr-en", "default"))),

@@ -5,9 +5,9 @@ grids (Section 3: 42k steps, WSD warmup and decay, intermediate checkpoints, bip
 masking ratios, the fine-tuning grid and the dataset table. The checkpoint-name grammar built on
 these is contracts.model_names; the layout of run directories is contracts.layout.
 
-Dataset ids are the folder names of the paper's released raw results (hgissbkh/EncodEval
-`results/<model>/<SC|TC|QA|IR>/<dataset>/`, docs/protocol.md), so records imported from the release
-and records written by our harness join without translation.
+Dataset ids name the paper's datasets; `released_folder` is the folder of each in the paper's
+released raw results (results/<model>/<task type>/<folder>/..., hgissbkh/EncodEval), so that
+`analysis import-released` maps the release onto the same ids as our harness (docs/release.md).
 """
 from __future__ import annotations
 
@@ -23,31 +23,46 @@ TASK_TYPES = ("SC", "TC", "QA", "IR")
 
 @dataclass(frozen=True)
 class PaperDataset:
-    id: str  # folder name in the released results, e.g. "squad_v2"
+    id: str  # our dataset id, e.g. "squad_v2" (run records, task specs)
     display: str  # name printed in the paper's tables, e.g. "SQuAD-v2"
     task_type: str  # SC | TC | QA | IR
     metric: str  # as printed: accuracy | F1 | NDCG@10
+    released_folder: str  # its folder in the released results, e.g. "mnli_m" (under SC/)
 
 
 # Order within a task type = column order of the paper's tables.
 DATASETS: tuple[PaperDataset, ...] = (
-    PaperDataset("sst2", "SST-2", "SC", "accuracy"),
-    PaperDataset("qqp", "QQP", "SC", "accuracy"),
-    PaperDataset("mnli", "MNLI", "SC", "accuracy"),
-    PaperDataset("ontonotes5", "OntoNotes", "TC", "F1"),
-    PaperDataset("conll2003", "CoNLL", "TC", "F1"),
-    PaperDataset("uner", "UNER", "TC", "F1"),
-    PaperDataset("squad", "SQuAD", "QA", "F1"),
-    PaperDataset("squad_v2", "SQuAD-v2", "QA", "F1"),
-    PaperDataset("record", "ReCoRD", "QA", "F1"),
-    PaperDataset("nq", "NQ", "IR", "NDCG@10"),
-    PaperDataset("msmarco", "MS MARCO", "IR", "NDCG@10"),
-    PaperDataset("mldr_en", "MLDR", "IR", "NDCG@10"),
+    PaperDataset("sst2", "SST-2", "SC", "accuracy", "sst2"),
+    PaperDataset("qqp", "QQP", "SC", "accuracy", "qqp"),
+    PaperDataset("mnli", "MNLI", "SC", "accuracy", "mnli_m"),
+    PaperDataset("ontonotes5", "OntoNotes", "TC", "F1", "ontonotes"),
+    PaperDataset("conll2003", "CoNLL", "TC", "F1", "conll2003_en"),
+    PaperDataset("uner", "UNER", "TC", "F1", "uner_en"),
+    PaperDataset("squad", "SQuAD", "QA", "F1", "squad"),
+    PaperDataset("squad_v2", "SQuAD-v2", "QA", "F1", "squad_v2"),
+    PaperDataset("record", "ReCoRD", "QA", "F1", "record"),
+    PaperDataset("nq", "NQ", "IR", "NDCG@10", "nq"),
+    PaperDataset("msmarco", "MS MARCO", "IR", "NDCG@10", "msmarco"),
+    PaperDataset("mldr_en", "MLDR", "IR", "NDCG@10", "mldr_en"),
 )
 DATASET_BY_ID = {d.id: d for d in DATASETS}
 DATASET_BY_DISPLAY = {d.display: d for d in DATASETS}
-# Datasets that exist in the release but are not reported by the paper.
+# Datasets that exist in the release but are not reported by the paper: folder -> task type
+# (imported under the folder name as dataset id).
 UNREPORTED_DATASETS = {"qed": "QA"}
+# Every dataset folder of the release: (task type, folder) -> our dataset id.
+RELEASED_FOLDERS: dict[tuple[str, str], str] = {
+    **{(d.task_type, d.released_folder): d.id for d in DATASETS},
+    **{(task_type, folder): folder for folder, task_type in UNREPORTED_DATASETS.items()},
+}
+
+# The metric the paper's released harness (EncodEval) computed per task type (reported x100, the
+# mean of per-instance scores): SC accuracy; TC the per-sentence macro-F1 over word tags
+# (scikit-learn f1_score); QA the F1 between predicted and gold answer-token position sets; IR
+# scikit-learn ndcg_score on the top 10 documents. These are the `metric` names of run records
+# under the "paper" protocol (contracts.run_record), shared with benchmarks.metrics.
+PAPER_PROTOCOL_METRICS = {"SC": "accuracy", "TC": "sentence_macro_f1", "QA": "answer_token_f1",
+                          "IR": "retrieved_ndcg@10"}
 
 AVERAGE = "average"  # pseudo-dataset id of a category average
 

@@ -80,7 +80,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """UTF-8 text, written as atomic_write_bytes writes."""
+    """atomic_write_bytes of the UTF-8 text."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 

@@ -89,7 +89,7 @@ class RunRecord:
         if data.get("pretraining") is not None:
             data["pretraining"] = PretrainingDescription.from_dict(data["pretraining"])
         if data.get("test_instance_scores") is not None:
-            data["test_instance_scores"] = tuple(float(x) for x in data["test_instance_scores"])
+            data["test_instance_scores"] = tuple(map(float, data["test_instance_scores"]))
         if data["schema_version"] == 1:  # v1 had no protocol: released runs are the paper's
             source = (data.get("provenance") or {}).get("source")
             data["protocol"] = {"released": "paper", "benchmarks": "standard"}.get(source)
@@ -150,6 +150,16 @@ def _check_score(where: str, fld: str, value) -> None:
         _fail(where, fld, f"is {value}, outside [0, 100]", "scores are percentages (metric x100)")
 
 
+def _check_scores(where: str, fld: str, values: list) -> None:
+    """_check_score of every element; C-level passes for the usual valid list (runs hold thousands
+    of instance scores), the element-wise check only to name the first bad one."""
+    if set(map(type, values)) <= {float, int} and math.isfinite(sum(values)) \
+            and min(values) >= 0.0 and max(values) <= 100.0:
+        return
+    for i, value in enumerate(values):
+        _check_score(where, f"{fld}[{i}]", value)
+
+
 def validate_record_dict(data, where: str) -> None:
     """Raise RunRecordError naming `where` (file:line) and the field for any schema violation."""
     if not isinstance(data, dict):
@@ -174,8 +184,7 @@ def validate_record_dict(data, where: str) -> None:
     if scores is not None:
         if not isinstance(scores, list) or not scores:
             _fail(where, "test_instance_scores", "is not a non-empty list", "use null when absent")
-        for i, value in enumerate(scores):
-            _check_score(where, f"test_instance_scores[{i}]", value)
+        _check_scores(where, "test_instance_scores", scores)
     pre = data.get("pretraining")
     if pre is not None:
         if not isinstance(pre, dict) or set(pre) != _PRETRAINING_FIELDS:
@@ -214,17 +223,16 @@ def _check_protocol_fields(data: dict, where: str) -> None:
                   "give {metric, validation_score, test_score, test_instance_scores}")
         _check_score(where, f"{fld}.validation_score", scores["validation_score"])
         _check_score(where, f"{fld}.test_score", scores["test_score"])
-        for i, value in enumerate(scores.get("test_instance_scores") or ()):
-            _check_score(where, f"{fld}.test_instance_scores[{i}]", value)
+        if scores.get("test_instance_scores"):
+            _check_scores(where, f"{fld}.test_instance_scores", scores["test_instance_scores"])
 
 
-def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
-    """Read a JSON Lines file of run records; errors name the file, line and field."""
+def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
+    """The records of a JSON Lines file, one at a time; errors name the file, line and field."""
     path = Path(path)
     if not path.exists():
         raise RunRecordError(f"{path}: no such run-record file; pass a .jsonl written by "
                              "`python -m benchmarks` or `python -m analysis import-released`")
-    records = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -235,8 +243,12 @@ def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
             except json.JSONDecodeError as exc:
                 raise RunRecordError(f"{where}: not valid JSON ({exc.msg}); "
                                      "each line must be one JSON object") from None
-            records.append(RunRecord.from_dict(data, where))
-    return records
+            yield RunRecord.from_dict(data, where)
+
+
+def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
+    """Read a JSON Lines file of run records; errors name the file, line and field."""
+    return list(iter_run_records(path))
 
 
 def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
@@ -246,7 +258,7 @@ def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
             for file in sorted(path.rglob("record.json")):
                 yield RunRecord.from_dict(json.loads(file.read_text()), str(file))
         else:
-            yield from read_run_records(path)
+            yield from iter_run_records(path)
 
 
 def write_run_records(path: str | os.PathLike, records: Iterable[RunRecord]) -> Path:

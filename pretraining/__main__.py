@@ -65,7 +65,8 @@ def _export(args) -> int:
     except CheckpointError as exc:
         print(f"export: {exc}", file=sys.stderr)
         return 2
-    print(f"export: wrote {out} (load with `import pretraining; AutoModel.from_pretrained(...)`)")
+    print(f"export: wrote {out} (self-contained: `AutoModel.from_pretrained(path, trust_remote_code=True)`; "
+          "see its README.md and docs/export.md)")
     return 0
 
 

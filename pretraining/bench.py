@@ -18,8 +18,9 @@ import time
 
 import torch
 
-from pretraining.modeling import (MlmClmForLM, closed_form_parameter_count, config_from_preset)
+from pretraining.modeling import MlmClmForLM
 from pretraining.objectives import clm_labels, mask_for_mlm, objective_generator
+from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
 
 # Dense bf16 tensor-core peaks (FLOP/s) by device-name fragment.

@@ -14,7 +14,7 @@ from contracts.paper import (
     DECAY_STEPS, DEFAULT_MASKING_RATIO, PRETRAIN_BATCH_SEQUENCES, PRETRAIN_STEPS, WARMUP_STEPS,
 )
 from pretraining.data import DataConfig
-from pretraining.modeling import PRESETS
+from pretraining.presets import PRESETS
 
 
 @dataclass(frozen=True)

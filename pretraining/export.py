@@ -1,5 +1,10 @@
 """Checkpoints in and out: initial weights for CPT, and export to Hugging Face directories.
 
+An exported directory is self-contained (docs/export.md): config.json + model.safetensors, the
+tokenizer, `modeling_mlmclm.py` (a verbatim copy of pretraining/modeling.py) named by config.json's
+`auto_map` so that plain transformers loads it with `trust_remote_code=True`, like the paper's
+released checkpoints, a model card (README.md) and pretraining.json (the run's metadata).
+
 Sources of initial weights (`init.path` with kind "weights"):
 - a Composer checkpoint of ours (`.pt`; the model's keys carry a `model.` prefix),
 - an exported directory of ours (`model_type: mlmclm_llama`),
@@ -19,8 +24,20 @@ from pathlib import Path
 import torch
 
 from contracts.layout import RUN_CONFIG_FILE, latest_checkpoint
-from contracts.provenance import atomic_write_json
-from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, config_from_preset
+from contracts.provenance import atomic_write_json, atomic_write_text
+from pretraining import modeling
+from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, MlmClmModel
+from pretraining.presets import config_from_preset
+
+REMOTE_CODE_FILE = "modeling_mlmclm.py"
+_MODULE = REMOTE_CODE_FILE.removesuffix(".py")
+# The Auto classes a user loads an export with -> class in the shipped modeling file.
+AUTO_MAP = {
+    "AutoConfig": f"{_MODULE}.{MlmClmConfig.__name__}",
+    "AutoModel": f"{_MODULE}.{MlmClmModel.__name__}",
+    "AutoModelForMaskedLM": f"{_MODULE}.{MlmClmForLM.__name__}",
+    "AutoModelForCausalLM": f"{_MODULE}.{MlmClmForLM.__name__}",
+}
 
 
 class CheckpointError(ValueError):
@@ -74,14 +91,21 @@ def _read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
     return weights
 
 
-def read_composer_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The model weights of a Composer checkpoint written by pretraining.train (prefix removed)."""
+def read_composer_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], int]:
+    """(model weights with the prefix removed, optimizer step) of a Composer checkpoint written
+    by pretraining.train."""
     state = torch.load(path, map_location="cpu", weights_only=False)
     try:
         model_state = state["state"]["model"]
     except (KeyError, TypeError):
         raise CheckpointError(f"{path}: not a Composer checkpoint (no state.model)") from None
-    return {k.removeprefix("model."): v for k, v in model_state.items()}
+    step = int(state["state"]["timestamp"]["Timestamp"]["batch"])  # Composer's Timestamp state dict
+    return {k.removeprefix("model."): v for k, v in model_state.items()}, step
+
+
+def read_composer_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The model weights of a Composer checkpoint written by pretraining.train (prefix removed)."""
+    return read_composer_checkpoint(path)[0]
 
 
 def read_source_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], MlmClmConfig | None]:
@@ -130,9 +154,24 @@ def load_initial_weights(model: MlmClmForLM, path: str | Path) -> None:
                               f"unexpected {result.unexpected_keys[:3]}")
 
 
+def add_remote_code(directory: Path) -> None:
+    """Make a saved `mlmclm_llama` directory load without this package: copy the model code in
+    and name its classes in config.json's `auto_map` (transformers' remote-code convention)."""
+    directory = Path(directory)
+    config = json.loads((directory / "config.json").read_text())
+    if config.get("model_type") != MODEL_TYPE:
+        raise CheckpointError(f"{directory}: model_type {config.get('model_type')!r} is not {MODEL_TYPE!r}")
+    shutil.copyfile(modeling.__file__, directory / REMOTE_CODE_FILE)
+    config["auto_map"] = AUTO_MAP
+    atomic_write_json(directory / "config.json", config)
+
+
 def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path, tokenizer,
                       metadata: dict) -> Path:
-    """config.json + model.safetensors (+ tokenizer files) + pretraining.json, atomically renamed."""
+    """config.json + model.safetensors + modeling_mlmclm.py (+ tokenizer files) + pretraining.json
+    + README.md (model card), written aside and renamed into place."""
+    from pretraining.model_card import model_card
+
     target = Path(target)
     tmp = target.with_name(target.name + ".tmp")
     trained_causal = model.config.is_causal
@@ -141,9 +180,13 @@ def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path,
         model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
     finally:
         model.config.is_causal = trained_causal
+    add_remote_code(tmp)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     atomic_write_json(tmp / "pretraining.json", metadata)
+    parameters = sum(v.numel() for v in (state_dict or model.state_dict()).values())
+    config = json.loads((tmp / "config.json").read_text())
+    atomic_write_text(tmp / "README.md", model_card(metadata, parameters, config))
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
@@ -174,12 +217,13 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | 
     if out.exists():
         raise CheckpointError(f"{out} exists; refusing to overwrite an export")
     run_config = checkpoint.parent.parent / RUN_CONFIG_FILE
-    saved = yaml.safe_load(run_config.read_text())["config"] if run_config.exists() else {}
+    document = yaml.safe_load(run_config.read_text()) if run_config.exists() else {}
+    saved = document.get("config", {})
     preset = preset or saved.get("model", {}).get("preset")
     tokenizer = tokenizer or saved.get("tokenizer")
     if preset is None:
         raise CheckpointError(f"{checkpoint}: no run config.yaml beside it; pass --preset")
-    weights = read_composer_weights(checkpoint)
+    weights, step = read_composer_checkpoint(checkpoint)
     cfg = config_from_preset(preset, vocab_size=weights["model.embed_tokens.weight"].shape[0])
     model = MlmClmForLM(cfg)
     model.load_state_dict(weights, strict=True)
@@ -187,5 +231,6 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | 
     if tokenizer is not None:
         from pretraining.tokenizer import load_tokenizer
         tok = load_tokenizer(tokenizer)
-    metadata = {"source_checkpoint": str(checkpoint), "run_config": saved or None}
+    metadata = {"name": saved.get("name"), "step": step, "source_checkpoint": str(checkpoint),
+                "run_config": saved or None, "git_sha": document.get("git_sha")}
     return save_hf_directory(model, None, out, tok, metadata)

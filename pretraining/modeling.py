@@ -1,4 +1,4 @@
-"""The paper's EuroBERT-style transformer as a Hugging Face model (no trust_remote_code needed).
+"""The paper's EuroBERT-style transformer as a Hugging Face model.
 
 Llama-style blocks (pre-RMSNorm eps 1e-5, SwiGLU, RoPE theta 10,000, grouped-query attention,
 no biases) with an untied LM head. One model serves both objectives: `is_causal` (config default,
@@ -9,9 +9,11 @@ Packed documents: `document_ids[b, t]` is the index of the document that positio
 belongs to. Attention is block-diagonal over documents and position ids restart at 0 in each
 document. Negative document ids mark padding (never attended to).
 
-Importing `pretraining` registers the model with AutoConfig / AutoModel / AutoModelForMaskedLM /
-AutoModelForCausalLM under model_type "mlmclm_llama", so `AutoModel.from_pretrained(path)` works
-on an exported checkpoint without trust_remote_code.
+This file imports only the standard library, torch and transformers: every exported checkpoint
+carries a verbatim copy of it as its remote code (`modeling_mlmclm.py` + `auto_map` in
+config.json, docs/export.md), so it loads with `trust_remote_code=True` where this package is not
+installed. Importing `pretraining` calls `register_auto_classes()`, after which the Auto classes
+load model_type "mlmclm_llama" without remote code.
 """
 from __future__ import annotations
 
@@ -22,11 +24,8 @@ from transformers import (AutoConfig, AutoModel, AutoModelForCausalLM, AutoModel
                           PretrainedConfig, PreTrainedModel)
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
-from contracts.paper import MAX_CONTEXT, PAPER_SHAPES, TOY_SHAPES, VOCAB_SIZE, ModelShape
-
 MODEL_TYPE = "mlmclm_llama"
 IGNORE_INDEX = -100
-_DEFAULT_SHAPE = PAPER_SHAPES["210m"]  # the config's defaults
 
 
 class MlmClmConfig(PretrainedConfig):
@@ -34,13 +33,13 @@ class MlmClmConfig(PretrainedConfig):
 
     def __init__(
         self,
-        vocab_size: int = VOCAB_SIZE,
-        hidden_size: int = _DEFAULT_SHAPE.hidden,
-        intermediate_size: int = _DEFAULT_SHAPE.ffn,
-        num_hidden_layers: int = _DEFAULT_SHAPE.layers,
-        num_attention_heads: int = _DEFAULT_SHAPE.heads,
-        num_key_value_heads: int = _DEFAULT_SHAPE.kv_heads,
-        max_position_embeddings: int = MAX_CONTEXT,
+        vocab_size: int = 128256,
+        hidden_size: int = 768,
+        intermediate_size: int = 3072,
+        num_hidden_layers: int = 12,
+        num_attention_heads: int = 12,
+        num_key_value_heads: int = 12,
+        max_position_embeddings: int = 2048,
         rms_norm_eps: float = 1e-5,
         rope_theta: float = 10000.0,
         initializer_range: float = 0.02,
@@ -71,34 +70,6 @@ class MlmClmConfig(PretrainedConfig):
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
-
-
-# The paper's Table 1 sizes and the toy sizes that stand in for them (contracts.paper).
-PRESETS: dict[str, ModelShape] = {**PAPER_SHAPES, **TOY_SHAPES}
-
-
-def config_from_preset(name: str, vocab_size: int | None = None, **overrides) -> MlmClmConfig:
-    """Model config of a preset; `vocab_size` is required for toy presets (the tokenizer's)."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
-    shape = PRESETS[name]
-    vocab = vocab_size if vocab_size is not None else shape.vocab
-    if vocab is None:
-        raise ValueError(f"preset {name!r} takes its vocabulary size from the tokenizer: pass vocab_size")
-    return MlmClmConfig(vocab_size=vocab, hidden_size=shape.hidden, intermediate_size=shape.ffn,
-                        num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                        num_key_value_heads=shape.kv_heads, max_position_embeddings=shape.context,
-                        **overrides)
-
-
-def closed_form_parameter_count(cfg: MlmClmConfig) -> dict[str, int]:
-    """Parameters from the shapes alone: embedding, transformer body, LM head, total."""
-    d, f, v = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    q = cfg.num_attention_heads * cfg.head_dim
-    kv = cfg.num_key_value_heads * cfg.head_dim
-    per_layer = d * q + 2 * d * kv + q * d + 3 * d * f + 2 * d  # q,k,v,o + gate,up,down + 2 norms
-    body = cfg.num_hidden_layers * per_layer + d  # + final norm
-    return {"embedding": v * d, "body": body, "lm_head": v * d, "total": 2 * v * d + body}
 
 
 def position_ids_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
@@ -171,7 +142,10 @@ def _use_flash_attention(x: torch.Tensor, config: MlmClmConfig) -> bool:
 
 def _flash_varlen(q, k, v, document_ids, is_causal):  # pragma: no cover - needs CUDA + flash-attn
     """Packed documents as varlen sequences; q/k/v are [B, L, H, hd]. No padding allowed."""
-    from flash_attn import flash_attn_varlen_func
+    try:  # inside `try`, transformers' remote-code loader does not require flash-attn everywhere
+        from flash_attn import flash_attn_varlen_func
+    except ImportError:
+        raise ImportError("attention_backend flash_attention_2 needs the flash-attn package") from None
 
     batch, length = document_ids.shape
     starts = torch.ones_like(document_ids, dtype=torch.bool)
@@ -330,22 +304,9 @@ class MlmClmForLM(MlmClmPreTrainedModel):
         return MaskedLMOutput(loss=loss, logits=logits)
 
 
-def count_parameters_on_meta(cfg: MlmClmConfig) -> dict[str, int]:
-    """Actual parameter count of the module, built on the meta device (no memory)."""
-    with torch.device("meta"):
-        model = MlmClmForLM(cfg)
-    counts = {"embedding": model.model.embed_tokens.weight.numel(),
-              "lm_head": model.lm_head.weight.numel()}
-    counts["total"] = sum(p.numel() for p in model.parameters())
-    counts["body"] = counts["total"] - counts["embedding"] - counts["lm_head"]
-    return counts
-
-
-def _register() -> None:
+def register_auto_classes() -> None:
+    """Make the Auto classes load model_type "mlmclm_llama" with the classes of this module."""
     AutoConfig.register(MODEL_TYPE, MlmClmConfig, exist_ok=True)
     AutoModel.register(MlmClmConfig, MlmClmModel, exist_ok=True)
     AutoModelForMaskedLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
     AutoModelForCausalLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
-
-
-_register()

@@ -9,9 +9,11 @@ Biphasic runs are one run with `objective.kind: clm_then_mlm` and one WSD schedu
 the CLM phase sees the same data, schedule and seed as the first steps of the CLM run, so it is
 the paper's "MLM resumed from a pre-decay CLM checkpoint" recomputed; to save compute, branch
 instead with `init: {kind: full_state, path: <CLM run>/checkpoints/ba<N>-rank0.pt}`.
-CPT runs start from the decayed 42k export (`<runs>/610m-<obj>-42k/hf/step-42000`, contracts.layout) with a fresh
-optimizer and their own WSD schedule (the paper gives none): warmup = min(2000, 10% of the CPT
-steps), decay = min(2000, half of the CPT steps), both exposed in the config.
+CPT runs start from the decayed 42k export (`<runs>/610m-<obj>-42k/hf/step-42000`, contracts.layout)
+with a fresh optimizer and their own WSD schedule (the paper gives none): warmup = min(2000, 10% of the CPT
+steps), decay = min(2000, half of the CPT steps), both exposed in the config. They read the data
+stream after the base run's last sample (`data.start_sample` = base steps x global batch;
+docs/data_continuation.md), so the prepared data must hold the base run's and the CPT samples.
 
 Scales: `paper` (Table 1 shapes, 42k steps, 1,152 packed samples x 2,048 tokens = Table 1's
 2,359,296 tokens per step; the paper's "12 sequences x 192 GPUs" with a 1,024 mean length is the
@@ -122,24 +124,27 @@ def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
     if run.switch_at is not None:
         objective["switch_at"] = s(run.switch_at)
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
+    global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else 8
+    data = {"path": data_path or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper
+                                  else f"{runs_root}/data/embedded-128"),
+            "seq_len": MAX_CONTEXT if paper else 128}
     init = {"path": None, "kind": "weights"}
     if run.cpt_base is not None:
         base = RUNS[run.cpt_base]
         init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
+        data["start_sample"] = s(base.max_steps) * global_batch_size  # after the base run's data
     return {
         "name": run_name(run),
         "run_dir": f"{runs_root}/{run_name(run)}",
         "tokenizer": tokenizer or ("meta-llama/Meta-Llama-3-8B" if paper else "embedded"),
-        "data": {"path": data_path or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper
-                                       else f"{runs_root}/data/embedded-128"),
-                 "seq_len": MAX_CONTEXT if paper else 128},
+        "data": data,
         "model": {"preset": run.size if paper else TOY_SIZE[run.size], "attn_implementation": "sdpa"},
         "objective": objective,
         "optimizer": {"lr": 5e-4 if paper else 3e-3, "betas": [0.9, 0.95], "eps": 1e-5,
                       "weight_decay": 0.1, "grad_clip_norm": 1.0},
         "schedule": {"warmup": s(run.warmup), "decay": s(run.decay), "decay_shape": "linear",
                      "alpha_f": 0.0},
-        "train": {"max_steps": s(run.max_steps), "global_batch_size": PRETRAIN_BATCH_SEQUENCES if paper else 8,
+        "train": {"max_steps": s(run.max_steps), "global_batch_size": global_batch_size,
                   "checkpoint_steps": [s(c) for c in run.checkpoint_steps],
                   "resume_interval": 1000 if paper else 10, "seed": 17,
                   "precision": "auto", "fsdp": paper},

@@ -27,12 +27,13 @@ from contracts.layout import (
     CHECKPOINT_PATTERN, CHECKPOINTS_DIR, FINISHED_FILE, LATEST_CHECKPOINT_PATTERN, LOSS_LOG_FILE,
     RUN_CONFIG_FILE, export_dir,
 )
-from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
+from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig
 from pretraining.export import save_hf_directory
-from pretraining.modeling import PRESETS, Block, MlmClmForLM, config_from_preset
+from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
                                     objective_generator, phase_at)
+from pretraining.presets import PRESETS, config_from_preset
 from pretraining.schedule import WSDScheduler
 
 class PretrainError(RuntimeError):
@@ -262,8 +263,17 @@ def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token
     device_batch_size = cfg.train.global_batch_size // world
     if dataloader is None:
         from pretraining.data import build_train_dataloader
+        from pretraining.data.config import DataBudgetError, data_budget
 
-        dataloader, _ = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
+        dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size,
+                                                     cfg.train.dataloader_workers)
+        try:  # which samples this run reads, in how many epochs (docs/data_continuation.md)
+            budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps,
+                                 cfg.train.global_batch_size)
+        except DataBudgetError as exc:
+            raise PretrainError(str(exc)) from None
+        if dist.get_global_rank() == 0:
+            print(f"train: {budget}", flush=True)
     model = build_model(cfg, token_ids.vocab_size)
     if cfg.train.compile:
         model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
@@ -275,7 +285,8 @@ def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
     metadata = {"name": cfg.name, "config_hash": stable_hash(config_to_dict(cfg)),
                 "objective": obj.kind, "switch_at": obj.switch_at, "mlm_ratio": obj.mlm_ratio,
-                "max_steps": t.max_steps, "exported": utc_now()}
+                "max_steps": t.max_steps, "exported": utc_now(), "run_config": config_to_dict(cfg),
+                "git_sha": git_sha()}
     callbacks = [LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
                  ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
                                metadata), *extra_callbacks]

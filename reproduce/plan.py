@@ -167,6 +167,7 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         base_dir = scaled_name(base.name, cfg.scale, cfg.pretrain_steps)
         steps = scale_steps(base.max_steps, cfg.scale, cfg.pretrain_steps)
         body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / base_dir, steps))
+        body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
     if cfg.pretrain_steps:  # the masking study's 42k runs, shortened
         body["train"]["max_steps"] = cfg.pretrain_steps
         body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < cfg.pretrain_steps]

@@ -22,7 +22,9 @@ Normalised output (what the fine-tuning code reads):
 Split protocol (deterministic): `train_carveout` = `train.train_test_split(train_size=0.95,
 seed=42)`, its "test" part is the validation set (as the released harness); `official` = the
 Hub splits; `query_halves` (NQ) = the sorted query ids of the one qrels split, round(n/2) of
-them sampled with `random.Random(ir_query_split_seed)` for validation, the rest for test.
+them sampled with `random.Random(query_split_seed)` for validation, the rest for test (the
+released `nq()` draws them with Python's `random.sample`; a run passes its fine-tuning seed,
+docs/protocol.md, "Choices").
 """
 from __future__ import annotations
 
@@ -299,7 +301,8 @@ def _corpus_texts(cds: Dataset, id_column: str, columns, template: str,
             for row in cds}
 
 
-def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str) -> TaskData:
+def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str,
+             query_split_seed: int | None) -> TaskData:
     ir = spec.ir
     evaluated = [r for r in roles if r != "train"]
     record: dict = {"protocol": spec.validation_protocol, "candidate_pool": pool,
@@ -336,14 +339,20 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str) -> TaskDa
                 queries_text[qid] = text
                 qrels_by_role[role][qid] = {p["docid"]: 1 for p in positives}
     if spec.validation_protocol == "query_halves" and needed:
+        if query_split_seed is None:
+            raise ValueError(f"{spec.name}: its validation/test queries are drawn at random; give "
+                             "query_split_seed (a run uses its fine-tuning seed)")
         shared = qrels_by_role[needed[0]]
         qids = sorted(shared)
-        rng = random.Random(spec.ir_query_split_seed)
+        rng = random.Random(query_split_seed)
         val_ids = set(rng.sample(qids, round(0.5 * len(qids))))
         halves = {"validation": {q: shared[q] for q in qids if q in val_ids},
                   "test": {q: shared[q] for q in qids if q not in val_ids}}
         qrels_by_role = {role: halves[role] for role in needed}
-        record.update(query_split_seed=spec.ir_query_split_seed, query_split_fraction=0.5)
+        record.update(query_split_seed=query_split_seed, query_split_fraction=0.5)
+    # The released pool: every document named in the validation and test qrels, any grade, also
+    # those judged only for queries without a relevant document (encodeval/datasets.py).
+    all_splits_pool = set().union(*(pooled_doc_ids(q) for q in qrels_by_role.values()))
     # keep only evaluated queries (>= 1 relevant doc) and their judgements
     qrels_by_role = {role: {q: qrels[q] for q in relevant_queries(qrels)}
                      for role, qrels in qrels_by_role.items()}
@@ -359,7 +368,7 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str) -> TaskDa
         required = fields + (("title",) if needs_title else ())
         cds = load_hub_split(ir.corpus, ir.corpus.split, data_root, required)
         if pool == "qrels_pool_all_splits":
-            wanted = set().union(*(pooled_doc_ids(q) for q in qrels_by_role.values()))
+            wanted = all_splits_pool
         elif pool == "qrels_pool":
             wanted = set().union(*(pooled_doc_ids(qrels_by_role[r]) for r in evaluated))
         else:
@@ -371,7 +380,7 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str) -> TaskDa
         if pool == "qrels_pool":
             ids = pooled_doc_ids(qrels)
         elif pool == "qrels_pool_all_splits":
-            ids = set().union(*(pooled_doc_ids(q) for q in qrels_by_role.values()))
+            ids = all_splits_pool
         else:
             ids = set(corpus)
         absent = sorted(ids - set(corpus))
@@ -392,13 +401,15 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str) -> TaskDa
 
 
 def load_task_data(spec: TaskSpec, data_root: Path | None = None, *,
-                   roles: tuple[str, ...] = ROLES, pool: CandidatePool = "qrels_pool") -> TaskData:
+                   roles: tuple[str, ...] = ROLES, pool: CandidatePool = "qrels_pool_all_splits",
+                   query_split_seed: int | None = None) -> TaskData:
     """The train/validation/test data of a task with the split protocol applied.
 
     `roles` limits what is loaded (e.g. ("validation", "test") for IR evaluation only);
-    `pool` is the IR candidate pool: `qrels_pool` (default: documents judged for the evaluated
-    split's queries), `qrels_pool_all_splits` (judged for validation and test queries, as the
-    released loader pools them) or `full_corpus`.
+    `pool` is the IR candidate pool: `qrels_pool_all_splits` (default, as the released loader: one
+    pool per dataset, every document named in the validation and test qrels), `qrels_pool`
+    (documents judged for the evaluated split's queries) or `full_corpus`.
+    `query_split_seed` seeds the random validation/test query halves of NQ (required there).
     """
     roles = tuple(roles)
     unknown = [r for r in roles if r not in ROLES]
@@ -407,5 +418,5 @@ def load_task_data(spec: TaskSpec, data_root: Path | None = None, *,
     if pool not in CANDIDATE_POOLS:
         raise ValueError(f"unknown candidate pool {pool!r}; use one of {CANDIDATE_POOLS}")
     if spec.task_type == "IR":
-        return _load_ir(spec, data_root, roles, pool)
+        return _load_ir(spec, data_root, roles, pool, query_split_seed)
     return _load_supervised(spec, data_root, roles)

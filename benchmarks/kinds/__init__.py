@@ -3,10 +3,13 @@
 Every kind module offers the same three functions, so the run code has no per-task branches:
   build_module(backbone, data, settings) -> nn.Module whose forward(batch) is the training loss
   training_features(data, tokenizer, settings) -> (features, collate)
-  predictions_and_references(module, data, role, tokenizer, settings, ctx) -> the inputs of the
-      task's metric (benchmarks.metrics) for one split role ("validation" | "test")
-`data` is a benchmarks.datasets.TaskData; `settings` carries max_length and the kind options
-(KindSettings).
+  metric_inputs(module, data, role, tokenizer, settings, ctx) -> {protocol: (predictions,
+      references)} for one split role ("validation" | "test"): the inputs of the task's metric
+      under `settings.protocol` (TaskSpec.metric_under), and, where the same predictions serve
+      it, under the other protocol too (SC, TC, IR; docs/protocol.md)
+`data` is a benchmarks.datasets.TaskData; `settings` carries max_length, the evaluation protocol
+and the kind options (KindSettings). The protocol is an option of a kind: `paper` = the released
+harness's heads, inputs and labels, `standard` = the community ones.
 """
 from __future__ import annotations
 
@@ -19,11 +22,12 @@ KINDS = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # task type -> module 
 
 @dataclass(frozen=True)
 class KindSettings:
-    max_length: int
-    doc_stride: int = 128  # QA: overlap of consecutive windows, in tokens
-    n_best: int = 20  # QA: start/end candidates per window
-    max_answer_length: int = 30  # QA: longest answer span, in tokens
-    null_score_diff_threshold: float = 0.0  # SQuAD-v2: answer "" when null - best span > this
+    max_length: int  # already the protocol's (benchmarks.kinds.common.protocol_max_length)
+    protocol: str = "paper"  # paper | standard (docs/protocol.md)
+    doc_stride: int = 128  # QA standard: overlap of consecutive windows, in tokens
+    n_best: int = 20  # QA standard: start/end candidates per window
+    max_answer_length: int = 30  # QA standard: longest answer span, in tokens
+    null_score_diff_threshold: float = 0.0  # SQuAD-v2 standard: answer "" when null - best span > this
     ir_scale: float = 20.0  # IR: cosine similarity scale of the InfoNCE loss (1 / temperature)
     ir_top_k: int = 100  # IR: documents kept per query for NDCG@10
     device_microbatch_size: int | None = None  # IR: gradient-caching chunk (None: whole batch)

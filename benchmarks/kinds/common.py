@@ -14,18 +14,60 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path, register_own_model_types
+from benchmarks.kinds.checkpoint import (ModelLoadError, check_model_path, check_remote_code,
+                                         register_own_model_types, remote_code_error)
 
 
-def load_tokenizer(model: str):
+def model_load_error(model: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:
+    """One line: the remote-code switch when transformers refused custom code, else its message."""
+    message = str(exc)
+    if not trust_remote_code and "trust_remote_code" in message:
+        return remote_code_error(model)
+    return ModelLoadError(f"cannot load model {model}: {message.splitlines()[0]}")
+
+
+def load_tokenizer(model: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=True)
+    check_remote_code(model, trust_remote_code)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise model_load_error(model, exc, trust_remote_code) from None
     if not tokenizer.is_fast:
         raise ModelLoadError(f"{model}: a fast tokenizer is needed (offset mappings for TC/QA)")
     if tokenizer.pad_token is None:  # Llama-3 style: eos doubles as pad
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def eos_token(tokenizer) -> str:
+    """The end-of-sequence token the `paper` protocol appends to every input (docs/protocol.md);
+    BERT-style tokenizers without one append their separator token instead."""
+    token = tokenizer.eos_token or tokenizer.sep_token
+    if token is None:
+        raise ModelLoadError(f"{tokenizer.name_or_path}: the tokenizer has neither an EOS nor a SEP "
+                             "token to end the inputs with (protocol 'paper')")
+    return token
+
+
+def tokenize(tokenizer, texts: Sequence[str], max_length: int, *, protocol: str, **kwargs):
+    """Tokenise single texts, truncated to `max_length`, as the protocol builds model inputs.
+
+    `paper`: the text + EOS, no special tokens added (the released harness's `tokenize` methods);
+    `standard`: the tokenizer's own special tokens ([CLS] ... [SEP], <bos> ...).
+    """
+    if protocol == "paper":
+        eos = eos_token(tokenizer)
+        return tokenizer([text + eos for text in texts], truncation=True, max_length=max_length,
+                         add_special_tokens=False, **kwargs)
+    return tokenizer(list(texts), truncation=True, max_length=max_length, **kwargs)
+
+
+def protocol_max_length(max_length: int, protocol: str) -> int:
+    """The input length a protocol uses: `paper` keeps round(0.99 x) of it, as the released
+    harness's EvalConfig does ("1% buffer", hgissbkh/EncodEval encodeval/eval_tasks/abstract_eval.py)."""
+    return round(0.99 * max_length) if protocol == "paper" else max_length
 
 
 def model_max_length(backbone: nn.Module, tokenizer) -> int:
@@ -93,19 +135,24 @@ class Backbone(nn.Module):
         self.model.save_pretrained(path)
 
 
-def load_backbone(model: str, attn_implementation: str | None = None) -> Backbone:
-    """AutoModel (no task head) made bidirectional; our own model types are registered first."""
+def load_backbone(model: str, attn_implementation: str | None = None,
+                  trust_remote_code: bool = False) -> Backbone:
+    """AutoModel (no task head) made bidirectional; our own model types are registered first.
+
+    `trust_remote_code` lets a checkpoint's shipped model code run (the paper's released
+    checkpoints, EuroBERT): off by default, a checkpoint that needs it is a one-line error."""
     from transformers import AutoModel
 
     register_own_model_types()
     check_model_path(model)
-    kwargs = {"trust_remote_code": True}
+    check_remote_code(model, trust_remote_code)
+    kwargs = {"trust_remote_code": trust_remote_code}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:
         hf_model = AutoModel.from_pretrained(model, **kwargs)
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load model {model}: {str(exc).splitlines()[0]}") from None
+        raise model_load_error(model, exc, trust_remote_code) from None
     return Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))
 
 

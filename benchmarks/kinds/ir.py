@@ -3,7 +3,9 @@
 Loss = sentence-transformers MultipleNegativesRankingLoss: cosine similarity of every query with
 every document of the batch, times `scale` (20, i.e. temperature 0.05), cross-entropy towards the
 query's own document (query -> document direction only). Inputs are prefixed "Query: " and
-"Document: " (SPEC section 4).
+"Document: " (the released loaders' prefixes). Under the `paper` protocol every text ends with
+EOS and no special tokens are added (the released RetrievalEval.tokenize, for training and
+evaluation); under `standard` the tokenizer's special tokens are used.
 
 The negatives of a query are the documents of the whole batch (32), whatever the device micro-batch.
 Gradient caching (Gao et al. 2021, "GradCache") makes that exact: `cached_embed` embeds every
@@ -13,9 +15,11 @@ gradient is back-propagated through it. It is written as an autograd Function, s
 training step (`loss.backward()`) is unchanged. RNG states are replayed so that dropout masks of
 the two passes agree, and the autocast state of the forward pass is restored for the re-run.
 
-Evaluation ranks, for every query, the split's candidate pool (benchmarks.datasets: by default the
-documents judged in the split's qrels, SPEC section 4) by cosine similarity of L2-normalised
-embeddings; NDCG@10 is computed on the top `ir_top_k` documents.
+Evaluation ranks, for every query, the dataset's candidate pool (benchmarks.datasets: by default
+every document named in the validation and test qrels, as released) by cosine similarity of
+L2-normalised embeddings and keeps the top `ir_top_k` documents; the one ranking is scored under
+both protocols (docs/protocol.md): scikit-learn NDCG on its top 10 (`paper`) and pytrec_eval
+NDCG@10 (`standard`).
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch, run_in_batches
+from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch, run_in_batches, tokenize
 
 
 class _CachedEmbedding(torch.autograd.Function):
@@ -116,9 +120,9 @@ def _side(batch: dict, prefix: str) -> dict:
 
 
 def train_features(pairs: Sequence[tuple[str, str]], tokenizer, max_length: int,
-                   query_prefix: str, doc_prefix: str) -> list[dict]:
-    queries = tokenizer([query_prefix + q for q, _ in pairs], truncation=True, max_length=max_length)
-    docs = tokenizer([doc_prefix + d for _, d in pairs], truncation=True, max_length=max_length)
+                   query_prefix: str, doc_prefix: str, *, protocol: str) -> list[dict]:
+    queries = tokenize(tokenizer, [query_prefix + q for q, _ in pairs], max_length, protocol=protocol)
+    docs = tokenize(tokenizer, [doc_prefix + d for _, d in pairs], max_length, protocol=protocol)
     return [{"query": q, "doc": d} for q, d in zip(queries["input_ids"], docs["input_ids"])]
 
 
@@ -135,10 +139,11 @@ class Collator:
         return batch
 
 
-def encode_texts(model: BiEncoder, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext) -> torch.Tensor:
+def encode_texts(model: BiEncoder, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext, *,
+                 protocol: str) -> torch.Tensor:
     """L2-normalised embeddings (CPU, float32), one row per text; texts are encoded sorted by length."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    enc = tokenizer([texts[i] for i in order], truncation=True, max_length=max_length)
+    enc = tokenize(tokenizer, [texts[i] for i in order], max_length, protocol=protocol)
     features = [{"input_ids": ids} for ids in enc["input_ids"]]
     collate = lambda chunk: pad_batch(chunk, tokenizer.pad_token_id)  # noqa: E731
     embedded = torch.cat(run_in_batches(model.embed, features, collate, ctx))
@@ -148,14 +153,15 @@ def encode_texts(model: BiEncoder, texts: Sequence[str], tokenizer, max_length: 
 
 
 def rank(model: BiEncoder, queries: dict[str, str], documents: dict[str, str], tokenizer, max_length: int,
-         ctx: EvalContext, query_prefix: str, doc_prefix: str, top_k: int = 100) -> dict[str, dict[str, float]]:
+         ctx: EvalContext, query_prefix: str, doc_prefix: str, top_k: int = 100, *,
+         protocol: str) -> dict[str, dict[str, float]]:
     """Run {query id: {doc id: cosine}} over the top_k documents of `documents` for every query
     (ties ordered as pytrec_eval orders them: benchmarks.metrics.run_from_scores)."""
     from benchmarks.metrics import run_from_scores
 
     qids, dids = list(queries), list(documents)
-    q = encode_texts(model, [query_prefix + queries[i] for i in qids], tokenizer, max_length, ctx)
-    d = encode_texts(model, [doc_prefix + documents[i] for i in dids], tokenizer, max_length, ctx)
+    q = encode_texts(model, [query_prefix + queries[i] for i in qids], tokenizer, max_length, ctx, protocol=protocol)
+    d = encode_texts(model, [doc_prefix + documents[i] for i in dids], tokenizer, max_length, ctx, protocol=protocol)
     run = {}
     for start in range(0, len(qids), 512):
         scores = (q[start:start + 512] @ d.T).numpy()
@@ -171,13 +177,14 @@ def build_module(backbone: Backbone, data, settings) -> BiEncoder:
 
 def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
     pairs = list(zip(data.train["query"], data.train["positive"]))
-    features = train_features(pairs, tokenizer, settings.max_length, data.spec.query_prefix, data.spec.doc_prefix)
+    features = train_features(pairs, tokenizer, settings.max_length, data.spec.query_prefix, data.spec.doc_prefix,
+                              protocol=settings.protocol)
     return features, Collator(tokenizer.pad_token_id)
 
 
-def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
-    """A run {query: {doc: score}} over the split's candidate pool, and its qrels."""
+def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext) -> dict:
+    """One run {query: {doc: score}} over the candidate pool and the split's qrels, for both protocols."""
     split = data.split(role)
     run = rank(module, split.queries, split.corpus, tokenizer, settings.max_length, ctx,
-               data.spec.query_prefix, data.spec.doc_prefix, settings.ir_top_k)
-    return run, split.qrels
+               data.spec.query_prefix, data.spec.doc_prefix, settings.ir_top_k, protocol=settings.protocol)
+    return {"paper": (run, split.qrels), "standard": (run, split.qrels)}

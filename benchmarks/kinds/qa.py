@@ -1,5 +1,14 @@
-"""Extractive QA: start/end token cross-entropy over windows of long contexts, span post-processing.
+"""Extractive QA under two protocols (docs/protocol.md).
 
+`paper` (the released harness's QuestionAnsweringEval): a token-classification head with two
+labels, 1 = the token lies inside the answer. The input is "Question: {question}\nContext: "
+followed by the context + EOS, no special tokens added, one window truncated in the context only.
+Every token of the window is labelled (the question's too); an unanswerable question, or an
+answer the truncation cut away, labels no token. The first gold answer (its first offset) is the
+one labelled. Predicted answer = the positions whose argmax is 1, scored against the labelled
+positions (benchmarks.metrics.answer_token_f1).
+
+`standard`: start/end token cross-entropy over windows of long contexts, span post-processing.
 Follows the Hugging Face `run_qa` recipe (reference/tasks.md section 4.4): the question is the
 first segment, only the context is truncated, windows of `max_length` tokens overlap by
 `doc_stride` tokens; a window that does not contain the whole answer (or an unanswerable
@@ -23,7 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchmarks.kinds.common import Backbone, EvalContext, batches, pad_batch, to_device
+from benchmarks.kinds import tc
+from benchmarks.kinds.common import Backbone, EvalContext, batches, eos_token, pad_batch, to_device
 
 
 @dataclass(frozen=True)
@@ -53,8 +63,9 @@ class SpanExtractor(nn.Module):
         return (start + end) / 2
 
 
-def _clip_question(question: str, tokenizer, max_tokens: int) -> str:
-    question = question.lstrip()  # leading spaces make some tokenizers emit empty tokens (run_qa)
+def _clip_question(question: str, tokenizer, max_tokens: int, strip: bool = True) -> str:
+    if strip:
+        question = question.lstrip()  # leading spaces make some tokenizers emit empty tokens (run_qa)
     enc = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)
     if len(enc["input_ids"]) <= max_tokens:
         return question
@@ -118,6 +129,67 @@ class Collator:
         keys = ("input_ids", "start_positions", "end_positions")
         return pad_batch([{k: f[k] for k in keys if k in f} for f in features], self.pad_id)
 
+
+# --- paper protocol: answer tokens as a 2-label token classification ---------------------------
+
+def answer_token_positions(example: QAExample, sequence_ids: Sequence[int | None],
+                           offsets: Sequence[tuple[int, int]]) -> list[int]:
+    """Positions of the tokens of the first gold answer inside the window's context ([] = none).
+
+    As the released labelling: the answer starts at the last context token starting at or before
+    its first character and ends at the first one ending at or after its last character; an
+    answer wholly outside the kept context labels nothing. Where the release would label past
+    the context (an answer cut by the truncation), the span stops at the last kept token.
+    """
+    if not example.answer_texts or not example.answer_starts:
+        return []
+    start_char = example.answer_starts[0]
+    end_char = start_char + len(example.answer_texts[0])
+    first, last = _context_range(sequence_ids)
+    if offsets[first][0] > end_char or offsets[last][1] < start_char:
+        return []
+    start = first
+    while start < last and offsets[start + 1][0] <= start_char:
+        start += 1
+    end = last
+    while end > first and offsets[end - 1][1] >= end_char:
+        end -= 1
+    return list(range(start, end + 1))
+
+
+def paper_features(examples: Sequence[QAExample], tokenizer, max_length: int) -> list[dict]:
+    """One window per example: "Question: {q}\nContext: " + context + EOS, no special tokens,
+    truncated in the context; `labels` = 1 on the answer's tokens, 0 elsewhere."""
+    eos = eos_token(tokenizer)
+    questions = [f"Question: {_clip_question(e.question, tokenizer, max(1, max_length // 2), strip=False)}"
+                 "\nContext: " for e in examples]
+    enc = tokenizer(questions, [e.context + eos for e in examples], truncation="only_second",
+                    max_length=max_length, add_special_tokens=False, return_offsets_mapping=True)
+    features = []
+    for i, (example, ids) in enumerate(zip(examples, enc["input_ids"])):
+        inside = set(answer_token_positions(example, enc.sequence_ids(i), enc["offset_mapping"][i]))
+        features.append({"input_ids": ids, "labels": [int(j in inside) for j in range(len(ids))]})
+    return features
+
+
+@torch.no_grad()
+def predict_positions(model: tc.TokenClassifier, features: Sequence[dict], pad_id: int,
+                      ctx: EvalContext) -> list[list[int]]:
+    """The input positions labelled 1 (inside the answer) by the model, per feature.
+
+    Padding positions are not answers: the release also counts those its 4-example evaluation
+    batches padded and the head labelled 1 (docs/protocol.md, "Choices").
+    """
+    collate = tc.Collator(pad_id)
+    positions = []
+    for chunk in batches(features, ctx.batch_size):
+        with ctx.autocast():
+            labels = model.logits(to_device(collate(chunk), ctx.device)).argmax(-1).cpu().tolist()
+        positions += [[j for j, y in enumerate(row[:len(f["input_ids"])]) if y == 1] for f, row in zip(chunk, labels)]
+    return positions
+
+
+# --- standard protocol: start/end spans over windows ------------------------------------------
 
 def postprocess(examples: Sequence[QAExample], features: Sequence[dict], start_logits: Sequence[np.ndarray],
                 end_logits: Sequence[np.ndarray], n_best: int = 20, max_answer_length: int = 30,
@@ -213,22 +285,33 @@ def training_example(example: QAExample) -> QAExample | None:
     return QAExample(example.id, example.question, example.context, (text,), (start,))
 
 
-def build_module(backbone: Backbone, data, settings) -> SpanExtractor:
-    return SpanExtractor(backbone)
+def build_module(backbone: Backbone, data, settings) -> nn.Module:
+    return tc.TokenClassifier(backbone, 2) if settings.protocol == "paper" else SpanExtractor(backbone)
 
 
-def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
+def training_features(data, tokenizer, settings) -> tuple[list[dict], object]:
+    if settings.protocol == "paper":  # every training row, unanswerable or cut answers label nothing
+        features = paper_features(examples_of(data.train), tokenizer, settings.max_length)
+        return features, tc.Collator(tokenizer.pad_token_id)
     examples = [e for e in map(training_example, examples_of(data.train)) if e is not None]
     features = train_features(examples, tokenizer, settings.max_length, settings.doc_stride)
     return features, Collator(tokenizer.pad_token_id)
 
 
-def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
-    """{id: answer string ("" = no answer)} and {id: gold answers ([] = unanswerable)}."""
+def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext) -> dict:
+    """The run's own protocol only (a span and a set of positions are different predictions):
+    `paper`: {id: predicted positions} and {id: gold positions} (both [] = no answer);
+    `standard`: {id: answer string ("" = no answer)} and {id: gold answers ([] = unanswerable)}."""
     examples = examples_of(data.split(role))
+    if len({e.id for e in examples}) != len(examples):
+        raise ValueError(f"{data.spec.name} {role}: example ids are not unique")
+    ids = [e.id for e in examples]
+    if settings.protocol == "paper":
+        features = paper_features(examples, tokenizer, settings.max_length)
+        predicted = predict_positions(module, features, tokenizer.pad_token_id, ctx)
+        gold = [[j for j, y in enumerate(f["labels"]) if y == 1] for f in features]
+        return {"paper": (dict(zip(ids, predicted)), dict(zip(ids, gold)))}
     predictions = predict(module, examples, tokenizer, settings.max_length, settings.doc_stride, ctx,
                           settings.n_best, settings.max_answer_length, data.spec.metric == "squad_v2_f1",
                           settings.null_score_diff_threshold)
-    if len({e.id for e in examples}) != len(examples):
-        raise ValueError(f"{data.spec.name} {role}: example ids are not unique")
-    return ({e.id: p for e, p in zip(examples, predictions)}, {e.id: list(e.answer_texts) for e in examples})
+    return {"standard": (dict(zip(ids, predictions)), {e.id: list(e.answer_texts) for e in examples})}

@@ -1,4 +1,9 @@
-"""Sequence classification: cross-entropy on mean-pooled (attention-masked) states + a linear head."""
+"""Sequence classification: cross-entropy on mean-pooled (attention-masked) states + a linear head.
+
+Under both protocols (docs/protocol.md) the head and the metric (accuracy) are the same; they differ
+in the input: `paper` appends EOS and adds no special tokens (the released harness's
+SequenceClassificationEval.tokenize), `standard` uses the tokenizer's special tokens.
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -6,7 +11,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch, run_in_batches
+from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch, run_in_batches, tokenize
 
 
 class SequenceClassifier(nn.Module):
@@ -24,8 +29,9 @@ class SequenceClassifier(nn.Module):
         return nn.functional.cross_entropy(self.logits(batch).float(), batch["labels"])
 
 
-def encode(texts: Sequence[str], labels: Sequence[int] | None, tokenizer, max_length: int) -> list[dict]:
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length)
+def encode(texts: Sequence[str], labels: Sequence[int] | None, tokenizer, max_length: int, *,
+           protocol: str) -> list[dict]:
+    enc = tokenize(tokenizer, texts, max_length, protocol=protocol)
     features = [{"input_ids": ids} for ids in enc["input_ids"]]
     if labels is not None:
         for feat, label in zip(features, labels):
@@ -42,8 +48,8 @@ class Collator:
 
 
 def predict(model: SequenceClassifier, texts: Sequence[str], tokenizer, max_length: int,
-            ctx: EvalContext) -> list[int]:
-    features = encode(texts, None, tokenizer, max_length)
+            ctx: EvalContext, *, protocol: str) -> list[int]:
+    features = encode(texts, None, tokenizer, max_length, protocol=protocol)
     logits = run_in_batches(model.logits, features, Collator(tokenizer.pad_token_id), ctx)
     return torch.cat(logits).argmax(-1).tolist() if logits else []
 
@@ -56,9 +62,13 @@ def build_module(backbone: Backbone, data, settings) -> SequenceClassifier:
 
 def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
     train = data.train
-    return encode(train["text"], train["label"], tokenizer, settings.max_length), Collator(tokenizer.pad_token_id)
+    features = encode(train["text"], train["label"], tokenizer, settings.max_length, protocol=settings.protocol)
+    return features, Collator(tokenizer.pad_token_id)
 
 
-def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
+def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext) -> dict:
+    """Accuracy under both protocols: {protocol: (predicted label ids, gold label ids)}."""
     split = data.split(role)
-    return predict(module, split["text"], tokenizer, settings.max_length, ctx), list(split["label"])
+    predictions = predict(module, split["text"], tokenizer, settings.max_length, ctx, protocol=settings.protocol)
+    inputs = (predictions, list(split["label"]))
+    return {"paper": inputs, "standard": inputs}

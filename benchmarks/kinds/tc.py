@@ -1,11 +1,18 @@
-"""Token classification: token cross-entropy with the label on the first sub-token of each word.
+"""Token classification: token cross-entropy over the sub-tokens of words, one tag per word.
 
 Words are joined with single spaces and tokenised as running text; each token is mapped to the
 word under its first non-space character (offset mapping). This works for every fast tokenizer,
 also byte-level BPE ones that mis-handle pre-split input, and gives the same sub-tokens as plain
-text. Continuation sub-tokens and special tokens get -100. At evaluation every word gets the tag
-predicted at its first sub-token; words cut off by truncation are predicted "O" so that the
-sequence lengths match the gold tags for seqeval.
+text. Tokens that cover no word (special tokens, the appended EOS) get -100.
+
+The two protocols (docs/protocol.md):
+- `paper` (the released harness's TokenClassificationEval): the sentence + EOS without special
+  tokens; EVERY sub-token is labelled with its word's tag; a word's prediction is the majority
+  vote of its sub-tokens' predictions (`majority_vote`).
+- `standard` (Hugging Face `run_ner`): the tokenizer's special tokens; only the first sub-token
+  of a word is labelled (continuations get -100) and predicts the word's tag.
+Words cut off by truncation get no prediction (None): the paper metric leaves them out, as the
+release does, and the standard metric (seqeval) counts them as "O".
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from benchmarks.kinds.common import Backbone, EvalContext, batches, pad_batch, to_device
+from benchmarks.kinds.common import Backbone, EvalContext, batches, pad_batch, to_device, tokenize
 
 IGNORE = -100
 
@@ -33,30 +40,43 @@ class TokenClassifier(nn.Module):
         return nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE)
 
 
-def first_subtoken_word_ids(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list[int | None]:
-    """For each token: index of the word it starts, or None (special token / continuation)."""
+def token_word_ids(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list[int | None]:
+    """For each token: index of the word under its first non-space character, or None."""
     owner = []
     for i, word in enumerate(words):
         owner.extend([i] * len(word))
         owner.append(None)  # the joining space
+    return [next((owner[c] for c in range(start, end) if c < len(owner) and owner[c] is not None), None)
+            for start, end in offsets]
+
+
+def first_subtoken_word_ids(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list[int | None]:
+    """For each token: index of the word it starts, or None (special token / continuation)."""
     result, seen = [], set()
-    for start, end in offsets:
-        word = next((owner[c] for c in range(start, end) if c < len(owner) and owner[c] is not None), None)
-        if word is None or word in seen:
-            result.append(None)
-        else:
-            seen.add(word)
-            result.append(word)
+    for word in token_word_ids(words, offsets):
+        result.append(None if word in seen else word)
+        seen.add(word)
     return result
 
 
+def majority_vote(votes: Sequence[int]) -> int:
+    """The most frequent label id among a word's sub-token predictions.
+
+    Ties are broken as the released harness breaks them (`max(set(votes), key=votes.count)`):
+    the tied label met first when iterating over a Python set of the votes (ordered by hash
+    slot: often the smallest id, but {1, 8} iterates 8 first, so a 1-8 tie goes to 8).
+    """
+    return max(set(votes), key=list(votes).count)
+
+
 def encode(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None, tokenizer,
-           max_length: int) -> list[dict]:
+           max_length: int, *, protocol: str) -> list[dict]:
     texts = [" ".join(words) for words in sentences]
-    enc = tokenizer(texts, truncation=True, max_length=max_length, return_offsets_mapping=True)
+    enc = tokenize(tokenizer, texts, max_length, protocol=protocol, return_offsets_mapping=True)
+    align = token_word_ids if protocol == "paper" else first_subtoken_word_ids
     features = []
     for i, words in enumerate(sentences):
-        word_of_token = first_subtoken_word_ids(words, enc["offset_mapping"][i])
+        word_of_token = align(words, enc["offset_mapping"][i])
         feat = {"input_ids": enc["input_ids"][i], "word_of_token": word_of_token, "n_words": len(words)}
         if tags is not None:
             feat["labels"] = [IGNORE if w is None else int(tags[i][w]) for w in word_of_token]
@@ -76,20 +96,21 @@ class Collator:
 
 @torch.no_grad()
 def predict(model: TokenClassifier, sentences: Sequence[Sequence[str]], tokenizer, max_length: int,
-            ctx: EvalContext, outside: int) -> list[list[int]]:
-    """One label id per word; `outside` (the id of "O") for words lost to truncation."""
-    features = encode(sentences, None, tokenizer, max_length)
+            ctx: EvalContext, *, protocol: str) -> list[list[int | None]]:
+    """One label id per word (None for words lost to truncation): the majority vote of the word's
+    sub-tokens (`paper`) or its first sub-token's prediction (`standard`)."""
+    features = encode(sentences, None, tokenizer, max_length, protocol=protocol)
     collate = Collator(tokenizer.pad_token_id)
     predictions = []
     for chunk in batches(features, ctx.batch_size):
         with ctx.autocast():
             ids = model.logits(to_device(collate(chunk), ctx.device)).argmax(-1).cpu().tolist()
         for feat, row in zip(chunk, ids):
-            words = [outside] * feat["n_words"]
+            votes: list[list[int]] = [[] for _ in range(feat["n_words"])]
             for position, word in enumerate(feat["word_of_token"]):
                 if word is not None:
-                    words[word] = row[position]
-            predictions.append(words)
+                    votes[word].append(row[position])
+            predictions.append([majority_vote(v) if v else None for v in votes])
     return predictions
 
 
@@ -105,12 +126,18 @@ def build_module(backbone: Backbone, data, settings) -> TokenClassifier:
 
 def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
     train = data.train
-    return encode(train["tokens"], train["tags"], tokenizer, settings.max_length), Collator(tokenizer.pad_token_id)
+    features = encode(train["tokens"], train["tags"], tokenizer, settings.max_length, protocol=settings.protocol)
+    return features, Collator(tokenizer.pad_token_id)
 
 
-def predictions_and_references(module, data, role: str, tokenizer, settings, ctx: EvalContext):
-    """Tag strings per word (seqeval input)."""
+def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext) -> dict:
+    """Word tag strings per sentence under both protocols: `paper` (sentence macro-F1) over the
+    words the model saw, `standard` (seqeval) over all words, unseen ones tagged "O"."""
     names = _names(data)
     split = data.split(role)
-    ids = predict(module, split["tokens"], tokenizer, settings.max_length, ctx, outside=names.index("O"))
-    return [[names[i] for i in row] for row in ids], [[names[i] for i in row] for row in split["tags"]]
+    predicted = predict(module, split["tokens"], tokenizer, settings.max_length, ctx, protocol=settings.protocol)
+    gold = [[names[i] for i in row] for row in split["tags"]]
+    seen = [[(names[p], g) for p, g in zip(row, tags) if p is not None] for row, tags in zip(predicted, gold)]
+    paper = ([[p for p, _ in pairs] for pairs in seen], [[g for _, g in pairs] for pairs in seen])
+    standard = ([["O" if p is None else names[p] for p in row] for row in predicted], gold)
+    return {"paper": paper, "standard": standard}

@@ -1,6 +1,8 @@
 """Subcommands prepare-data and verify-data, for `python -m pretraining` (and `python -m pretraining.data`).
 
 `register(subparsers)` adds both to an argparse sub-parser group; each sets `func(args) -> int`.
+With `--for-run RUN.yaml` both also check that the data holds the samples that run reads
+(pretraining.data.config.data_budget; docs/data_continuation.md).
 """
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import argparse
 import json
 import logging
 import sys
+
+from dataclasses import replace
 
 from contracts.config import ConfigError, apply_overrides, config_from_dict, load_config
 
@@ -19,7 +23,25 @@ _PREPARE_FLAGS = {
 }
 
 
+def _load_run(path: str | None):
+    """The run config named by --for-run (None without the flag)."""
+    if path is None:
+        return None
+    from pretraining.config import load_pretrain_config
+
+    return load_pretrain_config(path)
+
+
+def _budget(run, data_dir: str, samples: int) -> str:
+    """The data budget line of `run` over the prepared data in `data_dir` (DataBudgetError)."""
+    from pretraining.data.config import data_budget
+
+    return data_budget(samples, replace(run.data, path=str(data_dir)), run.train.max_steps,
+                       run.train.global_batch_size)
+
+
 def _prepare(args: argparse.Namespace) -> int:
+    from pretraining.data.config import DataBudgetError
     from pretraining.data.prepare import PrepareConfig, PrepareError, prepare_data
     from pretraining.tokenizer import TokenizerError
 
@@ -29,6 +51,7 @@ def _prepare(args: argparse.Namespace) -> int:
     overrides = [f"{key}={json.dumps(value)}" for key, value in flags.items() if value is not None]
     overrides += args.overrides
     try:
+        run = _load_run(args.for_run)
         if args.config:
             cfg = load_config(PrepareConfig, args.config, overrides)
         else:
@@ -41,21 +64,38 @@ def _prepare(args: argparse.Namespace) -> int:
     print(f"prepare-data: {c['documents']} documents, {c['tokens']} tokens -> {c['samples']} samples "
           f"of {manifest['seq_len']} ({c['leftover_tokens']} leftover tokens dropped) in "
           f"{manifest['seconds']} s; wrote {cfg.out}")
+    if run is not None:
+        try:
+            print(f"prepare-data: {args.for_run}: {_budget(run, cfg.out, c['samples'])}")
+        except DataBudgetError as exc:
+            print(f"prepare-data: {args.for_run}: {exc} (the prepared data stays in {cfg.out})",
+                  file=sys.stderr)
+            return 2
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from pretraining.data.config import DataBudgetError
     from pretraining.data.verify import DataVerificationError, verify_prepared
 
     try:
+        run = _load_run(args.for_run)
+    except ConfigError as exc:
+        print(f"verify-data: {exc}", file=sys.stderr)
+        return 2
+    try:
         report = verify_prepared(args.dir, num_samples=args.samples, decode_text=not args.no_decode)
-    except DataVerificationError as exc:
-        print(f"verify-data: FAILED: {exc}", file=sys.stderr)
+        budget = _budget(run, args.dir, report.samples) if run is not None else None
+    except (DataVerificationError, DataBudgetError) as exc:
+        where = f"{args.for_run}: " if isinstance(exc, DataBudgetError) else ""
+        print(f"verify-data: FAILED: {where}{exc}", file=sys.stderr)
         return 1
     for index, text in zip(report.checked_samples, report.previews):
         print(f"sample {index}: {text[:120]!r}")
     print(f"verify-data: OK: {report.shards} shards (sizes and hashes match index.json), {report.samples} "
           f"samples, {len(report.checked_samples)} decoded and checked")
+    if budget is not None:
+        print(f"verify-data: {args.for_run}: {budget}")
     return 0
 
 
@@ -81,6 +121,8 @@ def register(subparsers) -> None:
     prep.add_argument("--workers", type=int,
                       help="processes over contiguous groups of input files (default 1)")
     prep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    prep.add_argument("--for-run", metavar="RUN.yaml",
+                      help="training config: check that the data holds the samples it reads")
     prep.add_argument("overrides", nargs="*", metavar="key=value", help="any PrepareConfig field")
     prep.set_defaults(func=_prepare)
 
@@ -89,6 +131,8 @@ def register(subparsers) -> None:
     ver.add_argument("dir", help="a prepare-data output folder")
     ver.add_argument("--samples", type=int, default=8, help="samples to decode and check (default 8)")
     ver.add_argument("--no-decode", action="store_true", help="do not load the tokenizer for text previews")
+    ver.add_argument("--for-run", metavar="RUN.yaml",
+                     help="training config: check that the data holds the samples it reads")
     ver.set_defaults(func=_verify)
 
 

@@ -1,7 +1,12 @@
-"""DataConfig: where the prepared shards are and how StreamingDataset orders them (no heavy imports)."""
+"""DataConfig: where the prepared shards are and how StreamingDataset orders them (no heavy imports),
+and the check that a run's samples fit in the prepared data (docs/data_continuation.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+class DataBudgetError(ValueError):
+    """Prepared data that holds fewer samples than a run reads; the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -30,13 +35,38 @@ class DataConfig:
     download_retry: int = 2
     download_timeout: float = 60.0
     drop_last: bool = True
+    start_sample: int = 0  # first sample of the order this run reads (CPT: base steps x batch)
+    allow_repeats: bool = False  # True: a run may read the data for more than one epoch
 
     def __post_init__(self) -> None:
         if self.seq_len < 2:
             raise ValueError(f"seq_len must be >= 2, got {self.seq_len}")
         if self.num_canonical_nodes < 1:
             raise ValueError("num_canonical_nodes must be >= 1")
+        if self.start_sample < 0:
+            raise ValueError(f"data.start_sample must be >= 0, got {self.start_sample}")
 
     @property
     def is_remote(self) -> bool:
         return "://" in self.path
+
+
+def data_budget(available: int, cfg: DataConfig, steps: int, global_batch_size: int) -> str:
+    """One line saying which samples a run of `steps` x `global_batch_size` reads out of the
+    `available` prepared ones, and in how many epochs. DataBudgetError when it needs more than one
+    epoch and `cfg.allow_repeats` is off, or when `start_sample` lies beyond the first epoch (a
+    base run that itself repeated data cannot be continued exactly)."""
+    start, end = cfg.start_sample, cfg.start_sample + steps * global_batch_size
+    epochs = end / available if available else float("inf")
+    line = (f"data: {cfg.path} holds {available:,} samples; this run reads samples "
+            f"{start:,} to {end - 1:,} ({steps:,} steps x {global_batch_size:,}) = {epochs:.3g} epochs")
+    if start >= available:
+        raise DataBudgetError(f"{line}: data.start_sample lies beyond the data, so the run it "
+                              "continues read it more than once and cannot be continued exactly; "
+                              "prepare data that holds the base run's and this run's samples before "
+                              "training the base run")
+    if end > available and not cfg.allow_repeats:
+        raise DataBudgetError(f"{line}: samples would repeat; prepare more documents (e.g. a larger "
+                              "--max-documents or --hf-config), shorten the run, or set "
+                              "data.allow_repeats=true")
+    return line + ("; samples repeat (data.allow_repeats)" if end > available else "")

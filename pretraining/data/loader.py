@@ -2,6 +2,9 @@
 
 Resumption mid-epoch is streaming's: Composer saves `dataset.state_dict(samples_seen, True)` in its
 checkpoints and calls `load_state_dict` on resume; the next iteration skips what was seen.
+Starting at `data.start_sample` (continued pretraining) uses the same mechanism: the dataset is
+given the state "epoch 0, sample start_sample" before it is iterated (streaming's documented
+mid-epoch resumption), and the states it saves count from sample 0 of the epoch.
 Shared memory: streaming names its shared memory per dataset; a process that may inherit stale
 blocks from a killed run should call `streaming.base.util.clean_stale_shared_memory()` once at
 start-up, before creating any dataset (never while one is alive: it also removes live blocks).
@@ -71,12 +74,35 @@ def _streaming_locations(cfg: DataConfig) -> tuple[str | None, str]:
 SHM_PREFIX_ATTEMPTS = 10
 
 
+class ContinuedStreamingDataset(StreamingDataset):
+    """A StreamingDataset whose first epoch starts at sample `start_sample` of its order.
+
+    Composer counts the samples of the epoch from where this run started and saves
+    `state_dict(count, from_beginning=True)`; the start is added back so that a resumed run
+    continues at the right sample. Later epochs (data.allow_repeats) start at 0 as usual.
+    """
+
+    def __init__(self, *, start_sample: int = 0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.start_sample = start_sample
+        if start_sample:
+            self.load_state_dict({"epoch": 0, "sample_in_epoch": start_sample,
+                                  "num_canonical_nodes": self.num_canonical_nodes,
+                                  "shuffle_seed": self.shuffle_seed})
+
+    def state_dict(self, num_samples: int, from_beginning: bool) -> dict:
+        state = super().state_dict(num_samples, from_beginning)
+        if from_beginning and state["epoch"] == 0:
+            state["sample_in_epoch"] += self.start_sample
+        return state
+
+
 def build_train_dataset(cfg: DataConfig, device_batch_size: int) -> StreamingDataset:
     remote, local = _streaming_locations(cfg)
     for attempt in range(SHM_PREFIX_ATTEMPTS):
         try:
-            return StreamingDataset(
-                remote=remote, local=local, batch_size=device_batch_size,
+            return ContinuedStreamingDataset(
+                start_sample=cfg.start_sample, remote=remote, local=local, batch_size=device_batch_size,
                 shuffle=cfg.shuffle, shuffle_seed=cfg.shuffle_seed, shuffle_algo=cfg.shuffle_algo,
                 shuffle_block_size=cfg.shuffle_block_size, num_canonical_nodes=cfg.num_canonical_nodes,
                 predownload=cfg.predownload, cache_limit=cfg.cache_limit,

@@ -33,7 +33,9 @@ def write_released_tree(root: Path) -> Path:
 
 
 def make_record(model="m", task_type="SC", dataset="sst2", lr=1e-5, seed=0, val=50.0, test=50.0,
-                instances=None, train_set=None) -> RunRecord:
+                instances=None, train_set=None, **protocol_fields) -> RunRecord:
+    """`protocol_fields`: protocol, metric, other_scores (contracts.run_record)."""
     return RunRecord.create(model, task_type=task_type, dataset=dataset, lr=lr, seed=seed,
                             validation_score=val, test_score=test, train_set=train_set,
-                            test_instance_scores=instances, provenance={"source": "test"})
+                            test_instance_scores=instances, provenance={"source": "test"},
+                            **protocol_fields)

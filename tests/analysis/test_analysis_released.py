@@ -4,7 +4,13 @@ import pytest
 
 from analysis.cli import main
 from analysis.released import ReleasedImportError, import_released
+from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS, PAPER_PROTOCOL_METRICS
 from contracts.run_record import read_run_records
+
+# The dataset folders of the released tree (hgissbkh/EncodEval results/210m-mlm40-42k, listed with
+# the search tool's find_files), written out here rather than taken from contracts.paper.
+RELEASED_TREE = {"SC": ("sst2", "qqp", "mnli_m"), "TC": ("conll2003_en", "ontonotes", "uner_en"),
+                 "QA": ("squad", "squad_v2", "record", "qed"), "IR": ("msmarco", "nq", "mldr_en")}
 
 
 def _write(root, rel, payload):
@@ -59,7 +65,9 @@ def test_malformed_files_name_the_file(tmp_path, payload, message):
 @pytest.mark.parametrize("rel, message", [
     ("m/XX/sst2/lr1e-05_sd0", "task type folder 'XX'"),
     ("m/SC/sst2/run0", "is not \\[<train_set>_\\]lr<LR>_sd<SEED>"),
-    ("m/TC/sst2/lr1e-05_sd0", "belongs to task type SC"),
+    ("m/TC/sst2/lr1e-05_sd0", "folder 'sst2' belongs under SC/, not TC/"),
+    ("m/SC/mnli/lr1e-05_sd0", "unknown released dataset folder 'SC/mnli'; the known folders are "
+                              "SC/sst2, SC/qqp, SC/mnli_m, TC/ontonotes, TC/conll2003_en, TC/uner_en"),
     ("m/SC/sst2/extra/lr1e-05_sd0", "expected <model>/<task type>"),
 ])
 def test_bad_layout_names_the_file(tmp_path, rel, message):
@@ -90,3 +98,28 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["import-released", str(tmp_path), "-o", str(tmp_path / "x.jsonl")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "lr1e-05_sd0/results.json" in err and not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_whole_released_model_tree_maps_every_folder(tmp_path, capsys):
+    """12 datasets x 30 runs and QED, with the release's real folder and run names."""
+    for task_type, folders in RELEASED_TREE.items():
+        for folder in folders:
+            prefix = "msmarco_pairs_" if task_type == "IR" else ""
+            for lr in FINETUNE_LRS:
+                for seed in FINETUNE_SEEDS:
+                    _write(tmp_path, f"210m-mlm40-42k/{task_type}/{folder}/{prefix}lr{lr:.0e}_sd{seed}", GOOD)
+    records, unreported = import_released(tmp_path)
+    assert unreported == ["qed"]
+    per_dataset = {}
+    for record in records:
+        per_dataset[record.dataset] = per_dataset.get(record.dataset, 0) + 1
+        assert (record.protocol, record.metric) == ("paper", PAPER_PROTOCOL_METRICS[record.task_type])
+    assert per_dataset == {**{d.id: 30 for d in DATASETS}, "qed": 30}
+    out = tmp_path / "runs.jsonl"
+    assert main(["import-released", str(tmp_path), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "imported 390 runs of 1 models" in captured.out
+    assert captured.err.count("\n") == 1 and "'qed' (30 runs, task type QA)" in captured.err
+    metrics = {(r.task_type, r.metric) for r in read_run_records(out)}
+    assert metrics == {("SC", "accuracy"), ("TC", "sentence_macro_f1"), ("QA", "answer_token_f1"),
+                       ("IR", "retrieved_ndcg@10")}

@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import math
+import random
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -17,7 +18,7 @@ from benchmarks.tasks import TASKS, HubSource
 
 @pytest.fixture(scope="module")
 def loaded():
-    return {name: load_task_data(spec, TOY_DATA_ROOT) for name, spec in TASKS.items()}
+    return {name: load_task_data(spec, TOY_DATA_ROOT, query_split_seed=0) for name, spec in TASKS.items()}
 
 
 @pytest.mark.parametrize("key", sorted(HUB_SCHEMAS, key=str))
@@ -113,6 +114,7 @@ def test_qa_answers_are_exact_spans(loaded, name):
 
 
 def test_nq_query_halves_are_seeded_disjoint_and_recorded(loaded):
+    """As the released nq(): half the sorted query ids, drawn with Python's random after seeding."""
     data = loaded["nq"]
     val, test = data.validation, data.test
     assert isinstance(val, IRSplit) and isinstance(test, IRSplit)
@@ -120,29 +122,36 @@ def test_nq_query_halves_are_seeded_disjoint_and_recorded(loaded):
     all_q = set(qrels_raw["query-id"])
     assert set(val.qrels).isdisjoint(test.qrels) and set(val.qrels) | set(test.qrels) == all_q
     assert len(val.qrels) == round(len(all_q) / 2)
-    assert data.split_record["query_split_seed"] == TASKS["nq"].ir_query_split_seed
-    again = load_task_data(TASKS["nq"], TOY_DATA_ROOT, roles=("validation", "test"))
+    assert data.split_record["query_split_seed"] == 0
+    random.seed(0)  # transformers.set_seed(0), then the release's random.sample
+    assert set(val.qrels) == set(random.sample(sorted(all_q), round(len(all_q) / 2)))
+    again = load_task_data(TASKS["nq"], TOY_DATA_ROOT, roles=("validation", "test"), query_split_seed=0)
     assert again.validation.qrels == val.qrels and again.train is None
-    other = dataclasses.replace(TASKS["nq"], ir_query_split_seed=7)
-    assert load_task_data(other, TOY_DATA_ROOT, roles=("validation",)).validation.qrels != val.qrels
+    other = load_task_data(TASKS["nq"], TOY_DATA_ROOT, roles=("validation",), query_split_seed=7)
+    assert other.validation.qrels != val.qrels
+    with pytest.raises(ValueError, match="give query_split_seed"):
+        load_task_data(TASKS["nq"], TOY_DATA_ROOT, roles=("test",))
     # documents are "title. text" as the released loader builds them
     doc_id = next(iter(val.corpus))
     assert ". " in val.corpus[doc_id]
 
 
 def test_ir_candidate_pools(loaded):
-    data = loaded["msmarco"]
+    data = loaded["msmarco"]  # default pool: one per dataset, as released
     test = data.test
-    raw = load_hub_split(HubSource("BeIR/msmarco-qrels"), "test", TOY_DATA_ROOT)
-    assert len(set(raw["query-id"])) == len(test.qrels) + 1, "the all-grade-0 query is not evaluated"
-    assert set(test.corpus) == {d for docs in test.qrels.values() for d in docs}
+    raw = {split: load_hub_split(HubSource("BeIR/msmarco-qrels"), split, TOY_DATA_ROOT)
+           for split in ("validation", "test")}
+    assert len(set(raw["test"]["query-id"])) == len(test.qrels) + 1, "the all-grade-0 query is not evaluated"
+    named = {str(d) for split in raw.values() for d in split["corpus-id"]}
+    assert set(test.corpus) == set(data.validation.corpus) == named, "every document of both qrels"
     assert any(g == 0 for docs in test.qrels.values() for g in docs.values())
     assert all(isinstance(q, str) for q in test.qrels), "ids cast to str"
     full = load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, roles=("test",), pool="full_corpus")
     assert set(full.test.corpus) > set(test.corpus)
-    both = load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, roles=("test",),
-                          pool="qrels_pool_all_splits")
-    assert set(both.test.corpus) == set(test.corpus) | set(data.validation.corpus)
+    own = load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, roles=("validation", "test"), pool="qrels_pool")
+    assert set(own.test.corpus) == {d for docs in own.test.qrels.values() for d in docs}
+    assert set(own.test.corpus) | set(own.validation.corpus) < set(test.corpus)
+    assert data.split_record["candidate_pool"] == "qrels_pool_all_splits"
     with pytest.raises(ValueError, match="candidate pool"):
         load_task_data(TASKS["msmarco"], TOY_DATA_ROOT, pool="bm25")
     assert data.train.column_names == ["query", "positive"]
@@ -281,7 +290,7 @@ def test_raw_beir_files_tsv_qrels_and_gzipped_jsonl_load_the_same(tmp_path, load
     qrels.with_suffix(".tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
         f"{r['query-id']}\t{r['corpus-id']}\t{r['score']}\n" for r in rows))
     qrels.unlink()
-    data = load_task_data(TASKS["nq"], tmp_path, roles=("validation", "test"))
+    data = load_task_data(TASKS["nq"], tmp_path, roles=("validation", "test"), query_split_seed=0)
     assert data.test.qrels == loaded["nq"].test.qrels
     assert data.test.corpus == loaded["nq"].test.corpus
 

@@ -30,7 +30,7 @@ def setup(tmp_path_factory):
     path = save_tiny_model(tmp_path_factory.mktemp("ft") / "bert", "bert")
     tokenizer = load_tokenizer(str(path))
     texts = [f"good film number {i}" if i % 2 else f"bad movie take {i}" for i in range(24)]
-    features = sc.encode(texts, [i % 2 for i in range(24)], tokenizer, 32)
+    features = sc.encode(texts, [i % 2 for i in range(24)], tokenizer, 32, protocol="paper")
     return path, features, sc.Collator(tokenizer.pad_token_id)
 
 

@@ -226,10 +226,10 @@ def test_record_cast_uses_the_first_mention_of_a_gold_entity():
 
 # --- TC -----------------------------------------------------------------------------------------
 
-def test_tc_labels_only_first_subtokens(tokenizer):
+def test_tc_standard_labels_only_first_subtokens(tokenizer):
     words = ["Unaffable", "Zorblax", "visited", "Berlin"]
     tags = [1, 3, 0, 5]
-    (feat,) = tc.encode([words], [tags], tokenizer, max_length=64)
+    (feat,) = tc.encode([words], [tags], tokenizer, max_length=64, protocol="standard")
     labelled = [(tokenizer.convert_ids_to_tokens(t), l) for t, l in zip(feat["input_ids"], feat["labels"]) if l != -100]
     assert [l for _, l in labelled] == tags
     assert all(not tok.startswith("##") for tok, _ in labelled)
@@ -237,11 +237,67 @@ def test_tc_labels_only_first_subtokens(tokenizer):
     assert feat["labels"][0] == -100 and feat["labels"][-1] == -100  # [CLS], [SEP]
 
 
-def test_tc_truncated_words_are_predicted_outside(tokenizer, tiny_dirs):
+def test_tc_paper_labels_every_subtoken_and_ends_with_eos(tokenizer):
+    """The released TokenClassificationEval: sentence + EOS, no special tokens, every sub-token
+    carries its word's tag (the test tokenizer has no EOS: its [SEP] stands in)."""
+    words = ["Unaffable", "Zorblax", "visited", "Berlin"]
+    tags = [1, 3, 0, 5]
+    (feat,) = tc.encode([words], [tags], tokenizer, max_length=64, protocol="paper")
+    tokens = tokenizer.convert_ids_to_tokens(feat["input_ids"])
+    assert tokens[0] != "[CLS]" and tokens[-1] == "[SEP]" and tokens.count("[SEP]") == 1
+    assert feat["labels"][-1] == -100  # EOS covers no word
+    per_word = {}
+    for word, label in zip(feat["word_of_token"], feat["labels"]):
+        if word is not None:
+            per_word.setdefault(word, set()).add(label)
+    assert per_word == {i: {t} for i, t in enumerate(tags)}
+    assert sum(label != -100 for label in feat["labels"]) == len(tokens) - 1 > len(words)
+
+
+def test_majority_vote_breaks_ties_as_the_release():
+    """`max(set(votes), key=votes.count)`: the tied label met first in the set's iteration."""
+    assert tc.majority_vote([3, 3, 1]) == 3
+    assert tc.majority_vote([2, 1]) == 1 and tc.majority_vote([1, 2]) == 1
+    assert tc.majority_vote([1, 8]) == 8 == tc.majority_vote([8, 1])  # hash slot order, not value
+    for votes in ([5, 0, 0, 5, 7], [4, 2, 2, 4], [30, 12, 30, 12]):
+        assert tc.majority_vote(votes) == max(set(votes), key=votes.count)
+
+
+@pytest.mark.parametrize("protocol", ["standard", "paper"])
+def test_tc_truncated_words_get_no_prediction(tokenizer, tiny_dirs, protocol):
     from benchmarks.kinds.common import EvalContext
 
     model = tc.TokenClassifier(load_backbone(str(tiny_dirs["bert"])), 3).eval()
     sentences = [["word"] * 30, ["short", "one"]]
-    preds = tc.predict(model, sentences, tokenizer, max_length=10, ctx=EvalContext(torch.device("cpu")), outside=2)
+    preds = tc.predict(model, sentences, tokenizer, max_length=10, ctx=EvalContext(torch.device("cpu")),
+                       protocol=protocol)
     assert [len(p) for p in preds] == [30, 2]
-    assert preds[0][20:] == [2] * 10
+    assert preds[0][20:] == [None] * 10 and None not in preds[1]
+    assert all(p in (0, 1, 2) for p in preds[0][:8])
+
+
+# --- QA, paper protocol ---------------------------------------------------------------------------
+
+def test_qa_paper_input_and_answer_labels(tokenizer):
+    context = "the cat sat on the mat near Berlin"
+    example = qa.QAExample("q", "where?", context, ("the mat near", "mat"), (15, 19))
+    (feat,) = qa.paper_features([example], tokenizer, max_length=64)
+    text = tokenizer.decode(feat["input_ids"])
+    assert text.startswith("question : where?") and "context : the cat" in text and text.endswith("[SEP]")
+    assert "[CLS]" not in text and len(feat["labels"]) == len(feat["input_ids"])
+    inside = [t for t, y in zip(feat["input_ids"], feat["labels"]) if y == 1]
+    assert tokenizer.decode(inside) == "the mat near", "the first gold answer, every token of it"
+
+
+def test_qa_paper_unanswerable_and_truncated_answers_label_nothing(tokenizer):
+    long_context = " ".join(f"w{i}" for i in range(60))
+    cut = qa.QAExample("c", "which?", long_context, ("w50",), (long_context.index("w50"),))
+    none = qa.QAExample("n", "which?", "alpha beta", (), ())
+    for feat in qa.paper_features([cut, none], tokenizer, max_length=24):
+        assert set(feat["labels"]) == {0} and len(feat["input_ids"]) <= 24
+    # an answer that the truncation cuts in two keeps its first part only (the release would label
+    # one position past the window)
+    straddle = qa.QAExample("s", "which?", long_context, ("w7 w8 w9",), (long_context.index("w7"),))
+    (feat,) = qa.paper_features([straddle], tokenizer, max_length=22)  # 6 question tokens, w0-w7
+    inside = [t for t, y in zip(feat["input_ids"], feat["labels"]) if y == 1]
+    assert tokenizer.decode(inside) == "w7" and feat["labels"][-1] == 1

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from benchmarks.datasets import TOY_DATA_ROOT
-from benchmarks.run import CONFIG_DIR, RunConfig, load_run_config, run
+from benchmarks.run import CONFIG_DIR, RunConfig, RunError, load_run_config, run
 from benchmarks.tasks import TASKS
 from contracts.layout import finetune_run_dir, format_lr
-from contracts.run_record import RunRecord, iter_records_in
+from contracts.run_record import PROTOCOLS, RunRecord, iter_records_in
 from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +33,15 @@ def _cfg(model, out, task, **kw) -> RunConfig:
     return load_run_config(values, CONFIG_DIR / "toy.yaml")
 
 
-@pytest.mark.parametrize("task", list(TASKS))
-def test_every_task_runs_end_to_end_on_toy_data(tiny, task):
-    cfg = _cfg(tiny["bert"], tiny["out"], task, max_steps=2)
+# One task per type under both protocols runs in `make test-fast`; the other eight are slow.
+FAST_TASKS = ("sst2", "conll2003", "squad_v2", "nq")  # nq trains the msmarco model it evaluates
+END_TO_END = [pytest.param(task, protocol, marks=() if task in FAST_TASKS else pytest.mark.slow)
+              for protocol in PROTOCOLS for task in TASKS]
+
+
+@pytest.mark.parametrize("task, protocol", END_TO_END)
+def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task, protocol):
+    cfg = _cfg(tiny["bert"], tiny["out"] / protocol, task, max_steps=2, protocol=protocol)
     record, _ = run(cfg)
     spec = TASKS[task]
     path = cfg.run_dir / "record.json"
@@ -46,15 +52,43 @@ def test_every_task_runs_end_to_end_on_toy_data(tiny, task):
     assert record.train_set == spec.train_set
     assert record.test_instance_scores and all(0 <= s <= 100 for s in record.test_instance_scores)
     assert record.provenance["source"] == "benchmarks" and record.provenance["config_hash"]
-    assert record.provenance["metric"] == spec.metric
+    assert (record.protocol, record.metric) == (protocol, spec.metric_under(protocol))
+    assert record.provenance["metric"] == record.metric
+    assert record.provenance["max_length"] == (63 if protocol == "paper" else 64)  # paper: 99% of 64
+    assert record.provenance["weights_dtype"] == "float32"  # bf16 weights only with bf16 on a GPU
+    (other,) = set(PROTOCOLS) - {protocol}
+    if spec.task_type == "QA":  # a span and a set of positions are different predictions
+        assert record.other_scores is None and record.scores_under(other) is None
+    else:  # the same predictions scored with the other protocol's metric
+        assert set(record.other_scores) == {other}
+        mirrored = record.scores_under(other)
+        assert (mirrored.protocol, mirrored.metric) == (other, spec.metric_under(other))
+        assert len(mirrored.test_instance_scores) == len(record.test_instance_scores)
+        if spec.task_type == "SC":
+            assert mirrored.test_score == record.test_score
     if spec.task_type == "IR":
         model_dir = finetune_run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
         assert (model_dir / "config.json").is_file(), "the MS MARCO run saves the IR model"
+        assert record.provenance["splits"]["candidate_pool"] == "qrels_pool_all_splits"
         if task != "msmarco":
             assert record.provenance["trained_model"] == str(model_dir)
             assert "train" not in record.provenance
+        if task == "nq":  # its query halves are drawn with the run's seed
+            splits = record.provenance["splits"]
+            assert (splits["query_split_seed"], splits["query_split_seed_from"]) == (0, "seed")
     else:
         assert record.provenance["train"]["steps"] == 2
+
+
+def test_a_run_directory_holds_one_protocol_and_the_nq_split_seed_can_be_fixed(tiny, tmp_path):
+    run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    with pytest.raises(RunError, match="under protocol 'paper'; write protocol 'standard' runs to another --out"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, protocol="standard"))
+    record, _ = run(_cfg(tiny["bert"], tmp_path, "nq", max_steps=1, seed=3, ir_query_split_seed=5))
+    splits = record.provenance["splits"]
+    assert (splits["query_split_seed"], splits["query_split_seed_from"]) == (5, "ir_query_split_seed")
+    with pytest.raises(RunError, match="msmarco/lr1e-03_sd3/record.json: holds a complete run under protocol"):
+        run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=1, seed=3, protocol="standard"))
 
 
 @pytest.mark.parametrize("task", ["sst2", "squad_v2", "conll2003", "msmarco"])

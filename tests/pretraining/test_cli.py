@@ -2,6 +2,8 @@
 import json
 
 import pytest
+import torch
+import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModel, PreTrainedTokenizerFast
 
@@ -84,3 +86,57 @@ def test_resume_on_the_streaming_loader_gives_the_uninterrupted_losses(tmp_path,
         losses[name] = [json.loads(l)["loss"] for l in (tmp_path / name / "loss.jsonl").read_text().splitlines()]
     assert len(losses["resumed"]) == 8
     assert losses["resumed"] == pytest.approx(losses["straight"], abs=1e-6)
+
+
+def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, embedded_data, capsys):
+    """data.start_sample = base steps x batch: the CPT run's first batch is the base run's next one,
+    also after an interruption (docs/data_continuation.md)."""
+    from composer import Callback
+
+    from pretraining.train import train
+    from tests.pretraining.conftest import interrupt_at
+
+    class Batches(Callback):
+        """The input ids of every step (CLM leaves them as loaded)."""
+
+        def __init__(self):
+            self.seen = []
+
+        def after_dataloader(self, state, logger):
+            self.seen.append(state.batch["input_ids"].clone())
+
+    clm = ["objective.kind=clm", "objective.switch_at=null"]
+    base_batches = Batches()
+    base_cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name="base"), [*clm, "train.max_steps=6"])
+    train(base_cfg, extra_callbacks=[base_batches])
+    assert "this run reads samples 0 to 47 (6 steps x 8)" in capsys.readouterr().out
+
+    cpt = [*clm, "train.max_steps=2", "schedule.warmup=0", "schedule.decay=1", "train.resume_interval=1",
+           "data.start_sample=32", f"init.path={tmp_path / 'base' / 'hf' / 'step-6'}"]
+    straight = Batches()
+    train(load_pretrain_config(_write_config(tmp_path, embedded_data, name="cpt"), cpt), extra_callbacks=[straight])
+    assert "this run reads samples 32 to 47 (2 steps x 8)" in capsys.readouterr().out
+    assert len(straight.seen) == 2
+    for cpt_batch, base_batch in zip(straight.seen, base_batches.seen[4:]):
+        assert torch.equal(cpt_batch, base_batch)
+
+    resumed = Batches()
+    cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name="cpt-resumed"), cpt)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, extra_callbacks=[interrupt_at(2)])  # resumes from its step-1 checkpoint
+    train(cfg, extra_callbacks=[resumed])
+    assert len(resumed.seen) == 1 and torch.equal(resumed.seen[0], base_batches.seen[5])
+    saved = yaml.safe_load((tmp_path / "cpt" / "config.yaml").read_text())
+    assert saved["config"]["data"]["start_sample"] == 32
+
+
+def test_train_refuses_to_repeat_samples(tmp_path, embedded_data, capsys):
+    samples = json.loads((embedded_data / "manifest.json").read_text())["counts"]["samples"]
+    config = _write_config(tmp_path, embedded_data, name="long")
+    steps = samples // 8 + 1
+    assert cli(["train", str(config), f"train.max_steps={steps}"]) == 2
+    err = capsys.readouterr().err
+    assert f"holds {samples:,} samples" in err and "samples would repeat" in err and "allow_repeats" in err
+    assert cli(["train", str(config), "data.start_sample=100000000"]) == 2
+    assert "start_sample lies beyond the data" in capsys.readouterr().err
+    assert not (tmp_path / "long").exists()

@@ -1,11 +1,13 @@
 """The training DataLoader: batch format, deterministic order, resumption mid-epoch, clear errors."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from pretraining.data import DataConfig, build_train_dataloader
+from pretraining.data.config import DataBudgetError, data_budget
 from pretraining.data.packing import SamplePacker
 from pretraining.data.prepare import MANIFEST, MDS_COLUMNS
 
@@ -35,6 +37,16 @@ def shards(tmp_path_factory):
 
 def tags(batches):
     return [int(t) - 200_000 for batch in batches for t in batch["input_ids"][:, 0]]
+
+
+def first_batches(loader, n):
+    """The first n batches of a fresh iteration, stopping there (as a checkpoint interrupts)."""
+    seen = []
+    for batch in loader:
+        seen.append(batch)
+        if len(seen) == n:
+            return seen
+    return seen
 
 
 def test_batch_format(shards):
@@ -71,11 +83,7 @@ def test_resume_mid_epoch_from_state_dict(shards):
     full = tags(loader)
 
     loader, dataset = build_train_dataloader(cfg, 4)
-    seen = []
-    for step, batch in enumerate(loader):
-        seen.append(batch)
-        if step == 4:
-            break
+    seen = first_batches(loader, 5)
     state = dataset.state_dict(num_samples=5 * 4, from_beginning=True)  # what Composer saves
     json.dumps(state)  # checkpointable
 
@@ -132,7 +140,7 @@ def test_a_shared_memory_prefix_race_is_retried(shards, monkeypatch):
     """Two jobs starting on one node can both pick the same free streaming prefix: retry."""
     from pretraining.data import loader
 
-    real = loader.StreamingDataset
+    real = loader.ContinuedStreamingDataset
     calls = []
 
     def racing(*args, **kwargs):
@@ -141,7 +149,53 @@ def test_a_shared_memory_prefix_race_is_retried(shards, monkeypatch):
             raise FileExistsError(17, "File exists", "/000381_locals")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(loader, "StreamingDataset", racing)
+    monkeypatch.setattr(loader, "ContinuedStreamingDataset", racing)
     root, _ = shards
     dataset = loader.build_train_dataset(DataConfig(path=str(root), seq_len=SEQ_LEN), 2)
     assert len(calls) == 2 and len(dataset) > 0
+
+
+def test_start_sample_continues_the_order_after_a_base_run(shards):
+    """CPT: a run with start_sample = base steps x batch reads the base run's next samples."""
+    root, _ = shards
+    base = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3)
+    full = tags(build_train_dataloader(base, 4)[0])
+    base_run = []
+    for step, batch in enumerate(build_train_dataloader(base, 4)[0]):
+        base_run.append(batch)
+        if step == 4:  # a base run of 5 steps x 4 samples
+            break
+    continued, dataset = build_train_dataloader(replace(base, start_sample=20), 4)
+    rest = tags(continued)
+    assert tags(base_run) == full[:20] and rest == full[20:]
+    assert not set(rest) & set(tags(base_run))
+
+
+def test_a_continued_run_resumes_after_its_start(shards):
+    """Composer saves state_dict(samples seen by this run, True); the start is added back."""
+    root, _ = shards
+    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3, start_sample=20)
+    full = tags(build_train_dataloader(replace(cfg, start_sample=0), 4)[0])
+    loader, dataset = build_train_dataloader(cfg, 4)
+    seen = first_batches(loader, 2)
+    state = dataset.state_dict(num_samples=2 * 4, from_beginning=True)
+    assert state["epoch"] == 0 and state["sample_in_epoch"] == 28
+    resumed_loader, resumed = build_train_dataloader(cfg, 4)  # the CPT config, autoresumed
+    resumed.load_state_dict(state)
+    assert tags(seen) == full[20:28] and tags(resumed_loader) == full[28:]
+
+
+def test_data_budget_states_the_epochs_and_refuses_repeats():
+    cfg = DataConfig(path="d", start_sample=40)
+    assert data_budget(100, cfg, 5, 8) == \
+        "data: d holds 100 samples; this run reads samples 40 to 79 (5 steps x 8) = 0.8 epochs"
+    assert data_budget(100, DataConfig(path="d"), 12, 8).endswith("= 0.96 epochs")
+    with pytest.raises(DataBudgetError, match=r"samples 40 to 119 .* = 1.2 epochs: samples would "
+                                              r"repeat; prepare more documents"):
+        data_budget(100, cfg, 10, 8)
+    allowed = DataConfig(path="d", start_sample=40, allow_repeats=True)
+    assert data_budget(100, allowed, 10, 8).endswith("= 1.2 epochs; samples repeat (data.allow_repeats)")
+    with pytest.raises(DataBudgetError, match="start_sample lies beyond the data"):
+        data_budget(100, DataConfig(path="d", start_sample=100, allow_repeats=True), 1, 8)
+    with pytest.raises(ValueError, match="start_sample must be >= 0"):
+        DataConfig(path="d", start_sample=-1)

@@ -228,3 +228,34 @@ def test_parallel_workers_write_parts_under_one_index(embedded_slice, tmp_path):
 
     loader, _ = build_train_dataloader(DataConfig(path=str(tmp_path / "one"), seq_len=64, shuffle=False), 8)
     assert sum(len(b["input_ids"]) for b in loader) == one["counts"]["samples"] // 8 * 8
+
+
+def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path, capsys):
+    """--for-run RUN.yaml: the samples a run reads must fit in one epoch (docs/data_continuation.md)."""
+    import yaml
+
+    from pretraining import registry
+
+    body = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"], "toy")  # CPT: 2 steps x 8
+    assert body["data"]["start_sample"] == 42 * 8
+    cpt = tmp_path / "cpt.yaml"
+    cpt.write_text(yaml.safe_dump(body))
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(yaml.safe_dump({**body, "data": {**body["data"], "start_sample": 8}}))
+
+    out = tmp_path / "data"
+    assert data_cli(["prepare-data", "--input", str(embedded_slice), "--seq-len", "128", "--out", str(out),
+                     "--no-progress", "--for-run", str(cpt)]) == 2
+    samples = json.loads((out / "manifest.json").read_text())["counts"]["samples"]
+    assert 24 <= samples < 42 * 8
+    err = capsys.readouterr().err
+    assert f"{cpt}: data: {out} holds {samples} samples; this run reads samples 336 to 351" in err
+    assert "start_sample lies beyond the data" in err and f"the prepared data stays in {out}" in err
+
+    assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(fits)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"verify-data: {fits}: data: {out} holds {samples} samples; this run reads samples 8 to 23 "
+        f"(2 steps x 8) = {24 / samples:.3g} epochs")
+    assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(cpt)]) == 1
+    assert "verify-data: FAILED: " in capsys.readouterr().err
+    assert data_cli(["verify-data", str(out), "--for-run", str(tmp_path / "none.yaml")]) == 2

@@ -1,4 +1,10 @@
-"""Export to Hugging Face directories and weights from Llama-architecture decoders."""
+"""Export to Hugging Face directories (self-contained, with a model card) and weights from
+Llama-architecture decoders."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM, LlamaConfig, LlamaForCausalLM
@@ -6,7 +12,8 @@ from transformers import AutoModelForMaskedLM, LlamaConfig, LlamaForCausalLM
 import pretraining  # noqa: F401
 from pretraining.__main__ import main as cli
 from pretraining.export import CheckpointError, load_initial_weights
-from pretraining.modeling import MlmClmForLM, config_from_preset
+from pretraining.modeling import MlmClmForLM
+from pretraining.presets import config_from_preset
 from tests.pretraining.conftest import TOY_IDS, toy_dataloader, toy_run_config
 
 
@@ -63,6 +70,106 @@ def test_export_round_trip_gives_the_same_logits(tmp_path, capsys):
     during = AutoModelForMaskedLM.from_pretrained(run_dir / "hf" / "step-4").eval()
     with torch.no_grad():
         assert torch.equal(during(ids).logits, reference(ids).logits)
+    card = (out / "README.md").read_text()
+    for fact in ("Objective: masked language modeling (MLM) with a masking ratio of 40%",
+                 "Steps: 4 of a 4-step run", "Data: prepared data", "arXiv:2507.00994",
+                 "@inproceedings{gisserotboukhlef2026should", "@software{", "trust_remote_code=True"):
+        assert fact in card, fact
     # An export never overwrites.
     assert cli(["export", str(checkpoint), str(out)]) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
+
+
+# --- self-contained exports: loading where this package is not installed ------------------------
+
+# Run with `python -I` from an empty folder, this loads an export through the three Auto classes
+# with plain transformers. A finder refusing our top-level packages stands for "not installed"
+# whatever the install mode (editable or not) of the environment running the tests.
+_WITHOUT_PACKAGE = r"""
+import importlib.abc, sys
+OURS = {"pretraining", "benchmarks", "contracts", "analysis", "paper_figures"}
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in OURS:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+sys.meta_path.insert(0, NotInstalled())
+try:
+    import pretraining  # noqa: F401
+    raise SystemExit("pretraining is importable")
+except ModuleNotFoundError:
+    pass
+import torch
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+path, out = sys.argv[1], sys.argv[2]
+ids = AutoTokenizer.from_pretrained(path)(["a short text to encode", "and another one"],
+                                          padding=True, return_tensors="pt")
+encoder = AutoModel.from_pretrained(path, trust_remote_code=True).eval()
+mlm = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=True).eval()
+clm = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True, is_causal=True).eval()
+with torch.no_grad():
+    result = {"input_ids": ids["input_ids"], "attention_mask": ids["attention_mask"],
+              "hidden": encoder(**ids).last_hidden_state, "mlm": mlm(**ids).logits,
+              "clm": clm(**ids).logits, "clm_by_argument": mlm(**ids, is_causal=True).logits,
+              "modules": [type(m).__module__ for m in (encoder, mlm, clm)]}
+assert not any(name.split(".")[0] in OURS for name in sys.modules)
+torch.save(result, out)
+"""
+
+
+def _tiny_export(tmp_path):
+    from contracts.config import config_to_dict
+    from pretraining.export import save_hf_directory
+    from pretraining.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer("embedded")
+    torch.manual_seed(0)
+    model = MlmClmForLM(config_from_preset("toy_s", vocab_size=len(tokenizer), is_causal=True)).eval()
+    metadata = {"name": "tiny", "step": 3, "run_config": config_to_dict(toy_run_config(tmp_path))}
+    return model, save_hf_directory(model, None, tmp_path / "exported", tokenizer, metadata)
+
+
+def test_an_export_loads_with_plain_transformers_where_our_package_is_absent(tmp_path):
+    model, path = _tiny_export(tmp_path)
+    assert json.loads((path / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"] == "modeling_mlmclm.MlmClmForLM"
+    scratch = tmp_path / "elsewhere"
+    scratch.mkdir()
+    env = {"HF_MODULES_CACHE": str(tmp_path / "hf_modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+           "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-I", "-c", _WITHOUT_PACKAGE, str(path), str(tmp_path / "out.pt")],
+                          cwd=scratch, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = torch.load(tmp_path / "out.pt")
+    assert all(m.startswith("transformers_modules.") for m in theirs["modules"])  # the shipped code ran
+    ids, mask = theirs["input_ids"], theirs["attention_mask"]
+    assert not bool(mask.all())  # padding is part of the comparison
+    with torch.no_grad():
+        bidirectional = model(ids, attention_mask=mask, is_causal=False).logits
+        causal = model(ids, attention_mask=mask, is_causal=True).logits
+        hidden = model.model(ids, attention_mask=mask, is_causal=False).last_hidden_state
+    # Exported for encoder use: bidirectional by default although the model was trained causal.
+    assert torch.allclose(theirs["hidden"], hidden, atol=1e-6)
+    assert torch.allclose(theirs["mlm"], bidirectional, atol=1e-6)
+    assert torch.allclose(theirs["clm"], causal, atol=1e-6)
+    assert torch.allclose(theirs["clm_by_argument"], causal, atol=1e-6)
+    assert not torch.allclose(causal, bidirectional, atol=1e-4)
+
+
+def test_with_our_package_imported_remote_and_local_code_give_the_same_model(tmp_path):
+    _, path = _tiny_export(tmp_path)
+    local = AutoModelForMaskedLM.from_pretrained(path).eval()
+    remote = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=True).eval()
+    assert type(local) is MlmClmForLM and type(remote).__module__.startswith("transformers_modules.")
+    ids = torch.randint(4, local.config.vocab_size, (2, 12))
+    with torch.no_grad():
+        assert torch.equal(local(ids).logits, remote(ids).logits)
+
+
+def test_the_shipped_model_code_is_a_copy_of_the_package_file(tmp_path):
+    from pretraining import modeling
+    from pretraining.export import REMOTE_CODE_FILE
+
+    _, path = _tiny_export(tmp_path)
+    assert (path / REMOTE_CODE_FILE).read_bytes() == Path(modeling.__file__).read_bytes()

@@ -5,9 +5,9 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
 import pretraining  # noqa: F401  (registers the model type with the Auto classes)
-from pretraining.modeling import (PRESETS, MlmClmForLM, MlmClmModel, closed_form_parameter_count,
-                                  config_from_preset, count_parameters_on_meta,
-                                  position_ids_from_document_ids)
+from pretraining.modeling import MlmClmForLM, MlmClmModel, position_ids_from_document_ids
+from pretraining.presets import (PRESETS, closed_form_parameter_count, config_from_preset,
+                                 count_parameters_on_meta)
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -50,3 +50,14 @@ def test_figure3_accepts_toy_sizes_and_steps():
     sc = points[points["panel"] == "SC"]
     assert list(sc["mean"]) == [50.0, 51.0, 52.0, 53.0, 54.0]
     assert set(sc["series"]) == {"toy_m"}
+
+
+def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
+    """Table 14's CPT runs continue the base run's data stream (docs/data_continuation.md)."""
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--table", "14", "--out", str(tmp_path)]))
+    cpt = [name for name, run in plan.pretraining_runs(cfg).items() if "dec" in run]
+    assert cpt
+    for name in cpt:
+        body = plan.pretraining_config(cfg, name)
+        base_steps = int(body["init"]["path"].rsplit("step-", 1)[1])
+        assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 8

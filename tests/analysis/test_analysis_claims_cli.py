@@ -1,0 +1,98 @@
+import json
+from dataclasses import replace
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis.bench import FIGURE7_MODELS, benchmark, release_models, synthetic_records
+from analysis.claims import CSV_COLUMNS, NOT_TESTABLE
+from analysis.cli import main
+from analysis.rliable_metrics import rliable_summary
+from contracts.run_record import write_run_records
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "claims"
+    assert main(["claims", "--published", "--csv", str(out / "claims.csv"), "--md", str(out / "claims.md"),
+                 "--figure", str(out / "forest.png"), "--reps", "500"]) == 0
+    printed = capsys.readouterr()
+    assert "mlm_beats_clm_sc" in printed.out and "supported" in printed.out
+    assert "2 claim(s) not testable from this source" in printed.err
+    report = pd.read_csv(out / "claims.csv")
+    assert list(report.columns[:len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == 12
+    markdown = (out / "claims.md").read_text()
+    assert "| `clm_matches_mlm_tc` |" in markdown and "## Not testable from this source" in markdown
+    assert (out / "forest.png").read_bytes()[:4] == b"\x89PNG" and (out / "forest.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_claims_on_the_released_fixture_and_on_run_files(tmp_path, released_root, mldr_records, capsys):
+    assert main(["claims", "--released", str(released_root), "--reps", "200"]) == 0
+    assert capsys.readouterr().out.count(NOT_TESTABLE) == 12  # one model, one dataset: nothing to compare
+    runs = write_run_records(tmp_path / "runs.jsonl", mldr_records)
+    assert main(["claims", str(runs), "--csv", str(tmp_path / "c.csv"), "--reps", "200"]) == 0
+    report = pd.read_csv(tmp_path / "c.csv", keep_default_na=False)
+    assert (report.verdict == NOT_TESTABLE).all() and (report.reason != "").all()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["claims"], "exactly one"),
+    (["claims", "--published", "--released", "x"], "exactly one"),
+    (["claims", "absent.jsonl"], "absent.jsonl: no such run-record file"),
+])
+def test_claims_usage_errors_are_one_line(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and needle in err
+
+
+def test_claims_protocol_without_scores_is_an_error(tmp_path, mldr_records, capsys):
+    paper_only = [replace(r, protocol="paper") for r in mldr_records]  # no other_scores
+    runs = write_run_records(tmp_path / "runs.jsonl", paper_only)
+    assert main(["claims", str(runs), "--protocol", "standard"]) == 2
+    assert "standard protocol" in capsys.readouterr().err
+
+
+def test_help_lists_the_claims_commands():
+    result = subprocess.run([sys.executable, "-m", "analysis", "--help"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    assert "claims" in result.stdout and "bench-claims" in result.stdout
+
+
+def test_rliable_metrics_hand_values():
+    rng = np.random.default_rng(0)
+    apart = rliable_summary([np.array([5.0, 6.0, 7.0])], [np.array([1.0, 2.0, 3.0])], 500, rng)
+    assert apart.probability_of_improvement == 1.0 and (apart.poi_low, apart.poi_high) == (1.0, 1.0)
+    # Centred on the control mean (0): IQM of 0,1,2,3 is the mean of 1 and 2.
+    iqm = rliable_summary([np.array([0.0, 1.0, 2.0, 3.0])], [np.zeros(4)], 0, rng)
+    assert iqm.iqm_difference == pytest.approx(stats.trim_mean([0, 1, 2, 3], 0.25)) == pytest.approx(1.5)
+    same = rliable_summary([np.array([1.0, 2.0])] * 3, [np.array([1.0, 2.0])] * 3, 1000, rng)
+    assert same.probability_of_improvement == 0.5 and same.poi_low < 0.5 < same.poi_high
+    assert same.iqm_low <= 0.0 <= same.iqm_high
+
+
+def test_synthetic_records_have_the_release_shape():
+    assert len(release_models()) == 50 and set(FIGURE7_MODELS) <= set(release_models())
+    records = synthetic_records(["610m-clm-40k-mlm20-42k"], instances=10, rng_seed=1)
+    assert len(records) == 12 * 6 * 5 and {r.dataset for r in records} == {
+        "sst2", "qqp", "mnli", "ontonotes5", "conll2003", "uner", "squad", "squad_v2", "record", "nq",
+        "msmarco", "mldr_en"}
+    assert all(abs(np.mean(r.test_instance_scores) - r.test_score) < 1e-3 for r in records)
+    assert {r.train_set for r in records if r.task_type == "IR"} == {"msmarco_pairs"}
+    shifted = synthetic_records(["610m-clm-40k-mlm20-42k"], instances=10, rng_seed=1,
+                                shift={"610m-clm-40k-mlm20-42k": 3.0})
+    gain = np.mean([s.validation_score - r.validation_score for r, s in zip(records, shifted)])
+    assert gain == pytest.approx(3.0, abs=0.2)
+
+
+def test_benchmark_writes_its_numbers(tmp_path):
+    result = benchmark(tmp_path, n_models=2, instances=10, reps=50)
+    assert result["records"] == 2 * 360 and result["claims"]["seconds"] > 0 and result["tables"]["peak_mb"] > 0
+    assert json.loads((tmp_path / "benchmark.json").read_text())["records"] == 720
+    assert (tmp_path / "claims.md").exists() and (tmp_path / "tables" / "tables.md").exists()
