@@ -1,6 +1,6 @@
 """Run records -> cells: per-seed LR selection, means, the paper's interval and bootstrap CIs.
 
-The rule that reproduces the published tables (SPEC section 5): for each seed, the LR with the
+The rule that reproduces the published tables (docs/analysis.md): for each seed, the LR with the
 best validation score is selected (it may differ per seed); the cell is the mean of those
 seeds' test scores with half-width 1.96 * sd(ddof=1) / sqrt(n). A category average is computed
 per seed (mean of that seed's selected test scores over the task type's 3 datasets) and then

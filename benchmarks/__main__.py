@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-from contracts.layout import RECORD_FILE
+from contracts.layout import RECORD_FILE, RUN_CONFIG_FILE
 
 
 def _csv(kind):
@@ -93,9 +93,29 @@ def cmd_job(args) -> int:
     return matrix.run_array_task(matrix.read_jobs(Path(args.jobs)), args.group, args.index)
 
 
-def cmd_export_st(args) -> int:
-    from benchmarks.export_st import export_run
+def export_run(run_dir: Path, out: Path) -> Path:
+    """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
+    max_length, prefixes, remote-code switch and input protocol."""
+    import yaml
 
+    from benchmarks.export_st import ExportError, save_sentence_transformer
+    from benchmarks.run import IR_TRAIN_TASK, existing_record
+    from benchmarks.tasks import get_task
+
+    record = existing_record(run_dir / RECORD_FILE)
+    if record is None:
+        raise ExportError(f"{run_dir}: no {RECORD_FILE}; give a complete run directory")
+    config = yaml.safe_load((run_dir / RUN_CONFIG_FILE).read_text())["config"]
+    if config["task"] != IR_TRAIN_TASK or not (run_dir / "model").is_dir():
+        raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run with its model/; only the {IR_TRAIN_TASK} "
+                          "runs train an IR model")
+    spec = get_task(IR_TRAIN_TASK)
+    return save_sentence_transformer(run_dir / "model", out, record.provenance["max_length"], spec.query_prefix,
+                                     spec.doc_prefix, config.get("trust_remote_code", False),
+                                     eos_only=config.get("protocol") == "paper")
+
+
+def cmd_export_st(args) -> int:
     out = export_run(Path(args.run_dir), Path(args.out))
     print(f"{out}: load with SentenceTransformer({str(out)!r}, trust_remote_code=...) (see its README.md)")
     return 0

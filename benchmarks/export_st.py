@@ -98,28 +98,6 @@ def save_sentence_transformer(model_dir: Path, out: Path, max_length: int, query
     return out
 
 
-def export_run(run_dir: Path, out: Path) -> Path:
-    """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
-    max_length, prefixes, remote-code switch and input protocol."""
-    import yaml
-
-    from benchmarks.run import IR_TRAIN_TASK, existing_record
-    from benchmarks.tasks import get_task
-
-    run_dir = Path(run_dir)
-    record = existing_record(run_dir / "record.json")
-    if record is None:
-        raise ExportError(f"{run_dir}: no record.json; give a complete run directory")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())["config"]
-    if config["task"] != IR_TRAIN_TASK or not (run_dir / "model").is_dir():
-        raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run with its model/; only the {IR_TRAIN_TASK} "
-                          "runs train an IR model")
-    spec = get_task(IR_TRAIN_TASK)
-    return save_sentence_transformer(run_dir / "model", out, record.provenance["max_length"], spec.query_prefix,
-                                     spec.doc_prefix, config.get("trust_remote_code", False),
-                                     eos_only=config.get("protocol") == "paper")
-
-
 def _model_card(model_dir: Path, max_length: int, query_prefix: str, doc_prefix: str, remote: bool,
                 eos_only: bool) -> str:
     from contracts.citation import bibtex

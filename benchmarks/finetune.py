@@ -1,6 +1,6 @@
 """Composer glue: one fine-tuning run of a task module through `composer.Trainer`.
 
-Paper protocol (SPEC section 4): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
+Paper protocol (docs/protocol.md): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
 warmup then linear decay to 0 (Composer's LinearWithWarmupScheduler); batch 32; up to 1,000 steps
 or one epoch; bf16 autocast on GPU (fp32 on CPU, where Composer refuses amp_bf16; the `paper`
 protocol also casts the weights to bf16 first, benchmarks/run.py). The weights at

@@ -1,6 +1,6 @@
 """Shared pieces of the four task kinds: loading a base model bidirectionally, pooling, batching.
 
-Every base model is used with bidirectional attention (SPEC section 4), also CLM-pretrained
+Every base model is used with bidirectional attention (the paper's fine-tuning protocol, docs/protocol.md), also CLM-pretrained
 decoders. Encoders (BERT-like) already are; for decoder architectures (Llama-style) the attention
 modules' `is_causal` flag is switched off and an explicit 4-D padding mask is passed, which
 transformers uses as given (ENVIRONMENT.md, "A Llama-style model made bidirectional").
