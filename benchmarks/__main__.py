@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-from contracts.layout import RECORD_FILE, RUN_CONFIG_FILE
+from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE
 
 
 def _csv(kind):
@@ -106,11 +106,11 @@ def export_run(run_dir: Path, out: Path) -> Path:
     if record is None:
         raise ExportError(f"{run_dir}: no {RECORD_FILE}; give a complete run directory")
     config = yaml.safe_load((run_dir / RUN_CONFIG_FILE).read_text())["config"]
-    if config["task"] != IR_TRAIN_TASK or not (run_dir / "model").is_dir():
+    if config["task"] != IR_TRAIN_TASK or not (run_dir / IR_MODEL_DIR).is_dir():
         raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run with its model/; only the {IR_TRAIN_TASK} "
                           "runs train an IR model")
     spec = get_task(IR_TRAIN_TASK)
-    return save_sentence_transformer(run_dir / "model", out, record.provenance["max_length"], spec.query_prefix,
+    return save_sentence_transformer(run_dir / IR_MODEL_DIR, out, record.provenance["max_length"], spec.query_prefix,
                                      spec.doc_prefix, config.get("trust_remote_code", False),
                                      eos_only=config.get("protocol") == "paper")
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
-from contracts.layout import RECORD_FILE, finetune_run_dir, format_lr
+from contracts.layout import IR_MODEL_DIR, RECORD_FILE, finetune_run_dir, format_lr
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import PROTOCOLS, RunRecord, RunRecordError, validate_record_dict
@@ -134,7 +134,7 @@ def existing_record(path: Path) -> RunRecord | None:
 
 
 def trained_ir_model(cfg: RunConfig) -> Path:
-    return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / "model"
+    return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / IR_MODEL_DIR
 
 
 def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
@@ -166,7 +166,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
                      format_lr(cfg.lr), cfg.seed)
             run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))
         else:
-            _same_protocol(trained, model_dir.parent / "record.json", cfg)
+            _same_protocol(trained, model_dir.parent / RECORD_FILE, cfg)
         if not model_dir.is_dir():
             raise RunError(f"{model_dir}: the trained MS MARCO model is missing although its record "
                            "exists; remove that run directory to retrain it")
@@ -238,11 +238,11 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
             accumulate_inside_loss=spec.task_type == "IR"))
         extra["train"]["n_examples"] = len(features)
         if spec.task_type == "IR":
-            _save_model(module.backbone, tokenizer, out_dir / "model")  # = trained_ir_model(cfg)
+            _save_model(module.backbone, tokenizer, out_dir / IR_MODEL_DIR)  # = trained_ir_model(cfg)
             if cfg.save_sentence_transformers:
                 from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
 
-                save_sentence_transformer(out_dir / "model", out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
+                save_sentence_transformer(out_dir / IR_MODEL_DIR, out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
                                           data.spec.query_prefix, data.spec.doc_prefix, cfg.trust_remote_code,
                                           eos_only=cfg.protocol == "paper")
     else:

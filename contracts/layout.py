@@ -12,6 +12,8 @@ A fine-tuning run directory (`python -m benchmarks run`, benchmarks.run):
 
   <out>/<model>/<task>/lr<lr>_sd<seed>/config.yaml    the resolved run config
   <out>/<model>/<task>/lr<lr>_sd<seed>/record.json    its run record (contracts.run_record), written last
+  <out>/<model>/msmarco/lr<lr>_sd<seed>/model/        the IR model an MS MARCO run trains (NQ and MLDR
+                                                      runs of the same lr and seed evaluate it)
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ FINISHED_FILE = "FINISHED.json"
 
 # fine-tuning run directory
 RECORD_FILE = "record.json"
+IR_MODEL_DIR = "model"
 
 
 def export_dir(run_dir: str | Path, step: int) -> Path:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from contracts.layout import RECORD_FILE
 from contracts.model_names import PretrainingDescription, parse_model_name
 from contracts.paper import TASK_TYPES
 from contracts.provenance import atomic_write_text
@@ -255,7 +256,7 @@ def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
     """Records from .jsonl files and from directories of per-run `record.json` files."""
     for path in map(Path, paths):
         if path.is_dir():
-            for file in sorted(path.rglob("record.json")):
+            for file in sorted(path.rglob(RECORD_FILE)):
                 yield RunRecord.from_dict(json.loads(file.read_text()), str(file))
         else:
             yield from iter_run_records(path)

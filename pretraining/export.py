@@ -196,7 +196,7 @@ def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path,
 def _latest_checkpoint(run_dir: Path) -> Path:
     latest = latest_checkpoint(run_dir)
     if not latest.exists():
-        raise CheckpointError(f"{run_dir}: no checkpoints/latest-rank0.pt; pass a checkpoint file")
+        raise CheckpointError(f"{latest}: no such checkpoint; pass a checkpoint file")
     return latest.resolve()
 
 

@@ -44,7 +44,7 @@ def test_paper_matrix_has_360_jobs_per_model(model, tmp_path):
     assert max(position[j["id"]] for j in by_group["ir_train"]) < first_eval
     same_twice = matrix.expand(_base(tmp_path), [str(model), str(model) + "/"], lrs=[1e-5], seeds=[0])
     assert len(same_twice) == 12
-    # the paper's protocol unless asked otherwise (toy.yaml, as used by `paper_figures reproduce`)
+    # the paper's protocol unless asked otherwise (toy.yaml, as used by `python -m reproduce`)
     assert {j["config"]["protocol"] for j in jobs} == {"paper"}
     standard = matrix.expand(_base(tmp_path, protocol="standard"), [str(model)], tasks=["sst2"], lrs=[1e-5], seeds=[0])
     assert standard[0]["config"]["protocol"] == "standard"
