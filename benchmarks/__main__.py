@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE
+from contracts.provenance import atomic_write_text
 
 
 def _csv(kind):
@@ -73,9 +74,7 @@ def cmd_matrix(args) -> int:
     print(f"{jobs_path}: {len(jobs)} runs (" + ", ".join(f"{g} array {n}" for g, n in sizes.items()) + ")")
     if args.slurm_script:
         text = matrix.slurm_script(jobs_path, jobs, args.array_throttle, Path(args.out), args.sbatch_option)
-        path = Path(args.slurm_script)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path = atomic_write_text(args.slurm_script, text)
         path.chmod(0o755)
         print(f"{path}: submit with `bash {path}`")
         return 0

@@ -219,6 +219,7 @@ def main(args) -> int:
     for row in rows:
         print(json.dumps(row))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=2)
+        from contracts.provenance import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(rows, indent=2))
     return 0
