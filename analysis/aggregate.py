@@ -8,16 +8,15 @@ aggregated the same way.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from analysis.cells import CELL_COLUMNS, describe_models
-from analysis.intervals import (instance_mean_replicates, keyed_rng, paper_interval,
-                                percentile_bounds, seed_weights)
+from analysis.intervals import instance_mean_replicates, keyed_rng, paper_interval, percentile_bounds, seed_weights
 from contracts.paper import AVERAGE, DATASETS, datasets_of
 from contracts.run_record import RunRecord
 
@@ -188,7 +187,7 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
         for j, cell in enumerate(group.cells):
             several = len(cell.seeds) > 1
 
-            def bound(values):  # 4 decimals: replicates are float32, bounds move by ~0.01 between draws
+            def bound(values, j=j, several=several):  # 4 decimals: float32 replicates, bounds move ~0.01
                 return round(float(values[j]), 4) if several else float("nan")
             rows.append({
                 **dict(zip(RUN_KEY, cell.key)), "n_seeds": len(cell.seeds),

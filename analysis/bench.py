@@ -23,8 +23,15 @@ import numpy as np
 from analysis.intervals import Z_95
 from analysis.published import load_published_cells
 from contracts.model_names import biphasic_name, objective_token, single_objective_name
-from contracts.paper import (AVERAGE, CLM_STEPS_BEFORE_MASKING, DATASETS, FINETUNE_LRS, FINETUNE_SEEDS,
-                            MASKING_RATIOS, PRETRAIN_STEPS)
+from contracts.paper import (
+    AVERAGE,
+    CLM_STEPS_BEFORE_MASKING,
+    DATASETS,
+    FINETUNE_LRS,
+    FINETUNE_SEEDS,
+    MASKING_RATIOS,
+    PRETRAIN_STEPS,
+)
 from contracts.provenance import atomic_write_json
 from contracts.run_record import RunRecord, write_run_records
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -39,8 +39,17 @@ from analysis.intervals import Z_95, keyed_rng, percentile_bounds
 from analysis.models import Fit, contrast_fit, equivalence_fit, paired_fit, pseudo_seeds
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
-from contracts.paper import (AVERAGE, BIPHASIC_SPLITS, CLM_STEPS_BEFORE_MASKING, CPT_STEPS, DATASET_BY_ID,
-                            DEFAULT_MASKING_RATIO, INTERMEDIATE_STEPS, PRETRAIN_STEPS, TASK_TYPES)
+from contracts.paper import (
+    AVERAGE,
+    BIPHASIC_SPLITS,
+    CLM_STEPS_BEFORE_MASKING,
+    CPT_STEPS,
+    DATASET_BY_ID,
+    DEFAULT_MASKING_RATIO,
+    INTERMEDIATE_STEPS,
+    PRETRAIN_STEPS,
+    TASK_TYPES,
+)
 from contracts.run_record import RunRecord
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"

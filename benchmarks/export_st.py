@@ -50,7 +50,8 @@ def _check_eos_only(folder: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     probe = "Query: a probe"
-    if tokenizer(probe)["input_ids"] != tokenizer(probe, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]:
+    text_then_eos = tokenizer(probe, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    if tokenizer(probe)["input_ids"] != text_then_eos:
         raise ExportError(f"tokenizer class {type(tokenizer).__name__} does not keep an EOS-only "
                           "post-processor when saved; this model cannot be exported for the paper protocol")
 

@@ -17,16 +17,15 @@ import json
 import logging
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
+from benchmarks.run import IR_TRAIN_TASK, RunConfig
 from contracts.config import config_from_dict, config_to_dict
 from contracts.layout import finetune_run_id
 from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
 from contracts.provenance import atomic_write_text, utc_now
-
-from benchmarks.run import IR_TRAIN_TASK, RunConfig
 
 GROUPS = ("finetune", "ir_train", "ir_eval")
 REPO_ROOT = Path(__file__).resolve().parent.parent

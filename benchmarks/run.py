@@ -191,7 +191,11 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     from benchmarks.finetune import TrainSettings, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind
     from benchmarks.kinds.common import (
-        EvalContext, load_backbone, load_tokenizer, model_max_length, protocol_max_length,
+        EvalContext,
+        load_backbone,
+        load_tokenizer,
+        model_max_length,
+        protocol_max_length,
     )
 
     started, t0 = utc_now(), time.time()

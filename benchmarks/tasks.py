@@ -19,8 +19,9 @@ with the released harness's metric (`contracts.paper.PAPER_PROTOCOL_METRICS`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
 
 from contracts.paper import DATASET_BY_ID, DATASETS, PAPER_PROTOCOL_METRICS
 from contracts.run_record import PROTOCOLS

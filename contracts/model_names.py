@@ -64,7 +64,7 @@ class PretrainingDescription:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PretrainingDescription":
+    def from_dict(cls, data: dict) -> PretrainingDescription:
         return cls(**data)
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from contracts.layout import RECORD_FILE
 from contracts.model_names import PretrainingDescription, parse_model_name
@@ -66,7 +66,7 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
-    def create(cls, model: str, **fields) -> "RunRecord":
+    def create(cls, model: str, **fields) -> RunRecord:
         """A record whose pretraining description is parsed from the model name."""
         fields.setdefault("pretraining", parse_model_name(model))
         if fields.get("test_instance_scores") is not None:
@@ -84,7 +84,7 @@ class RunRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "<dict>") -> "RunRecord":
+    def from_dict(cls, data: dict, where: str = "<dict>") -> RunRecord:
         validate_record_dict(data, where)
         data = dict(data)
         if data.get("pretraining") is not None:
@@ -98,7 +98,7 @@ class RunRecord:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def scores_under(self, protocol: str) -> "RunRecord | None":
+    def scores_under(self, protocol: str) -> RunRecord | None:
         """This run with the scores of `protocol` as its scores, None when it has none.
 
         A record of unknown protocol (null) serves any protocol unchanged.

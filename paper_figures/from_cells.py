@@ -14,13 +14,28 @@ from matplotlib.figure import Figure
 from contracts.model_names import biphasic_name, cpt_name, objective_token, single_objective_name
 from contracts.model_names import format_steps as _k
 from contracts.paper import (
-    BIPHASIC_CLM_SHARES, BIPHASIC_SPLITS, CPT_STEPS, INTERMEDIATE_STEPS, MASKING_RATIOS, PAPER_SHAPES,
-    PAPER_SIZES, PRETRAIN_STEPS, TASK_TYPES, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT,
+    BIPHASIC_CLM_SHARES,
+    BIPHASIC_SPLITS,
+    CPT_STEPS,
+    INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
+    PAPER_SHAPES,
+    PAPER_SIZES,
+    PRETRAIN_STEPS,
+    TASK_TYPES,
+    TOKENS_PER_STEP_TABLE1,
+    TOKENS_PER_STEP_TEXT,
 )
 from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, count_parameters, training_flops
 from paper_figures.lookup import CellIndex, point, points_frame
 from paper_figures.plotting import (
-    SIZE_LABELS, add_caption, bar_panel, color, line_panel, note_missing, task_panels,
+    SIZE_LABELS,
+    add_caption,
+    bar_panel,
+    color,
+    line_panel,
+    note_missing,
+    task_panels,
 )
 
 
@@ -35,7 +50,7 @@ def _finish(fig: Figure, rows: list[dict], caption: str) -> tuple[Figure, pd.Dat
 
 
 def _legend(fig: Figure, panels: dict) -> None:
-    handles, labels = {}, {}
+    labels = {}
     for ax in panels.values():
         for h, label in zip(*ax.get_legend_handles_labels()):
             labels.setdefault(label, h)

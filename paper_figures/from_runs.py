@@ -12,7 +12,7 @@ Pure functions turn RunRecord lists into tidy tables; `figure_5` / `figure_7` dr
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,11 @@ from matplotlib.figure import Figure
 
 from analysis.aggregate import select_best_lr_per_seed
 from contracts.model_names import (
-    biphasic_name, objective_token, parse_model_name, single_objective_name, strip_hub_prefix,
+    biphasic_name,
+    objective_token,
+    parse_model_name,
+    single_objective_name,
+    strip_hub_prefix,
 )
 from contracts.paper import CLM_STEPS_BEFORE_MASKING, MASKING_RATIOS, PRETRAIN_STEPS, TASK_TYPES, datasets_of
 from contracts.run_record import RunRecord

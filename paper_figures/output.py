@@ -9,7 +9,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from contracts.provenance import (
-    atomic_write_bytes, atomic_write_json, atomic_write_text, git_sha, package_versions, utc_now,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    git_sha,
+    package_versions,
+    utc_now,
 )
 
 

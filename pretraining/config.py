@@ -11,7 +11,11 @@ from typing import Literal
 
 from contracts.config import ConfigError, load_config
 from contracts.paper import (
-    DECAY_STEPS, DEFAULT_MASKING_RATIO, PRETRAIN_BATCH_SEQUENCES, PRETRAIN_STEPS, WARMUP_STEPS,
+    DECAY_STEPS,
+    DEFAULT_MASKING_RATIO,
+    PRETRAIN_BATCH_SEQUENCES,
+    PRETRAIN_STEPS,
+    WARMUP_STEPS,
 )
 from pretraining.data import DataConfig
 from pretraining.presets import PRESETS

@@ -6,8 +6,8 @@ Token ids always come from the tokenizer (pretraining.tokenizer.special_token_id
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 

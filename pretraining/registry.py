@@ -29,12 +29,28 @@ import yaml
 
 from contracts.layout import export_dir
 from contracts.model_names import (
-    biphasic_name, cpt_name, objective_token, parse_model_name, single_objective_name, strip_hub_prefix,
+    biphasic_name,
+    cpt_name,
+    objective_token,
+    parse_model_name,
+    single_objective_name,
+    strip_hub_prefix,
 )
 from contracts.paper import (
-    BIPHASIC_SPLITS, CLM_STEPS_BEFORE_MASKING, CPT_STEPS, DECAY_STEPS, DEFAULT_MASKING_RATIO,
-    INTERMEDIATE_STEPS, MASKING_RATIOS, MAX_CONTEXT, PAPER_SIZES, PRETRAIN_BATCH_SEQUENCES, PRETRAIN_STEPS,
-    TOY_SIZE, TOY_STEP_DIVISOR, WARMUP_STEPS,
+    BIPHASIC_SPLITS,
+    CLM_STEPS_BEFORE_MASKING,
+    CPT_STEPS,
+    DECAY_STEPS,
+    DEFAULT_MASKING_RATIO,
+    INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
+    MAX_CONTEXT,
+    PAPER_SIZES,
+    PRETRAIN_BATCH_SEQUENCES,
+    PRETRAIN_STEPS,
+    TOY_SIZE,
+    TOY_STEP_DIVISOR,
+    WARMUP_STEPS,
 )
 
 

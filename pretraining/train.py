@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from composer import Algorithm, Callback, Event, State, Trainer
@@ -24,17 +25,22 @@ from torch.nn.parallel import DistributedDataParallel
 
 from contracts.config import config_to_dict, save_resolved_config
 from contracts.layout import (
-    CHECKPOINT_PATTERN, CHECKPOINTS_DIR, FINISHED_FILE, LATEST_CHECKPOINT_PATTERN, LOSS_LOG_FILE,
-    RUN_CONFIG_FILE, export_dir,
+    CHECKPOINT_PATTERN,
+    CHECKPOINTS_DIR,
+    FINISHED_FILE,
+    LATEST_CHECKPOINT_PATTERN,
+    LOSS_LOG_FILE,
+    RUN_CONFIG_FILE,
+    export_dir,
 )
 from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig
 from pretraining.export import save_hf_directory
 from pretraining.modeling import Block, MlmClmForLM
-from pretraining.objectives import (IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm,
-                                    objective_generator, phase_at)
+from pretraining.objectives import IGNORE_INDEX, TokenIds, clm_labels, mask_for_mlm, objective_generator, phase_at
 from pretraining.presets import PRESETS, config_from_preset
 from pretraining.schedule import WSDScheduler
+
 
 class PretrainError(RuntimeError):
     """A run that cannot start as configured (finished already, different config, bad inputs)."""

@@ -17,8 +17,20 @@ from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import draw_figures, figure_files
 from reproduce.plan import (
-    ReproduceConfig, ReproduceError, data_dir, finetune_dir, finetune_jobs, model_names, model_path, out_dir,
-    pretraining_config, pretraining_dir, pretraining_runs, stand_ins, write_if_changed, write_reproduce_config,
+    ReproduceConfig,
+    ReproduceError,
+    data_dir,
+    finetune_dir,
+    finetune_jobs,
+    model_names,
+    model_path,
+    out_dir,
+    pretraining_config,
+    pretraining_dir,
+    pretraining_runs,
+    stand_ins,
+    write_if_changed,
+    write_reproduce_config,
 )
 from reproduce.studies import STUDIES
 

@@ -10,8 +10,19 @@ from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
 from reproduce.plan import (
-    REPO_ROOT, ReproduceConfig, ReproduceError, data_dir, finetune_dir, finetune_jobs, out_dir, pretraining_config,
-    pretraining_dir, pretraining_runs, study_checkpoints, write_if_changed, write_reproduce_config,
+    REPO_ROOT,
+    ReproduceConfig,
+    ReproduceError,
+    data_dir,
+    finetune_dir,
+    finetune_jobs,
+    out_dir,
+    pretraining_config,
+    pretraining_dir,
+    pretraining_runs,
+    study_checkpoints,
+    write_if_changed,
+    write_reproduce_config,
 )
 from reproduce.studies import scaled_name
 
@@ -190,7 +201,7 @@ class SlurmWriter:
         opts = [f"--partition={c.partition}", f"--time={c.finetune_time}"]
         opts += [f"--account={c.account}"] if c.account else []
         opts += [f"--qos={c.qos}"] if c.qos else []
-        opts += [f"--gpus=1", f"--cpus-per-task={c.cpus_per_gpu}"] if c.gpus_per_node else \
+        opts += ["--gpus=1", f"--cpus-per-task={c.cpus_per_gpu}"] if c.gpus_per_node else \
             [f"--cpus-per-task={c.cpus_per_task}"]
         return opts + list(c.sbatch_options)
 
@@ -275,7 +286,8 @@ def reproduce_slurm(cfg: ReproduceConfig, cluster_file: str | Path, dry_run: boo
     out_dir(cfg).mkdir(parents=True, exist_ok=True)
     written = SlurmWriter(cfg, cluster, container).write()
     log(f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
-        f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} fine-tuning runs "
+        f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} "
+        "fine-tuning runs "
         f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}")
     if dry_run:
         log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")

@@ -16,11 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from contracts.model_names import (
-    biphasic_name, cpt_name, format_model_name, objective_token, parse_model_name, single_objective_name,
+    biphasic_name,
+    cpt_name,
+    format_model_name,
+    objective_token,
+    parse_model_name,
+    single_objective_name,
 )
 from contracts.paper import (
-    BIPHASIC_SPLITS, CLM_STEPS_BEFORE_MASKING, CPT_STEPS, INTERMEDIATE_STEPS, MASKING_RATIOS, PAPER_SIZES,
-    PRETRAIN_STEPS, TOY_SIZE,
+    BIPHASIC_SPLITS,
+    CLM_STEPS_BEFORE_MASKING,
+    CPT_STEPS,
+    INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
+    PAPER_SIZES,
+    PRETRAIN_STEPS,
+    TOY_SIZE,
 )
 
 

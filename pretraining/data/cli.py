@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import sys
-
 from dataclasses import replace
 
 from contracts.config import ConfigError, apply_overrides, config_from_dict, load_config

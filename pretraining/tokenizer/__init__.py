@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 

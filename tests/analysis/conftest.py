@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from analysis.released import import_released
-from tests.analysis.analysis_testlib import write_released_tree
 from contracts.run_record import RunRecord
+from tests.analysis.analysis_testlib import write_released_tree
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,14 @@ import pandas as pd
 import pytest
 
 from analysis.aggregate import aggregate_runs, iter_cell_replicates, select_best_lr_per_seed
-from analysis.intervals import (instance_mean_replicates, keyed_rng, multinomial_counts, paper_interval,
-                                percentile_bounds, seed_weights)
+from analysis.intervals import (
+    instance_mean_replicates,
+    keyed_rng,
+    multinomial_counts,
+    paper_interval,
+    percentile_bounds,
+    seed_weights,
+)
 from tests.analysis.analysis_testlib import make_record
 from tests.analysis.bootstrap_oracle import hierarchical_bootstrap_ci
 

@@ -40,7 +40,7 @@ def test_train_end_to_end_on_the_embedded_corpus(tmp_path, embedded_data, capsys
     config = _write_config(tmp_path, embedded_data)
     assert cli(["train", str(config), "train.max_steps=8", "objective.switch_at=3"]) == 0
     run_dir = tmp_path / "e2e"
-    rows = [json.loads(l) for l in (run_dir / "loss.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (run_dir / "loss.jsonl").read_text().splitlines()]
     assert [r["objective"] for r in rows] == ["clm"] * 3 + ["mlm"] * 5
     assert (run_dir / FINISHED_FILE).exists()
     model = AutoModel.from_pretrained(run_dir / "hf" / "step-8")  # tokenizer files saved too
@@ -83,7 +83,7 @@ def test_resume_on_the_streaming_loader_gives_the_uninterrupted_losses(tmp_path,
             with pytest.raises(KeyboardInterrupt):
                 train(cfg, extra_callbacks=[interrupt_at(6)])
         train(cfg)
-        losses[name] = [json.loads(l)["loss"] for l in (tmp_path / name / "loss.jsonl").read_text().splitlines()]
+        losses[name] = [json.loads(line)["loss"] for line in (tmp_path / name / "loss.jsonl").read_text().splitlines()]
     assert len(losses["resumed"]) == 8
     assert losses["resumed"] == pytest.approx(losses["straight"], abs=1e-6)
 

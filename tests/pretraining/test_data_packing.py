@@ -93,6 +93,7 @@ def test_check_sample_rejects_broken_samples():
 def test_pure_modules_import_only_stdlib_and_numpy():
     """packing and config must stay importable without streaming, torch or Composer."""
     import ast
+
     import pretraining.data.config as config_module
     import pretraining.data.packing as packing_module
 

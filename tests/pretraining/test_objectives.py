@@ -49,8 +49,10 @@ def test_80_10_10_bands_and_random_tokens_from_the_regular_vocabulary():
 
 def test_masks_depend_only_on_seed_step_and_rank():
     ids = _tokens(10_000)
-    draw = lambda seed, step, rank: mask_for_mlm(ids, objective_generator(seed, step, rank), 0.4, MASK,
-                                                 SPECIAL, VOCAB)[1]
+
+    def draw(seed, step, rank):
+        return mask_for_mlm(ids, objective_generator(seed, step, rank), 0.4, MASK, SPECIAL, VOCAB)[1]
+
     assert torch.equal(draw(3, 7, 0), draw(3, 7, 0))
     for other in [(4, 7, 0), (3, 8, 0), (3, 7, 1)]:
         assert not torch.equal(draw(3, 7, 0), draw(*other))

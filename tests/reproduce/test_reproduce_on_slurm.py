@@ -4,7 +4,6 @@ No container here (`--no-container`, apptainer is absent): the jobs run the same
 Python. sbatch, arrays, `afterok`/`aftercorr` dependencies and the final analysis job all run.
 """
 import json
-import os
 import re
 import sys
 
@@ -87,7 +86,8 @@ def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, 
     for job in (data, base, cpt, analysis):
         assert local_slurm.job_state(job) == "COMPLETED", logs
     base_end = json.loads((tmp_path / "runs" / "toy_m-mlm40-42" / "FINISHED.json").read_text())
-    cpt_config = yaml.safe_load((tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "config.yaml").read_text())["config"]
+    cpt_run = tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44"
+    cpt_config = yaml.safe_load((cpt_run / "config.yaml").read_text())["config"]
     assert cpt_config["init"]["path"] == str(tmp_path / "runs" / "toy_m-mlm40-42" / "hf" / "step-42")
     assert base_end and (tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "FINISHED.json").is_file()
     records = list(iter_records_in([out / "finetune"]))

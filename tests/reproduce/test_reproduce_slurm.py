@@ -3,7 +3,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -39,8 +38,10 @@ def test_complete_set_of_scripts(paper):
     pretraining = sorted(scripts_dir.glob("pretrain_*.sbatch"))
     assert len(pretraining) == 15
     names = {p.name[len("pretrain_"):-len(".sbatch")] for p in pretraining}
-    assert names == {f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("mlm20", "mlm30", "mlm40", "mlm50", "clm")}
-    jobs = [json.loads(line) for f in (out / "finetune" / "jobs").glob("*.jsonl") for line in f.read_text().splitlines()]
+    objectives = ("mlm20", "mlm30", "mlm40", "mlm50", "clm")
+    assert names == {f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in objectives}
+    jobs = [json.loads(line) for f in (out / "finetune" / "jobs").glob("*.jsonl")
+            for line in f.read_text().splitlines()]
     assert len(jobs) == 15 * 12 * 6 * 5 == 5400
     assert len({j["id"] for j in jobs}) == 5400
     assert {j["config"]["lr"] for j in jobs} == {1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4}
@@ -75,7 +76,7 @@ def test_scripts_are_valid_bash_and_run_in_the_image(paper):
     for script in [*(out / "slurm").glob("pretrain_*.sbatch"), out / "slurm" / "python.sh",
                    out / "slurm" / "analysis.sbatch", out / "slurm" / "data.sbatch"]:
         text = script.read_text()
-        assert f"apptainer exec --nv --cleanenv --bind " in text and cluster.image in text, script
+        assert "apptainer exec --nv --cleanenv --bind " in text and cluster.image in text, script
         bind = re.search(r"--bind (\S+)", text).group(1).split(",")
         assert all(b in bind for b in binds), script
     pt = (out / "slurm" / "pretrain_1b-clm-42k.sbatch").read_text()
@@ -100,7 +101,7 @@ def test_no_container_runs_the_same_commands(tmp_path, capsys):
         commands = [line for line in script.read_text().splitlines() if "pretraining train" in line]
         for line in commands:  # the same command line, only without the `apptainer exec ... IMAGE` prefix
             assert re.sub(r"apptainer exec .*?\.sif ", "", next(
-                l for l in with_image.splitlines() if "pretraining train" in l)) == line
+                text for text in with_image.splitlines() if "pretraining train" in text)) == line
     assert "composer -n 8" in (bare / "pretrain_210m-clm-42k.sbatch").read_text()
 
 

@@ -165,5 +165,5 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
     if figure == 4:  # the intermediate exports of Tables 6-9 are fine-tuned from the runs' hf folders
         jobs = [json.loads(line) for line in (tmp_path / "finetune" / "jobs" / "610m-clm-42k-5000.jsonl")
                 .read_text().splitlines()]
-        assert {j["config"]["model"] for j in jobs} == {
-            f"{slurm.load_cluster_config(slurm.CONFIG_DIR / 'cluster.example.yaml').runs_dir}/610m-clm-42k/hf/step-5000"}
+        runs_dir = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml").runs_dir
+        assert {j["config"]["model"] for j in jobs} == {f"{runs_dir}/610m-clm-42k/hf/step-5000"}

@@ -3,8 +3,8 @@ import pytest
 
 from analysis.published import load_published_raw
 from contracts.model_names import parse_model_name
-from reproduce import studies as st
 from pretraining import registry
+from reproduce import studies as st
 
 
 @pytest.mark.parametrize("kind, number, study", [

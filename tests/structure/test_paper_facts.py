@@ -2,7 +2,6 @@
 the run-directory layout in contracts.layout) and imported everywhere else: its literal appears in no
 other source module. The literals searched for are taken from the home modules themselves."""
 import ast
-from pathlib import Path
 
 import pytest
 
