@@ -122,7 +122,8 @@ def run_for(name: str) -> tuple[RunSetup, int]:
     return RUNS[run], step
 
 
-def _scale_steps(steps: int, scale: str) -> int:
+def scale_steps(steps: int, scale: str) -> int:
+    """A paper step count at `scale`: toy runs take it divided by 1,000, at least 1 step."""
     return steps if scale == "paper" else max(1, steps // TOY_STEP_DIVISOR)
 
 
@@ -131,7 +132,7 @@ def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
     """The YAML body (a PretrainConfig) of `run` at `scale`."""
     if scale not in ("paper", "toy"):
         raise ValueError(f"scale {scale!r} is not paper or toy")
-    s = lambda steps: _scale_steps(steps, scale)  # noqa: E731
+    s = lambda steps: scale_steps(steps, scale)  # noqa: E731
     paper = scale == "paper"
     objective = {"kind": run.objective}
     if run.objective != "clm":
@@ -172,7 +173,7 @@ def config_yaml(name: str, scale: str = "paper", **kwargs) -> str:
     name = strip_hub_prefix(name)
     run, step = run_for(name)
     body = yaml.safe_dump(config_dict(run, scale, **kwargs), sort_keys=False)
-    where = export_dir("<run_dir>", _scale_steps(step, scale))
+    where = export_dir("<run_dir>", scale_steps(step, scale))
     header = [f"# Run producing {name} (paper Section 3), scale {scale}: its weights are {where}.",
               "# Train: python -m pretraining train THIS.yaml [key=value ...]"]
     if scale == "toy":

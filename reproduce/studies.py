@@ -114,11 +114,11 @@ def targets() -> list[str]:
 def scale_steps(steps: int, scale: str, length_42k: int | None = None) -> int:
     """A paper step count at `scale` (the registry's rule: toy divides by 1,000); `length_42k`
     replaces the 42k length of the masking study's runs (its only step count)."""
-    from pretraining.registry import _scale_steps
+    from pretraining import registry
 
     if length_42k is not None and steps == PRETRAIN_STEPS:
         return length_42k
-    return _scale_steps(steps, scale)
+    return registry.scale_steps(steps, scale)
 
 
 def scaled_name(paper_name: str, scale: str, length_42k: int | None = None) -> str:

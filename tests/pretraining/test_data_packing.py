@@ -103,4 +103,4 @@ def test_pure_modules_import_only_stdlib_and_numpy():
                  for alias in node.names}
         names |= {node.module.split(".")[0] for node in ast.walk(tree)
                   if isinstance(node, ast.ImportFrom) and node.module}
-        assert names <= {"__future__", "dataclasses", "typing", "numpy"}, (module.__name__, names)
+        assert names <= {"__future__", "collections", "dataclasses", "typing", "numpy"}, (module.__name__, names)
