@@ -34,7 +34,8 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
     """One pass over the records: (selected, runs).
 
     selected: one row per (model, task_type, dataset, train_set, seed), the run whose LR has the
-    best validation score for that seed, with its test_instance_scores (tuple or None) and n_lrs
+    best validation score for that seed, with its test_instance_scores (a float32 array, the run
+    store's precision, docs/analysis.md "Run store"; or None) and n_lrs
     (how many LRs that seed had); rows ordered by (model, task_type, dataset, train_set, seed).
     runs: every run's RUN_COLUMNS (no instance scores).
 
@@ -56,7 +57,9 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
         n_lrs[key] = n_lrs.get(key, 0) + 1
         current = best.get(key)
         if current is None or validation > current[1] or (validation == current[1] and lr < current[0]):
-            best[key] = (lr, validation, float(r.test_score), r.test_instance_scores)
+            instances = r.test_instance_scores
+            best[key] = (lr, validation, float(r.test_score),
+                         None if instances is None else np.asarray(instances, dtype=np.float32))
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     ordered = sorted(best)
     selected = pd.DataFrame([(*key[:4], best[key][0], key[4], *best[key][1:], n_lrs[key]) for key in ordered],
@@ -146,7 +149,7 @@ def iter_cell_replicates(selected: pd.DataFrame, reps: int, rng_seed: int = 0,
         # column there (the runs of one cell and dataset always share a test set).
         replicates, test_set_of, column = {}, {}, np.full(len(selected), -1)
         for test_set, positions in by_test_set.items():
-            matrix = np.array([instances[p] for p in positions], dtype=np.float64)
+            matrix = np.array([instances[p] for p in positions], dtype=np.float32)
             replicates[test_set] = instance_mean_replicates(matrix, reps, keyed_rng(rng_seed, test_set))
             column[positions] = np.arange(len(positions))
             test_set_of.update(dict.fromkeys(positions, test_set))

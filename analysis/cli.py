@@ -7,20 +7,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.aggregate import aggregate_runs
+from analysis.aggregate import aggregate_selected, scan_runs
 from analysis.audit import FAIL_ON, exit_code, run_audit
 from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
-from analysis.released import ReleasedImportError, import_released
+from analysis.released import (
+    ReleasedImportError,
+    import_released,
+    import_released_to_store,
+    read_released,
+    unreported_datasets,
+)
+from analysis.stored_runs import scan_store
 from analysis.tables import FORMATS, format_cell, write_tables
-from contracts.paper import UNREPORTED_DATASETS
+from contracts.paper import DATASET_BY_ID, UNREPORTED_DATASETS
 from contracts.provenance import atomic_write_text
-from contracts.run_record import PROTOCOLS, RunRecordError, iter_records_in, write_run_records
+from contracts.run_record import PROTOCOLS, RunRecordError, write_run_records
+from contracts.run_store import is_run_store, iter_records_in, iter_store_records
 
 
 class UsageError(Exception):
@@ -32,10 +41,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see --help)")
 
 
-def _load_runs(paths: list[str]):
+def _check_exist(paths: list[str]) -> None:
     for path in paths:
         if not Path(path).exists():
-            raise UsageError(f"{path}: no such run-record file or directory")
+            raise UsageError(f"{path}: no such run-record file, run store or directory")
+
+
+def _load_runs(paths: list[str]):
+    _check_exist(paths)
     records = list(iter_records_in(paths))
     if not records:
         raise UsageError(f"no run records in {', '.join(paths)}")
@@ -53,18 +66,54 @@ def _runs_under(records, protocol: str, paths: list[str]):
     return kept
 
 
+def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = None):
+    """(selected, runs) of analysis.aggregate.scan_runs for the records in `paths` under
+    `protocol`: column-wise from run stores, record by record otherwise."""
+    _check_exist(paths)
+    if all(is_run_store(p) for p in paths):
+        selected, runs, note = scan_store(paths, protocol, datasets)
+        if note:
+            print(note, file=sys.stderr)
+        if selected.empty:
+            _no_runs(paths, protocol, bool(note))
+        return selected, runs
+    records = _runs_under(_load_runs(paths), protocol, paths)
+    return scan_runs(r for r in records if datasets is None or r.dataset in datasets)
+
+
+def _no_runs(paths: list[str], protocol: str, other_protocol: bool):
+    if other_protocol:
+        raise UsageError(f"no run record in {', '.join(paths)} has '{protocol}' scores; "
+                         f"try --protocol {'standard' if protocol == 'paper' else 'paper'}")
+    raise UsageError(f"no run records in {', '.join(paths)}")
+
+
 def _cmd_import_released(args) -> int:
-    records, unreported = import_released(args.directory)
-    write_run_records(args.output, records)
-    models = len({r.model for r in records})
-    with_instances = sum(r.test_instance_scores is not None for r in records)
-    print(f"imported {len(records)} runs of {models} models ({with_instances} with test instance "
-          f"scores) -> {args.output}")
-    for dataset in unreported:
-        count = sum(r.dataset == dataset for r in records)
+    if Path(args.output).suffix == ".jsonl":
+        records, skipped = read_released(args.directory, args.skip_bad)
+        if not records:
+            raise ReleasedImportError(f"{args.directory}: no run could be imported ({len(skipped)} bad files)")
+        write_run_records(args.output, records)
+        runs, models = len(records), {r.model for r in records}
+        with_instances = sum(r.test_instance_scores is not None for r in records)
+        datasets = Counter(r.dataset for r in records)
+        where = args.output
+    else:
+        done = import_released_to_store(args.directory, args.output, args.skip_bad)
+        runs, models, with_instances, skipped = done.runs, done.models, done.with_instances, done.skipped
+        datasets = done.datasets
+        where = (f"{args.output} (run store: {done.parts_written} parts written"
+                 + (f", {done.parts_kept} kept from an earlier import" if done.parts_kept else "") + ")")
+    print(f"imported {runs} runs of {len(models)} models ({with_instances} with test instance "
+          f"scores) -> {where}")
+    for dataset in unreported_datasets(datasets):
         kind = UNREPORTED_DATASETS.get(dataset, "unknown")
-        print(f"note: dataset '{dataset}' ({count} runs, task type {kind}) is not reported by the "
+        print(f"note: dataset '{dataset}' ({datasets[dataset]} runs, task type {kind}) is not reported by the "
               "paper; imported with provenance.reported_by_paper = false", file=sys.stderr)
+    for path, reason in skipped:
+        print(f"warning: skipped {path}: {reason}", file=sys.stderr)
+    if skipped:
+        print(f"warning: {len(skipped)} bad file(s) skipped (--skip-bad)", file=sys.stderr)
     return 0
 
 
@@ -81,8 +130,8 @@ def _readable(cells: pd.DataFrame) -> str:
 
 
 def _cmd_table(args) -> int:
-    records = _runs_under(_load_runs(args.runs), args.protocol, args.runs)
-    cells = aggregate_runs(records, reps=args.reps, rng_seed=args.rng_seed)
+    selected, _ = _selected_runs(args.runs, args.protocol)
+    cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     print(f"protocol: {args.protocol}")
     print(_readable(cells))
     if args.csv:
@@ -101,8 +150,8 @@ def _cmd_tables(args) -> int:
     if args.published:
         cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
     else:
-        records = _runs_under(_load_runs(args.runs), args.protocol, args.runs)
-        cells = aggregate_runs(records, reps=args.reps, rng_seed=args.rng_seed)
+        selected, _ = _selected_runs(args.runs, args.protocol)
+        cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
         source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
     written = write_tables(cells, args.out, formats, source=source)
     print(f"wrote {len(written)} files -> {args.out}")
@@ -110,9 +159,11 @@ def _cmd_tables(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    records = _load_runs(args.runs)
-    cells = aggregate_runs(_runs_under(records, args.protocol, args.runs), reps=args.reps,
-                           rng_seed=args.rng_seed)
+    selected, _ = _selected_runs(args.runs, args.protocol)
+    cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
+    # Both protocols' test scores of every run; instance scores are not needed.
+    records = (r for path in args.runs for r in (
+        iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path])))
     summary = run_audit(cells, args.out, sources=list(args.runs), protocol=args.protocol,
                         differences=metric_differences(records))
     c = summary["cells"]
@@ -125,7 +176,13 @@ def _cmd_audit(args) -> int:
 
 def _cmd_claims(args) -> int:
     # Imported here: statsmodels and matplotlib take seconds to load and only this command needs them.
-    from analysis.claims import NOT_TESTABLE, evaluate_claims, inputs_from_published, inputs_from_records
+    from analysis.claims import (
+        NOT_TESTABLE,
+        evaluate_claims,
+        inputs_from_published,
+        inputs_from_records,
+        inputs_from_selected,
+    )
     from analysis.claims_report import verdict_table, write_claims_report
 
     sources = [bool(args.runs), bool(args.released), args.published]
@@ -133,13 +190,15 @@ def _cmd_claims(args) -> int:
         raise UsageError("claims: give run-record files, --released DIR or --published (exactly one)")
     if args.published:
         inputs = inputs_from_published()
+    elif args.runs and all(is_run_store(p) for p in args.runs):
+        selected, runs = _selected_runs(args.runs, args.protocol, set(DATASET_BY_ID))
+        source = f"run stores {', '.join(args.runs)} ({args.protocol} protocol)"
+        inputs = inputs_from_selected(selected, runs, source, args.reps, args.rng_seed)
     else:
         if args.released:
             records, source = import_released(args.released)[0], f"released runs in {args.released}"
         else:
-            for path in args.runs:
-                if not Path(path).exists():
-                    raise UsageError(f"{path}: no such run-record file or directory")
+            _check_exist(args.runs)
             # A stream: only each seed's best-validation run keeps its instance scores in memory.
             records, source = iter_records_in(args.runs), "run records " + ", ".join(args.runs)
         under = (r for r in (r.scores_under(args.protocol) for r in records) if r is not None)
@@ -169,6 +228,19 @@ def _cmd_bench_claims(args) -> int:
     return 0
 
 
+def _cmd_bench(args) -> int:
+    from analysis.release_bench import benchmark_release
+
+    r = benchmark_release(args.out, args.models, args.reps, args.rng_seed, args.max_instances)
+    steps = ", ".join(f"{step} {r[step]['seconds']:.1f} s (CPU {r[step]['cpu_seconds']:.1f} s, "
+                      f"peak {r[step]['peak_mb']:.0f} MB)" for step in ("import", "tables", "audit", "claims"))
+    print(f"bench: {r['models']} models, {r['runs']} runs, {r['instance_scores']:,} instance scores, "
+          f"tree {r['tree_mb']:.0f} MB, store {r['store_mb']:.0f} MB, {r['reps']} replicates; {steps}; "
+          f"tables+audit {r['tables_audit_seconds']:.1f} s; peak {r['peak_mb']:.0f} MB; "
+          f"load {r['load_average_before'][0]:.2f} on {r['cpu_count']} CPUs -> {Path(args.out) / 'benchmark.json'}")
+    return 0
+
+
 def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
     parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
@@ -185,19 +257,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m analysis", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
 
-    p = sub.add_parser("import-released", help="released results/ tree -> run records (.jsonl)")
+    p = sub.add_parser("import-released", help="released results/ tree -> run store (.parquet) or run records (.jsonl)")
     p.add_argument("directory", help="the released 'results' folder or its parent")
-    p.add_argument("-o", "--output", required=True, help="run-record file to write (.jsonl)")
+    p.add_argument("-o", "--output", required=True,
+                   help="run store folder to write (e.g. runs.parquet; an interrupted import resumes) "
+                        "or run-record file (.jsonl)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip files that cannot be imported, list them at the end (default: stop at the first)")
     p.set_defaults(func=_cmd_import_released)
 
     p = sub.add_parser("table", help="aggregate run records into cells; print them, optionally write CSV")
-    p.add_argument("runs", nargs="+", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("runs", nargs="+", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
     p.add_argument("--csv", help="write the cells (one row per model/dataset/average) here")
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_table)
 
     p = sub.add_parser("tables", help="regenerate Tables 2-17 in the paper's layout")
-    p.add_argument("runs", nargs="*", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("runs", nargs="*", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
     p.add_argument("--published", action="store_true", help="render the paper's own values instead")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,csv,tex (default all)")
@@ -205,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_tables)
 
     p = sub.add_parser("audit", help="compare regenerated cells with the published tables")
-    p.add_argument("runs", nargs="+", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("runs", nargs="+", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
     p.add_argument("--out", required=True, help="output folder for audit.md and audit.json")
     p.add_argument("--fail-on", choices=FAIL_ON, default="none",
                    help="exit 1 on any mismatched cell, or on a failing table (default: never)")
@@ -213,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_audit)
 
     p = sub.add_parser("claims", help="test the paper's claims (published numbers, released or your runs)")
-    p.add_argument("runs", nargs="*", help="run-record .jsonl files (or folders of record.json)")
+    p.add_argument("runs", nargs="*", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
     p.add_argument("--released", metavar="DIR", help="the released 'results' folder (or its parent)")
     p.add_argument("--published", action="store_true", help="the paper's printed Tables 2-17")
     p.add_argument("--csv", help="write the report as CSV here")
@@ -223,6 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which scores of the run records to test (default paper: the paper's harness)")
     _add_bootstrap_options(p)
     p.set_defaults(func=_cmd_claims)
+
+    p = sub.add_parser("bench", help="time import-released/tables/audit/claims on a synthetic release-shaped tree")
+    p.add_argument("--out", required=True, help="folder for the synthetic results/ tree, the store and the outputs")
+    p.add_argument("--models", type=int, default=2, help="first N of the 50 release checkpoints (default 2)")
+    p.add_argument("--max-instances", type=int, help="cap the instances per split (default: the real counts)")
+    _add_bootstrap_options(p)
+    p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("bench-claims", help="time claims + tables on synthetic release-shaped run records")
     p.add_argument("--out", required=True, help="folder for the synthetic runs and the outputs")

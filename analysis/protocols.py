@@ -30,14 +30,18 @@ def records_under(records: Iterable[RunRecord], protocol: str) -> tuple[list[Run
     left = [r for r, s in zip(records, served) if s is None]
     if not left:
         return kept, None
-    groups = Counter((r.protocol, r.dataset) for r in left)
+    return kept, left_out_note(Counter((r.protocol, r.dataset) for r in left), protocol, len(records))
+
+
+def left_out_note(groups: Counter, protocol: str, total: int) -> str:
+    """One line on the records left out under `protocol`: `groups` counts them by (their own
+    protocol, dataset), of `total` records."""
     by_protocol = {}
     for (own, dataset), count in sorted(groups.items()):
         by_protocol.setdefault(own, []).append(f"{dataset} {count}")
     why = "; ".join(f"scored under '{own}' only: {', '.join(parts)}" for own, parts in by_protocol.items())
-    note = (f"note: --protocol {protocol}: left out {len(left)} of {len(records)} run records that "
+    return (f"note: --protocol {protocol}: left out {sum(groups.values())} of {total} run records that "
             f"hold no '{protocol}' scores ({why})")
-    return kept, note
 
 
 def metric_differences(records: Iterable[RunRecord]) -> pd.DataFrame:

@@ -7,20 +7,30 @@ with scores in [0, 1]; `scores_i` (per-instance scores) may be absent. Records h
 Every dataset folder maps to a dataset id (contracts.paper.RELEASED_FOLDERS: SC/mnli_m -> mnli,
 TC/conll2003_en -> conll2003, ...); an unknown folder is an error, never skipped. The scores are
 the paper protocol's: records get protocol "paper" and the metric of their task type
-(contracts.paper.PAPER_PROTOCOL_METRICS).
+(contracts.paper.PAPER_PROTOCOL_METRICS). `import_released_to_store` streams a whole release into a
+run store (contracts.run_store; docs/analysis.md, "import-released").
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 from tqdm import tqdm
 
 from contracts.paper import DATASET_BY_ID, PAPER_PROTOCOL_METRICS, RELEASED_FOLDERS, TASK_TYPES
 from contracts.run_record import RunRecord, RunRecordError
+from contracts.run_store import INSTANCES, PART_GLOB, part_manifest, part_path, read_part, records_table, write_part
 
+_LIST_START = re.compile(rb'"scores_i"\s*:\s*\[')
+PART_VALUES = 2**24  # instance scores per store part: 64 MB of float32 (bounded memory)
 _RUN_DIR = re.compile(r"^(?:(?P<train_set>.+)_)?lr(?P<lr>\d[\d.]*(?:e[+-]?\d+)?)_sd(?P<seed>\d+)$")
 
 
@@ -50,14 +60,74 @@ def _score(path: Path, data: dict, split: str, field: str = "score") -> float:
     return float(value)
 
 
-def _instances(path: Path, data: dict) -> tuple[float, ...] | None:
-    values = data["test"].get("scores_i")
-    if values is None or values == []:
+def _check_instances(path: Path, values) -> np.ndarray | None:
+    """test.scores_i as float64 x100 scores (None when absent or empty); an error otherwise."""
+    if values is None:
         return None
-    if not isinstance(values, list) or any(
-            isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0 for v in values):
+    if isinstance(values, np.ndarray):
+        array = values
+    elif isinstance(values, list) and not any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                              for v in values):
+        array = np.asarray(values, dtype=np.float64)
+    else:
+        array = None
+    if array is None or not (np.all(array >= 0.0) and np.all(array <= 1.0)):
         raise ReleasedImportError(f"{path}: 'test.scores_i' must be a list of numbers in [0, 1]")
-    return tuple(100.0 * v for v in values)
+    return 100.0 * array if array.size else None
+
+
+_CSV_READ = pa_csv.ReadOptions(column_names=["x"], use_threads=False)
+_CSV_PARSE = pa_csv.ParseOptions(delimiter="\x01")
+_CSV_CONVERT = pa_csv.ConvertOptions(column_types={"x": pa.float64()})
+_WHITESPACE = b" \t\r\n"
+
+
+def _parse_number_list(text: bytes) -> np.ndarray | None:
+    """The numbers between a JSON list's brackets, parsed in C (Arrow's CSV reader); None when
+    they are not all plain numbers (the caller then parses the file with json for its error)."""
+    compact = text.translate(None, _WHITESPACE)
+    if not compact:
+        return np.empty(0)
+    try:
+        table = pa_csv.read_csv(io.BytesIO(compact.replace(b",", b"\n")), read_options=_CSV_READ,
+                                parse_options=_CSV_PARSE, convert_options=_CSV_CONVERT)
+    except pa.ArrowInvalid:
+        return None
+    values = table.column(0)
+    if values.null_count or len(values) != compact.count(b",") + 1:
+        return None
+    return values.to_numpy()
+
+
+def parse_results_json(raw: bytes) -> dict | None:
+    """json.loads of a released results.json, fast for its large `scores_i` lists: the test
+    split's list becomes a float64 array, the validation split's is never parsed (the analysis
+    does not use it) and becomes None. None when the file is not of that simple shape."""
+    pieces, lists, pos = [], [], 0
+    while (key := raw.find(b'"scores_i"', pos)) >= 0:
+        match = _LIST_START.match(raw, key)
+        if match is None:
+            return None
+        end = raw.find(b"]", match.end())
+        if end < 0:
+            return None
+        pieces += [raw[pos:match.end() - 1], b'"\\u0000%d"' % len(lists)]
+        lists.append(raw[match.end():end])
+        pos = end + 1
+    pieces.append(raw[pos:])
+    try:
+        data = json.loads(b"".join(pieces))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    for split, block in data.items():
+        placeholder = block.get("scores_i") if isinstance(block, dict) else None
+        if isinstance(placeholder, str) and placeholder.startswith("\0"):
+            block["scores_i"] = _parse_number_list(lists[int(placeholder[1:])]) if split == "test" else None
+            if split == "test" and block["scores_i"] is None:
+                return None
+    return data
 
 
 def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
@@ -73,8 +143,9 @@ def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
                               f"the known folders are {known} (contracts/paper.py)")
 
 
-def read_released_run(path: Path, root: Path) -> RunRecord:
-    """One results.json -> a RunRecord (source "released"); errors name the file."""
+def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | None]:
+    """One results.json -> (its RunRecord without instance scores, its x100 test instance scores
+    as float64, or None); errors name the file and the field."""
     parts = path.relative_to(root).parts
     if len(parts) != 5:
         raise ReleasedImportError(
@@ -88,35 +159,152 @@ def read_released_run(path: Path, root: Path) -> RunRecord:
     if match is None:
         raise ReleasedImportError(f"{path}: run folder '{run_dir}' is not [<train_set>_]lr<LR>_sd<SEED>")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReleasedImportError(f"{path}: not valid JSON ({exc})") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    data = parse_results_json(raw)
+    if data is None:  # not the simple shape: the plain parser, for the precise error
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ReleasedImportError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ReleasedImportError(f"{path}: the top level must be an object")
     provenance = {"source": "released", "path": "/".join(parts)}
     if dataset not in DATASET_BY_ID:
         provenance["reported_by_paper"] = False
+    validation, test = _score(path, data, "validation"), _score(path, data, "test")
     try:
-        return RunRecord.create(
+        record = RunRecord.create(
             model, task_type=task_type, dataset=dataset, train_set=match["train_set"],
             lr=float(match["lr"]), seed=int(match["seed"]),
-            validation_score=100.0 * _score(path, data, "validation"),
-            test_score=100.0 * _score(path, data, "test"),
-            test_instance_scores=_instances(path, data), provenance=provenance,
+            validation_score=100.0 * validation, test_score=100.0 * test, provenance=provenance,
             protocol="paper", metric=PAPER_PROTOCOL_METRICS[task_type],
         )
     except RunRecordError as exc:
         raise ReleasedImportError(f"{path}: {exc}") from None
+    return record, _check_instances(path, data["test"].get("scores_i"))
 
 
-def import_released(directory: str | Path) -> tuple[list[RunRecord], list[str]]:
-    """All runs under a released `results` tree, and the datasets the paper does not report."""
+def read_released_run(path: Path, root: Path) -> RunRecord:
+    """One results.json -> a RunRecord (source "released"); errors name the file."""
+    record, instances = parse_released_run(path, root)
+    return record if instances is None else replace(record, test_instance_scores=tuple(instances.tolist()))
+
+
+def released_files(directory: str | Path) -> tuple[Path, list[Path]]:
+    """The results root and its results.json files, sorted."""
     root = results_root(directory)
     files = sorted(root.rglob("results.json"))
     if not files:
         raise ReleasedImportError(f"{root}: no results.json found (expected the released 'results' tree)")
+    return root, files
+
+
+def import_released(directory: str | Path) -> tuple[list[RunRecord], list[str]]:
+    """All runs under a released `results` tree, and the datasets the paper does not report."""
+    records, _ = read_released(directory)
+    return records, unreported_datasets(r.dataset for r in records)
+
+
+def read_released(directory: str | Path, skip_bad: bool = False) -> tuple[list[RunRecord], list[tuple[str, str]]]:
+    """The runs of a released tree and the files skipped as bad, (path, reason): a bad file
+    raises its ReleasedImportError unless `skip_bad`."""
+    root, files = released_files(directory)
+    records, skipped = [], []
     # disable=None: a progress bar on a terminal only (the release holds ~18,500 runs).
-    records = [read_released_run(path, root)
-               for path in tqdm(files, desc="runs", unit="run", disable=None, leave=False)]
-    unreported = sorted({r.dataset for r in records if r.dataset not in DATASET_BY_ID})
-    return records, unreported
+    for path in tqdm(files, desc="runs", unit="run", disable=None, leave=False):
+        try:
+            records.append(read_released_run(path, root))
+        except ReleasedImportError as exc:
+            if not skip_bad:
+                raise
+            skipped.append((path.relative_to(root).as_posix(), str(exc)))
+    return records, skipped
+
+
+def unreported_datasets(datasets) -> list[str]:
+    return sorted(set(datasets) - set(DATASET_BY_ID))
+
+
+@dataclass
+class StoreImport:
+    """What import_released_to_store did: runs in the store, files skipped as bad (path, reason),
+    parts written now and parts kept from an earlier, interrupted import."""
+    runs: int = 0
+    with_instances: int = 0
+    models: set = field(default_factory=set)
+    datasets: Counter = field(default_factory=Counter)  # runs per dataset
+    skipped: list = field(default_factory=list)
+    parts_written: int = 0
+    parts_kept: int = 0
+
+
+def import_released_to_store(directory: str | Path, store: str | Path, skip_bad: bool = False,
+                             part_values: int = PART_VALUES) -> StoreImport:
+    """Stream a released tree into a run store (contracts.run_store), one part per batch of runs
+    holding about `part_values` instance scores (bounded memory).
+
+    Resumable: parts already in `store` (each written atomically, naming its source files) are
+    kept and their files not read again; batches are cut at the same places, so an import that
+    was interrupted and run again gives the same store as one that was not. A bad file stops the
+    import with its error (ReleasedImportError), unless `skip_bad`: then it is listed in
+    `skipped` (and in its part's manifest) and the import goes on.
+    """
+    root, files = released_files(directory)
+    store = Path(store)
+    if store.is_file():
+        raise ReleasedImportError(f"{store}: is a file; an import writes a store folder (or use -o X.jsonl)")
+    store.mkdir(parents=True, exist_ok=True)
+    for stale in store.glob(".part-*.tmp"):  # left by an interrupted write
+        stale.unlink()
+    summary, done = StoreImport(), set()
+    parts = sorted(store.glob(PART_GLOB))
+    for part in parts:
+        manifest = part_manifest(part)
+        done.update(manifest.get("sources", []))
+        done.update(path for path, _ in manifest.get("skipped", []))
+        summary.skipped += [tuple(s) for s in manifest.get("skipped", [])]
+        table = read_part(part, ["model", "dataset", INSTANCES])
+        summary.runs += table.num_rows
+        summary.with_instances += table.num_rows - table.column(INSTANCES).null_count
+        summary.models.update(table.column("model").unique().to_pylist())
+        summary.datasets.update(table.column("dataset").to_pylist())
+    summary.parts_kept = len(parts)
+    index = int(parts[-1].stem.split("-")[1]) + 1 if parts else 0
+    todo = [f for f in files if f.relative_to(root).as_posix() not in done]
+    records, instances, sources, skipped, values = [], [], [], [], 0
+
+    def flush():
+        nonlocal index, records, instances, sources, skipped, values
+        write_part(part_path(store, index), records_table(records, instances), sources, skipped)
+        summary.parts_written += 1
+        index += 1
+        records, instances, sources, skipped, values = [], [], [], [], 0
+
+    for path in tqdm(todo, desc="import", unit="run", disable=None, initial=len(files) - len(todo),
+                     total=len(files)):
+        source = path.relative_to(root).as_posix()
+        try:
+            record, scores = parse_released_run(path, root)
+        except ReleasedImportError as exc:
+            if not skip_bad:
+                raise
+            skipped.append((source, str(exc)))
+            summary.skipped.append((source, str(exc)))
+            continue
+        records.append(record)
+        instances.append(scores)
+        sources.append(source)
+        values += 0 if scores is None else len(scores)
+        summary.runs += 1
+        summary.with_instances += scores is not None
+        summary.models.add(record.model)
+        summary.datasets[record.dataset] += 1
+        if values >= part_values:
+            flush()
+    if records or skipped:
+        flush()
+    if summary.runs == 0:
+        raise ReleasedImportError(f"{root}: no run could be imported ({len(summary.skipped)} bad files)")
+    return summary

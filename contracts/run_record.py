@@ -33,7 +33,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from contracts.layout import RECORD_FILE
 from contracts.model_names import PretrainingDescription, parse_model_name
 from contracts.paper import TASK_TYPES
 from contracts.provenance import atomic_write_text
@@ -250,16 +249,6 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
 def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
     """Read a JSON Lines file of run records; errors name the file, line and field."""
     return list(iter_run_records(path))
-
-
-def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
-    """Records from .jsonl files and from directories of per-run `record.json` files."""
-    for path in map(Path, paths):
-        if path.is_dir():
-            for file in sorted(path.rglob(RECORD_FILE)):
-                yield RunRecord.from_dict(json.loads(file.read_text()), str(file))
-        else:
-            yield from iter_run_records(path)
 
 
 def write_run_records(path: str | os.PathLike, records: Iterable[RunRecord]) -> Path:

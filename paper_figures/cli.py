@@ -77,7 +77,7 @@ class _Sources:
             raise from_runs.NeedsRunRecords("needs raw run records (every LR and seed): the published "
                                             "tables are aggregates; use --source runs --runs RUNS.jsonl")
         if self._records is None:
-            from contracts.run_record import iter_records_in
+            from contracts.run_store import iter_records_in
             self._records = list(iter_records_in(self.runs))
             if not self._records:
                 raise CliError(f"no run records found in {self.runs}")

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import intervals
 from analysis.aggregate import aggregate_runs, iter_cell_replicates, select_best_lr_per_seed
 from analysis.intervals import (
     instance_mean_replicates,
@@ -12,6 +13,7 @@ from analysis.intervals import (
     multinomial_counts,
     paper_interval,
     percentile_bounds,
+    poisson_weights,
     seed_weights,
 )
 from tests.analysis.analysis_testlib import make_record
@@ -108,8 +110,24 @@ def test_hierarchical_wider_than_seed_only(mldr_records):
     assert aggregate_runs(runs, reps=10000, rng_seed=1).iloc[0].boot_low != cell.boot_low
 
 
+@pytest.fixture(params=["multinomial", "poisson"])
+def instance_weights(request, monkeypatch):
+    """Both ways of resampling a test set: multinomial counts, and the Poisson(1) weights used
+    from POISSON_FROM instances on (here lowered so that the small test sets use them)."""
+    if request.param == "poisson":
+        monkeypatch.setattr(intervals, "POISSON_FROM", 10)
+    return request.param
+
+
+def test_poisson_weights_have_poisson_moments():
+    weights = poisson_weights(1000, 200, np.random.default_rng(0))
+    assert weights.dtype == np.float32 and weights.shape == (200, 1000)
+    assert weights.mean() == pytest.approx(1.0, abs=0.01) and weights.var() == pytest.approx(1.0, abs=0.02)
+    assert (weights == 0).mean() == pytest.approx(np.exp(-1), abs=0.01)
+
+
 @pytest.mark.parametrize("n_datasets", [1, 3])
-def test_agrees_with_the_loop_implementation_within_mc_error(n_datasets):
+def test_agrees_with_the_loop_implementation_within_mc_error(n_datasets, instance_weights):
     """Over 12 draws of each (different generator seeds), the mean bounds of the vectorised and
     the loop bootstrap differ by less than 4 standard errors of that difference, and the
     reported Monte-Carlo error matches the spread of the bounds across draws."""
@@ -131,7 +149,7 @@ def test_agrees_with_the_loop_implementation_within_mc_error(n_datasets):
         assert 0.5 < reported / mine.std(ddof=1) < 2.0
 
 
-def test_coverage_on_simulated_seeds_and_instances():
+def test_coverage_on_simulated_seeds_and_instances(instance_weights):
     """400 simulated cells (5 seeds x 200 instances; seed sd 0.8, instance sd 20, noise 5): the
     seeds x instances 95% interval covers the true mean in 93-97% of them."""
     rng = np.random.default_rng(7)

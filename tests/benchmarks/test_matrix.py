@@ -10,7 +10,7 @@ import pytest
 from benchmarks import matrix
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, load_run_config
-from contracts.run_record import iter_records_in
+from contracts.run_store import iter_records_in
 from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

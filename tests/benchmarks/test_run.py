@@ -14,7 +14,8 @@ from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, RunConfig, RunError, load_run_config, run
 from benchmarks.tasks import TASKS
 from contracts.layout import finetune_run_dir, format_lr
-from contracts.run_record import PROTOCOLS, RunRecord, iter_records_in
+from contracts.run_record import PROTOCOLS, RunRecord
+from contracts.run_store import iter_records_in
 from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

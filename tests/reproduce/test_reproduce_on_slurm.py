@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from contracts.run_record import iter_records_in
+from contracts.run_store import iter_records_in
 from reproduce import cli
 
 

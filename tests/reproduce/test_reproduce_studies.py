@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from contracts.model_names import parse_model_name
-from contracts.run_record import iter_records_in
+from contracts.run_store import iter_records_in
 from reproduce import cli, local, plan, slurm
 
 SMALL = ["--tasks", "sst2,conll2003", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]

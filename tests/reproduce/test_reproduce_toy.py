@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from contracts.model_names import parse_model_name
-from contracts.run_record import iter_records_in
+from contracts.run_store import iter_records_in
 from reproduce import cli, local, plan
 
 # The CI mode of the CLI (--reduced), as a config: toy_s x (MLM-20, MLM-40, CLM) x 12 tasks x 1 LR x

@@ -22,6 +22,8 @@ def _numbers() -> dict[float, str]:
                                                         "PRETRAIN_BATCH_SEQUENCES")]
     found = {}
     for value, label in facts:
+        if value & (value - 1) == 0:  # a power of two (610M's FFN 4096) is also a common block size
+            continue
         found[value] = f"{found[value]}, {label}" if value in found else label
     return found
 

@@ -1,0 +1,137 @@
+"""import-released into a run store: streaming, resuming, bad files; the fast results.json reader;
+the release-scale benchmark on a tiny tree."""
+import json
+
+import numpy as np
+import pytest
+
+import analysis.released as released
+from analysis.cli import main
+from analysis.release_bench import RELEASED_INSTANCES, benchmark_release, write_synthetic_release
+from analysis.released import ReleasedImportError, import_released, import_released_to_store, parse_results_json
+from contracts.paper import DATASETS
+from contracts.run_record import read_run_records
+from contracts.run_store import iter_store_records, part_manifest, store_parts
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    write_synthetic_release(root, ["210m-mlm40-42k"], rng_seed=1, max_instances=12)
+    return root / "results"
+
+
+@pytest.mark.parametrize("indent", [None, 4])
+def test_fast_reader_equals_json(indent):
+    data = {"test": {"scores_i": [1.0, 0.0, 0.6309297535714573, 5e-05, 1, 0.3333333333333335],
+                     "score": 0.5}, "validation": {"score": 0.25, "scores_i": [0.5, 1.0]}, "extra": [1, 2]}
+    fast = parse_results_json(json.dumps(data, indent=indent).encode())
+    assert fast["validation"] == {"score": 0.25, "scores_i": None}  # never parsed: not used
+    assert fast["test"]["scores_i"].tolist() == data["test"]["scores_i"] and fast["extra"] == [1, 2]
+    assert parse_results_json(b'{"test": {"score": 0.5, "scores_i": []}}')["test"]["scores_i"].size == 0
+
+
+@pytest.mark.parametrize("text", [
+    b'{"test": {"score": 0.5, "scores_i": [0.1, true]}}', b'{"test": {"score": 0.5, "scores_i": [0.1, "x"]}}',
+    b'{"test": {"score": 0.5, "scores_i": [0.1, null]}}', b'{"test": {"score": 0.5, "scores_i": [[0.1], [0.2]]}}',
+    b'{"test": {"score": 0.5, "scores_i": null}}', b'{"test": {"score": 0.5, "scores_i": [0.1, 0.2}}'])
+def test_fast_reader_leaves_other_shapes_to_json(text):
+    assert parse_results_json(text) is None
+
+
+def test_synthetic_release_is_release_shaped(tiny_release):
+    files = sorted(tiny_release.rglob("results.json"))
+    assert len(files) == 12 * 30
+    run = json.loads((tiny_release / "210m-mlm40-42k/IR/nq/msmarco_pairs_lr1e-04_sd3/results.json").read_text())
+    assert run["test"]["score"] == pytest.approx(np.mean(run["test"]["scores_i"]))
+    assert len(run["test"]["scores_i"]) == 12 and len(run["validation"]["scores_i"]) == 12
+    records, unreported = import_released(tiny_release)
+    assert len(records) == 360 and unreported == [] and all(len(r.test_instance_scores) == 12 for r in records)
+    assert set(RELEASED_INSTANCES) == {d.id for d in DATASETS}
+    assert RELEASED_INSTANCES["qqp"][1] == 40430 and RELEASED_INSTANCES["mldr_en"] == (200, 800)
+
+
+def test_store_import_matches_the_jsonl_import(tmp_path, tiny_release, capsys):
+    assert main(["import-released", str(tiny_release), "-o", str(tmp_path / "runs.jsonl")]) == 0
+    assert main(["import-released", str(tiny_release), "-o", str(tmp_path / "runs.parquet")]) == 0
+    assert "imported 360 runs of 1 models (360 with test instance scores)" in capsys.readouterr().out
+    from_jsonl = read_run_records(tmp_path / "runs.jsonl")
+    from_store = list(iter_store_records(tmp_path / "runs.parquet"))
+    assert [r.key for r in from_store] == [r.key for r in from_jsonl]
+    assert [r.test_score for r in from_store] == [r.test_score for r in from_jsonl]
+    assert all(np.array_equal(np.float32(a.test_instance_scores), np.float32(b.test_instance_scores))
+               for a, b in zip(from_store, from_jsonl))
+
+
+def test_interrupted_import_resumes_to_the_same_store(tmp_path, tiny_release, monkeypatch):
+    clean = import_released_to_store(tiny_release, tmp_path / "clean", part_values=500)
+    assert clean.parts_written > 3 and clean.runs == 360
+    real, calls = released.parse_released_run, []
+
+    def interrupted(path, root):
+        calls.append(path)
+        if len(calls) == 150:
+            raise KeyboardInterrupt
+        return real(path, root)
+    monkeypatch.setattr(released, "parse_released_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_released_to_store(tiny_release, tmp_path / "resumed", part_values=500)
+    kept = len(store_parts(tmp_path / "resumed"))
+    assert 0 < kept < clean.parts_written
+    (tmp_path / "resumed" / ".part-99999.parquet.x.tmp").write_bytes(b"half a part")  # a write cut short
+    monkeypatch.setattr(released, "parse_released_run", real)
+    resumed = import_released_to_store(tiny_release, tmp_path / "resumed", part_values=500)
+    assert (resumed.parts_kept, resumed.parts_written) == (kept, clean.parts_written - kept)
+    assert resumed.runs == 360 and resumed.with_instances == 360
+    assert [p.read_bytes() for p in store_parts(tmp_path / "resumed")] == \
+        [p.read_bytes() for p in store_parts(tmp_path / "clean")]
+    assert not list((tmp_path / "resumed").glob(".*.tmp"))
+
+
+def _with_bad_files(tmp_path, tiny_release):
+    import shutil
+    tree = tmp_path / "results"
+    shutil.copytree(tiny_release, tree)
+    bad = tree / "210m-mlm40-42k/SC/sst2/lr1e-05_sd0/results.json"
+    bad.write_text(bad.read_text().replace('"score": ', '"score": 7', 1))  # validation score > 1
+    cut = tree / "210m-mlm40-42k/QA/squad/lr2e-05_sd1/results.json"
+    cut.write_text(cut.read_text()[:200])  # a truncated file
+    return tree, bad, cut
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_bad_files_stop_the_import_or_are_skipped(tmp_path, tiny_release, capsys, suffix):
+    tree, bad, cut = _with_bad_files(tmp_path, tiny_release)
+    assert main(["import-released", str(tree), "-o", str(tmp_path / f"a{suffix}")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(cut) in err and "not valid JSON" in err  # the first bad file, sorted
+    assert main(["import-released", str(tree), "-o", str(tmp_path / f"b{suffix}"), "--skip-bad"]) == 0
+    captured = capsys.readouterr()
+    assert "imported 358 runs" in captured.out
+    assert f"warning: skipped {bad.relative_to(tree).as_posix()}: {bad}: 'validation.score' is 7" in captured.err
+    assert "not valid JSON" in captured.err and "warning: 2 bad file(s) skipped (--skip-bad)" in captured.err
+    if suffix == ".parquet":  # the manifest remembers them: a rerun reads nothing again and lists them
+        skipped = [s for p in store_parts(tmp_path / "b.parquet") for s in part_manifest(p)["skipped"]]
+        assert len(skipped) == 2
+        assert main(["import-released", str(tree), "-o", str(tmp_path / "b.parquet"), "--skip-bad"]) == 0
+        captured = capsys.readouterr()
+        assert "0 parts written" in captured.out and "2 bad file(s) skipped" in captured.err
+
+
+def test_import_into_a_file_is_an_error(tmp_path, tiny_release):
+    (tmp_path / "x.parquet").write_text("")
+    with pytest.raises(ReleasedImportError, match="is a file"):
+        import_released_to_store(tiny_release, tmp_path / "x.parquet")
+
+
+def test_bench_times_every_step(tmp_path, capsys):
+    assert main(["bench", "--models", "1", "--out", str(tmp_path), "--max-instances", "8", "--reps", "20"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("bench: 1 models, 360 runs") and "tables+audit" in line
+    result = json.loads((tmp_path / "benchmark.json").read_text())
+    for step in ("import", "tables", "audit", "claims"):
+        assert result[step]["seconds"] > 0 and result[step]["peak_mb"] > 0
+    assert result["store_mb"] > 0 and result["runs"] == 360 and result["max_instances"] == 8
+    assert (tmp_path / "tables" / "tables.md").exists() and (tmp_path / "claims.csv").exists()
+    again = benchmark_release(tmp_path, 1, reps=20, max_instances=8)  # the tree is reused
+    assert again["generate_seconds"] == result["generate_seconds"]
