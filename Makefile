@@ -12,11 +12,12 @@ DRY_RUN ?=
 FIGURE ?=
 TABLE ?=
 
-.PHONY: help setup test test-fast reproduce reproduce-figure3 tables audit claims clean container container-check
+.PHONY: help setup test test-fast lint reproduce reproduce-figure3 tables audit claims clean container container-check
 
 help:
 	@echo "make setup                       create .venv from requirements.lock (idempotent)"
 	@echo "make test                        setup if needed, then the whole test suite"
+	@echo "make lint                        ruff check and ruff format --check (settings in pyproject.toml)"
 	@echo "make reproduce FIGURE=N|TABLE=N [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   whole pipeline of N's study"
 	@echo "                                 (Figures 2-10, Tables 2-17; toy: minutes here -> OUT/<study>)"
 	@echo "make reproduce-figure3 [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   = make reproduce FIGURE=3 (~7 min here)"
@@ -46,12 +47,16 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not slurm" tests
 
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
 # The whole pipeline of the study that FIGURE (or TABLE) belongs to, at $(SCALE) (toy: pretraining +
 # fine-tuning here, minutes on 2 cores; cached, resumable; paper: Slurm jobs, DRY_RUN=1 only writes
 # them), into $(OUT)/<study> (masking, data-efficiency, biphasic, masking-after-clm, cpt).
 reproduce: setup
 	@test -n "$(FIGURE)$(TABLE)" || { echo "make reproduce: give FIGURE=N or TABLE=N, e.g. make reproduce FIGURE=4" >&2; exit 2; }
-	OMP_NUM_THREADS=1 $(PY) -m paper_figures reproduce $(if $(FIGURE),--figure $(FIGURE),--table $(TABLE)) --scale $(SCALE) --out-root $(OUT) $(if $(DRY_RUN),--dry-run)
+	OMP_NUM_THREADS=1 $(PY) -m reproduce $(if $(FIGURE),--figure $(FIGURE),--table $(TABLE)) --scale $(SCALE) --out-root $(OUT) $(if $(DRY_RUN),--dry-run)
 
 # Default (SOURCE not given): `make reproduce FIGURE=3` (-> $(OUT)/masking). SOURCE=published|runs: draw only.
 reproduce-figure3: setup

@@ -1,6 +1,6 @@
 """Run records -> cells: per-seed LR selection, means, the paper's interval and bootstrap CIs.
 
-The rule that reproduces the published tables (SPEC section 5): for each seed, the LR with the
+The rule that reproduces the published tables (docs/analysis.md): for each seed, the LR with the
 best validation score is selected (it may differ per seed); the cell is the mean of those
 seeds' test scores with half-width 1.96 * sd(ddof=1) / sqrt(n). A category average is computed
 per seed (mean of that seed's selected test scores over the task type's 3 datasets) and then
@@ -8,16 +8,15 @@ aggregated the same way.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from analysis.cells import CELL_COLUMNS, describe_models
-from analysis.intervals import (instance_mean_replicates, keyed_rng, paper_interval,
-                                percentile_bounds, seed_weights)
+from analysis.intervals import instance_mean_replicates, keyed_rng, paper_interval, percentile_bounds, seed_weights
 from contracts.paper import AVERAGE, DATASETS, datasets_of
 from contracts.run_record import RunRecord
 
@@ -191,7 +190,7 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
         for j, cell in enumerate(group.cells):
             several = len(cell.seeds) > 1
 
-            def bound(values):  # 4 decimals: replicates are float32, bounds move by ~0.01 between draws
+            def bound(values, j=j, several=several):  # 4 decimals: float32 replicates, bounds move ~0.01
                 return round(float(values[j]), 4) if several else float("nan")
             rows.append({
                 **dict(zip(RUN_KEY, cell.key)), "n_seeds": len(cell.seeds),

@@ -151,7 +151,8 @@ def _markdown(cells: pd.DataFrame, tables: pd.DataFrame, checks: dict, sources: 
     if present.empty:
         lines.append("No published cell has regenerated data.")
     else:
-        lines += ["| table | model | task | dataset | published | ours | diff | z | pub. in our bootstrap CI | bootstrap | verdict |",
+        lines += ["| table | model | task | dataset | published | ours | diff | z | pub. in our bootstrap CI "
+                  "| bootstrap | verdict |",
                   "|---:|---|---|---|---:|---:|---:|---:|---|---|---|"]
         for c in present.itertuples():
             boot = f"[{_fmt(c.boot_low)}, {_fmt(c.boot_high)}] {'yes' if c.published_in_boot_ci else 'no'}" \

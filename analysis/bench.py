@@ -22,12 +22,22 @@ import numpy as np
 
 from analysis.intervals import Z_95
 from analysis.published import load_published_cells
-from contracts.paper import AVERAGE, DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
+from contracts.model_names import biphasic_name, objective_token, single_objective_name
+from contracts.paper import (
+    AVERAGE,
+    CLM_STEPS_BEFORE_MASKING,
+    DATASETS,
+    FINETUNE_LRS,
+    FINETUNE_SEEDS,
+    MASKING_RATIOS,
+    PRETRAIN_STEPS,
+)
 from contracts.provenance import atomic_write_json
 from contracts.run_record import RunRecord, write_run_records
 
-# Figure 7's 40k CLM + 2k MLM checkpoints: released, but in no table.
-FIGURE7_MODELS = tuple(f"610m-clm-40k-mlm{ratio}-42k" for ratio in (20, 30, 40, 50))
+# Figure 7's 40k CLM + 2k MLM checkpoints (released, but in no table) -> the 610M MLM model of their ratio.
+FIGURE7_MODELS = {biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, objective_token(ratio)):
+                  single_objective_name("610m", objective_token(ratio)) for ratio in MASKING_RATIOS}
 IR_TRAIN_SET = "msmarco_pairs"  # the release's IR models are fine-tuned on MS MARCO pairs
 
 
@@ -44,10 +54,9 @@ def _truth() -> dict[tuple[str, str], tuple[float, float]]:
     cells = cells[cells["dataset"] != AVERAGE].drop_duplicates(["model", "dataset"])
     truth = {(m, d): (mean, hw * math.sqrt(5) / Z_95)
              for m, d, mean, hw in zip(cells["model"], cells["dataset"], cells["mean"], cells["ci_halfwidth"])}
-    for model in FIGURE7_MODELS:
-        ratio = model.split("-mlm")[1].split("-")[0]
+    for model, mlm_model in FIGURE7_MODELS.items():
         for dataset in DATASETS:
-            truth[(model, dataset.id)] = truth[(f"610m-mlm{ratio}-42k", dataset.id)]
+            truth[(model, dataset.id)] = truth[(mlm_model, dataset.id)]
     return truth
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -39,7 +39,17 @@ from analysis.intervals import Z_95, keyed_rng, percentile_bounds
 from analysis.models import Fit, contrast_fit, equivalence_fit, paired_fit, pseudo_seeds
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
-from contracts.paper import AVERAGE, DATASET_BY_ID, TASK_TYPES
+from contracts.paper import (
+    AVERAGE,
+    BIPHASIC_SPLITS,
+    CLM_STEPS_BEFORE_MASKING,
+    CPT_STEPS,
+    DATASET_BY_ID,
+    DEFAULT_MASKING_RATIO,
+    INTERMEDIATE_STEPS,
+    PRETRAIN_STEPS,
+    TASK_TYPES,
+)
 from contracts.run_record import RunRecord
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
@@ -56,10 +66,12 @@ DETAIL_COLUMNS = [
     "prob_improvement", "poi_low", "poi_high", "crossover", "reason"]
 DEGREE = {"difference": 0, "equivalence": 0, "trend": 1, "curvature": 2}
 
-FINAL_42K = {"checkpoint_step": 42000, "schedule_steps": 42000}
-MLM40 = {"objective": "mlm", "masking_ratio": 0.4}
+FINAL_42K = {"checkpoint_step": PRETRAIN_STEPS, "schedule_steps": PRETRAIN_STEPS}
+MLM40 = {"objective": "mlm", "masking_ratio": DEFAULT_MASKING_RATIO}
 CLM = {"objective": "clm"}
-INTERMEDIATE_610M = {"size": "610m", "schedule_steps": 42000, "final": False}
+INTERMEDIATE_610M = {"size": "610m", "schedule_steps": PRETRAIN_STEPS, "final": False}
+EARLY_STEPS = INTERMEDIATE_STEPS[:3]  # 1k, 2k, 5k: "early in pretraining" (Figure 4)
+LONGEST_CPT = max(CPT_STEPS)  # 22k: Figure 8
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("clm_leads_early", "CLM is more data-efficient: it leads MLM early in pretraining (1k-5k steps)",
           "Sec. 4, Fig. 4, Tables 6-9", "difference", {**CLM, **INTERMEDIATE_610M},
           {**MLM40, **INTERMEDIATE_610M}, ("checkpoint_step", "dataset"), "greater", "points",
-          estimate_on={"checkpoint_step": (1000, 2000, 5000)}, crossover_on="checkpoint_step"),
+          estimate_on={"checkpoint_step": EARLY_STEPS}, crossover_on="checkpoint_step"),
     Claim("clm_less_lr_sensitive", "CLM models are less sensitive to the fine-tuning learning rate",
           "Sec. 4, Fig. 5", "spread", {**CLM, **FINAL_42K}, {**MLM40, **FINAL_42K},
           ("size", "dataset"), "less", "points of standard deviation", covariate="lr",
@@ -119,12 +131,13 @@ CLAIMS: tuple[Claim, ...] = (
                      "only the best-LR mean per seed"),
     Claim("biphasic_beats_mlm", "At a fixed budget, CLM then MLM (25/75 and 50/50 splits) beats MLM only",
           "Sec. 5, Fig. 6, Tables 10-13", "difference",
-          {"objective": "clm+mlm", "masking_ratio": 0.4, "clm_share": (0.25, 0.5), "size": "610m", "final": True},
-          {**MLM40, "size": "610m", "final": True, "schedule_steps": (12000, 22000, 42000)},
+          {"objective": "clm+mlm", "masking_ratio": DEFAULT_MASKING_RATIO, "clm_share": (0.25, 0.5), "size": "610m",
+           "final": True},
+          {**MLM40, "size": "610m", "final": True, "schedule_steps": tuple(BIPHASIC_SPLITS)},
           ("schedule_steps", "dataset"), "greater", "points"),
     Claim("biphasic_less_ratio_sensitive", "After a CLM phase, the masking ratio of the MLM phase matters less",
           "Sec. 5, Fig. 7", "spread",
-          {"objective": "clm+mlm", "clm_steps": 40000, "size": "610m", **FINAL_42K},
+          {"objective": "clm+mlm", "clm_steps": CLM_STEPS_BEFORE_MASKING, "size": "610m", **FINAL_42K},
           {"objective": "mlm", "size": "610m", **FINAL_42K}, ("dataset",), "less",
           "points of standard deviation", covariate="masking_tenths",
           needs_runs="Figure 7's 40k CLM + 2k MLM models (610m-clm-40k-mlm{20,30,40,50}-42k) are in "
@@ -132,8 +145,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("cpt_clm_base_beats_mlm_base",
           "Continued MLM pretraining (22k steps) of a CLM model beats continuing an MLM model",
           "Sec. 5, Fig. 8, Tables 14-17", "difference",
-          {"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": 22000},
-          {"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": 22000},
+          {"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": LONGEST_CPT},
+          {"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": LONGEST_CPT},
           ("dataset",), "greater", "points"),
 )
 

@@ -17,14 +17,19 @@ from analysis.audit import FAIL_ON, exit_code, run_audit
 from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
-from analysis.released import (ReleasedImportError, import_released, import_released_to_store,
-                               read_released, unreported_datasets)
+from analysis.released import (
+    ReleasedImportError,
+    import_released,
+    import_released_to_store,
+    read_released,
+    unreported_datasets,
+)
 from analysis.stored_runs import scan_store
 from analysis.tables import FORMATS, format_cell, write_tables
 from contracts.paper import DATASET_BY_ID, UNREPORTED_DATASETS
 from contracts.provenance import atomic_write_text
-from contracts.run_record import PROTOCOLS, RunRecordError, iter_records_in, write_run_records
-from contracts.run_store import is_run_store, iter_store_records
+from contracts.run_record import PROTOCOLS, RunRecordError, write_run_records
+from contracts.run_store import is_run_store, iter_records_in, iter_store_records
 
 
 class UsageError(Exception):
@@ -171,8 +176,13 @@ def _cmd_audit(args) -> int:
 
 def _cmd_claims(args) -> int:
     # Imported here: statsmodels and matplotlib take seconds to load and only this command needs them.
-    from analysis.claims import (NOT_TESTABLE, evaluate_claims, inputs_from_published, inputs_from_records,
-                                 inputs_from_selected)
+    from analysis.claims import (
+        NOT_TESTABLE,
+        evaluate_claims,
+        inputs_from_published,
+        inputs_from_records,
+        inputs_from_selected,
+    )
     from analysis.claims_report import verdict_table, write_claims_report
 
     sources = [bool(args.runs), bool(args.released), args.published]

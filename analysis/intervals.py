@@ -1,7 +1,7 @@
 """Confidence intervals of a mean over fine-tuning seeds: the paper's interval and the bootstrap.
 
 - `paper_interval`: 1.96 * sd(ddof=1) / sqrt(n). This is what reproduces every published cell
-  (SPEC section 5); a t quantile, ddof=0 or a bootstrap over test instances do not.
+  (docs/analysis.md); a t quantile, ddof=0 or a bootstrap over test instances do not.
 - The bootstrap (docs/claims.md, "Bootstrap"): each replicate draws the seeds of a cell with
   replacement and, where per-instance test scores exist, ONE multinomial resample of each test
   set's instances that every drawn seed (and every model scored on that test set) shares: all

@@ -9,7 +9,7 @@ at a time; the audit reports how far the two metrics lie apart on the runs that 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

@@ -33,7 +33,7 @@ def load_published_cells() -> pd.DataFrame:
     cells["dataset"] = [
         AVERAGE if name.startswith("Average") else DATASET_BY_DISPLAY[name].id for name in raw["dataset"]
     ]
-    cells["n_seeds"] = 5  # every printed cell is a mean over 5 fine-tuning seeds (SPEC section 4)
+    cells["n_seeds"] = 5  # every printed cell is a mean over 5 fine-tuning seeds (docs/protocol.md)
     cells["mean"] = raw["value"].astype(float)
     cells["ci_halfwidth"] = raw["ci_halfwidth"].astype(float)
     cells["boot_low"] = float("nan")  # the paper prints no bootstrap interval

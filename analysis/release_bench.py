@@ -51,7 +51,8 @@ def _metric_values(task_type: str) -> np.ndarray:
 
 def _instances_text(values: np.ndarray, strings: np.ndarray, codes: np.ndarray) -> tuple[str, str]:
     """(score, scores_i list) text of one split: the values' repr, joined as json.dump would."""
-    return repr(float(values[codes].mean())), "[" + _INDENT + ("," + _INDENT).join(strings[codes].tolist()) + "\n        ]"
+    listed = ("," + _INDENT).join(strings[codes].tolist())
+    return repr(float(values[codes].mean())), "[" + _INDENT + listed + "\n        ]"
 
 
 def write_synthetic_release(root: str | Path, models: list[str], rng_seed: int = 0,
@@ -80,7 +81,8 @@ def write_synthetic_release(root: str | Path, models: list[str], rng_seed: int =
                         codes = (rng.random(hard.size) < latent).astype(np.intp) if dataset.task_type == "SC" \
                             else np.searchsorted(edges, latent)
                         score, listed = _instances_text(values, strings, codes)
-                        blocks.append(f'    "{split}": {{\n        "score": {score},\n        "scores_i": {listed}\n    }}')
+                        blocks.append(f'    "{split}": {{\n        "score": {score},\n'
+                                      f'        "scores_i": {listed}\n    }}')
                         values_written += hard.size
                     prefix = f"{IR_TRAIN_SET}_" if dataset.task_type == "IR" else ""
                     path = (Path(root) / "results" / model / dataset.task_type / dataset.released_folder

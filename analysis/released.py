@@ -27,8 +27,7 @@ from tqdm import tqdm
 
 from contracts.paper import DATASET_BY_ID, PAPER_PROTOCOL_METRICS, RELEASED_FOLDERS, TASK_TYPES
 from contracts.run_record import RunRecord, RunRecordError
-from contracts.run_store import (INSTANCES, PART_GLOB, part_manifest, part_path, read_part,
-                                 records_table, write_part)
+from contracts.run_store import INSTANCES, PART_GLOB, part_manifest, part_path, read_part, records_table, write_part
 
 _LIST_START = re.compile(rb'"scores_i"\s*:\s*\[')
 PART_VALUES = 2**24  # instance scores per store part: 64 MB of float32 (bounded memory)

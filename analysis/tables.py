@@ -29,9 +29,9 @@ _FAMILIES = (  # (first table, last table, title, row label built from the publi
     (14, 17, "of continued pretraining (CPT) with MLM-40 from decayed 42k CLM or MLM models",
      lambda r: f"{r.objective}"),
 )
-# SPEC section 7: recorded, not corrected; the values stay as transcribed.
+# Known inconsistencies of the paper (docs/choices.md): recorded, not corrected; the values stay as transcribed.
 TABLE_NOTES = {
-    10: "Known inconsistency (SPEC section 7): the paper's SC biphasic table is mislabelled. "
+    10: "Known inconsistency (docs/choices.md): the paper's SC biphasic table is mislabelled. "
         "Values are rendered as transcribed in published_results.csv, under the checkpoint "
         "each value is attributed to there; nothing was corrected.",
 }

@@ -14,6 +14,9 @@ import logging
 import sys
 from pathlib import Path
 
+from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE
+from contracts.provenance import atomic_write_text
+
 
 def _csv(kind):
     def parse(text: str):
@@ -53,7 +56,7 @@ def cmd_run(args) -> int:
     cfg = load_run_config(values, args.config, args.set)
     record, computed = run(cfg)
     state = "done" if computed else "skipped (complete record exists)"
-    print(f"{cfg.run_dir / 'record.json'}: {state}; protocol {record.protocol} ({record.metric}): "
+    print(f"{cfg.run_dir / RECORD_FILE}: {state}; protocol {record.protocol} ({record.metric}): "
           f"validation {record.validation_score:.2f}, test {record.test_score:.2f}")
     return 0
 
@@ -71,9 +74,7 @@ def cmd_matrix(args) -> int:
     print(f"{jobs_path}: {len(jobs)} runs (" + ", ".join(f"{g} array {n}" for g, n in sizes.items()) + ")")
     if args.slurm_script:
         text = matrix.slurm_script(jobs_path, jobs, args.array_throttle, Path(args.out), args.sbatch_option)
-        path = Path(args.slurm_script)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path = atomic_write_text(args.slurm_script, text)
         path.chmod(0o755)
         print(f"{path}: submit with `bash {path}`")
         return 0
@@ -91,9 +92,31 @@ def cmd_job(args) -> int:
     return matrix.run_array_task(matrix.read_jobs(Path(args.jobs)), args.group, args.index)
 
 
-def cmd_export_st(args) -> int:
-    from benchmarks.export_st import export_run
+def export_run(run_dir: Path, out: Path) -> Path:
+    """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
+    max_length, prefixes, remote-code switch and input protocol."""
+    import yaml
 
+    from benchmarks.export_st import ExportError, save_sentence_transformer
+    from benchmarks.run import IR_TRAIN_TASK, existing_record
+    from benchmarks.tasks import get_task
+
+    record = existing_record(run_dir / RECORD_FILE)
+    if record is None:
+        raise ExportError(f"{run_dir}: no {RECORD_FILE}; give a complete run directory")
+    config = yaml.safe_load((run_dir / RUN_CONFIG_FILE).read_text())["config"]
+    if config["task"] != IR_TRAIN_TASK:
+        raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run; only the {IR_TRAIN_TASK} runs train an IR model")
+    if not (run_dir / IR_MODEL_DIR).is_dir():
+        raise ExportError(f"{run_dir}: its {IR_MODEL_DIR}/ was removed once nq and mldr_en were evaluated; rerun "
+                          "it with save_weights: true (or save_sentence_transformers: true) to keep it")
+    spec = get_task(IR_TRAIN_TASK)
+    return save_sentence_transformer(run_dir / IR_MODEL_DIR, out, record.provenance["max_length"], spec.query_prefix,
+                                     spec.doc_prefix, config.get("trust_remote_code", False),
+                                     eos_only=config.get("protocol") == "paper")
+
+
+def cmd_export_st(args) -> int:
     out = export_run(Path(args.run_dir), Path(args.out))
     print(f"{out}: load with SentenceTransformer({str(out)!r}, trust_remote_code=...) (see its README.md)")
     return 0

@@ -50,7 +50,8 @@ def _check_eos_only(folder: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     probe = "Query: a probe"
-    if tokenizer(probe)["input_ids"] != tokenizer(probe, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]:
+    text_then_eos = tokenizer(probe, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    if tokenizer(probe)["input_ids"] != text_then_eos:
         raise ExportError(f"tokenizer class {type(tokenizer).__name__} does not keep an EOS-only "
                           "post-processor when saved; this model cannot be exported for the paper protocol")
 
@@ -96,30 +97,6 @@ def save_sentence_transformer(model_dir: Path, out: Path, max_length: int, query
                                                      needs_remote_code(tmp), eos_only))
     tmp.rename(out)
     return out
-
-
-def export_run(run_dir: Path, out: Path) -> Path:
-    """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
-    max_length, prefixes, remote-code switch and input protocol."""
-    import yaml
-
-    from benchmarks.run import IR_TRAIN_TASK, existing_record
-    from benchmarks.tasks import get_task
-
-    run_dir = Path(run_dir)
-    record = existing_record(run_dir / "record.json")
-    if record is None:
-        raise ExportError(f"{run_dir}: no record.json; give a complete run directory")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())["config"]
-    if config["task"] != IR_TRAIN_TASK:
-        raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run; only the {IR_TRAIN_TASK} runs train an IR model")
-    if not (run_dir / "model").is_dir():
-        raise ExportError(f"{run_dir}: its model/ was removed once nq and mldr_en were evaluated; rerun it "
-                          "with save_weights: true (or save_sentence_transformers: true) to keep it")
-    spec = get_task(IR_TRAIN_TASK)
-    return save_sentence_transformer(run_dir / "model", out, record.provenance["max_length"], spec.query_prefix,
-                                     spec.doc_prefix, config.get("trust_remote_code", False),
-                                     eos_only=config.get("protocol") == "paper")
 
 
 def _model_card(model_dir: Path, max_length: int, query_prefix: str, doc_prefix: str, remote: bool,

@@ -1,9 +1,10 @@
 """Composer glue: one fine-tuning run of a task module through `composer.Trainer`.
 
-Paper protocol (SPEC section 4): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
+Paper protocol (docs/protocol.md): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
 warmup then linear decay to 0 (Composer's LinearWithWarmupScheduler, evaluated at the end of
 each step: step n of N runs at its value at n, so the first step is above 0 and the last at 0;
-pretraining.schedule.AtStepEnd); batch 32; up to 1,000 steps or one epoch; bf16 autocast on GPU (fp32 on CPU, where Composer refuses amp_bf16; the `paper`
+pretraining.schedule.AtStepEnd); batch 32; up to 1,000 steps or one epoch; bf16 autocast on GPU
+(fp32 on CPU, where Composer refuses amp_bf16; the `paper`
 protocol also casts the weights to bf16 first, benchmarks/run.py). The weights at
 the end of training are the ones evaluated (no checkpoint selection). SC/TC/QA split a batch into
 device micro-batches with Composer's `device_train_microbatch_size` (gradient accumulation); IR
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 from torch import nn

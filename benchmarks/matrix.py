@@ -17,15 +17,15 @@ import json
 import logging
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
+from benchmarks.run import IR_TRAIN_TASK, RunConfig
 from contracts.config import config_from_dict, config_to_dict
+from contracts.layout import finetune_run_id
 from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
 from contracts.provenance import atomic_write_text, utc_now
-
-from benchmarks.run import IR_TRAIN_TASK, RunConfig, format_lr
 
 GROUPS = ("finetune", "ir_train", "ir_eval")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
     """Job dicts {id, group, index, config}; `base` gives every RunConfig field but model/task/lr/seed.
 
     `check_models=False` accepts local model folders that do not exist yet (a job list written
-    before the pretraining jobs that produce them, e.g. by `paper_figures reproduce --scale paper`).
+    before the pretraining jobs that produce them, e.g. by `python -m reproduce --scale paper`).
     """
     from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
     from benchmarks.tasks import get_task
@@ -91,7 +91,7 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
                         if key not in ir_index:
                             ir_index[key] = len(ir_index)
                         index = ir_index[key]
-                    jobs.append({"id": f"{cfg.name}/{task}/lr{format_lr(cfg.lr)}_sd{seed}", "group": group,
+                    jobs.append({"id": finetune_run_id(cfg.name, task, cfg.lr, seed), "group": group,
                                  "index": index, "config": config_to_dict(cfg)})
     return jobs
 

@@ -42,8 +42,9 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Hashable, Literal, Mapping, Sequence
+from typing import Literal
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
+from contracts.layout import IR_MODEL_DIR, RECORD_FILE, finetune_run_dir, format_lr
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
@@ -108,17 +109,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        return run_dir(self.out, self.name, self.task, self.lr, self.seed)
-
-
-def format_lr(lr: float) -> str:
-    """`1e-04` as in the released run names; more digits only when needed to be exact."""
-    short = f"{lr:.0e}"
-    return short if float(short) == lr else f"{lr:.6g}"
-
-
-def run_dir(out: str | Path, model_name: str, task: str, lr: float, seed: int) -> Path:
-    return Path(out) / model_name / task / f"lr{format_lr(lr)}_sd{seed}"
+        return finetune_run_dir(self.out, self.name, self.task, self.lr, self.seed)
 
 
 def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
@@ -141,7 +132,7 @@ def existing_record(path: Path) -> RunRecord | None:
 
 
 def trained_ir_model(cfg: RunConfig) -> Path:
-    return run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / "model"
+    return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / IR_MODEL_DIR
 
 
 def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
@@ -158,7 +149,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
 
     spec = get_task(cfg.task)  # an unknown task fails before anything is written
     out_dir = cfg.run_dir
-    record_path = out_dir / "record.json"
+    record_path = out_dir / RECORD_FILE
     done = existing_record(record_path)
     if done is not None:
         log.info("skip %s: complete record exists", record_path)
@@ -167,13 +158,13 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
         model_dir = trained_ir_model(cfg)
-        trained = existing_record(model_dir.parent / "record.json")
+        trained = existing_record(model_dir.parent / RECORD_FILE)
         if trained is None:
             log.info("%s needs the MS MARCO model of lr %s seed %s: training it first", cfg.task,
                      format_lr(cfg.lr), cfg.seed)
             run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))
         else:
-            _same_protocol(trained, model_dir.parent / "record.json", cfg)
+            _same_protocol(trained, model_dir.parent / RECORD_FILE, cfg)
         if not model_dir.is_dir():
             raise RunError(f"{model_dir}: the trained MS MARCO model is missing although its record "
                            "exists (removed once its IR evaluations had records, as save_weights is "
@@ -221,7 +212,11 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     from benchmarks.finetune import TrainSettings, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind
     from benchmarks.kinds.common import (
-        EvalContext, load_backbone, load_tokenizer, model_max_length, protocol_max_length,
+        EvalContext,
+        load_backbone,
+        load_tokenizer,
+        model_max_length,
+        protocol_max_length,
     )
 
     started, t0 = utc_now(), time.time()
@@ -268,11 +263,11 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
             accumulate_inside_loss=spec.task_type == "IR"))
         extra["train"]["n_examples"] = len(features)
         if spec.task_type == "IR" or cfg.save_weights:
-            _save_model(module, tokenizer, out_dir / "model")  # IR: = trained_ir_model(cfg)
+            _save_model(module, tokenizer, out_dir / IR_MODEL_DIR)  # IR: = trained_ir_model(cfg)
             if cfg.save_sentence_transformers:
                 from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
 
-                save_sentence_transformer(out_dir / "model", out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
+                save_sentence_transformer(out_dir / IR_MODEL_DIR, out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
                                           data.spec.query_prefix, data.spec.doc_prefix, cfg.trust_remote_code,
                                           eos_only=cfg.protocol == "paper")
     else:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from benchmarks import metrics
 from benchmarks.tasks import TASKS, get_task
+from contracts.provenance import atomic_write_text
 from contracts.run_record import PROTOCOLS
 
 
@@ -188,8 +189,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
     if args.per_instance:
         lines = "".join(json.dumps({"id": i, "score": s}) + "\n"
                         for i, s in zip(result.instance_ids, result.instance_scores))
-        Path(args.per_instance).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.per_instance).write_text(lines, encoding="utf-8")
+        atomic_write_text(args.per_instance, lines)
     print(json.dumps({"task": args.task, "protocol": args.protocol, "metric": result.metric,
                       "score": round(result.score, 4), "n": result.n}))
     return 0

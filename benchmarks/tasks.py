@@ -1,11 +1,11 @@
-"""The 12 fine-tuning tasks of the paper as one table of specs (SPEC section 4).
+"""The 12 fine-tuning tasks of the paper as one table of specs (docs/benchmarks.md).
 
 One `TaskSpec` per paper dataset id (`contracts.paper.DATASETS`); everything task-specific that the
 harness needs (where the data lives on the Hub, which split is trained / selected on / reported,
 how an input is formatted, the labels, the metric, the step budget) is a field here, so the
 training code has four task kinds and no per-dataset classes.
 
-Sources of the facts: SPEC section 4 and the released harness (hgissbkh/EncodEval, branch
+Sources of the facts: the paper, docs/protocol.md and the released harness (hgissbkh/EncodEval, branch
 MLM_vs_CLM, `encodeval/datasets.py`): validation = 5% of train via
 `train.train_test_split(train_size=0.95, seed=42)` (its "test" part) when the official validation
 set is the reported test; TC uses the official splits; IR trains one model on
@@ -19,8 +19,9 @@ with the released harness's metric (`contracts.paper.PAPER_PROTOCOL_METRICS`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
 
 from contracts.paper import DATASET_BY_ID, DATASETS, PAPER_PROTOCOL_METRICS
 from contracts.run_record import PROTOCOLS

@@ -21,8 +21,15 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from container.definition import (DEFINITION, GIT_SHA_PLACEHOLDER, IMAGE_ROOT, LOCK, REPO_ROOT,
-                                  STAGING_SOURCE, check_definition)
+from container.definition import (
+    DEFINITION,
+    GIT_SHA_PLACEHOLDER,
+    IMAGE_ROOT,
+    LOCK,
+    REPO_ROOT,
+    STAGING_SOURCE,
+    check_definition,
+)
 
 EXIT_MISMATCH, EXIT_NO_BUILDER, EXIT_BUILD_FAILED = 1, 2, 3
 DEFAULT_IMAGE = REPO_ROOT / "mlm_vs_clm.sif"

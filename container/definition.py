@@ -18,7 +18,7 @@ LOCK = REPO_ROOT / "requirements.lock"
 IMAGE_ROOT = "/opt/mlm_vs_clm"  # where %files puts the exported source tree
 STAGING_SOURCE = "src"          # the exported tree's folder name in the staging folder
 GIT_SHA_PLACEHOLDER = "@GIT_SHA@"
-STAGES = ("pretraining", "benchmarks", "analysis", "paper_figures")
+STAGES = ("pretraining", "benchmarks", "analysis", "paper_figures", "reproduce")
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 # Label -> the distribution whose locked (or added) version it must state.
 VERSION_LABELS = {"mlm_vs_clm.torch": "torch", "mlm_vs_clm.composer": "mosaicml",
@@ -52,8 +52,8 @@ def sections(text: str) -> dict[str, list[str]]:
         elif line.strip():
             result[current].append(line.strip() if current == "header" else line)
     for name, lines in result.items():
-        indent = min((len(l) - len(l.lstrip()) for l in lines), default=0)
-        result[name] = [l[indent:] for l in lines]
+        indent = min((len(text) - len(text.lstrip()) for text in lines), default=0)
+        result[name] = [text[indent:] for text in lines]
     return result
 
 
@@ -111,7 +111,7 @@ def check_definition(path: Path = DEFINITION, lock_path: Path = LOCK) -> list[st
     raw = sections(text)
     problems = []
 
-    if not any(re.fullmatch(r"bootstrap:\s*docker", l, re.IGNORECASE) for l in raw["header"]):
+    if not any(re.fullmatch(r"bootstrap:\s*docker", line, re.IGNORECASE) for line in raw["header"]):
         problems.append("the definition must start from a docker image (Bootstrap: docker)")
     if not DIGEST_FROM.fullmatch(recipe.fromHeader or ""):
         problems.append(f"base image not pinned by digest: {recipe.fromHeader!r}")
@@ -140,17 +140,18 @@ def check_definition(path: Path = DEFINITION, lock_path: Path = LOCK) -> list[st
         problems.append(f"expected one '{lock_in_image}' install and one project install, got {kinds}")
     elif kinds.index("lock") > kinds.index("project") or "additions" in kinds[:kinds.index("project")]:
         problems.append(f"install order must be lock, project, then GPU additions; got {kinds}")
-    post = [l.strip() for l in recipe.install]
-    if not any(re.search(r"pip check$", l) for l in post):
+    post = [line.strip() for line in recipe.install]
+    if not any(re.search(r"pip check$", line) for line in post):
         problems.append("%post must run pip check")
-    if not any("image_check.py" in l and "--packages-only" in l for l in post):
+    if not any("image_check.py" in line and "--packages-only" in line for line in post):
         problems.append("%post must verify the installed set (image_check.py --packages-only)")
 
-    labels = dict(l.split(None, 1) for l in recipe.labels if len(l.split(None, 1)) == 2)
+    labels = dict(line.split(None, 1) for line in recipe.labels if len(line.split(None, 1)) == 2)
     versions = {**lock, **{canonical(k): v for k, v in GPU_ADDITIONS.items()}}
     for label, dist in VERSION_LABELS.items():
         if labels.get(label) != versions.get(canonical(dist)):
-            problems.append(f"label {label} is {labels.get(label)!r}, {dist} is pinned at {versions.get(canonical(dist))}")
+            pinned = versions.get(canonical(dist))
+            problems.append(f"label {label} is {labels.get(label)!r}, {dist} is pinned at {pinned}")
     if labels.get("org.opencontainers.image.revision") != GIT_SHA_PLACEHOLDER:
         problems.append(f"label org.opencontainers.image.revision must hold {GIT_SHA_PLACEHOLDER} (filled at build)")
 

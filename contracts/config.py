@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from contracts.layout import RUN_CONFIG_FILE
 from contracts.provenance import atomic_write_text, git_sha, package_versions, stable_hash, utc_now
 
 T = TypeVar("T")
@@ -138,7 +139,7 @@ def config_to_dict(cfg) -> dict:
     return plain(dataclasses.asdict(cfg))
 
 
-def save_resolved_config(cfg, out_dir: str | os.PathLike, name: str = "config.yaml") -> Path:
+def save_resolved_config(cfg, out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE) -> Path:
     """Write the resolved config with git sha, package versions and its hash next to the outputs."""
     body = config_to_dict(cfg)
     document = {

@@ -1,4 +1,4 @@
-"""The release's checkpoint names <-> what each checkpoint's pretraining was (SPEC section 3).
+"""The release's checkpoint names <-> what each checkpoint's pretraining was (paper Section 3).
 
 Grammar (steps are `<n>k` = n thousand, or a plain integer for toy runs):
   single objective   <size>-clm-<T>            <size>-mlm<p>-<T>          e.g. 610m-mlm40-42k
@@ -6,12 +6,16 @@ Grammar (steps are `<n>k` = n thousand, or a plain integer for toy runs):
   biphasic           <size>-clm-<N>-mlm<p>-<T> (N CLM steps, then MLM up to T in total)
   CPT                <size>-<obj>-dec<B>-mlm<p>-<T> (decayed B-step base, MLM up to T in total)
 A hub prefix (`MLMvsCLM/`) is ignored. Names outside the grammar are external models: `parse`
-returns None and records carry no pretraining description.
+returns None and records carry no pretraining description. Every name in the package is built
+by the functions below (`format_model_name`, or by parts: `single_objective_name`, `biphasic_name`,
+`cpt_name`).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+
+from contracts.paper import PRETRAIN_STEPS
 
 _STEPS = r"\d+k?"
 _NAME = re.compile(
@@ -27,8 +31,14 @@ def _steps(token: str) -> int:
     return int(token[:-1]) * 1000 if token.endswith("k") else int(token)
 
 
-def _fmt_steps(steps: int) -> str:
+def format_steps(steps: int) -> str:
+    """42000 -> '42k'; step counts that are not whole thousands (toy runs) stay plain: 42 -> '42'."""
     return f"{steps // 1000}k" if steps % 1000 == 0 and steps >= 1000 else str(steps)
+
+
+def objective_token(masking_ratio: float | None) -> str:
+    """'clm' (None) or 'mlm40' (0.4): the objective part of a name."""
+    return "clm" if masking_ratio is None else f"mlm{round(masking_ratio * 100)}"
 
 
 def _ratio(token: str) -> float:
@@ -54,7 +64,7 @@ class PretrainingDescription:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PretrainingDescription":
+    def from_dict(cls, data: dict) -> PretrainingDescription:
         return cls(**data)
 
 
@@ -109,13 +119,37 @@ def parse_model_name(model: str) -> PretrainingDescription | None:
 
 def format_model_name(desc: PretrainingDescription) -> str:
     """Inverse of parse_model_name for every description it can return."""
-    ratio = f"mlm{round(desc.masking_ratio * 100)}" if desc.masking_ratio is not None else None
+    ratio = objective_token(desc.masking_ratio) if desc.masking_ratio is not None else None
     if desc.objective == "cpt":
         base = desc.checkpoint_step - desc.cpt_steps
         base_obj = "clm" if desc.cpt_base_objective == "clm" else ratio
-        return f"{desc.size}-{base_obj}-dec{_fmt_steps(base)}-{ratio}-{_fmt_steps(desc.checkpoint_step)}"
+        return f"{desc.size}-{base_obj}-dec{format_steps(base)}-{ratio}-{format_steps(desc.checkpoint_step)}"
     if desc.objective == "clm+mlm":
-        return f"{desc.size}-clm-{_fmt_steps(desc.clm_steps)}-{ratio}-{_fmt_steps(desc.schedule_steps)}"
+        return f"{desc.size}-clm-{format_steps(desc.clm_steps)}-{ratio}-{format_steps(desc.schedule_steps)}"
     obj = "clm" if desc.objective == "clm" else ratio
-    name = f"{desc.size}-{obj}-{_fmt_steps(desc.schedule_steps)}"
+    name = f"{desc.size}-{obj}-{format_steps(desc.schedule_steps)}"
     return name if desc.decayed else f"{name}-{desc.checkpoint_step}"
+
+
+def single_objective_name(size: str, objective: str, steps: int = PRETRAIN_STEPS,
+                          checkpoint: int | None = None) -> str:
+    """'610m-mlm40-42k', '610m-clm-42k-10000' (objective: 'clm' or 'mlm40', see objective_token)."""
+    name = f"{size}-{objective}-{format_steps(steps)}"
+    return name if checkpoint is None or checkpoint == steps else f"{name}-{checkpoint}"
+
+
+def biphasic_name(size: str, clm_steps: int, budget: int, mlm: str = "mlm40") -> str:
+    """CLM for `clm_steps`, then `mlm` up to `budget`; 0 and `budget` CLM steps are the plain runs."""
+    if clm_steps == 0:
+        return single_objective_name(size, mlm, budget)
+    if clm_steps == budget:
+        return single_objective_name(size, "clm", budget)
+    return f"{size}-clm-{format_steps(clm_steps)}-{mlm}-{format_steps(budget)}"
+
+
+def cpt_name(base: str, cpt_steps: int, size: str = "610m", base_steps: int = PRETRAIN_STEPS,
+             mlm: str = "mlm40") -> str:
+    """base: 'clm' or 'mlm40'; 0 CPT steps is the decayed base itself."""
+    if cpt_steps == 0:
+        return single_objective_name(size, base, base_steps)
+    return f"{size}-{base}-dec{format_steps(base_steps)}-{mlm}-{format_steps(base_steps + cpt_steps)}"

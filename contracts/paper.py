@@ -1,4 +1,9 @@
-"""Facts of the paper (arXiv 2507.00994 v4) that several stages need: datasets, task types, sizes.
+"""The facts of the paper (arXiv 2507.00994 v4), stated once: every stage imports them from here.
+
+Model sizes and their Table 1 shapes, the toy sizes that stand in for them, the pretraining step
+grids (Section 3: 42k steps, WSD warmup and decay, intermediate checkpoints, biphasic splits, CPT),
+masking ratios, the fine-tuning grid and the dataset table. The checkpoint-name grammar built on
+these is contracts.model_names; the layout of run directories is contracts.layout.
 
 Dataset ids name the paper's datasets; `released_folder` is the folder of each in the paper's
 released raw results (results/<model>/<task type>/<folder>/..., hgissbkh/EncodEval), so that
@@ -71,7 +76,75 @@ def average_display(task_type: str) -> str:
     return "Average (" + "/".join(d.display for d in datasets_of(task_type)) + ")"
 
 
-PAPER_SIZES = ("210m", "610m", "1b")
-MASKING_RATIOS = (0.2, 0.3, 0.4, 0.5)
 FINETUNE_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
 FINETUNE_SEEDS = (0, 1, 2, 3, 4)
+
+
+# --- models (Table 1) -------------------------------------------------------------------------------
+VOCAB_SIZE = 128_256  # the Llama-3 tokenizer
+MAX_CONTEXT = 2048
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Llama-style (EuroBERT) transformer shape: no biases, SwiGLU, RMSNorm, untied LM head."""
+
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int | None = VOCAB_SIZE  # None: the tokenizer's vocabulary size (toy sizes)
+    context: int = MAX_CONTEXT
+    tied_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
+        return self.hidden // self.heads
+
+
+PAPER_SHAPES: dict[str, ModelShape] = {
+    "210m": ModelShape(layers=12, hidden=768, ffn=3072, heads=12, kv_heads=12),
+    "610m": ModelShape(layers=26, hidden=1152, ffn=4096, heads=18, kv_heads=6),
+    "1b": ModelShape(layers=28, hidden=1728, ffn=5120, heads=18, kv_heads=6),
+}
+PAPER_SIZES = tuple(PAPER_SHAPES)  # ("210m", "610m", "1b")
+# CPU-sized stand-ins of the paper's sizes (toy scale: tests and `make reproduce`), not in the paper.
+TOY_SHAPES: dict[str, ModelShape] = {
+    "toy_s": ModelShape(layers=2, hidden=64, ffn=128, heads=4, kv_heads=2, vocab=None, context=256),
+    "toy_m": ModelShape(layers=3, hidden=128, ffn=256, heads=4, kv_heads=2, vocab=None, context=256),
+    "toy_l": ModelShape(layers=4, hidden=192, ffn=512, heads=6, kv_heads=2, vocab=None, context=256),
+}
+TOY_SIZES = tuple(TOY_SHAPES)
+TOY_SIZE = dict(zip(PAPER_SIZES, TOY_SIZES))  # paper size -> the toy size that stands in for it
+TOY_STEP_DIVISOR = 1000  # toy runs take every paper step count divided by this (at least 1 step)
+
+# Tokens per optimizer step: Table 1 prints 2,359,296 (= 2,304 x 1,024), the text 2,373,120
+# (12 sequences x 192 GPUs; docs/choices.md). We use Table 1: 1,152 packed sequences x 2,048 tokens.
+TOKENS_PER_STEP_TABLE1 = 2_359_296
+TOKENS_PER_STEP_TEXT = 2_373_120
+PRETRAIN_BATCH_SEQUENCES = TOKENS_PER_STEP_TABLE1 // MAX_CONTEXT
+
+
+# --- pretraining steps and objectives (Section 3) ----------------------------------------------------
+PRETRAIN_STEPS = 42_000  # every single-objective run: WSD with 2k warmup, 38k at 5e-4, 2k linear decay
+WARMUP_STEPS = 2_000
+DECAY_STEPS = 2_000
+# Intermediate checkpoints of the 610M CLM and MLM-40 runs, taken before the decay (Tables 6-9).
+INTERMEDIATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
+MASKING_RATIOS = (0.2, 0.3, 0.4, 0.5)
+DEFAULT_MASKING_RATIO = 0.4
+# Biphasic CLM -> MLM-40 (Tables 10-13): budget -> CLM steps at the nominal CLM shares below
+# (0: MLM only, the budget: CLM only); one WSD schedule spans the budget.
+BIPHASIC_CLM_SHARES = (0, 25, 50, 75, 100)
+BIPHASIC_SPLITS: dict[int, tuple[int, ...]] = {
+    12_000: (0, 3_000, 6_000, 9_000, 12_000),
+    22_000: (0, 5_000, 11_000, 17_000, 22_000),
+    42_000: (0, 10_000, 21_000, 32_000, 42_000),
+}
+# Masking ratio after CLM (Figure 7): 40k CLM steps, then 2k MLM steps at each ratio.
+CLM_STEPS_BEFORE_MASKING = 40_000
+# Continued pretraining (Tables 14-17): MLM-40 steps after the decayed 42k CLM or MLM-40 base.
+CPT_STEPS = (2_000, 12_000, 22_000)

@@ -84,8 +84,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write via a temp file in the same folder + rename, so readers never see half a file.
 
     The file gets the usual mode (0666 minus umask), not mkstemp's 0600, so collaborators on a
-    shared cluster folder can read results and manifests. A full disk raises DiskFullError naming
-    the file; the file as it was before (if any) is left intact and the temp file removed.
+    shared cluster folder can read results, manifests, tables and figures. A full disk raises
+    DiskFullError naming the file; the file as it was before (if any) is left intact and the temp
+    file removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

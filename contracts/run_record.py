@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from contracts.model_names import PretrainingDescription, parse_model_name
 from contracts.paper import TASK_TYPES
@@ -65,7 +65,7 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
-    def create(cls, model: str, **fields) -> "RunRecord":
+    def create(cls, model: str, **fields) -> RunRecord:
         """A record whose pretraining description is parsed from the model name."""
         fields.setdefault("pretraining", parse_model_name(model))
         if fields.get("test_instance_scores") is not None:
@@ -83,7 +83,7 @@ class RunRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "<dict>") -> "RunRecord":
+    def from_dict(cls, data: dict, where: str = "<dict>") -> RunRecord:
         validate_record_dict(data, where)
         data = dict(data)
         if data.get("pretraining") is not None:
@@ -97,7 +97,7 @@ class RunRecord:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def scores_under(self, protocol: str) -> "RunRecord | None":
+    def scores_under(self, protocol: str) -> RunRecord | None:
         """This run with the scores of `protocol` as its scores, None when it has none.
 
         A record of unknown protocol (null) serves any protocol unchanged.
@@ -249,21 +249,6 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
 def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
     """Read a JSON Lines file of run records; errors name the file, line and field."""
     return list(iter_run_records(path))
-
-
-def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
-    """Records from .jsonl files, run stores (contracts.run_store) and directories of per-run
-    `record.json` files."""
-    from contracts.run_store import is_run_store, iter_store_records  # it imports this module
-
-    for path in map(Path, paths):
-        if is_run_store(path):
-            yield from iter_store_records(path)
-        elif path.is_dir():
-            for file in sorted(path.rglob("record.json")):
-                yield read_record_file(file)
-        else:
-            yield from iter_run_records(path)
 
 
 def read_record_file(path: str | os.PathLike) -> RunRecord:

@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from contracts.layout import RECORD_FILE
 from contracts.paper import TASK_TYPES
 from contracts.provenance import atomic_write_bytes
-from contracts.run_record import SCHEMA_VERSION, RunRecord, RunRecordError
+from contracts.run_record import SCHEMA_VERSION, RunRecord, RunRecordError, iter_run_records, read_record_file
 
 STORE_SUFFIX = ".parquet"
 PART_GLOB = "part-*.parquet"
@@ -217,3 +218,15 @@ def iter_store_records(path: str | os.PathLike, instance_scores: bool = True) ->
             if scores is not None:
                 record = replace(record, test_instance_scores=tuple(scores.astype(np.float64).tolist()))
             yield record
+
+
+def iter_records_in(paths: Iterable[str | os.PathLike]) -> Iterator[RunRecord]:
+    """Records from .jsonl files, run stores and directories of per-run `record.json` files."""
+    for path in map(Path, paths):
+        if is_run_store(path):
+            yield from iter_store_records(path)
+        elif path.is_dir():
+            for file in sorted(path.rglob(RECORD_FILE)):
+                yield read_record_file(file)
+        else:
+            yield from iter_run_records(path)

@@ -5,8 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from contracts.paper import TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT
 from paper_figures import from_cells, from_logs, from_runs
-from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT
+from paper_figures.flops import DEFAULT_TOKENS_PER_STEP
 from paper_figures.output import save_figure
 
 CELL_FIGURES = {
@@ -27,9 +28,8 @@ figures and what they need:
                                    loss.jsonl, e.g. runs/610m-clm-dec42k-mlm40-64k); no published version
   all                              every figure the source allows (published: 5 and 7 are skipped;
                                    12 only with --logs)
-  reproduce --figure N|--table N   run the whole pipeline of N's study (pretraining, fine-tuning,
-                                   analysis) at toy scale here or as Slurm jobs at paper scale, and draw
-                                   its figures and tables from it: `python -m paper_figures reproduce -h`
+the whole pipeline of a figure's study (pretraining, fine-tuning, analysis, then these figures) is
+`python -m reproduce --figure N` (see `python -m reproduce -h`).
 outputs in --out: <figure>.png, <figure>.pdf, <figure>_points.csv (one row per plotted or
 missing value, with a note column), <figure>_meta.json (caption, source, git sha, versions).
 Figure 10 uses {DEFAULT_TOKENS_PER_STEP:,} tokens/step by default (the paper's Table 1; its text says
@@ -77,7 +77,7 @@ class _Sources:
             raise from_runs.NeedsRunRecords("needs raw run records (every LR and seed): the published "
                                             "tables are aggregates; use --source runs --runs RUNS.jsonl")
         if self._records is None:
-            from contracts.run_record import iter_records_in
+            from contracts.run_store import iter_records_in
             self._records = list(iter_records_in(self.runs))
             if not self._records:
                 raise CliError(f"no run records found in {self.runs}")
@@ -120,9 +120,6 @@ def make_figure(name: str, sources: _Sources, args) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "reproduce":  # the whole pipeline: paper_figures.reproduce
-        from paper_figures.reproduce import main as reproduce_main
-        return reproduce_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.source == "runs" and not args.runs:

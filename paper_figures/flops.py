@@ -1,6 +1,7 @@
 """Parameter counts and training FLOPs of the paper's models (for Figure 10).
 
-Shapes are SPEC section 2 (EuroBERT / Llama-style, no biases, SwiGLU, RMSNorm, untied LM head).
+Shapes are the paper's Table 1 (contracts.paper: EuroBERT / Llama-style, no biases, SwiGLU, RMSNorm,
+untied LM head).
 Training compute uses the usual C = 6 * N * D estimate, with N the parameters that take part in
 matrix multiplications: every weight except the input embedding table (a lookup costs no FLOPs),
 but including the untied LM head (a vocab x hidden matmul per token). For 610M this N is
@@ -8,37 +9,11 @@ but including the untied LM head (a vocab x hidden matmul per token). For 610M t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contracts.paper import TOKENS_PER_STEP_TABLE1, ModelShape
 
-# Tokens per optimizer step: the paper's Table 1 prints 2,359,296 (= 2,304 x 1,024); its text
-# prints 2,373,120 (SPEC sections 3 and 7). The figures use Table 1 unless told otherwise.
-TOKENS_PER_STEP_TABLE1 = 2_359_296
-TOKENS_PER_STEP_TEXT = 2_373_120
+# The figures use Table 1's tokens per step unless told otherwise (the text prints another count,
+# docs/choices.md).
 DEFAULT_TOKENS_PER_STEP = TOKENS_PER_STEP_TABLE1
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    layers: int
-    hidden: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    vocab: int = 128_256
-    tied_embeddings: bool = False
-
-    @property
-    def head_dim(self) -> int:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
-        return self.hidden // self.heads
-
-
-PAPER_SHAPES = {
-    "210m": ModelShape(layers=12, hidden=768, ffn=3072, heads=12, kv_heads=12),
-    "610m": ModelShape(layers=26, hidden=1152, ffn=4096, heads=18, kv_heads=6),
-    "1b": ModelShape(layers=28, hidden=1728, ffn=5120, heads=18, kv_heads=6),
-}
 
 
 def count_parameters(shape: ModelShape) -> dict[str, int]:

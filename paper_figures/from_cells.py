@@ -11,49 +11,32 @@ import math
 import pandas as pd
 from matplotlib.figure import Figure
 
-from contracts.paper import MASKING_RATIOS, PAPER_SIZES, TASK_TYPES
-from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, PAPER_SHAPES, count_parameters, training_flops
+from contracts.model_names import biphasic_name, cpt_name, objective_token, single_objective_name
+from contracts.model_names import format_steps as _k
+from contracts.paper import (
+    BIPHASIC_CLM_SHARES,
+    BIPHASIC_SPLITS,
+    CPT_STEPS,
+    INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
+    PAPER_SHAPES,
+    PAPER_SIZES,
+    PRETRAIN_STEPS,
+    TASK_TYPES,
+    TOKENS_PER_STEP_TABLE1,
+    TOKENS_PER_STEP_TEXT,
+)
+from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, count_parameters, training_flops
 from paper_figures.lookup import CellIndex, point, points_frame
 from paper_figures.plotting import (
-    SIZE_LABELS, add_caption, bar_panel, color, line_panel, note_missing, task_panels,
+    SIZE_LABELS,
+    add_caption,
+    bar_panel,
+    color,
+    line_panel,
+    note_missing,
+    task_panels,
 )
-
-INTERMEDIATE_STEPS = (1000, 2000, 5000, 10000, 20000, 40000)  # Tables 6-9 (before the decay)
-FINAL_STEP = 42000
-# Biphasic splits (SPEC section 3): budget -> CLM steps at nominal CLM shares 0/25/50/75/100%.
-BIPHASIC_SPLITS = {
-    12000: (0, 3000, 6000, 9000, 12000),
-    22000: (0, 5000, 11000, 17000, 22000),
-    42000: (0, 10000, 21000, 32000, 42000),
-}
-NOMINAL_CLM_SHARES = (0, 25, 50, 75, 100)
-CPT_STEPS = (0, 2000, 12000, 22000)
-
-
-def _k(steps: int) -> str:
-    return f"{steps // 1000}k" if steps % 1000 == 0 else str(steps)
-
-
-def single_objective_name(size: str, objective: str, steps: int = FINAL_STEP,
-                          checkpoint: int | None = None) -> str:
-    """'610m-mlm40-42k', '610m-clm-42k-10000' (objective: 'clm' or 'mlm40')."""
-    name = f"{size}-{objective}-{_k(steps)}"
-    return name if checkpoint is None or checkpoint == steps else f"{name}-{checkpoint}"
-
-
-def biphasic_name(size: str, clm_steps: int, budget: int, mlm: str = "mlm40") -> str:
-    if clm_steps == 0:
-        return single_objective_name(size, mlm, budget)
-    if clm_steps == budget:
-        return single_objective_name(size, "clm", budget)
-    return f"{size}-clm-{_k(clm_steps)}-{mlm}-{_k(budget)}"
-
-
-def cpt_name(base: str, cpt_steps: int, size: str = "610m", base_steps: int = FINAL_STEP) -> str:
-    """base: 'clm' or 'mlm40'; 0 CPT steps is the decayed base itself."""
-    if cpt_steps == 0:
-        return single_objective_name(size, base, base_steps)
-    return f"{size}-{base}-dec{_k(base_steps)}-mlm40-{_k(base_steps + cpt_steps)}"
 
 
 def _finish(fig: Figure, rows: list[dict], caption: str) -> tuple[Figure, pd.DataFrame]:
@@ -67,7 +50,7 @@ def _finish(fig: Figure, rows: list[dict], caption: str) -> tuple[Figure, pd.Dat
 
 
 def _legend(fig: Figure, panels: dict) -> None:
-    handles, labels = {}, {}
+    labels = {}
     for ax in panels.values():
         for h, label in zip(*ax.get_legend_handles_labels()):
             labels.setdefault(label, h)
@@ -101,7 +84,7 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
 
 # --- Figure 3 -------------------------------------------------------------------------------------
 def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS,
-             steps: int = FINAL_STEP) -> tuple[Figure, pd.DataFrame]:
+             steps: int = PRETRAIN_STEPS) -> tuple[Figure, pd.DataFrame]:
     """Category average vs masking ratio, one line per size, CLM of each size as dashed reference.
 
     `sizes` may be toy sizes (`toy_s`...) and `steps` their step count: the models looked up are
@@ -115,7 +98,7 @@ def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS,
             for ratio in ratios:
                 pct = round(ratio * 100)
                 rows.append(point("3", task, label, pct, f"{pct}%",
-                                  single_objective_name(size, f"mlm{pct}", steps), task, index,
+                                  single_objective_name(size, objective_token(ratio), steps), task, index,
                                   size=size, masking_ratio=ratio, reference=False))
             rows.append(point("3", task, label, math.nan, "CLM", single_objective_name(size, "clm", steps),
                               task, index, size=size, masking_ratio=math.nan, reference=True,
@@ -149,10 +132,10 @@ def _training_dynamics_rows(index: CellIndex, figure: str, size: str) -> list[di
     rows = []
     for task in TASK_TYPES:
         for series, obj in (("MLM-40", "mlm40"), ("CLM", "clm")):
-            for step in (*INTERMEDIATE_STEPS, FINAL_STEP):
-                final = step == FINAL_STEP
+            for step in (*INTERMEDIATE_STEPS, PRETRAIN_STEPS):
+                final = step == PRETRAIN_STEPS
                 rows.append(point(figure, task, series, step, _k(step) + (" (decayed)" if final else ""),
-                                  single_objective_name(size, obj, FINAL_STEP, step), task, index,
+                                  single_objective_name(size, obj, PRETRAIN_STEPS, step), task, index,
                                   note="final decayed checkpoint (Tables 2-5)" if final else "",
                                   size=size, step=step))
     return rows
@@ -161,7 +144,7 @@ def _training_dynamics_rows(index: CellIndex, figure: str, size: str) -> list[di
 def _mark_final(ax, points: pd.DataFrame, x_column: str = "x") -> None:
     """A star on the final decayed 42k point, which sits next to the 40k one (before decay)."""
     for i, series in enumerate(["MLM-40", "CLM"]):
-        final = points[(points["series"] == series) & (points["step"] == FINAL_STEP)]
+        final = points[(points["series"] == series) & (points["step"] == PRETRAIN_STEPS)]
         ax.scatter(final[x_column], final["mean"], marker="*", s=90, color=color(series, i), zorder=3)
     ax.scatter([], [], marker="*", s=90, color="0.4", label="42k: final model after the decay")
 
@@ -206,9 +189,9 @@ def figure_10(cells: pd.DataFrame, size: str = "610m", tokens_per_step: int = DE
         row.update(n_params=n, tokens_per_step=tokens_per_step, flops=row["x"])
     fig = _dynamics_figure(pd.DataFrame(rows), "training FLOPs (6 N D, log scale)", step_ticks=False)
     fig.suptitle(f"Figure 10: {SIZE_LABELS.get(size, size)} category average vs training FLOPs", fontsize=12)
-    source = "the paper's Table 1" if tokens_per_step == 2_359_296 else (
-        "the paper's text" if tokens_per_step == 2_373_120 else "a user-given value")
-    n_source = ("parameters in matmuls computed from the SPEC shapes: all weights except the input "
+    source = "the paper's Table 1" if tokens_per_step == TOKENS_PER_STEP_TABLE1 else (
+        "the paper's text" if tokens_per_step == TOKENS_PER_STEP_TEXT else "a user-given value")
+    n_source = ("parameters in matmuls computed from the Table 1 shapes: all weights except the input "
                 "embedding, untied LM head included" if n_params is None else "user-given")
     return _finish(fig, rows, f"FLOPs = 6 x N x steps x tokens/step with N = {n:,} ({n_source}) and "
                               f"{tokens_per_step:,} tokens/step ({source}; the paper prints both "
@@ -223,7 +206,7 @@ def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figu
     rows = []
     for task in TASK_TYPES:
         for budget, clm_steps in splits.items():
-            for nominal, clm in zip(NOMINAL_CLM_SHARES, clm_steps):
+            for nominal, clm in zip(BIPHASIC_CLM_SHARES, clm_steps):
                 share = 100 * clm / budget
                 rows.append(point("6", task, _k(budget), nominal, f"{nominal}%",
                                   biphasic_name(size, clm, budget), task, index,
@@ -236,7 +219,7 @@ def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figu
     panels = task_panels(fig)
     for task, ax in panels.items():
         note_missing(ax, line_panel(ax, points[points["panel"] == task], [_k(b) for b in splits]))
-        ax.set_xticks(NOMINAL_CLM_SHARES, [f"{s}%" for s in NOMINAL_CLM_SHARES])
+        ax.set_xticks(BIPHASIC_CLM_SHARES, [f"{s}%" for s in BIPHASIC_CLM_SHARES])
         ax.set_xlabel("share of CLM steps (CLM first, then MLM 40%)")
         ax.set_ylabel("category average")
     _legend(fig, panels)
@@ -247,7 +230,7 @@ def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figu
 
 
 # --- Figures 8 and 9 ------------------------------------------------------------------------------
-def figure_8(cells: pd.DataFrame, cpt_steps: int = 22000) -> tuple[Figure, pd.DataFrame]:
+def figure_8(cells: pd.DataFrame, cpt_steps: int = CPT_STEPS[-1]) -> tuple[Figure, pd.DataFrame]:
     """Decayed 42k bases vs the same bases after MLM-40 continued pretraining (Tables 14-17)."""
     index = CellIndex(cells)
     rows = []
@@ -273,7 +256,7 @@ def figure_8(cells: pd.DataFrame, cpt_steps: int = 22000) -> tuple[Figure, pd.Da
                               "(Tables 14-17). Error bars = 95% CI half-width.")
 
 
-def figure_9(cells: pd.DataFrame, steps=CPT_STEPS) -> tuple[Figure, pd.DataFrame]:
+def figure_9(cells: pd.DataFrame, steps=(0, *CPT_STEPS)) -> tuple[Figure, pd.DataFrame]:
     """Category average vs continued-pretraining steps, from the CLM and from the MLM base."""
     index = CellIndex(cells)
     rows = []
@@ -298,8 +281,8 @@ def figure_9(cells: pd.DataFrame, steps=CPT_STEPS) -> tuple[Figure, pd.DataFrame
 
 
 # --- Figure 11 ------------------------------------------------------------------------------------
-def figure_11(cells: pd.DataFrame, size: str = "1b", budget: int = FINAL_STEP,
-              clm_steps: int = 10000) -> tuple[Figure, pd.DataFrame]:
+def figure_11(cells: pd.DataFrame, size: str = "1b", budget: int = PRETRAIN_STEPS,
+              clm_steps: int = BIPHASIC_SPLITS[PRETRAIN_STEPS][1]) -> tuple[Figure, pd.DataFrame]:
     """1B: MLM-40, biphasic 25/75 (CLM then MLM) and CLM. The paper prints no table for 25/75."""
     index = CellIndex(cells)
     nominal = round(100 * clm_steps / budget / 25) * 25

@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from contracts.layout import LOSS_LOG_FILE
 from contracts.model_names import parse_model_name
 from paper_figures.lookup import points_frame
 from paper_figures.plotting import add_caption, color
 
-LOSS_FILE = "loss.jsonl"
 SERIES = {"clm": "CPT from CLM", "mlm": "CPT from MLM"}
 
 
@@ -29,7 +29,7 @@ class LossLogError(ValueError):
 def read_loss_log(path: str | Path) -> pd.DataFrame:
     """step, loss, lr, objective, tokens of one run (a run folder or its loss.jsonl), one row per step."""
     path = Path(path)
-    path = path / LOSS_FILE if path.is_dir() else path
+    path = path / LOSS_LOG_FILE if path.is_dir() else path
     if not path.is_file():
         raise LossLogError(f"{path}: no loss log; give a pretraining run folder (python -m pretraining train "
                            "writes <run_dir>/loss.jsonl) or the loss.jsonl itself")

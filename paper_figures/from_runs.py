@@ -5,22 +5,28 @@ Pure functions turn RunRecord lists into tidy tables; `figure_5` / `figure_7` dr
   over all seeds; each score is centred on the mean of those runs; the spread is the standard
   deviation of those runs (centring does not change it). MLM-40 vs CLM 42k models.
 - Figure 7 (masking-ratio variability): per model, each seed's test score at the LR with the best
-  validation score (SPEC section 5), category average = mean over the 3 datasets per seed, then the
+  validation score (docs/analysis.md), category average = mean over the 3 datasets per seed, then the
   mean over seeds; the variability of a family (MLM-only vs 40k CLM + 2k MLM) is the standard
   deviation of its category averages across the masking ratios (also the max-min range).
 """
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.aggregate import select_best_lr_per_seed
-from contracts.model_names import parse_model_name, strip_hub_prefix
-from contracts.paper import MASKING_RATIOS, TASK_TYPES, datasets_of
+from contracts.model_names import (
+    biphasic_name,
+    objective_token,
+    parse_model_name,
+    single_objective_name,
+    strip_hub_prefix,
+)
+from contracts.paper import CLM_STEPS_BEFORE_MASKING, MASKING_RATIOS, PRETRAIN_STEPS, TASK_TYPES, datasets_of
 from contracts.run_record import RunRecord
 from paper_figures.plotting import SIZE_LABELS, add_caption, color, line_panel, note_missing, task_panels
 
@@ -55,7 +61,7 @@ def records_frame(records: Iterable[RunRecord], score: str = "test_score") -> pd
 
 
 def _is_final_42k(frame: pd.DataFrame) -> pd.Series:
-    return (frame["checkpoint_step"] == 42000) & (frame["schedule_steps"] == 42000)
+    return (frame["checkpoint_step"] == PRETRAIN_STEPS) & (frame["schedule_steps"] == PRETRAIN_STEPS)
 
 
 def _mlm40_or_clm(frame: pd.DataFrame) -> pd.Series:
@@ -174,10 +180,11 @@ def figure_5(records: Iterable[RunRecord], lr_range=LR_RANGE, models: list[str] 
 
 # --- Figure 7 -------------------------------------------------------------------------------------
 def masking_family_models(size: str = "610m", ratios=MASKING_RATIOS) -> dict[str, dict[float, str]]:
-    """Family -> masking ratio -> checkpoint name (SPEC section 3)."""
+    """Family -> masking ratio -> checkpoint name (paper Section 3)."""
+    after_clm = CLM_STEPS_BEFORE_MASKING
     return {
-        "MLM": {r: f"{size}-mlm{round(r * 100)}-42k" for r in ratios},
-        "CLM+MLM": {r: f"{size}-clm-40k-mlm{round(r * 100)}-42k" for r in ratios},
+        "MLM": {r: single_objective_name(size, objective_token(r)) for r in ratios},
+        "CLM+MLM": {r: biphasic_name(size, after_clm, PRETRAIN_STEPS, objective_token(r)) for r in ratios},
     }
 
 
@@ -260,8 +267,8 @@ def figure_7(records: Iterable[RunRecord], size: str = "610m", ratios=MASKING_RA
         ax.legend(fontsize=8)
     fig.suptitle(f"Figure 7: masking-ratio variability, MLM only vs 40k CLM + 2k MLM "
                  f"({SIZE_LABELS.get(size, size)})", fontsize=12)
-    caption = ("Per model: each seed's test score at its best-validation LR (SPEC section 5), averaged over "
-               "the 3 datasets and then over seeds. Legend: standard deviation (ddof="
+    caption = ("Per model: each seed's test score at its best-validation LR (docs/analysis.md), averaged "
+               "over the 3 datasets and then over seeds. Legend: standard deviation (ddof="
                f"{ddof}) of the category averages across masking ratios; the points CSV also gives the range.")
     add_caption(fig, caption)
     points.attrs["caption"] = caption

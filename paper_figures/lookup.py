@@ -47,7 +47,7 @@ class CellIndex:
         """mean, ci_halfwidth, boot_low, boot_high, n_seeds and a note ('' when found as is).
 
         A missing category average is the mean of its three dataset cells when all three exist
-        (SPEC section 5: averages are means of the three datasets); its interval is then unknown.
+        (docs/analysis.md: averages are means of the three datasets); its interval is then unknown.
         """
         row = self._rows.get((model, task_type, dataset))
         if row is not None:

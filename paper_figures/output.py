@@ -8,8 +8,14 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from contracts.provenance import (atomic_write_bytes, atomic_write_json, atomic_write_text, git_sha,
-                                  package_versions, utc_now)
+from contracts.provenance import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    git_sha,
+    package_versions,
+    utc_now,
+)
 
 
 def _render(fig: Figure, fmt: str, dpi: int) -> bytes:

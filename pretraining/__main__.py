@@ -8,24 +8,26 @@ import sys
 
 def _train(args) -> int:
     from contracts.config import ConfigError
-    from pretraining.config import load_run_config
+    from pretraining.config import load_pretrain_config
 
     try:
-        cfg = load_run_config(args.config, args.overrides)
+        cfg = load_pretrain_config(args.config, args.overrides)
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
     from contracts.provenance import DiskFullError
     from pretraining.export import CheckpointError
     from pretraining.tokenizer import TokenizerError
-    from pretraining.train import RunError, train
+    from pretraining.train import PretrainError, train
 
     try:
         run_dir = train(cfg)
-    except (RunError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
+    except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
         print(f"train: {args.config}: {exc}", file=sys.stderr)
         return 2
-    print(f"train: finished {cfg.name}; weights in {run_dir / 'hf'}, losses in {run_dir / 'loss.jsonl'}")
+    from contracts.layout import EXPORTS_DIR, LOSS_LOG_FILE
+
+    print(f"train: finished {cfg.name}; weights in {run_dir / EXPORTS_DIR}, losses in {run_dir / LOSS_LOG_FILE}")
     return 0
 
 
@@ -84,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_data(sub)  # prepare-data, verify-data
 
     train = sub.add_parser("train", help="train or resume one run from a YAML config")
-    train.add_argument("config", help="YAML RunConfig (see `configs`)")
+    train.add_argument("config", help="YAML PretrainConfig (see `configs`)")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.max_steps=100")
     train.set_defaults(func=_train)
 

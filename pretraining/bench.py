@@ -126,8 +126,8 @@ def run_composer(args) -> dict:
     from composer.algorithms import GradientClipping
     from composer.core import DataSpec
 
-    from pretraining.schedule import AtStepEnd, WSDScheduler
     from pretraining.objectives import TokenIds
+    from pretraining.schedule import AtStepEnd, WSDScheduler
     from pretraining.train import ComposerLM, ObjectiveAlgorithm, _num_tokens
 
     device, bf16, cfg = _setup(args)
@@ -181,7 +181,8 @@ def _report(args, cfg, device, bf16, path, seconds) -> dict:
     n = counts["total"] - counts["embedding"]
     flops_6n = 6 * n * tokens
     flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * args.seq_len * tokens
-    row = {"path": path + ("+compile" if args.compile and path == "plain" else ""), "preset": args.preset, "objective": args.objective, "device": device,
+    row = {"path": path + ("+compile" if args.compile and path == "plain" else ""), "preset": args.preset,
+           "objective": args.objective, "device": device,
            "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
            "precision": "bf16" if bf16 else "fp32", "attn": _effective_attention(args.attn, device),
            "torch": torch.__version__,
@@ -220,6 +221,7 @@ def main(args) -> int:
     for row in rows:
         print(json.dumps(row))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=2)
+        from contracts.provenance import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(rows, indent=2))
     return 0

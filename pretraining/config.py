@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.config import ConfigError, load_config
+from contracts.paper import (
+    DECAY_STEPS,
+    DEFAULT_MASKING_RATIO,
+    PRETRAIN_BATCH_SEQUENCES,
+    PRETRAIN_STEPS,
+    WARMUP_STEPS,
+)
 from pretraining.data import DataConfig
 from pretraining.presets import PRESETS
 
@@ -44,7 +51,7 @@ class ObjectiveConfig:
     """kind clm | mlm | clm_then_mlm (CLM for steps < switch_at, then MLM, bidirectional)."""
 
     kind: Literal["clm", "mlm", "clm_then_mlm"] = "mlm"
-    mlm_ratio: float = 0.4
+    mlm_ratio: float = DEFAULT_MASKING_RATIO
     replace: tuple[float, ...] = (1.0, 0.0, 0.0)  # (mask token, random token, unchanged)
     switch_at: int | None = None
 
@@ -70,16 +77,16 @@ class OptimizerConfig:
 class ScheduleConfig:
     """WSD over the run's `train.max_steps`: `warmup` steps up, constant, last `decay` steps down."""
 
-    warmup: int = 2000
-    decay: int = 2000
+    warmup: int = WARMUP_STEPS
+    decay: int = DECAY_STEPS
     decay_shape: Literal["linear", "1-sqrt"] = "linear"
     alpha_f: float = 0.0
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    max_steps: int = 42000
-    global_batch_size: int = 1152  # packed samples per optimizer step over all ranks
+    max_steps: int = PRETRAIN_STEPS
+    global_batch_size: int = PRETRAIN_BATCH_SEQUENCES  # packed samples per optimizer step over all ranks
     device_microbatch_size: int | None = None  # None: the whole per-rank batch at once
     seed: int = 17
     checkpoint_steps: tuple[int, ...] = ()  # weights exported as HF dirs at these steps
@@ -94,7 +101,7 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class PretrainConfig:
     name: str
     run_dir: Path
     tokenizer: str  # name or path, read by pretraining.tokenizer.load_tokenizer
@@ -119,9 +126,9 @@ class RunConfig:
             raise ValueError(f"train.checkpoint_steps {bad} are outside (0, {t.max_steps}]")
 
 
-def load_run_config(path, overrides=()) -> RunConfig:
-    return load_config(RunConfig, path, list(overrides))
+def load_pretrain_config(path, overrides=()) -> PretrainConfig:
+    return load_config(PretrainConfig, path, list(overrides))
 
 
 __all__ = ["ConfigError", "InitConfig", "ModelConfig", "ObjectiveConfig", "OptimizerConfig",
-           "RunConfig", "ScheduleConfig", "TrainConfig", "load_run_config"]
+           "PretrainConfig", "ScheduleConfig", "TrainConfig", "load_pretrain_config"]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from contracts.layout import RUN_CONFIG_FILE, latest_checkpoint
 from contracts.provenance import atomic_write_json, atomic_write_text
 from pretraining import modeling
 from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, MlmClmModel
@@ -235,9 +236,9 @@ def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path,
 
 
 def _latest_checkpoint(run_dir: Path) -> Path:
-    latest = run_dir / "checkpoints" / "latest-rank0.pt"
+    latest = latest_checkpoint(run_dir)
     if not latest.exists():
-        raise CheckpointError(f"{run_dir}: no checkpoints/latest-rank0.pt; pass a checkpoint file")
+        raise CheckpointError(f"{latest}: no such checkpoint; pass a checkpoint file")
     return latest.resolve()
 
 
@@ -257,7 +258,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | 
         raise CheckpointError(f"{checkpoint}: no such checkpoint")
     if out.exists():
         raise CheckpointError(f"{out} exists; refusing to overwrite an export")
-    run_config = checkpoint.parent.parent / "config.yaml"
+    run_config = checkpoint.parent.parent / RUN_CONFIG_FILE
     document = yaml.safe_load(run_config.read_text()) if run_config.exists() else {}
     saved = document.get("config", {})
     preset = preset or saved.get("model", {}).get("preset")

@@ -8,8 +8,8 @@ Token ids always come from the tokenizer (pretraining.tokenizer.special_token_id
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 

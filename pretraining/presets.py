@@ -1,37 +1,18 @@
-"""Model sizes: the paper's Table 1 shapes and CPU-sized toy shapes, and their parameter counts.
+"""Model presets (the paper's Table 1 shapes and the toy shapes, stated in contracts.paper) as
+model configs, and their parameter counts.
 
 Kept apart from pretraining/modeling.py, which holds only the model code (it is copied verbatim
 into every exported checkpoint as its remote code, docs/export.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from contracts.paper import PAPER_SHAPES, TOY_SHAPES, ModelShape
 from pretraining.modeling import MlmClmConfig, MlmClmForLM
 
-
-@dataclass(frozen=True)
-class Shape:
-    layers: int
-    hidden: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    vocab: int | None = 128256  # None: take the tokenizer's vocabulary size
-    context: int = 2048
-
-
-# Table 1 sizes; toy_* are CPU-sized for tests and the embedded default run.
-PRESETS: dict[str, Shape] = {
-    "210m": Shape(layers=12, hidden=768, ffn=3072, heads=12, kv_heads=12),
-    "610m": Shape(layers=26, hidden=1152, ffn=4096, heads=18, kv_heads=6),
-    "1b": Shape(layers=28, hidden=1728, ffn=5120, heads=18, kv_heads=6),
-    "toy_s": Shape(layers=2, hidden=64, ffn=128, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_m": Shape(layers=3, hidden=128, ffn=256, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_l": Shape(layers=4, hidden=192, ffn=512, heads=6, kv_heads=2, vocab=None, context=256),
-}
+# The paper's Table 1 sizes and the CPU-sized toy sizes that stand in for them (contracts.paper).
+PRESETS: dict[str, ModelShape] = {**PAPER_SHAPES, **TOY_SHAPES}
 
 
 def config_from_preset(name: str, vocab_size: int | None = None, **overrides) -> MlmClmConfig:

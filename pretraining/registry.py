@@ -1,4 +1,4 @@
-"""The paper's 50 evaluated checkpoints (SPEC section 3) -> the training runs that produce them.
+"""The paper's 50 evaluated checkpoints (paper Section 3) -> the training runs that produce them.
 
 38 final models + 12 intermediate checkpoints. A *run* is one `python -m pretraining train`
 config; intermediate checkpoints are exports of the 610m-clm-42k and 610m-mlm40-42k runs
@@ -9,8 +9,8 @@ Biphasic runs are one run with `objective.kind: clm_then_mlm` and one WSD schedu
 the CLM phase sees the same data, schedule and seed as the first steps of the CLM run, so it is
 the paper's "MLM resumed from a pre-decay CLM checkpoint" recomputed; to save compute, branch
 instead with `init: {kind: full_state, path: <CLM run>/checkpoints/ba<N>-rank0.pt}`.
-CPT runs start from the decayed 42k export (`<runs>/610m-<obj>-42k/hf/step-42000`) with a fresh
-optimizer and their own WSD schedule (the paper gives none): warmup = min(2000, 10% of the CPT
+CPT runs start from the decayed 42k export (`<runs>/610m-<obj>-42k/hf/step-42000`, contracts.layout)
+with a fresh optimizer and their own WSD schedule (the paper gives none): warmup = min(2000, 10% of the CPT
 steps), decay = min(2000, half of the CPT steps), both exposed in the config. They read the data
 stream after the base run's last sample (`data.start_sample` = base steps x global batch;
 docs/data_continuation.md), so the prepared data must hold the base run's and the CPT samples.
@@ -27,15 +27,31 @@ from pathlib import Path
 
 import yaml
 
-from contracts.model_names import parse_model_name, strip_hub_prefix
-from contracts.paper import MASKING_RATIOS, PAPER_SIZES
-
-INTERMEDIATE_STEPS = (1000, 2000, 5000, 10000, 20000, 40000)
-BIPHASIC_SPLITS = {12000: (3000, 6000, 9000), 22000: (5000, 11000, 17000),
-                   42000: (10000, 21000, 32000)}
-CPT_TOTALS = (44000, 54000, 64000)
-PAPER_STEPS, WARMUP, DECAY = 42000, 2000, 2000
-TOY_SIZE = {"210m": "toy_s", "610m": "toy_m", "1b": "toy_l"}
+from contracts.layout import export_dir
+from contracts.model_names import (
+    biphasic_name,
+    cpt_name,
+    objective_token,
+    parse_model_name,
+    single_objective_name,
+    strip_hub_prefix,
+)
+from contracts.paper import (
+    BIPHASIC_SPLITS,
+    CLM_STEPS_BEFORE_MASKING,
+    CPT_STEPS,
+    DECAY_STEPS,
+    DEFAULT_MASKING_RATIO,
+    INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
+    MAX_CONTEXT,
+    PAPER_SIZES,
+    PRETRAIN_BATCH_SEQUENCES,
+    PRETRAIN_STEPS,
+    TOY_SIZE,
+    TOY_STEP_DIVISOR,
+    WARMUP_STEPS,
+)
 
 
 @dataclass(frozen=True)
@@ -50,38 +66,34 @@ class RunSetup:
     switch_at: int | None = None
     checkpoint_steps: tuple[int, ...] = ()
     cpt_base: str | None = None  # run whose decayed final export CPT starts from
-    warmup: int = WARMUP
-    decay: int = DECAY
-
-
-def _ratio_token(ratio: float) -> str:
-    return f"mlm{round(ratio * 100)}"
+    warmup: int = WARMUP_STEPS
+    decay: int = DECAY_STEPS
 
 
 def _runs() -> list[RunSetup]:
     runs = []
+    default = DEFAULT_MASKING_RATIO
     for size in PAPER_SIZES:
         for ratio in (None, *MASKING_RATIOS):
-            obj = "clm" if ratio is None else _ratio_token(ratio)
+            obj = objective_token(ratio)
             keep = INTERMEDIATE_STEPS if size == "610m" and obj in ("clm", "mlm40") else ()
-            runs.append(RunSetup(f"{size}-{obj}-42k", size, "clm" if ratio is None else "mlm",
-                                 ratio or 0.4, PAPER_STEPS, checkpoint_steps=keep))
-    for total, clm_parts in BIPHASIC_SPLITS.items():
-        if total != PAPER_STEPS:  # 0% and 100% CLM at 42k are the PFS runs above
-            runs.append(RunSetup(f"610m-mlm40-{total // 1000}k", "610m", "mlm", 0.4, total))
-            runs.append(RunSetup(f"610m-clm-{total // 1000}k", "610m", "clm", 0.4, total))
-        for clm in clm_parts:
-            runs.append(RunSetup(f"610m-clm-{clm // 1000}k-mlm40-{total // 1000}k", "610m",
-                                 "clm_then_mlm", 0.4, total, switch_at=clm))
+            runs.append(RunSetup(single_objective_name(size, obj), size, "clm" if ratio is None else "mlm",
+                                 ratio or default, PRETRAIN_STEPS, checkpoint_steps=keep))
+    for total, clm_steps in BIPHASIC_SPLITS.items():
+        for clm in clm_steps:  # 0% and 100% CLM are plain runs (at 42k: the PFS runs above)
+            if total == PRETRAIN_STEPS and clm in (0, total):
+                continue
+            objective = "mlm" if clm == 0 else "clm" if clm == total else "clm_then_mlm"
+            runs.append(RunSetup(biphasic_name("610m", clm, total), "610m", objective, default, total,
+                                 switch_at=clm if objective == "clm_then_mlm" else None))
     for ratio in MASKING_RATIOS:
-        runs.append(RunSetup(f"610m-clm-40k-{_ratio_token(ratio)}-42k", "610m", "clm_then_mlm",
-                             ratio, PAPER_STEPS, switch_at=40000))
+        runs.append(RunSetup(biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, objective_token(ratio)),
+                             "610m", "clm_then_mlm", ratio, PRETRAIN_STEPS, switch_at=CLM_STEPS_BEFORE_MASKING))
     for base in ("clm", "mlm40"):
-        for total in CPT_TOTALS:
-            steps = total - PAPER_STEPS
-            runs.append(RunSetup(f"610m-{base}-dec42k-mlm40-{total // 1000}k", "610m", "mlm", 0.4,
-                                 steps, cpt_base=f"610m-{base}-42k",
-                                 warmup=min(2000, steps // 10), decay=min(2000, steps // 2)))
+        for steps in CPT_STEPS:
+            runs.append(RunSetup(cpt_name(base, steps), "610m", "mlm", default,
+                                 steps, cpt_base=single_objective_name("610m", base),
+                                 warmup=min(WARMUP_STEPS, steps // 10), decay=min(DECAY_STEPS, steps // 2)))
     return runs
 
 
@@ -110,16 +122,17 @@ def run_for(name: str) -> tuple[RunSetup, int]:
     return RUNS[run], step
 
 
-def _scale_steps(steps: int, scale: str) -> int:
-    return steps if scale == "paper" else max(1, steps // 1000)
+def scale_steps(steps: int, scale: str) -> int:
+    """A paper step count at `scale`: toy runs take it divided by 1,000, at least 1 step."""
+    return steps if scale == "paper" else max(1, steps // TOY_STEP_DIVISOR)
 
 
 def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
                 data_path: str | None = None, tokenizer: str | None = None) -> dict:
-    """The YAML body (a RunConfig) of `run` at `scale`."""
+    """The YAML body (a PretrainConfig) of `run` at `scale`."""
     if scale not in ("paper", "toy"):
         raise ValueError(f"scale {scale!r} is not paper or toy")
-    s = lambda steps: _scale_steps(steps, scale)  # noqa: E731
+    s = lambda steps: scale_steps(steps, scale)  # noqa: E731
     paper = scale == "paper"
     objective = {"kind": run.objective}
     if run.objective != "clm":
@@ -128,14 +141,14 @@ def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
     if run.switch_at is not None:
         objective["switch_at"] = s(run.switch_at)
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
-    global_batch_size = 1152 if paper else 8
-    data = {"path": data_path or ("data/fineweb-edu-100BT-llama3-2048" if paper
+    global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else 8
+    data = {"path": data_path or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper
                                   else f"{runs_root}/data/embedded-128"),
-            "seq_len": 2048 if paper else 128}
+            "seq_len": MAX_CONTEXT if paper else 128}
     init = {"path": None, "kind": "weights"}
     if run.cpt_base is not None:
         base = RUNS[run.cpt_base]
-        init["path"] = f"{runs_root}/{run_name(base)}/hf/step-{s(base.max_steps)}"
+        init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
         data["start_sample"] = s(base.max_steps) * global_batch_size  # after the base run's data
     return {
         "name": run_name(run),
@@ -160,8 +173,8 @@ def config_yaml(name: str, scale: str = "paper", **kwargs) -> str:
     name = strip_hub_prefix(name)
     run, step = run_for(name)
     body = yaml.safe_dump(config_dict(run, scale, **kwargs), sort_keys=False)
-    where = f"hf/step-{_scale_steps(step, scale)}"
-    header = [f"# Run producing {name} (SPEC section 3), scale {scale}: its weights are <run_dir>/{where}.",
+    where = export_dir("<run_dir>", scale_steps(step, scale))
+    header = [f"# Run producing {name} (paper Section 3), scale {scale}: its weights are {where}.",
               "# Train: python -m pretraining train THIS.yaml [key=value ...]"]
     if scale == "toy":
         header.append("# Data first: python -m pretraining prepare-data --input embedded --seq-len 128 "

@@ -14,10 +14,11 @@ import os
 import re
 from pathlib import Path
 
+from contracts.layout import CHECKPOINT_PATTERN, LATEST_CHECKPOINT_PATTERN
 from pretraining.export import CheckpointError, check_complete_checkpoint
 
-LATEST = "latest-rank0.pt"
-_CHECKPOINT = re.compile(r"ba(\d+)-rank0\.pt")
+LATEST = LATEST_CHECKPOINT_PATTERN.format(rank=0)
+_CHECKPOINT = re.compile(re.escape(CHECKPOINT_PATTERN.format(batch="@", rank=0)).replace("@", r"(\d+)"))
 
 
 def newest_complete_checkpoint(folder: str | os.PathLike) -> Path | None:

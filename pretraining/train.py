@@ -1,22 +1,20 @@
 """Composer glue: the run config -> composer.Trainer. The training loop, checkpointing and
 autoresume are Composer's; this module only plugs the objective, schedule and logging into it.
 
-Run directory layout (`run_dir`):
-  config.yaml         resolved config + git sha + package versions (contracts.config)
-  loss.jsonl          one line per optimizer step: step, loss, lr, objective, tokens, time
-  checkpoints/        Composer full-state checkpoints for autoresume (latest-rank0.pt -> newest
-                      complete one: pretraining.resume removes incomplete ones before resuming)
-  hf/step-<N>/        weights exported as Hugging Face directories at train.checkpoint_steps
-                      and at the last step (the released checkpoints are these)
-  FINISHED.json       written when the run completed; a finished run is never overwritten
+The run directory (`run_dir`) is laid out as contracts.layout states: config.yaml, loss.jsonl,
+checkpoints/ (Composer full-state, autoresume: latest-rank0.pt -> the newest complete one, as
+pretraining.resume removes incomplete ones before resuming), hf/step-<N>/ (weights exported as Hugging
+Face directories at train.checkpoint_steps and at the last step: the released checkpoints are these)
+and FINISHED.json (written when the run completed; a finished run is never overwritten).
 """
 from __future__ import annotations
 
 import atexit
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from composer import Algorithm, Callback, Event, State, Trainer
@@ -28,9 +26,19 @@ from composer.utils import dist
 from torch.nn.parallel import DistributedDataParallel
 
 from contracts.config import config_to_dict, save_resolved_config
+from contracts.layout import (
+    CHECKPOINT_PATTERN,
+    CHECKPOINTS_DIR,
+    FINISHED_FILE,
+    LATEST_CHECKPOINT_PATTERN,
+    LOSS_LOG_FILE,
+    RUN_CONFIG_FILE,
+    export_dir,
+    latest_checkpoint,
+)
 from contracts.provenance import (atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash,
                                   utc_now)
-from pretraining.config import RunConfig
+from pretraining.config import PretrainConfig
 from pretraining.export import check_checkpoint_fits, check_complete_checkpoint, save_hf_directory
 from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (IGNORE_INDEX, SAMPLE_INDEX, TokenIds, clm_labels, mask_for_mlm,
@@ -39,10 +47,8 @@ from pretraining.presets import PRESETS, config_from_preset
 from pretraining.resume import newest_complete_checkpoint
 from pretraining.schedule import AtStepEnd, WSDScheduler
 
-FINISHED = "FINISHED.json"
 
-
-class RunError(RuntimeError):
+class PretrainError(RuntimeError):
     """A run that cannot start as configured (finished already, different config, bad inputs)."""
 
 
@@ -101,7 +107,7 @@ class ObjectiveAlgorithm(Algorithm):
         input_ids, document_ids = batch["input_ids"], batch.get("document_ids")
         if phase.objective == "mlm":
             if SAMPLE_INDEX not in batch:
-                raise RunError(f"an MLM batch without {SAMPLE_INDEX!r}: masks are drawn per global "
+                raise PretrainError(f"an MLM batch without {SAMPLE_INDEX!r}: masks are drawn per global "
                                "sample index; the data loader must provide it (pretraining/data/loader.py)")
             generators = sample_generators(self.seed, batch[SAMPLE_INDEX])
             input_ids, labels = mask_for_mlm(input_ids, generators, self.mlm_ratio, self.ids.mask,
@@ -153,15 +159,15 @@ class LossLog(Callback):
 class ExportWeights(Callback):
     """Saves the weights as a Hugging Face directory at chosen steps (and the last one)."""
 
-    def __init__(self, out_dir: Path, steps: Iterable[int], tokenizer, metadata: dict):
-        self.out_dir, self.steps = Path(out_dir), set(steps)
+    def __init__(self, run_dir: Path, steps: Iterable[int], tokenizer, metadata: dict):
+        self.run_dir, self.steps = Path(run_dir), set(steps)
         self.tokenizer, self.metadata = tokenizer, metadata
 
     def batch_end(self, state: State, logger: Logger) -> None:
         step = int(state.timestamp.batch.value)
         if step not in self.steps:
             return
-        target = self.out_dir / f"step-{step}"
+        target = export_dir(self.run_dir, step)
         if (target / "config.json").exists():
             return
         state_dict = state.get_model_state_dict()  # collective under FSDP: every rank calls it
@@ -186,24 +192,24 @@ def _num_tokens(batch: dict) -> dict[str, int]:
     return {"total": total, "loss_generating": labelled}
 
 
-def _check_run_dir(cfg: RunConfig) -> None:
+def _check_run_dir(cfg: PretrainConfig) -> None:
     run_dir = Path(cfg.run_dir)
     if cfg.init.kind == "full_state" and not (cfg.init.path and Path(cfg.init.path).is_file()):
-        raise RunError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
+        raise PretrainError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
                        "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)")
     if cfg.init.kind == "full_state":
         check_complete_checkpoint(Path(cfg.init.path))
-    if (run_dir / FINISHED).exists():
-        raise RunError(f"{run_dir} holds a finished run ({FINISHED}); refusing to overwrite it. "
+    if (run_dir / FINISHED_FILE).exists():
+        raise PretrainError(f"{run_dir} holds a finished run ({FINISHED_FILE}); refusing to overwrite it. "
                        "Choose another run_dir (or delete that directory yourself).")
-    saved = run_dir / "config.yaml"
+    saved = run_dir / RUN_CONFIG_FILE
     if saved.exists():
         import yaml
 
         old = yaml.safe_load(saved.read_text()).get("config_hash")
         new = stable_hash(config_to_dict(cfg))
         if old != new:
-            raise RunError(f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
+            raise PretrainError(f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
                            f"{new}); resuming needs the same config. Choose another run_dir.")
 
 
@@ -212,27 +218,27 @@ def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
     ranks that divides it (docs/pretraining.md, "Several ranks and nodes")."""
     if global_batch_size % world_size:
         fits = [n for n in range(1, min(global_batch_size, 256) + 1) if global_batch_size % n == 0]
-        raise RunError(f"train.global_batch_size {global_batch_size} is not divisible by the world size "
+        raise PretrainError(f"train.global_batch_size {global_batch_size} is not divisible by the world size "
                        f"{world_size} (ranks launched): launch a number of ranks that divides it "
                        f"({', '.join(map(str, fits[-8:]))}, ...), or change train.global_batch_size "
                        "(a different run)")
     return global_batch_size // world_size
 
 
-def _checkpoint_to_load(cfg: RunConfig) -> Path | None:
+def _checkpoint_to_load(cfg: PretrainConfig) -> Path | None:
     """The Composer checkpoint this run will start from: autoresume's latest, else init.path."""
-    latest = Path(cfg.run_dir) / "checkpoints" / "latest-rank0.pt"
+    latest = latest_checkpoint(cfg.run_dir)
     if latest.exists():
         return latest
     return Path(cfg.init.path) if cfg.init.kind == "full_state" else None
 
 
-def build_model(cfg: RunConfig, vocab_size: int) -> MlmClmForLM:
+def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
     from pretraining.export import load_initial_weights
 
     preset_vocab = PRESETS[cfg.model.preset].vocab  # None: the tokenizer's size (toy presets)
     if preset_vocab is not None and vocab_size > preset_vocab:
-        raise RunError(f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
+        raise PretrainError(f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
                        f"{cfg.model.preset} has {preset_vocab} embedding rows; use a matching tokenizer")
     model_cfg = config_from_preset(cfg.model.preset, vocab_size=preset_vocab or vocab_size,
                                    is_causal=cfg.objective.kind != "mlm",
@@ -244,7 +250,7 @@ def build_model(cfg: RunConfig, vocab_size: int) -> MlmClmForLM:
     return model
 
 
-def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
     """torch AdamW; weight decay on matrices (linear, embedding), none on RMSNorm gains."""
     o = cfg.optimizer
     decay = [p for p in model.parameters() if p.ndim >= 2]
@@ -254,14 +260,14 @@ def build_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optim
                              lr=o.lr, betas=tuple(o.betas), eps=o.eps)
 
 
-def build_scheduler(cfg: RunConfig) -> AtStepEnd:
+def build_scheduler(cfg: PretrainConfig) -> AtStepEnd:
     """WSD over the run; step n (1-based) runs at lr x wsd(n) (docs/pretraining.md)."""
     s, total = cfg.schedule, cfg.train.max_steps
     return AtStepEnd(WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
                                   decay_shape=s.decay_shape, alpha_f=s.alpha_f))
 
 
-def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
+def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
     device = cfg.train.device
     if device == "auto":
         device = "gpu" if torch.cuda.is_available() else "cpu"
@@ -271,23 +277,23 @@ def _device_and_precision(cfg: RunConfig) -> tuple[str, str]:
     return device, precision
 
 
-def parallelism_config(cfg: RunConfig) -> dict | None:
+def parallelism_config(cfg: PretrainConfig) -> dict | None:
     """FSDP (FULL_SHARD, full state dicts) when asked for and more than one rank runs."""
     if not cfg.train.fsdp or dist.get_world_size() == 1:
         return None
     if _device_and_precision(cfg)[0] == "cpu":  # docs/pretraining.md, "Several ranks and nodes"
-        raise RunError("train.fsdp needs GPUs: Composer 0.32's FSDP calls torch.cuda.current_device() "
+        raise PretrainError("train.fsdp needs GPUs: Composer 0.32's FSDP calls torch.cuda.current_device() "
                        "('Found no NVIDIA driver' on CPU); set train.fsdp=false to train with DDP on CPU")
     return {"fsdp": {"sharding_strategy": "FULL_SHARD", "mixed_precision": "DEFAULT",
                      "state_dict_type": "full", "use_orig_params": True}}
 
 
-def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None,
+def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None,
                   extra_callbacks=()) -> Trainer:
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer."""
     _check_run_dir(cfg)
     if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
-        newest_complete_checkpoint(Path(cfg.run_dir) / "checkpoints")
+        newest_complete_checkpoint(Path(cfg.run_dir) / CHECKPOINTS_DIR)
     if tokenizer is None and token_ids is None:
         from pretraining.tokenizer import load_tokenizer
 
@@ -305,7 +311,7 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
             budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps,
                                  cfg.train.global_batch_size)
         except DataBudgetError as exc:
-            raise RunError(str(exc)) from None
+            raise PretrainError(str(exc)) from None
         if dist.get_global_rank() == 0:
             print(f"train: {budget}", flush=True)
     model = build_model(cfg, token_ids.vocab_size)
@@ -324,8 +330,8 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
                 "objective": obj.kind, "switch_at": obj.switch_at, "mlm_ratio": obj.mlm_ratio,
                 "max_steps": t.max_steps, "exported": utc_now(), "run_config": config_to_dict(cfg),
                 "git_sha": git_sha()}
-    callbacks = [LossLog(run_dir / "loss.jsonl", obj.kind, obj.switch_at),
-                 ExportWeights(run_dir / "hf", set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
+    callbacks = [LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
+                 ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
                                metadata), *extra_callbacks]
     algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids,
                                      t.seed)]
@@ -341,9 +347,9 @@ def build_trainer(cfg: RunConfig, *, dataloader=None, tokenizer=None, token_ids:
         algorithms=algorithms,
         callbacks=callbacks,
         run_name=cfg.name,
-        save_folder=str(run_dir / "checkpoints"),
-        save_filename="ba{batch}-rank{rank}.pt",
-        save_latest_filename="latest-rank{rank}.pt",
+        save_folder=str(run_dir / CHECKPOINTS_DIR),
+        save_filename=CHECKPOINT_PATTERN,
+        save_latest_filename=LATEST_CHECKPOINT_PATTERN,
         save_interval=_resume_checkpoint_interval(t.resume_interval, t.max_steps),
         save_num_checkpoints_to_keep=t.keep_resume_checkpoints,
         autoresume=True,
@@ -372,7 +378,7 @@ def close_trainer(trainer: Trainer) -> None:
     atexit.unregister(type(trainer.engine)._close)
 
 
-def train(cfg: RunConfig, **kwargs) -> Path:
+def train(cfg: PretrainConfig, **kwargs) -> Path:
     """Train (or resume) the run of `cfg`; returns the run directory."""
     trainer = build_trainer(cfg, **kwargs)
     # Autoresumed from the final checkpoint (killed before FINISHED.json): nothing is left to train,
@@ -385,11 +391,11 @@ def train(cfg: RunConfig, **kwargs) -> Path:
             full = disk_full_cause(exc)
             if full is None:
                 raise
-            raise RunError(f"{run_dir}: no space left on the device while training ({full}); the files "
+            raise PretrainError(f"{run_dir}: no space left on the device while training ({full}); the files "
                            "written before are intact: free space and rerun the same command, it resumes "
                            "from the newest complete checkpoint") from exc
     if dist.get_global_rank() == 0:
-        atomic_write_json(run_dir / FINISHED, {"name": cfg.name, "steps": cfg.train.max_steps,
+        atomic_write_json(run_dir / FINISHED_FILE, {"name": cfg.name, "steps": cfg.train.max_steps,
                                                 "finished": utc_now()})
     close_trainer(trainer)
     return run_dir

@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_layout_has_the_pipeline_stages():
-    for folder in ["container", "benchmarks", "pretraining", "analysis", "paper_figures", "tests"]:
+    for folder in ["container", "contracts", "benchmarks", "pretraining", "analysis", "paper_figures", "reproduce",
+                   "tests"]:
         assert (ROOT / folder).is_dir(), folder
     for file in ["Makefile", "CITATION.cff", "README.md", "pyproject.toml", "requirements.lock"]:
         assert (ROOT / file).is_file(), file
@@ -21,13 +22,14 @@ def test_citation_cites_the_paper_and_the_software():
     assert "2507.00994" in cff["preferred-citation"]["url"]
 
 
-def test_ci_runs_the_readme_test_command():
-    assert "make test" in (ROOT / ".ci" / "run").read_text()
+def test_ci_runs_the_readme_test_command_then_the_linter():
+    commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "make test" in commands and commands.index("make test") < commands.index("make lint")
     assert "make test" in (ROOT / "README.md").read_text()
 
 
 def test_every_stage_has_a_cli():
-    for package in ["analysis", "paper_figures", "pretraining", "benchmarks"]:
+    for package in ["analysis", "paper_figures", "pretraining", "benchmarks", "reproduce"]:
         result = subprocess.run([sys.executable, "-m", package, "--help"], cwd=ROOT,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, (package, result.stderr[-2000:])
@@ -35,7 +37,8 @@ def test_every_stage_has_a_cli():
 
 
 def test_lock_pins_every_package_exactly():
-    lines = [l for l in (ROOT / "requirements.lock").read_text().splitlines() if l and not l.startswith("#")]
-    assert lines and all("==" in l for l in lines)
-    pins = dict(l.split("==") for l in lines)
+    lines = [line for line in (ROOT / "requirements.lock").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert lines and all("==" in line for line in lines)
+    pins = dict(line.split("==") for line in lines)
     assert pins["torch"] == "2.7.0" and pins["mosaicml"] == "0.32.1"

@@ -6,8 +6,14 @@ learnable text (written by `python -m benchmarks.datasets.make_toy`); pass it as
 from pathlib import Path
 
 from benchmarks.datasets.loading import (
-    CANDIDATE_POOLS, DatasetError, IRSplit, TaskData, load_hub_split, load_task_data,
-    pooled_doc_ids, relevant_queries,
+    CANDIDATE_POOLS,
+    DatasetError,
+    IRSplit,
+    TaskData,
+    load_hub_split,
+    load_task_data,
+    pooled_doc_ids,
+    relevant_queries,
 )
 
 TOY_DATA_ROOT = Path(__file__).resolve().parent / "toy"

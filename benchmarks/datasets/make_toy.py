@@ -2,7 +2,7 @@
 benchmarks.datasets.make_toy OUT_DIR`.
 
 Why: the real datasets cannot be downloaded offline (CI, the embedded default) and their
-licences forbid committing real rows (reference/tasks.md section 8). The toy data are a local
+licences forbid committing real rows (docs/benchmarks.md, "Toy data"). The toy data are a local
 mirror (`<OUT_DIR>/<hub_id>/<config or "default">/<split>.jsonl`) that the normal loader reads
 with the Hub features (benchmarks/datasets/schemas.py), so tests exercise the real code path.
 A copy is committed at benchmarks/datasets/toy/ (`benchmarks.datasets.TOY_DATA_ROOT`).
@@ -340,8 +340,6 @@ def _biography(rng):
     year, year2 = rng.randrange(1930, 1990), rng.randrange(1990, 2020)
     subject, uni, org, product = (rng.choice(SUBJECTS), rng.choice(UNIVERSITIES), rng.choice(ORGS),
                                   rng.choice(PRODUCTS))
-    facts = {"city": city, "year": str(year), "subject": subject, "university": uni, "org": org,
-             "product": product}
     sentences = [
         [name, " was born in ", ("city", city), " in ", ("year", str(year)), "."],
         [name.split()[0], " studied ", ("subject", subject), " at ", ("university", uni), "."],
@@ -450,7 +448,7 @@ class TopicDocs:
     def text(self, topic: list[str], n_words: int) -> str:
         rng = self.rng
         words = []
-        for i in range(n_words):
+        for _ in range(n_words):
             r = rng.random()
             if r < 0.25:
                 words.append(rng.choice(topic))

@@ -3,7 +3,7 @@
 The same `Features` object is passed to `datasets.load_dataset("json", ..., features=...)` when a
 local mirror is read, so a mirror loads with the Hub's types (ClassLabel names, int32, nested
 shapes: SQuAD `answers` is a dict of lists, MLDR `positive_passages` a list of dicts), and the toy
-generator writes rows of exactly these shapes. Sources: reference/tasks.md sections 2-5 and 10
+generator writes rows of exactly these shapes. Sources: the datasets' Hub cards (docs/benchmarks.md)
 and the released loader (hgissbkh/EncodEval `encodeval/datasets.py`); what is inferred rather
 than read from a card is marked so.
 """

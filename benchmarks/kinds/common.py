@@ -1,21 +1,26 @@
 """Shared pieces of the four task kinds: loading a base model bidirectionally, pooling, batching.
 
-Every base model is used with bidirectional attention (SPEC section 4), also CLM-pretrained
-decoders. Encoders (BERT-like) already are; for decoder architectures (Llama-style) the attention
-modules' `is_causal` flag is switched off and an explicit 4-D padding mask is passed, which
-transformers uses as given (ENVIRONMENT.md, "A Llama-style model made bidirectional").
+Every base model is used with bidirectional attention (the paper's fine-tuning protocol,
+docs/protocol.md), also CLM-pretrained decoders. Encoders (BERT-like) already are; for decoder
+architectures (Llama-style) the attention modules' `is_causal` flag is switched off and an explicit
+4-D padding mask is passed, which transformers uses as given (docs/benchmarks.md, "Protocol").
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
 
-from benchmarks.kinds.checkpoint import (ModelLoadError, check_model_path, check_remote_code,
-                                         register_own_model_types, remote_code_error)
+from benchmarks.kinds.checkpoint import (
+    ModelLoadError,
+    check_model_path,
+    check_remote_code,
+    register_own_model_types,
+    remote_code_error,
+)
 
 
 def model_load_error(model: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:

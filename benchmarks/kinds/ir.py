@@ -23,7 +23,7 @@ NDCG@10 (`standard`).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn

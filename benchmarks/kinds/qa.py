@@ -9,7 +9,7 @@ one labelled. Predicted answer = the positions whose argmax is 1, scored against
 positions (benchmarks.metrics.answer_token_f1).
 
 `standard`: start/end token cross-entropy over windows of long contexts, span post-processing.
-Follows the Hugging Face `run_qa` recipe (reference/tasks.md section 4.4): the question is the
+Follows the Hugging Face `run_qa` recipe (docs/benchmarks.md): the question is the
 first segment, only the context is truncated, windows of `max_length` tokens overlap by
 `doc_stride` tokens; a window that does not contain the whole answer (or an unanswerable
 question) is labelled start = end = 0 (CLS/BOS). Predictions: the n-best start and end logits of
@@ -25,8 +25,8 @@ text against all gold answers (max F1), with no snapping to entity mentions.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

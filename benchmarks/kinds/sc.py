@@ -6,7 +6,7 @@ SequenceClassificationEval.tokenize), `standard` uses the tokenizer's special to
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -16,7 +16,7 @@ release does, and the standard metric (seqeval) counts them as "O".
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import sys
-
 from dataclasses import replace
 
 from contracts.config import ConfigError, apply_overrides, config_from_dict, load_config
@@ -27,9 +26,9 @@ def _load_run(path: str | None):
     """The run config named by --for-run (None without the flag)."""
     if path is None:
         return None
-    from pretraining.config import load_run_config
+    from pretraining.config import load_pretrain_config
 
-    return load_run_config(path)
+    return load_pretrain_config(path)
 
 
 def _budget(run, data_dir: str, samples: int) -> str:

@@ -8,8 +8,8 @@ reported as `leftover_tokens`: no padding, as in llm-foundry's ConcatTokensDatas
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 

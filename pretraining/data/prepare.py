@@ -17,9 +17,10 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 from contracts.config import config_to_dict
 from contracts.provenance import atomic_write_json, git_sha, package_versions, utc_now

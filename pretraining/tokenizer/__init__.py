@@ -1,4 +1,4 @@
-"""Tokenizers with the special-token roles of the paper's Llama-3 setup (SPEC section 2).
+"""Tokenizers with the special-token roles of the paper's Llama-3 setup (Table 1).
 
 Roles: bos `<|begin_of_text|>`, eos = pad `<|end_of_text|>`, mask `<|mask|>`. The Llama-3 tokenizer
 has no mask token: like EuroBERT, we give its first reserved special token (id 128002) the content
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -18,7 +17,7 @@ from pretraining.assets import EMBEDDED_TOKENIZER_DIR
 BOS_TOKEN = "<|begin_of_text|>"
 EOS_TOKEN = "<|end_of_text|>"
 MASK_TOKEN = "<|mask|>"
-# The Llama-3 special token that EuroBERT (and SPEC section 2) turns into the mask token (id 128002).
+# The Llama-3 special token that EuroBERT (whose setup the paper follows) turns into the mask token (id 128002).
 LLAMA3_MASK_SLOT = "<|reserved_special_token_0|>"
 EMBEDDED = "embedded"
 

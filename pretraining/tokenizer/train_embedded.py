@@ -8,8 +8,8 @@ Ids 0, 1, 2 are `<|begin_of_text|>` (bos), `<|end_of_text|>` (eos = pad) and `<|
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast

@@ -1,4 +1,5 @@
-"""Fixtures: the released MLDR runs of 610m-mlm40-42k (read from shared/paper beside the clone, see\nanalysis_testlib.DATA) rebuilt in the release's raw layout."""
+"""Fixtures: the released MLDR runs of 610m-mlm40-42k (read from shared/paper beside the clone, see
+analysis_testlib.DATA) rebuilt in the release's raw layout."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from analysis.released import import_released
-from tests.analysis.analysis_testlib import write_released_tree
 from contracts.run_record import RunRecord
+from tests.analysis.analysis_testlib import write_released_tree
 
 
 @pytest.fixture(scope="session")

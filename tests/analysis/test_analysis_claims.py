@@ -8,10 +8,23 @@ from statsmodels.stats.multitest import multipletests
 
 from analysis.aggregate import RUN_COLUMNS
 from analysis.bench import synthetic_records
-from analysis.claims import (CLAIMS, CONTRADICTED, CSV_COLUMNS, INCONCLUSIVE, NOT_TESTABLE, SUPPORTED,
-                             contrast_weights, crossovers, evaluate_claim, evaluate_claims,
-                             inputs_from_published, inputs_from_records, inputs_from_selected, verdict,
-                             with_verdicts)
+from analysis.claims import (
+    CLAIMS,
+    CONTRADICTED,
+    CSV_COLUMNS,
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    SUPPORTED,
+    contrast_weights,
+    crossovers,
+    evaluate_claim,
+    evaluate_claims,
+    inputs_from_published,
+    inputs_from_records,
+    inputs_from_selected,
+    verdict,
+    with_verdicts,
+)
 from analysis.models import pseudo_seeds
 from analysis.published import load_published_cells
 from tests.analysis.analysis_testlib import make_record

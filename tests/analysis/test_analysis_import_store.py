@@ -8,8 +8,7 @@ import pytest
 import analysis.released as released
 from analysis.cli import main
 from analysis.release_bench import RELEASED_INSTANCES, benchmark_release, write_synthetic_release
-from analysis.released import (ReleasedImportError, import_released, import_released_to_store,
-                               parse_results_json)
+from analysis.released import ReleasedImportError, import_released, import_released_to_store, parse_results_json
 from contracts.paper import DATASETS
 from contracts.run_record import read_run_records
 from contracts.run_store import iter_store_records, part_manifest, store_parts
@@ -56,7 +55,8 @@ def test_store_import_matches_the_jsonl_import(tmp_path, tiny_release, capsys):
     assert main(["import-released", str(tiny_release), "-o", str(tmp_path / "runs.jsonl")]) == 0
     assert main(["import-released", str(tiny_release), "-o", str(tmp_path / "runs.parquet")]) == 0
     assert "imported 360 runs of 1 models (360 with test instance scores)" in capsys.readouterr().out
-    from_jsonl, from_store = read_run_records(tmp_path / "runs.jsonl"), list(iter_store_records(tmp_path / "runs.parquet"))
+    from_jsonl = read_run_records(tmp_path / "runs.jsonl")
+    from_store = list(iter_store_records(tmp_path / "runs.parquet"))
     assert [r.key for r in from_store] == [r.key for r in from_jsonl]
     assert [r.test_score for r in from_store] == [r.test_score for r in from_jsonl]
     assert all(np.array_equal(np.float32(a.test_instance_scores), np.float32(b.test_instance_scores))

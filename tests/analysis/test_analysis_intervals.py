@@ -5,10 +5,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.aggregate import aggregate_runs, iter_cell_replicates, select_best_lr_per_seed
 from analysis import intervals
-from analysis.intervals import (instance_mean_replicates, keyed_rng, multinomial_counts, paper_interval,
-                                percentile_bounds, poisson_weights, seed_weights)
+from analysis.aggregate import aggregate_runs, iter_cell_replicates, select_best_lr_per_seed
+from analysis.intervals import (
+    instance_mean_replicates,
+    keyed_rng,
+    multinomial_counts,
+    paper_interval,
+    percentile_bounds,
+    poisson_weights,
+    seed_weights,
+)
 from tests.analysis.analysis_testlib import make_record
 from tests.analysis.bootstrap_oracle import hierarchical_bootstrap_ci
 
@@ -21,7 +28,7 @@ def test_paper_interval_hand_value():
 
 
 def test_paper_interval_is_not_t_or_ddof0():
-    values = [59.66, 60.14, 61.73, 59.59, 60.13]  # the MLDR per-seed test scores (SPEC section 5)
+    values = [59.66, 60.14, 61.73, 59.59, 60.13]  # the MLDR per-seed test scores (610M MLM-40, Table 5: 60.25 ± 0.76)
     assert round(paper_interval(values), 2) == 0.76
     t_based = 2.776 * np.std(values, ddof=1) / math.sqrt(5)
     ddof0 = 1.96 * np.std(values, ddof=0) / math.sqrt(5)
@@ -96,7 +103,7 @@ def test_hierarchical_wider_than_seed_only(mldr_records):
     cell = aggregate_runs(runs, reps=10000, rng_seed=0).iloc[0]
     assert cell.bootstrap == "seeds+instances" and cell.boot_reps == 10000
     assert cell.boot_high - cell.boot_low > 2 * (cell.seed_boot_high - cell.seed_boot_low)
-    assert 2.0 < (cell.boot_high - cell.boot_low) / 2 < 4.0  # "about +-3 NDCG points on MLDR" (SPEC section 5)
+    assert 2.0 < (cell.boot_high - cell.boot_low) / 2 < 4.0  # "about +-3 NDCG points on MLDR" (docs/analysis.md)
     assert 0 < cell.boot_low_mcse < 0.1 and 0 < cell.boot_high_mcse < 0.1
     again = aggregate_runs(runs, reps=10000, rng_seed=0).iloc[0]
     assert (again.boot_low, again.boot_high) == (cell.boot_low, cell.boot_high)

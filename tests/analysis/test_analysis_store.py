@@ -13,9 +13,17 @@ from analysis.bench import synthetic_records
 from analysis.cli import main
 from analysis.protocols import records_under
 from analysis.stored_runs import scan_store
-from contracts.run_record import RunRecordError, iter_records_in, write_run_records
-from contracts.run_store import (INSTANCES, is_run_store, iter_store_records, records_table, store_parts,
-                                 write_part, write_run_store)
+from contracts.run_record import RunRecordError, write_run_records
+from contracts.run_store import (
+    INSTANCES,
+    is_run_store,
+    iter_records_in,
+    iter_store_records,
+    records_table,
+    store_parts,
+    write_part,
+    write_run_store,
+)
 from tests.analysis.analysis_testlib import make_record
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.datasets import TOY_DATA_ROOT, DatasetError, IRSplit, load_hub_split, load_task_data
-from benchmarks.datasets import make_toy
+from benchmarks.datasets import TOY_DATA_ROOT, DatasetError, IRSplit, load_hub_split, load_task_data, make_toy
 from benchmarks.datasets.schemas import HUB_SCHEMAS
 from benchmarks.metrics import ndcg_at_10, rank_documents, seqeval_f1
 from benchmarks.tasks import TASKS, HubSource

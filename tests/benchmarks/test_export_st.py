@@ -12,7 +12,7 @@ from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, ExportError, save_se
 from benchmarks.kinds.common import EvalContext, load_backbone, load_tokenizer
 from benchmarks.kinds.ir import BiEncoder, encode_texts
 from benchmarks.run import CONFIG_DIR, load_run_config, run
-from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 QUERIES = ["what is the capital of france", "  how do vaccines work\n", "long " * 200]
 DOCUMENTS = ["Paris is the capital of France.", "\nVaccines train the immune system.\n", "a"]

@@ -7,8 +7,8 @@ import torch
 from benchmarks.finetune import TrainSettings, fit, resolve_precision, training_steps
 from benchmarks.kinds import sc
 from benchmarks.kinds.common import load_backbone, load_tokenizer
+from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 from tests.optimizer_lrs import record_step_lrs
-from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
 
 
 def test_step_budget():

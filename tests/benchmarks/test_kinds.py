@@ -8,7 +8,7 @@ import torch
 from benchmarks.kinds import ir, qa, tc
 from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path
 from benchmarks.kinds.common import load_backbone, load_tokenizer, mean_pool
-from tests.benchmarks.tiny import minilm_dir, save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.benchmarks.tiny import minilm_dir, one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +230,9 @@ def test_tc_standard_labels_only_first_subtokens(tokenizer):
     words = ["Unaffable", "Zorblax", "visited", "Berlin"]
     tags = [1, 3, 0, 5]
     (feat,) = tc.encode([words], [tags], tokenizer, max_length=64, protocol="standard")
-    labelled = [(tokenizer.convert_ids_to_tokens(t), l) for t, l in zip(feat["input_ids"], feat["labels"]) if l != -100]
-    assert [l for _, l in labelled] == tags
+    labelled = [(tokenizer.convert_ids_to_tokens(t), tag) for t, tag in zip(feat["input_ids"], feat["labels"])
+                if tag != -100]
+    assert [tag for _, tag in labelled] == tags
     assert all(not tok.startswith("##") for tok, _ in labelled)
     assert len(feat["input_ids"]) > len(words) + 2, "some words split into several sub-tokens"
     assert feat["labels"][0] == -100 and feat["labels"][-1] == -100  # [CLS], [SEP]

@@ -10,8 +10,8 @@ import pytest
 from benchmarks import matrix
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, load_run_config
-from contracts.run_record import iter_records_in
-from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
+from contracts.run_store import iter_records_in
+from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def test_paper_matrix_has_360_jobs_per_model(model, tmp_path):
     assert max(position[j["id"]] for j in by_group["ir_train"]) < first_eval
     same_twice = matrix.expand(_base(tmp_path), [str(model), str(model) + "/"], lrs=[1e-5], seeds=[0])
     assert len(same_twice) == 12
-    # the paper's protocol unless asked otherwise (toy.yaml, as used by `paper_figures reproduce`)
+    # the paper's protocol unless asked otherwise (toy.yaml, as used by `python -m reproduce`)
     assert {j["config"]["protocol"] for j in jobs} == {"paper"}
     standard = matrix.expand(_base(tmp_path, protocol="standard"), [str(model)], tasks=["sst2"], lrs=[1e-5], seeds=[0])
     assert standard[0]["config"]["protocol"] == "standard"

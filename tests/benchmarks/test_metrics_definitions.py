@@ -4,8 +4,19 @@ import math
 import pytest
 
 from benchmarks.metrics import (
-    accuracy, exact_match, ndcg_at_10, normalize_answer, pooled_doc_ids, rank_documents,
-    record_f1, relevant_queries, run_from_scores, seqeval_f1, squad_v1, squad_v2, token_f1_v1,
+    accuracy,
+    exact_match,
+    ndcg_at_10,
+    normalize_answer,
+    pooled_doc_ids,
+    rank_documents,
+    record_f1,
+    relevant_queries,
+    run_from_scores,
+    seqeval_f1,
+    squad_v1,
+    squad_v2,
+    token_f1_v1,
     token_f1_v2,
 )
 

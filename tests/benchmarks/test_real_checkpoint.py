@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, load_run_config, run
-from contracts.run_record import iter_records_in
+from contracts.run_store import iter_records_in
 from tests.benchmarks.tiny import minilm_dir, one_torch_thread  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

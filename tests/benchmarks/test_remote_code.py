@@ -11,7 +11,7 @@ from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.kinds.checkpoint import ModelLoadError
 from benchmarks.kinds.common import load_backbone, model_load_error
 from benchmarks.run import CONFIG_DIR, load_run_config, run
-from tests.benchmarks.tiny import save_remote_code_model, one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.benchmarks.tiny import one_torch_thread, save_remote_code_model  # noqa: F401 (autouse fixture)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 
 from container import build
-from container.definition import (DEFINITION, IMAGE_ROOT, LOCK, REPO_ROOT, STAGES, check_definition,
-                                  parse_recipe, pip_installs, sections)
+from container.definition import (
+    DEFINITION,
+    IMAGE_ROOT,
+    LOCK,
+    REPO_ROOT,
+    STAGES,
+    check_definition,
+    parse_recipe,
+    pip_installs,
+    sections,
+)
 from container.image_check import GPU_ADDITIONS, canonical, package_problems, read_lock
 
 
@@ -63,7 +72,7 @@ def test_base_image_is_pinned_by_digest(recipe):
 
 
 def test_labels_state_the_locked_versions(recipe, lock):
-    labels = dict(l.split(None, 1) for l in recipe.labels)
+    labels = dict(line.split(None, 1) for line in recipe.labels)
     assert labels["mlm_vs_clm.torch"] == lock["torch"] == "2.7.0"
     assert labels["mlm_vs_clm.composer"] == lock["mosaicml"]
     assert labels["mlm_vs_clm.streaming"] == lock["mosaicml-streaming"]

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from contracts.run_record import (RunRecord, RunRecordError, iter_records_in, read_run_records,
-                                  write_run_records)
+from contracts.run_record import RunRecord, RunRecordError, read_run_records, write_run_records
+from contracts.run_store import iter_records_in
 
 
 def _record(**overrides):

@@ -1,9 +1,8 @@
-"""Parameter counts from the SPEC section 2 shapes, checked by hand, and 6*N*D FLOPs."""
+"""Parameter counts from the paper's Table 1 shapes, checked by hand, and 6*N*D FLOPs."""
 import pytest
 
-from paper_figures.flops import (
-    PAPER_SHAPES, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT, ModelShape, count_parameters, training_flops,
-)
+from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT, ModelShape
+from paper_figures.flops import count_parameters, training_flops
 
 
 def test_610m_parameter_count_by_hand():

@@ -4,8 +4,9 @@ import math
 import pandas as pd
 import pytest
 
+from contracts.paper import PAPER_SHAPES
 from paper_figures import from_cells
-from paper_figures.flops import PAPER_SHAPES, count_parameters
+from paper_figures.flops import count_parameters
 
 
 def _averages(raw, tables):

@@ -74,7 +74,7 @@ def masking_records(mlm_averages=(80.0, 82.0, 84.0, 86.0), biphasic_averages=(85
     families = from_runs.masking_family_models("610m")
     records = []
     for family, averages in (("MLM", mlm_averages), ("CLM+MLM", biphasic_averages)):
-        for (ratio, model), avg in zip(families[family].items(), averages):
+        for (_ratio, model), avg in zip(families[family].items(), averages):
             if model in skip:
                 continue
             for seed in (0, 1):

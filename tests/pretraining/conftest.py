@@ -56,9 +56,9 @@ def toy_batch():
 
 
 def toy_run_config(tmp_path, name="toy", **sections):
-    """A RunConfig for a tiny CPU run in tmp_path/name; `sections` update the default sections."""
+    """A PretrainConfig for a tiny CPU run in tmp_path/name; `sections` update the default sections."""
     from contracts.config import config_from_dict
-    from pretraining.config import RunConfig
+    from pretraining.config import PretrainConfig
 
     data = {
         "name": name, "run_dir": str(tmp_path / name), "tokenizer": "embedded",
@@ -72,7 +72,7 @@ def toy_run_config(tmp_path, name="toy", **sections):
     }
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
-    return config_from_dict(RunConfig, data, "toy_run_config")
+    return config_from_dict(PretrainConfig, data, "toy_run_config")
 
 
 def interrupt_at(step: int):

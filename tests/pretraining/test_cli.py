@@ -8,9 +8,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModel, PreTrainedTokenizerFast
 
 import pretraining  # noqa: F401
+from contracts.layout import FINISHED_FILE
 from pretraining.__main__ import main as cli
-from pretraining.config import ConfigError, load_run_config
-from pretraining.train import FINISHED
+from pretraining.config import ConfigError, load_pretrain_config
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +40,9 @@ def test_train_end_to_end_on_the_embedded_corpus(tmp_path, embedded_data, capsys
     config = _write_config(tmp_path, embedded_data)
     assert cli(["train", str(config), "train.max_steps=8", "objective.switch_at=3"]) == 0
     run_dir = tmp_path / "e2e"
-    rows = [json.loads(l) for l in (run_dir / "loss.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (run_dir / "loss.jsonl").read_text().splitlines()]
     assert [r["objective"] for r in rows] == ["clm"] * 3 + ["mlm"] * 5
-    assert (run_dir / FINISHED).exists()
+    assert (run_dir / FINISHED_FILE).exists()
     model = AutoModel.from_pretrained(run_dir / "hf" / "step-8")  # tokenizer files saved too
     assert (run_dir / "hf" / "step-8" / "tokenizer.json").exists() and model.config.vocab_size == 8192
     # Never overwrite a finished run.
@@ -53,7 +53,7 @@ def test_train_end_to_end_on_the_embedded_corpus(tmp_path, embedded_data, capsys
 def test_clear_errors(tmp_path, embedded_data, capsys):
     config = _write_config(tmp_path, embedded_data)
     with pytest.raises(ConfigError, match="train.max_step: unknown key"):
-        load_run_config(config, ["train.max_step=3"])
+        load_pretrain_config(config, ["train.max_step=3"])
     assert cli(["train", str(config), "optimizer.betaz=1"]) == 2
     assert "unknown key" in capsys.readouterr().err
 
@@ -77,13 +77,13 @@ def test_resume_on_the_streaming_loader_gives_the_uninterrupted_losses(tmp_path,
 
     losses = {}
     for name in ("straight", "resumed"):
-        cfg = load_run_config(_write_config(tmp_path, embedded_data, name=name),
+        cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name=name),
                               ["train.max_steps=8", "objective.switch_at=3", "train.resume_interval=4"])
         if name == "resumed":
             with pytest.raises(KeyboardInterrupt):
                 train(cfg, extra_callbacks=[interrupt_at(6)])
         train(cfg)
-        losses[name] = [json.loads(l)["loss"] for l in (tmp_path / name / "loss.jsonl").read_text().splitlines()]
+        losses[name] = [json.loads(line)["loss"] for line in (tmp_path / name / "loss.jsonl").read_text().splitlines()]
     assert len(losses["resumed"]) == 8
     assert losses["resumed"] == pytest.approx(losses["straight"], abs=1e-6)
 
@@ -107,21 +107,21 @@ def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, em
 
     clm = ["objective.kind=clm", "objective.switch_at=null"]
     base_batches = Batches()
-    base_cfg = load_run_config(_write_config(tmp_path, embedded_data, name="base"), [*clm, "train.max_steps=6"])
+    base_cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name="base"), [*clm, "train.max_steps=6"])
     train(base_cfg, extra_callbacks=[base_batches])
     assert "this run reads samples 0 to 47 (6 steps x 8)" in capsys.readouterr().out
 
     cpt = [*clm, "train.max_steps=2", "schedule.warmup=0", "schedule.decay=1", "train.resume_interval=1",
            "data.start_sample=32", f"init.path={tmp_path / 'base' / 'hf' / 'step-6'}"]
     straight = Batches()
-    train(load_run_config(_write_config(tmp_path, embedded_data, name="cpt"), cpt), extra_callbacks=[straight])
+    train(load_pretrain_config(_write_config(tmp_path, embedded_data, name="cpt"), cpt), extra_callbacks=[straight])
     assert "this run reads samples 32 to 47 (2 steps x 8)" in capsys.readouterr().out
     assert len(straight.seen) == 2
     for cpt_batch, base_batch in zip(straight.seen, base_batches.seen[4:]):
         assert torch.equal(cpt_batch, base_batch)
 
     resumed = Batches()
-    cfg = load_run_config(_write_config(tmp_path, embedded_data, name="cpt-resumed"), cpt)
+    cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name="cpt-resumed"), cpt)
     with pytest.raises(KeyboardInterrupt):
         train(cfg, extra_callbacks=[interrupt_at(2)])  # resumes from its step-1 checkpoint
     train(cfg, extra_callbacks=[resumed])

@@ -1,6 +1,6 @@
 """The training DataLoader: batch format, deterministic order, resumption mid-epoch, clear errors."""
 import json
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 
 import numpy as np
 import pytest
@@ -127,8 +127,8 @@ def test_seq_len_mismatch_is_a_clear_error(shards):
 def test_data_config_defaults_are_explicit():
     cfg = DataConfig(path="x")
     assert (cfg.seq_len, cfg.shuffle, cfg.shuffle_algo, cfg.num_canonical_nodes) == (2048, True, "py1e", 1)
-    with pytest.raises(Exception):
-        cfg.seq_len = 4  # frozen
+    with pytest.raises(FrozenInstanceError):
+        cfg.seq_len = 4
 
 
 def test_cache_dir_copies_shards_and_leaves_the_prepared_folder_alone(shards, tmp_path):

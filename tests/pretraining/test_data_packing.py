@@ -93,6 +93,7 @@ def test_check_sample_rejects_broken_samples():
 def test_pure_modules_import_only_stdlib_and_numpy():
     """packing and config must stay importable without streaming, torch or Composer."""
     import ast
+
     import pretraining.data.config as config_module
     import pretraining.data.packing as packing_module
 
@@ -102,4 +103,4 @@ def test_pure_modules_import_only_stdlib_and_numpy():
                  for alias in node.names}
         names |= {node.module.split(".")[0] for node in ast.walk(tree)
                   if isinstance(node, ast.ImportFrom) and node.module}
-        assert names <= {"__future__", "dataclasses", "typing", "numpy"}, (module.__name__, names)
+        assert names <= {"__future__", "collections", "dataclasses", "typing", "numpy"}, (module.__name__, names)

@@ -133,7 +133,8 @@ def _tiny_export(tmp_path):
 
 def test_an_export_loads_with_plain_transformers_where_our_package_is_absent(tmp_path):
     model, path = _tiny_export(tmp_path)
-    assert json.loads((path / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"] == "modeling_mlmclm.MlmClmForLM"
+    auto_map = json.loads((path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModelForCausalLM"] == "modeling_mlmclm.MlmClmForLM"
     scratch = tmp_path / "elsewhere"
     scratch.mkdir()
     env = {"HF_MODULES_CACHE": str(tmp_path / "hf_modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pretraining.export import CheckpointError, export_checkpoint
-from pretraining.train import RunError, train
+from pretraining.train import PretrainError, train
 from tests.pretraining.conftest import TOY_IDS, interrupt_at, toy_dataloader, toy_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +119,7 @@ def test_a_full_disk_during_a_checkpoint_write_is_a_clear_error_and_earlier_file
     cfg = toy_run_config(tmp_path, "full", objective=OBJECTIVE)
     monkeypatch.setattr(composer.utils.checkpoint, "open", failing_writes("ba16-rank0.pt", 3, disk_full),
                         raising=False)
-    with pytest.raises(RunError, match="no space left on the device while training"):
+    with pytest.raises(PretrainError, match="no space left on the device while training"):
         _run(cfg)
     checkpoints = tmp_path / "full" / "checkpoints"
     assert os.readlink(checkpoints / "latest-rank0.pt") == "ba8-rank0.pt"

@@ -6,8 +6,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelF
 
 import pretraining  # noqa: F401  (registers the model type with the Auto classes)
 from pretraining.modeling import MlmClmForLM, MlmClmModel, position_ids_from_document_ids
-from pretraining.presets import (PRESETS, closed_form_parameter_count, config_from_preset,
-                                 count_parameters_on_meta)
+from pretraining.presets import PRESETS, closed_form_parameter_count, config_from_preset, count_parameters_on_meta
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -97,7 +97,7 @@ def runs(toy_config) -> dict[int, tuple[Path, tuple]]:
     """The same config trained on 1, 2 and 4 ranks (the 1-rank run in this process, without the
     launcher: each launched rank spends ~12 s CPU importing torch and Composer on this machine):
     {ranks: (run_dir, its outcome as trained)}."""
-    from pretraining.config import load_run_config
+    from pretraining.config import load_pretrain_config
     from pretraining.train import train
 
     root = toy_config.parent
@@ -105,7 +105,7 @@ def runs(toy_config) -> dict[int, tuple[Path, tuple]]:
     for ranks in (1, 2, 4):
         run_dir = root / f"ranks{ranks}"
         if ranks == 1:
-            train(load_run_config(toy_config, [f"run_dir={run_dir}"]))
+            train(load_pretrain_config(toy_config, [f"run_dir={run_dir}"]))
         else:
             launch(ranks, toy_config, f"run_dir={run_dir}")
         out[ranks] = run_dir, outcome(run_dir)

@@ -6,7 +6,7 @@ from contracts.config import config_from_dict
 from contracts.model_names import format_model_name, parse_model_name
 from pretraining import registry
 from pretraining.__main__ import main as cli
-from pretraining.config import RunConfig
+from pretraining.config import PretrainConfig
 
 
 def test_fifty_checkpoints_38_final_and_12_intermediate():
@@ -35,19 +35,19 @@ def test_each_run_matches_its_name(name):
         assert run.objective == desc.objective and run.max_steps == desc.schedule_steps
     if desc.masking_ratio is not None:
         assert run.mlm_ratio == desc.masking_ratio
-    for scale in ("paper", "toy"):  # every written config is a valid RunConfig
-        cfg = config_from_dict(RunConfig, registry.config_dict(run, scale), name)
+    for scale in ("paper", "toy"):  # every written config is a valid PretrainConfig
+        cfg = config_from_dict(PretrainConfig, registry.config_dict(run, scale), name)
         assert cfg.train.max_steps == (run.max_steps if scale == "paper" else max(1, run.max_steps // 1000))
 
 
 def test_paper_config_has_the_paper_hyperparameters():
-    cfg = config_from_dict(RunConfig, registry.config_dict(registry.RUNS["610m-clm-10k-mlm40-42k"]))
+    cfg = config_from_dict(PretrainConfig, registry.config_dict(registry.RUNS["610m-clm-10k-mlm40-42k"]))
     assert (cfg.schedule.warmup, cfg.schedule.decay, cfg.train.max_steps) == (2000, 2000, 42000)
     assert cfg.objective.kind == "clm_then_mlm" and cfg.objective.switch_at == 10000
     assert (cfg.optimizer.lr, cfg.optimizer.betas, cfg.optimizer.eps, cfg.optimizer.weight_decay,
             cfg.optimizer.grad_clip_norm) == (5e-4, (0.9, 0.95), 1e-5, 0.1, 1.0)
     assert cfg.train.global_batch_size * cfg.data.seq_len == 2_359_296  # Table 1
-    cpt = config_from_dict(RunConfig, registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"]))
+    cpt = config_from_dict(PretrainConfig, registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"]))
     assert cpt.init.path.endswith("610m-clm-42k/hf/step-42000") and cpt.train.max_steps == 2000
     assert (cpt.schedule.warmup, cpt.schedule.decay) == (200, 1000)
 

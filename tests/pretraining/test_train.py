@@ -5,7 +5,7 @@ import pytest
 from composer import Callback
 
 from pretraining.schedule import wsd_multiplier
-from pretraining.train import RunError, train
+from pretraining.train import PretrainError, train
 from tests.optimizer_lrs import record_step_lrs
 from tests.pretraining.conftest import TOY_IDS, interrupt_at, toy_dataloader, toy_run_config
 
@@ -44,7 +44,7 @@ def test_single_objective_runs_learn_and_export(tmp_path, objective):
 def test_finished_run_is_never_overwritten(tmp_path):
     cfg = toy_run_config(tmp_path, train={"max_steps": 8, "resume_interval": 4})
     _run(cfg)
-    with pytest.raises(RunError, match="finished run"):
+    with pytest.raises(PretrainError, match="finished run"):
         _run(cfg)
 
 
@@ -108,7 +108,7 @@ def test_fsdp_is_a_parallelism_config_for_multi_gpu_runs(tmp_path, monkeypatch):
     cfg = toy_run_config(tmp_path, train={"fsdp": True, "device": "gpu"})
     assert train_module.parallelism_config(cfg) is None  # one process: nothing to shard
     monkeypatch.setattr(train_module.dist, "get_world_size", lambda: 8)
-    with pytest.raises(RunError, match="train.fsdp needs GPUs"):
+    with pytest.raises(PretrainError, match="train.fsdp needs GPUs"):
         train_module.parallelism_config(toy_run_config(tmp_path, train={"fsdp": True, "device": "cpu"}))
     fsdp = train_module.parallelism_config(cfg)["fsdp"]
     assert fsdp["sharding_strategy"] == "FULL_SHARD" and fsdp["state_dict_type"] == "full"
@@ -133,7 +133,7 @@ def test_compiled_body_trains_and_exports_under_the_usual_names(tmp_path):
 def test_paper_preset_refuses_a_tokenizer_larger_than_its_embedding(tmp_path):
     from pretraining.objectives import TokenIds
     cfg = toy_run_config(tmp_path, model={"preset": "210m"})
-    with pytest.raises(RunError, match="embedding rows"):
+    with pytest.raises(PretrainError, match="embedding rows"):
         train(cfg, dataloader=toy_dataloader(), token_ids=TokenIds(mask=2, special=(0, 1, 2), vocab_size=200_000))
     assert not cfg.run_dir.exists()  # nothing written for a run that cannot start
 
@@ -142,7 +142,7 @@ def test_a_world_size_that_does_not_divide_the_global_batch_is_one_clear_error()
     from pretraining.train import per_rank_batch_size
 
     assert per_rank_batch_size(1152, 192) == 6 and per_rank_batch_size(8, 1) == 8
-    with pytest.raises(RunError, match=r"train.global_batch_size 1152 is not divisible by the world size "
+    with pytest.raises(PretrainError, match=r"train.global_batch_size 1152 is not divisible by the world size "
                                        r"5 \(ranks launched\): launch a number of ranks that divides it"):
         per_rank_batch_size(1152, 5)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paper_figures import reproduce as rp
+from reproduce.plan import ReproduceConfig
+from reproduce.slurm import ClusterConfig, SlurmWriter
 
 STEPS, CHECKPOINT_EVERY = 40, 10
 
@@ -21,7 +22,7 @@ STEPS, CHECKPOINT_EVERY = 40, 10
 def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exactly(local_slurm, tmp_path,
                                                                                      monkeypatch):
     from pretraining.__main__ import main as cli
-    from pretraining.config import load_run_config
+    from pretraining.config import load_pretrain_config
     from pretraining.train import train
     from tests.slurm.cluster import PARTITION
 
@@ -36,12 +37,12 @@ def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exac
         "schedule": {"warmup": 2, "decay": 4},
         "train": {"max_steps": STEPS, "global_batch_size": 8, "resume_interval": CHECKPOINT_EVERY,
                   "progress_bar": False, "seed": 5}}))
-    cluster = rp.ClusterConfig(partition=PARTITION, image=str(tmp_path / "absent.sif"), data_dir=str(data),
+    cluster = ClusterConfig(partition=PARTITION, image=str(tmp_path / "absent.sif"), data_dir=str(data),
                                runs_dir=str(tmp_path / "runs"), hf_cache=str(tmp_path / "hf"),
                                gpus_per_node=0, cpu_ranks_per_node=2, pretraining_nodes=1, cpus_per_task=1,
                                pretraining_time="00:30:00", master_port=29613, python=sys.executable)
-    reproduce_cfg = rp.ReproduceConfig(out=str(tmp_path / "out"), scale="toy", runs_dir=str(tmp_path / "runs"))
-    writer = rp.SlurmWriter(reproduce_cfg, cluster, container=False)
+    reproduce_cfg = ReproduceConfig(out=str(tmp_path / "out"), scale="toy", runs_dir=str(tmp_path / "runs"))
+    writer = SlurmWriter(reproduce_cfg, cluster, container=False)
     writer.logs.mkdir(parents=True)
     script = writer.dir / "pretrain_toy.sbatch"
     script.write_text(writer.pretraining_script("toy", config))
@@ -50,7 +51,7 @@ def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exac
 
     env_path = os.pathsep.join([str(Path(sys.executable).parent), local_slurm.env["PATH"]])
     monkeypatch.setitem(local_slurm.env, "PATH", env_path)  # the jobs inherit it (sbatch --export=ALL)
-    monkeypatch.setitem(local_slurm.env, "PYTHONPATH", str(Path(rp.__file__).resolve().parents[1]))
+    monkeypatch.setitem(local_slurm.env, "PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     job = local_slurm.submit(script)
     run_dir = tmp_path / "runs" / "toy"
     deadline = time.monotonic() + 300
@@ -71,6 +72,6 @@ def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exac
     resumed_at = [r["step"] for r, before in zip(rows[1:], rows) if r["seconds"] < before["seconds"]]
     assert len(resumed_at) == 1 and resumed_at[0] < STEPS and (resumed_at[0] - 1) % CHECKPOINT_EVERY == 0
 
-    single = train(load_run_config(config, [f"run_dir={tmp_path / 'single'}"]))
+    single = train(load_pretrain_config(config, [f"run_dir={tmp_path / 'single'}"]))
     expected = [json.loads(line)["loss"] for line in (single / "loss.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in rows] == pytest.approx(expected, rel=1e-5)

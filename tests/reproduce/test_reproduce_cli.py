@@ -1,15 +1,14 @@
-"""CLI wiring and option errors of `python -m paper_figures reproduce` (no training here)."""
+"""CLI wiring and option errors of `python -m reproduce` (no training here)."""
 import subprocess
 import sys
 
 import pytest
 
-from paper_figures import reproduce as rp
-from paper_figures.cli import main as figures_main
+from reproduce import cli, plan
 
 
-def test_help_through_paper_figures():
-    result = subprocess.run([sys.executable, "-m", "paper_figures", "reproduce", "--help"],
+def test_help():
+    result = subprocess.run([sys.executable, "-m", "reproduce", "--help"],
                             capture_output=True, text=True, check=True)
     assert "--pretrain-steps" in result.stdout and "--reduced" in result.stdout
 
@@ -21,20 +20,20 @@ def test_help_through_paper_figures():
     (["--pretrain-steps", "2"], "pretrain_steps"),
 ])
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
-    assert figures_main(["reproduce", "--out", str(tmp_path / "o"), *argv]) == 2
+    assert cli.main(["--out", str(tmp_path / "o"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("reproduce: error:") and field in err and "\n" not in err
     assert not (tmp_path / "o").exists()
 
 
 def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
-    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(tmp_path)]))
-    names = rp.model_names(cfg)
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path)]))
+    names = plan.model_names(cfg)
     assert len(names) == 15 and "toy_m-mlm30-42" in names and "toy_l-clm-42" in names
-    body = rp.pretraining_config(cfg, "toy_l-mlm50-42")
+    body = plan.pretraining_config(cfg, "toy_l-mlm50-42")
     assert body["model"]["preset"] == "toy_l" and body["objective"]["mlm_ratio"] == 0.5
     assert body["train"]["max_steps"] == 42 and body["data"]["seq_len"] == 128
-    jobs = rp.finetune_jobs(cfg, check_models=False)  # no checkpoints yet
+    jobs = plan.finetune_jobs(cfg, check_models=False)  # no checkpoints yet
     assert len(jobs) == 15 * 12 * len(cfg.lrs) * len(cfg.seeds)
     assert {j["config"]["model_name"] for j in jobs} == set(names)
 
@@ -55,10 +54,10 @@ def test_figure3_accepts_toy_sizes_and_steps():
 
 def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
     """Table 14's CPT runs continue the base run's data stream (docs/data_continuation.md)."""
-    cfg = rp.config_from_args(rp.build_parser().parse_args(["--table", "14", "--out", str(tmp_path)]))
-    cpt = [name for name, run in rp.pretraining_runs(cfg).items() if "dec" in run]
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--table", "14", "--out", str(tmp_path)]))
+    cpt = [name for name, run in plan.pretraining_runs(cfg).items() if "dec" in run]
     assert cpt
     for name in cpt:
-        body = rp.pretraining_config(cfg, name)
+        body = plan.pretraining_config(cfg, name)
         base_steps = int(body["init"]["path"].rsplit("step-", 1)[1])
         assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 8

@@ -4,7 +4,6 @@ No container here (`--no-container`, apptainer is absent): the jobs run the same
 Python. sbatch, arrays, `afterok`/`aftercorr` dependencies and the final analysis job all run.
 """
 import json
-import os
 import re
 import sys
 
@@ -12,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from contracts.run_record import iter_records_in
-from paper_figures import reproduce as rp
+from contracts.run_store import iter_records_in
+from reproduce import cli
 
 
 @pytest.mark.slurm
@@ -34,7 +33,7 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
             "--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli,msmarco,nq",
             "--lrs", "5e-4", "--seeds", "0,1", "--pretrain-steps", "8", "--reps", "200"]
-    assert rp.main(argv) == 0, capsys.readouterr().err
+    assert cli.main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     ids = re.search(r"submitted: data (\d+), pretraining ([\d ]+), analysis (\d+)", stdout)
     assert ids, stdout
@@ -77,7 +76,7 @@ def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, 
     argv = ["--figure", "8", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
             "--out", str(out), "--checkpoints", "610m-mlm40-42k,610m-mlm40-dec42k-mlm40-44k",
             "--tasks", "sst2", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]
-    assert rp.main(argv) == 0, capsys.readouterr().err
+    assert cli.main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     ids = re.search(r"submitted: data (\d+), pretraining (\d+) (\d+), analysis (\d+)", stdout)
     assert ids, stdout
@@ -87,7 +86,8 @@ def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, 
     for job in (data, base, cpt, analysis):
         assert local_slurm.job_state(job) == "COMPLETED", logs
     base_end = json.loads((tmp_path / "runs" / "toy_m-mlm40-42" / "FINISHED.json").read_text())
-    cpt_config = yaml.safe_load((tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "config.yaml").read_text())["config"]
+    cpt_run = tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44"
+    cpt_config = yaml.safe_load((cpt_run / "config.yaml").read_text())["config"]
     assert cpt_config["init"]["path"] == str(tmp_path / "runs" / "toy_m-mlm40-42" / "hf" / "step-42")
     assert base_end and (tmp_path / "runs" / "toy_m-mlm40-dec42-mlm40-44" / "FINISHED.json").is_file()
     records = list(iter_records_in([out / "finetune"]))

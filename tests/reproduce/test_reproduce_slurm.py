@@ -3,18 +3,17 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-from paper_figures import reproduce as rp
+from reproduce import cli, plan, slurm
 
-EXAMPLE = rp.CONFIG_DIR / "cluster.example.yaml"
+EXAMPLE = slurm.CONFIG_DIR / "cluster.example.yaml"
 
 
 def dry_run(out, *extra):
-    result = subprocess.run([sys.executable, "-m", "paper_figures", "reproduce", "--figure", "3", "--scale", "paper",
+    result = subprocess.run([sys.executable, "-m", "reproduce", "--figure", "3", "--scale", "paper",
                              "--out", str(out), "--dry-run", *extra], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -28,32 +27,34 @@ def paper(tmp_path_factory):
 
 
 def test_example_cluster_config_loads():
-    cluster = rp.load_cluster_config(EXAMPLE)
+    cluster = slurm.load_cluster_config(EXAMPLE)
     assert cluster.gpus_per_node * cluster.pretraining_nodes == 192
     assert cluster.image.endswith(".sif")
 
 
 def test_complete_set_of_scripts(paper):
     out, stdout = paper
-    slurm = out / "slurm"
-    pretraining = sorted(slurm.glob("pretrain_*.sbatch"))
+    scripts_dir = out / "slurm"
+    pretraining = sorted(scripts_dir.glob("pretrain_*.sbatch"))
     assert len(pretraining) == 15
     names = {p.name[len("pretrain_"):-len(".sbatch")] for p in pretraining}
-    assert names == {f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("mlm20", "mlm30", "mlm40", "mlm50", "clm")}
-    jobs = [json.loads(line) for f in (out / "finetune" / "jobs").glob("*.jsonl") for line in f.read_text().splitlines()]
+    objectives = ("mlm20", "mlm30", "mlm40", "mlm50", "clm")
+    assert names == {f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in objectives}
+    jobs = [json.loads(line) for f in (out / "finetune" / "jobs").glob("*.jsonl")
+            for line in f.read_text().splitlines()]
     assert len(jobs) == 15 * 12 * 6 * 5 == 5400
     assert len({j["id"] for j in jobs}) == 5400
     assert {j["config"]["lr"] for j in jobs} == {1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4}
     assert {j["config"]["seed"] for j in jobs} == {0, 1, 2, 3, 4}
-    assert len(sorted(slurm.glob("finetune_*.sh"))) == 15
+    assert len(sorted(scripts_dir.glob("finetune_*.sh"))) == 15
     # the pretraining configs are the registry's paper configs of the released names
     body = yaml.safe_load((out / "configs" / "pretraining" / "610m-mlm30-42k.yaml").read_text())
     assert body["train"]["max_steps"] == 42000 and body["objective"]["mlm_ratio"] == 0.3
     assert body["model"]["preset"] == "610m" and body["train"]["global_batch_size"] == 1152
-    assert body["data"]["path"] == rp.load_cluster_config(EXAMPLE).data_dir
+    assert body["data"]["path"] == slurm.load_cluster_config(EXAMPLE).data_dir
     assert body["data"]["cache_dir"] == "/tmp/mlm-vs-clm-mds/610m-mlm30-42k"  # node-local, one per run
     # submit.sh: data -> 15 pretraining jobs -> 45 arrays -> analysis, chained; printed, not submitted
-    submit = (slurm / "submit.sh").read_text()
+    submit = (scripts_dir / "submit.sh").read_text()
     assert submit.count("sbatch --parsable") == 1 + 15 + 45 + 1
     assert len(re.findall(r'--dependency=afterok:"\$pt\d+"', submit)) == 30
     assert len(re.findall(r'--dependency=aftercorr:"\$ir_train\d+"', submit)) == 15
@@ -65,17 +66,17 @@ def test_complete_set_of_scripts(paper):
 
 def test_scripts_are_valid_bash_and_run_in_the_image(paper):
     out, _ = paper
-    cluster = rp.load_cluster_config(EXAMPLE)
+    cluster = slurm.load_cluster_config(EXAMPLE)
     scripts = sorted((out / "slurm").glob("*.s*"))
     assert len(scripts) == 1 + 15 + 15 + 1 + 1 + 1  # data, pretraining, fine-tuning, analysis, python.sh, submit
     for script in scripts:
         result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert result.returncode == 0, f"{script}: {result.stderr}"
-    binds = [cluster.data_dir, cluster.runs_dir, cluster.hf_cache, str(out), str(rp.REPO_ROOT)]
+    binds = [cluster.data_dir, cluster.runs_dir, cluster.hf_cache, str(out), str(plan.REPO_ROOT)]
     for script in [*(out / "slurm").glob("pretrain_*.sbatch"), out / "slurm" / "python.sh",
                    out / "slurm" / "analysis.sbatch", out / "slurm" / "data.sbatch"]:
         text = script.read_text()
-        assert f"apptainer exec --nv --cleanenv --bind " in text and cluster.image in text, script
+        assert "apptainer exec --nv --cleanenv --bind " in text and cluster.image in text, script
         bind = re.search(r"--bind (\S+)", text).group(1).split(",")
         assert all(b in bind for b in binds), script
     pt = (out / "slurm" / "pretrain_1b-clm-42k.sbatch").read_text()
@@ -85,13 +86,13 @@ def test_scripts_are_valid_bash_and_run_in_the_image(paper):
         assert needle in pt
     ft = (out / "slurm" / "finetune_1b-clm-42k.sh").read_text()
     assert f"PYTHON=${{PYTHON:-{out}/slurm/python.sh}}" in ft and "#SBATCH --gpus=1" in ft
-    assert "-m paper_figures reproduce --config" in (out / "slurm" / "analysis.sbatch").read_text()
+    assert "-m reproduce --config" in (out / "slurm" / "analysis.sbatch").read_text()
 
 
 def test_no_container_runs_the_same_commands(tmp_path, capsys):
     argv = ["--scale", "paper", "--sizes", "210m", "--cluster", str(EXAMPLE), "--dry-run"]
-    assert rp.main([*argv, "--out", str(tmp_path / "image")]) == 0
-    assert rp.main([*argv, "--out", str(tmp_path / "bare"), "--no-container"]) == 0
+    assert cli.main([*argv, "--out", str(tmp_path / "image")]) == 0
+    assert cli.main([*argv, "--out", str(tmp_path / "bare"), "--no-container"]) == 0
     capsys.readouterr()
     image, bare = tmp_path / "image" / "slurm", tmp_path / "bare" / "slurm"
     for script in bare.glob("*.s*"):
@@ -100,19 +101,19 @@ def test_no_container_runs_the_same_commands(tmp_path, capsys):
         commands = [line for line in script.read_text().splitlines() if "pretraining train" in line]
         for line in commands:  # the same command line, only without the `apptainer exec ... IMAGE` prefix
             assert re.sub(r"apptainer exec .*?\.sif ", "", next(
-                l for l in with_image.splitlines() if "pretraining train" in l)) == line
+                text for text in with_image.splitlines() if "pretraining train" in text)) == line
     assert "composer -n 8" in (bare / "pretrain_210m-clm-42k.sbatch").read_text()
 
 
 def test_submitting_with_the_example_config_is_refused(tmp_path, capsys):
-    assert rp.main(["--scale", "paper", "--sizes", "210m", "--out", str(tmp_path), "--cluster", str(EXAMPLE)]) == 2
+    assert cli.main(["--scale", "paper", "--sizes", "210m", "--out", str(tmp_path), "--cluster", str(EXAMPLE)]) == 2
     assert "example cluster config" in capsys.readouterr().err
 
 
 def test_bad_cluster_config_names_the_field(tmp_path, capsys):
     bad = tmp_path / "cluster.yaml"
     bad.write_text(EXAMPLE.read_text().replace("gpus_per_node: 8", "gpus_per_node: eight"))
-    assert rp.main(["--scale", "paper", "--out", str(tmp_path / "o"), "--cluster", str(bad), "--dry-run"]) == 2
+    assert cli.main(["--scale", "paper", "--out", str(tmp_path / "o"), "--cluster", str(bad), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "gpus_per_node" in err and str(bad) in err
 

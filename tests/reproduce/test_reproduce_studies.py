@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from contracts.model_names import parse_model_name
-from contracts.run_record import iter_records_in
-from paper_figures import reproduce as rp
+from contracts.run_store import iter_records_in
+from reproduce import cli, local, plan, slurm
 
 SMALL = ["--tasks", "sst2,conll2003", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]
 
@@ -19,17 +19,17 @@ SMALL = ["--tasks", "sst2,conll2003", "--lrs", "5e-4", "--seeds", "0,1", "--reps
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """One prepared embedded corpus for the three reproductions (each would otherwise prepare its own)."""
-    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(tmp_path_factory.mktemp("data"))]))
-    rp.stage_data(cfg)
-    return rp.data_dir(cfg)
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path_factory.mktemp("data"))]))
+    local.stage_data(cfg)
+    return plan.data_dir(cfg)
 
 
 def _reproduce(tmp_path_factory, data, argv):
     out = tmp_path_factory.mktemp("study")
-    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(out), *argv, *SMALL]))
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(out), *argv, *SMALL]))
     cfg = replace(cfg, data_dir=str(data))
     lines = []
-    rp.reproduce(cfg, log=lines.append)
+    local.reproduce(cfg, log=lines.append)
     return cfg, out, lines
 
 
@@ -52,11 +52,11 @@ def biphasic(tmp_path_factory, data):
 def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
     cfg, out, lines = cpt
     assert cfg.study == "cpt"
-    assert list(rp.pretraining_runs(cfg)) == ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-44"]
+    assert list(plan.pretraining_runs(cfg)) == ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-44"]
     body = yaml.safe_load((out / "configs" / "pretraining" / "toy_m-clm-dec42-mlm40-44.yaml").read_text())
     assert body["init"]["path"] == str(out / "pretraining" / "toy_m-clm-42" / "hf" / "step-42")
     assert body["train"]["max_steps"] == 2 and body["objective"]["kind"] == "mlm"
-    assert (rp.model_path(cfg, "toy_m-clm-dec42-mlm40-44") / "config.json").is_file()
+    assert (plan.model_path(cfg, "toy_m-clm-dec42-mlm40-44") / "config.json").is_file()
     records = list(iter_records_in([out / "finetune"]))
     assert len(records) == 2 * 2 * 1 * 2
     cpt_records = [r for r in records if r.model == "toy_m-clm-dec42-mlm40-44"]
@@ -87,9 +87,9 @@ def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
 
 def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     cfg, out, lines = data_efficiency
-    assert cfg.study == "data-efficiency" and list(rp.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
-    assert rp.model_path(cfg, "toy_m-mlm40-42-5") == out / "pretraining" / "toy_m-mlm40-42" / "hf" / "step-5"
-    assert (rp.model_path(cfg, "toy_m-mlm40-42-5") / "config.json").is_file()
+    assert cfg.study == "data-efficiency" and list(plan.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
+    assert plan.model_path(cfg, "toy_m-mlm40-42-5") == out / "pretraining" / "toy_m-mlm40-42" / "hf" / "step-5"
+    assert (plan.model_path(cfg, "toy_m-mlm40-42-5") / "config.json").is_file()
     records = [r for r in iter_records_in([out / "finetune"]) if r.model == "toy_m-mlm40-42-5"]
     assert len(records) == 4 and records[0].pretraining.checkpoint_step == 5
     assert not records[0].pretraining.decayed
@@ -119,7 +119,7 @@ def test_biphasic_switches_objective_inside_one_run(biphasic):
 def test_a_second_run_reuses_everything(cpt):
     cfg, out, _ = cpt
     lines = []
-    rp.reproduce(cfg, log=lines.append)
+    local.reproduce(cfg, log=lines.append)
     assert "0 trained, 2 reused" in lines[1] and "0 runs done, 8 reused" in lines[2]
     assert lines[3].startswith("analysis: unchanged records")
 
@@ -133,7 +133,7 @@ def test_a_second_run_reuses_everything(cpt):
     (["--figure", "6", "--reduced"], "--reduced is the toy-scale CI mode of Figure 3"),
 ])
 def test_bad_targets_are_one_line_errors(tmp_path, capsys, argv, error):
-    assert rp.main(["--out", str(tmp_path / "o"), *argv]) == 2
+    assert cli.main(["--out", str(tmp_path / "o"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("reproduce: error:") and error in err and "\n" not in err
     assert not (tmp_path / "o").exists()
@@ -143,16 +143,16 @@ def test_bad_targets_are_one_line_errors(tmp_path, capsys, argv, error):
     (4, 2, 14), (6, 15, 15), (7, 8, 8), (8, 8, 8),
 ])
 def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, checkpoints):
-    cfg = rp.config_from_args(rp.build_parser().parse_args(
+    cfg = cli.config_from_args(cli.build_parser().parse_args(
         ["--figure", str(figure), "--scale", "paper", "--out", str(tmp_path)]))
-    written = rp.reproduce_slurm(cfg, rp.CONFIG_DIR / "cluster.example.yaml", dry_run=True, log=lambda _: None)
+    written = slurm.reproduce_slurm(cfg, slurm.CONFIG_DIR / "cluster.example.yaml", dry_run=True, log=lambda _: None)
     assert written["pretraining_jobs"] == runs and written["checkpoints"] == checkpoints
     assert written["finetune_runs"] == checkpoints * 12 * 6 * 5
     submit = (tmp_path / "slurm" / "submit.sh").read_text()
     assert len(list((tmp_path / "slurm").glob("pretrain_*.sbatch"))) == runs
     assert len(list((tmp_path / "slurm").glob("finetune_*.sh"))) == checkpoints
     if figure == 8:  # each CPT job waits for its base's job; the bases wait for the data job
-        cluster = rp.load_cluster_config(rp.CONFIG_DIR / "cluster.example.yaml")
+        cluster = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml")
         var = {m.group(2): m.group(1) for m in re.finditer(r'(pt\d+)=\$\(sbatch --parsable --dependency=afterok:'
                                                              r'"\$\w+" pretrain_(\S+)\.sbatch', submit)}
         assert len(var) == 8
@@ -165,5 +165,5 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
     if figure == 4:  # the intermediate exports of Tables 6-9 are fine-tuned from the runs' hf folders
         jobs = [json.loads(line) for line in (tmp_path / "finetune" / "jobs" / "610m-clm-42k-5000.jsonl")
                 .read_text().splitlines()]
-        assert {j["config"]["model"] for j in jobs} == {
-            f"{rp.load_cluster_config(rp.CONFIG_DIR / 'cluster.example.yaml').runs_dir}/610m-clm-42k/hf/step-5000"}
+        runs_dir = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml").runs_dir
+        assert {j["config"]["model"] for j in jobs} == {f"{runs_dir}/610m-clm-42k/hf/step-5000"}

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 
 from contracts.model_names import parse_model_name
-from contracts.run_record import iter_records_in
-from paper_figures import reproduce as rp
+from contracts.run_store import iter_records_in
+from reproduce import cli, local, plan
 
 # The CI mode of the CLI (--reduced), as a config: toy_s x (MLM-20, MLM-40, CLM) x 12 tasks x 1 LR x
 # 2 seeds = 72 fine-tuning runs of 3 models pretrained for 8 steps.
-REDUCED = dict(rp.REDUCED, reps=200)
+REDUCED = dict(plan.REDUCED, reps=200)
 
 
 def _mtimes(root):
@@ -21,9 +21,9 @@ def _mtimes(root):
 @pytest.fixture(scope="module")
 def reproduction(tmp_path_factory):
     out = tmp_path_factory.mktemp("figure3")
-    cfg = rp.config_from_args(rp.build_parser().parse_args(["--out", str(out), "--reduced", "--reps", "200"]))
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(out), "--reduced", "--reps", "200"]))
     lines = []
-    timings = rp.reproduce(cfg, log=lines.append)
+    timings = local.reproduce(cfg, log=lines.append)
     return cfg, out, timings, lines
 
 
@@ -31,7 +31,7 @@ def test_reduced_mode_is_the_documented_slice(reproduction):
     cfg, *_ = reproduction
     assert cfg.sizes == ("toy_s",) and cfg.ratios == (0.2, 0.4) and cfg.clm
     assert len(cfg.seeds) >= 2 and len(cfg.tasks) == 12
-    assert rp.model_names(cfg) == ["toy_s-mlm20-8", "toy_s-mlm40-8", "toy_s-clm-8"]
+    assert plan.model_names(cfg) == ["toy_s-mlm20-8", "toy_s-mlm40-8", "toy_s-clm-8"]
 
 
 def test_end_to_end_outputs(reproduction):
@@ -39,11 +39,11 @@ def test_end_to_end_outputs(reproduction):
     assert set(timings) == {"data", "pretraining", "fine-tuning", "analysis"}
     # resolved configs: the reproduction, each pretraining run, each fine-tuning run
     assert (out / "reproduce.yaml").is_file()
-    for name in rp.model_names(cfg):
+    for name in plan.model_names(cfg):
         assert (out / "configs" / "pretraining" / f"{name}.yaml").is_file()
         assert (out / "pretraining" / name / "config.yaml").is_file()
         assert (out / "pretraining" / name / "FINISHED.json").is_file()
-        assert (rp.model_path(cfg, name) / "config.json").is_file()
+        assert (plan.model_path(cfg, name) / "config.json").is_file()
     # run records: 3 models x 12 tasks x 1 LR x 2 seeds, each with its pretraining description
     records = list(iter_records_in([out / "finetune"]))
     assert len(records) == 3 * 12 * 1 * 2
@@ -73,7 +73,7 @@ def test_end_to_end_outputs(reproduction):
             assert (out / "figure" / f"{stem}{suffix}").stat().st_size > 0
     assert (out / "figure" / "figure3_vs_published.png").stat().st_size > 0
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
-    assert set(points["model"]) == set(rp.model_names(cfg))
+    assert set(points["model"]) == set(plan.model_names(cfg))
     assert set(points["stand_in_for"]) == {"210m-mlm20-42k", "210m-mlm40-42k", "210m-clm-42k"}
     assert len(points) == 4 * 3 and points["mean"].notna().all()
     published = pd.read_csv(out / "figure" / "figure3_published_points.csv")
@@ -86,10 +86,10 @@ def test_second_run_is_cached_and_changes_nothing(reproduction):
     before = _mtimes(out)
     watched = [out / "cells.csv", out / "figure" / "figure3.png", out / "audit" / "audit.json",
                out / "finetune" / "jobs.jsonl", out / "reproduce.yaml"]
-    watched += [out / "pretraining" / n / "FINISHED.json" for n in rp.model_names(cfg)]
+    watched += [out / "pretraining" / n / "FINISHED.json" for n in plan.model_names(cfg)]
     watched_before = [p.stat().st_mtime_ns for p in watched]
     lines = []
-    timings = rp.reproduce(cfg, log=lines.append)
+    timings = local.reproduce(cfg, log=lines.append)
     assert _mtimes(out) == before
     assert [p.stat().st_mtime_ns for p in watched] == watched_before
     assert "0 trained, 3 reused" in lines[1] and "0 runs done, 72 reused" in lines[2]
@@ -104,17 +104,17 @@ def test_interrupted_run_resumes(reproduction):
     lost.unlink()
     (lost.parent / "partial.bin").write_bytes(b"half")
     # a pretraining run killed after its last checkpoint, before FINISHED.json and the export
-    name = rp.model_names(cfg)[0]
+    name = plan.model_names(cfg)[0]
     run_dir = out / "pretraining" / name
     (run_dir / "FINISHED.json").unlink()
     shutil.rmtree(run_dir / "hf")
     before = _mtimes(out)
     lines = []
-    rp.reproduce(cfg, log=lines.append)
+    local.reproduce(cfg, log=lines.append)
     after = _mtimes(out)
     assert set(after) == set(before) | {str(lost)}
     assert all(after[p] == t for p, t in before.items())  # the other records were not touched
     assert not (lost.parent / "partial.bin").exists()
     assert "1 trained, 2 reused" in lines[1] and "1 runs done, 71 reused" in lines[2]
-    assert (run_dir / "FINISHED.json").is_file() and (rp.model_path(cfg, name) / "config.json").is_file()
+    assert (run_dir / "FINISHED.json").is_file() and (plan.model_path(cfg, name) / "config.json").is_file()
     assert lines[3].startswith("analysis: 72 records")

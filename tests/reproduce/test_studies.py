@@ -1,10 +1,10 @@
-"""paper_figures.studies: which checkpoints each figure and table needs, and their toy names (pure logic)."""
+"""reproduce.studies: which checkpoints each figure and table needs, and their toy names (pure logic)."""
 import pytest
 
 from analysis.published import load_published_raw
 from contracts.model_names import parse_model_name
-from paper_figures import studies as st
 from pretraining import registry
+from reproduce import studies as st
 
 
 @pytest.mark.parametrize("kind, number, study", [

@@ -2,7 +2,7 @@
 
 Use the session-scoped fixture ``local_slurm`` (register this module as a pytest plugin, or import
 the fixture into a conftest). It gives a :class:`LocalSlurm` with ``submit``, ``wait_for`` and
-``job_state``. The configuration follows shared/reference/slurm_local.md (Debian slurm-wlm 22.05):
+``job_state``. The configuration (docs/container.md, Debian slurm-wlm 22.05):
 ``batch_sched_delay=0`` so a trivial job finishes in about a second, ``cred_expire=20`` so a
 requeued job waits 21 s before it starts again (Slurm's default: 121 s), 8 CPUs over-declared with
 ``config_overrides``, ``proctrack/linuxproc`` and ``task/none`` (no cgroups), ``jobcomp/filetxt``.
@@ -157,7 +157,7 @@ class LocalSlurm:
 
     # -- lifecycle -------------------------------------------------------------------------------
     @classmethod
-    def start(cls, base: str | None = None) -> "LocalSlurm":
+    def start(cls, base: str | None = None) -> LocalSlurm:
         if os.geteuid() != 0:
             raise SlurmUnavailable("needs root (the test cluster runs slurmctld and slurmd as root)")
         ensure_installed()

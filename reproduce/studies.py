@@ -1,7 +1,7 @@
 """The paper's studies as sets of checkpoints: what `make reproduce FIGURE=N` / `TABLE=N` must train.
 
-A study is the checkpoints one group of figures and tables looks up (by released name, SPEC
-section 3), e.g. Figure 4 and Tables 6-9 need the 610M MLM-40 and CLM runs exported at 1k-40k steps
+A study is the checkpoints one group of figures and tables looks up (by released name, paper
+Section 3), e.g. Figure 4 and Tables 6-9 need the 610M MLM-40 and CLM runs exported at 1k-40k steps
 and at the end. Every checkpoint is mapped to the pretraining run that produces it through
 `pretraining.registry` (no second list of runs here), so a figure's pipeline is: train the runs
 (CPT bases before their CPT runs), fine-tune every checkpoint, aggregate, draw and tabulate.
@@ -15,11 +15,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from contracts.model_names import format_model_name, parse_model_name
-from contracts.paper import MASKING_RATIOS, PAPER_SIZES
-from paper_figures.from_cells import (
-    BIPHASIC_SPLITS, CPT_STEPS, FINAL_STEP, INTERMEDIATE_STEPS, biphasic_name, cpt_name, single_objective_name,
+from contracts.model_names import (
+    biphasic_name,
+    cpt_name,
+    format_model_name,
+    objective_token,
+    parse_model_name,
+    single_objective_name,
 )
+from contracts.paper import (
+    BIPHASIC_SPLITS,
+    CLM_STEPS_BEFORE_MASKING,
+    CPT_STEPS,
+    INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
+    PAPER_SIZES,
+    PRETRAIN_STEPS,
+    TOY_SIZE,
+)
+
 
 class StudyError(ValueError):
     """A figure or table that no study reproduces, or a checkpoint outside the study."""
@@ -35,13 +49,13 @@ class Study:
 
 
 def _masking() -> tuple[str, ...]:
-    objectives = [f"mlm{round(r * 100)}" for r in MASKING_RATIOS] + ["clm"]
+    objectives = [objective_token(r) for r in MASKING_RATIOS] + ["clm"]
     return tuple(single_objective_name(size, obj) for size in PAPER_SIZES for obj in objectives)
 
 
 def _data_efficiency() -> tuple[str, ...]:
-    return tuple(single_objective_name("610m", obj, FINAL_STEP, step)
-                 for obj in ("mlm40", "clm") for step in (*INTERMEDIATE_STEPS, FINAL_STEP))
+    return tuple(single_objective_name("610m", obj, PRETRAIN_STEPS, step)
+                 for obj in ("mlm40", "clm") for step in (*INTERMEDIATE_STEPS, PRETRAIN_STEPS))
 
 
 def _biphasic() -> tuple[str, ...]:
@@ -49,13 +63,13 @@ def _biphasic() -> tuple[str, ...]:
 
 
 def _masking_after_clm() -> tuple[str, ...]:
-    ratios = [f"mlm{round(r * 100)}" for r in MASKING_RATIOS]
+    ratios = [objective_token(r) for r in MASKING_RATIOS]
     return tuple([single_objective_name("610m", r) for r in ratios] +
-                 [f"610m-clm-40k-{r}-42k" for r in ratios])
+                 [biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, r) for r in ratios])
 
 
 def _cpt() -> tuple[str, ...]:
-    return tuple(cpt_name(base, steps) for base in ("clm", "mlm40") for steps in CPT_STEPS)
+    return tuple(cpt_name(base, steps) for base in ("clm", "mlm40") for steps in (0, *CPT_STEPS))
 
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
@@ -68,7 +82,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
 )}
 # What a user may ask for that no study reproduces, and why (one line each).
 NOT_REPRODUCIBLE = {
-    ("figure", 1): "Figure 1 is not one of the paper's result figures (Figures 2-12, SPEC section 6): nothing to reproduce",
+    ("figure", 1): "Figure 1 is not one of the paper's result figures (Figures 2-12): nothing to reproduce",
     ("figure", 11): "Figure 11 needs a 1B 25/75 biphasic model that the paper did not release and the registry "
                     "does not know (its MLM-40 and CLM endpoints are in `make reproduce FIGURE=3`)",
     ("table", 1): "Table 1 lists the architecture and training settings: `python -m pretraining configs` writes "
@@ -100,17 +114,15 @@ def targets() -> list[str]:
 def scale_steps(steps: int, scale: str, length_42k: int | None = None) -> int:
     """A paper step count at `scale` (the registry's rule: toy divides by 1,000); `length_42k`
     replaces the 42k length of the masking study's runs (its only step count)."""
-    from pretraining.registry import _scale_steps
+    from pretraining import registry
 
-    if length_42k is not None and steps == FINAL_STEP:
+    if length_42k is not None and steps == PRETRAIN_STEPS:
         return length_42k
-    return _scale_steps(steps, scale)
+    return registry.scale_steps(steps, scale)
 
 
 def scaled_name(paper_name: str, scale: str, length_42k: int | None = None) -> str:
     """`610m-mlm40-42k-1000` -> `toy_m-mlm40-42-1` at toy scale (unchanged at paper scale)."""
-    from pretraining.registry import TOY_SIZE
-
     desc = parse_model_name(paper_name)
     if desc is None:
         raise StudyError(f"{paper_name!r} is not a release-style checkpoint name")

@@ -1,0 +1,91 @@
+"""The study's figures drawn from our runs, each next to the published one (the analysis stage)."""
+from __future__ import annotations
+
+from io import BytesIO
+from pathlib import Path
+
+from contracts.model_names import parse_model_name
+from contracts.paper import MASKING_RATIOS, PAPER_SIZES, TOY_SIZE
+from contracts.provenance import atomic_write_bytes
+from reproduce.plan import ReproduceConfig, cpt_run_dirs, stand_ins
+from reproduce.studies import STUDIES
+
+
+def _figures(cfg: ReproduceConfig) -> list[int]:
+    return [n for n in STUDIES[cfg.study].figures if n != 12 or cpt_run_dirs(cfg)]
+
+
+def figure_files(cfg: ReproduceConfig) -> list[str]:
+    from paper_figures.cli import CELL_FIGURES
+
+    names = []
+    for number in _figures(cfg):
+        names.append(f"figure{number}")
+        if f"figure{number}" in CELL_FIGURES:  # the paper prints the numbers of these (not of 5, 7, 12)
+            names.append(f"figure{number}_published")
+    return names
+
+
+def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str]) -> list[str]:
+    """The study's figures from our cells / records (toy runs drawn as the paper checkpoints they stand
+    in for, and said so on the figure), each next to the published one where the paper has the numbers.
+    Returns one summary per figure."""
+    from dataclasses import replace as replace_record
+
+    from analysis.published import load_published_cells
+    from paper_figures.cli import CELL_FIGURES, LOG_FIGURES, RUN_FIGURES
+    from paper_figures.output import save_figure
+
+    renamed = stand_ins(cfg)
+    back = {paper: ours for ours, paper in renamed.items()}
+    cells = cells.assign(model=cells["model"].map(lambda m: renamed.get(m, m)))
+    records = [replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
+               if r.model in renamed else r for r in records]
+    paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
+    summaries = []
+    for number in _figures(cfg):
+        name, kwargs = f"figure{number}", {}
+        if number in (2, 3):
+            kwargs["sizes"] = paper_sizes
+        if number == 3:
+            kwargs["ratios"] = cfg.ratios or MASKING_RATIOS
+        if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
+            kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
+        if name in LOG_FIGURES:  # our runs' training logs, under our names
+            fig, points = LOG_FIGURES[name]([str(p) for p in cpt_run_dirs(cfg)])
+        elif name in RUN_FIGURES:
+            fig, points = RUN_FIGURES[name](records, **kwargs)
+        else:
+            fig, points = CELL_FIGURES[name](cells, **kwargs)
+        if renamed:
+            fig.suptitle(f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, "
+                         "steps / 1,000]", fontsize=11)
+            # cells and records were renamed to paper names; Figure 12 reads our run folders directly
+            points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
+            points["model"] = points["model"].map(lambda m: back.get(m, m))
+        value = "mean" if "mean" in points else "std"
+        drawn = int(points[value].notna().sum())
+        save_figure(fig, points, folder, name, {"source": "runs", "runs": sources, "scale": cfg.scale,
+                                                "study": cfg.study, "stand_ins": renamed, **kwargs})
+        summaries.append(f"{name} {drawn}/{len(points)} points")
+        if name in CELL_FIGURES:
+            fig, published = CELL_FIGURES[name](load_published_cells())
+            save_figure(fig, published, folder, f"{name}_published", {"source": "published"})
+            _side_by_side(folder, name, "our toy runs" if renamed else "our runs")
+    return summaries
+
+
+def _side_by_side(folder: Path, name: str, label: str) -> None:
+    """<name>_vs_published.png: our figure (left) next to the published one (right)."""
+    import matplotlib.image as mpimg
+    from matplotlib.figure import Figure
+
+    ours, paper = mpimg.imread(folder / f"{name}.png"), mpimg.imread(folder / f"{name}_published.png")
+    fig = Figure(figsize=(22, 7.5), layout="constrained")
+    for ax, image, title in zip(fig.subplots(1, 2), (ours, paper), (label, "published (the paper's tables)")):
+        ax.imshow(image)
+        ax.set_title(title)
+        ax.axis("off")
+    buffer = BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    atomic_write_bytes(folder / f"{name}_vs_published.png", buffer.getvalue())

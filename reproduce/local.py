@@ -1,0 +1,240 @@
+"""The DAG of a reproduction run here, stage after stage, each cached and resumable (toy scale).
+
+`reproduce(cfg)` runs (or resumes) the stages: data, pretraining (one run after the other), fine-tuning
+(a pool of `cfg.workers` processes) and analysis (records -> cells, tables, audit, figures).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from contracts.config import config_from_dict, config_to_dict
+from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
+from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
+from reproduce.figures import draw_figures, figure_files
+from reproduce.plan import (
+    ReproduceConfig,
+    ReproduceError,
+    data_dir,
+    finetune_dir,
+    finetune_jobs,
+    model_names,
+    model_path,
+    out_dir,
+    pretraining_config,
+    pretraining_dir,
+    pretraining_runs,
+    stand_ins,
+    write_if_changed,
+    write_reproduce_config,
+)
+from reproduce.studies import STUDIES
+
+STAGE_NAMES = ("data", "pretraining", "fine-tuning", "analysis")
+
+
+# --- workers ---------------------------------------------------------------------------------------
+def _init_worker(threads: int) -> None:
+    import torch
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    torch.set_num_threads(threads)
+    import logging
+
+    logging.getLogger("composer").setLevel(logging.ERROR)
+
+
+def _pretrain_one(body: dict) -> tuple[str, str]:
+    from pretraining.config import PretrainConfig
+    from pretraining.export import export_checkpoint
+    from pretraining.train import train
+
+    run_cfg = config_from_dict(PretrainConfig, body, f"pretraining config of {body['name']}")
+    run_dir = Path(run_cfg.run_dir)
+    state = "skipped" if (run_dir / FINISHED_FILE).exists() else "done"
+    if state == "done":
+        train(run_cfg)
+    final = export_dir(run_dir, run_cfg.train.max_steps)
+    if not (final / "config.json").exists():  # written by training; redone from the last checkpoint if lost
+        export_checkpoint(run_dir, final)
+    return body["name"], state
+
+
+def _finetune_chunk(jobs: list[dict]) -> dict[str, list[str]]:
+    from benchmarks.matrix import run_local
+
+    return run_local(jobs, progress=False)
+
+
+def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=None):
+    """fn over items, in this process (workers 1) or a spawn pool; one tqdm bar; results in order done."""
+    from tqdm import tqdm
+
+    weights = weights or [1] * len(items)
+    bar = tqdm(total=sum(weights), desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
+    results = []
+    try:
+        if cfg.workers == 1 or len(items) <= 1:
+            _init_worker(cfg.threads)
+            for item, weight in zip(items, weights):
+                results.append(fn(item))
+                bar.update(weight)
+        else:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            # Long-lived workers: a run frees its Trainer (pretraining.train.close_trainer), so memory
+            # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
+            with ctx.Pool(min(cfg.workers, len(items)), initializer=_init_worker, initargs=(cfg.threads,)) as pool:
+                pending = {pool.apply_async(fn, (item,)): weight for item, weight in zip(items, weights)}
+                while pending:
+                    for handle in [h for h in pending if h.ready()]:
+                        results.append(handle.get())
+                        bar.update(pending.pop(handle))
+                    time.sleep(0.05)
+                pool.close()  # let the workers exit (leaving the `with` would SIGTERM them)
+                pool.join()
+    finally:
+        bar.close()
+    return results
+
+
+# --- stages ----------------------------------------------------------------------------------------
+def stage_data(cfg: ReproduceConfig) -> str:
+    from pretraining.data.prepare import MANIFEST, PrepareConfig, prepare_data
+
+    out = data_dir(cfg)
+    if (out / MANIFEST).exists():
+        return f"data: reusing {out}"
+    manifest = prepare_data(PrepareConfig(out=str(out), inputs=("embedded",), tokenizer="embedded",
+                                          seq_len=128))
+    return f"data: {manifest['counts']['samples']} samples of 128 tokens -> {out}"
+
+
+def stage_pretraining(cfg: ReproduceConfig) -> str:
+    import yaml
+
+    from pretraining.config import PretrainConfig
+
+    bodies = []
+    for name in pretraining_runs(cfg):  # CPT bases first: their final export is the CPT runs' init
+        body = pretraining_config(cfg, name)
+        config_from_dict(PretrainConfig, body, f"pretraining config of {name}")  # validate before any work
+        write_if_changed(out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml",
+                          yaml.safe_dump(body, sort_keys=False))
+        bodies.append(body)
+    # In this process, one run after the other, with the threads of all workers: streaming's shared
+    # memory allows one reader of a local data folder at a time (parallel runs would each need
+    # their own data.cache_dir copy, as the Slurm jobs have).
+    results = _map(_pretrain_one, bodies, replace(cfg, workers=1, threads=cfg.workers * cfg.threads),
+                   "pretraining", "run")
+    for name in model_names(cfg):
+        if not (model_path(cfg, name) / "config.json").is_file():
+            raise ReproduceError(f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
+                                 "finished: delete that run's folder and rerun to train it again")
+    done = sum(state == "done" for _, state in results)
+    return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}"
+
+
+def stage_finetune(cfg: ReproduceConfig) -> str:
+    jobs = finetune_jobs(cfg)
+    jobs_text = "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs)
+    write_if_changed(finetune_dir(cfg) / "jobs.jsonl", jobs_text)  # the `benchmarks matrix` job list
+    # Chunks of one (model, lr, seed): the IR runs of a chunk share its MS MARCO model.
+    chunks: dict[tuple, list[dict]] = {}
+    for job in jobs:
+        c = job["config"]
+        chunks.setdefault((c["model_name"], c["lr"], c["seed"]), []).append(job)
+    todo = [c for c in chunks.values() if not all(_has_record(j) for j in c)]
+    skipped = len(jobs) - sum(len(c) for c in todo)
+    outcomes = _map(_finetune_chunk, todo, cfg, "fine-tuning", "run", [len(c) for c in todo]) if todo else []
+    failed = [f for o in outcomes for f in o["failed"]]
+    done = sum(len(o["done"]) for o in outcomes)
+    skipped += sum(len(o["skipped"]) for o in outcomes)
+    if failed:
+        raise ReproduceError(f"{len(failed)} fine-tuning run(s) failed, first: {failed[0]}; rerun to retry "
+                             "them (finished runs are kept)")
+    return f"fine-tuning: {done} runs done, {skipped} reused -> {finetune_dir(cfg)}"
+
+
+def _has_record(job: dict) -> bool:
+    from benchmarks.run import RunConfig
+
+    return (config_from_dict(RunConfig, job["config"], job["id"]).run_dir / RECORD_FILE).is_file()
+
+
+def _record_files(cfg: ReproduceConfig) -> list[Path]:
+    from benchmarks.run import RunConfig
+
+    files = [config_from_dict(RunConfig, j["config"], j["id"]).run_dir / RECORD_FILE for j in finetune_jobs(cfg)]
+    return sorted(files)
+
+
+def stage_analysis(cfg: ReproduceConfig) -> str:
+    """Records -> runs.jsonl, cells.csv, tables/, audit/, figure/ (skipped when nothing changed)."""
+    from analysis.aggregate import aggregate_runs
+    from analysis.audit import run_audit
+    from analysis.tables import write_tables
+    from contracts.run_record import RunRecord, write_run_records
+
+    out, study = out_dir(cfg), STUDIES[cfg.study]
+    files = _record_files(cfg)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise ReproduceError(f"{len(missing)} of {len(files)} run records are missing, e.g. {missing[0]}: "
+                             "finish the fine-tuning stage first")
+    inputs = {"config": config_to_dict(cfg),
+              "records": [[str(f), f.stat().st_mtime_ns, f.stat().st_size] for f in files]}
+    stamp = out / "analysis_inputs.json"
+    expected = [out / "runs.jsonl", out / "cells.csv", out / "tables" / "tables.md", out / "audit" / "audit.md",
+                *(out / "figure" / f"{name}.png" for name in figure_files(cfg))]
+    if stamp.exists() and json.loads(stamp.read_text()).get("hash") == stable_hash(inputs) \
+            and all(p.exists() for p in expected):
+        return f"analysis: unchanged records, reusing {out / 'cells.csv'}, tables, audit and figures"
+    records = [RunRecord.from_dict(json.loads(f.read_text()), str(f)) for f in files]
+    write_run_records(out / "runs.jsonl", records)
+    cells = aggregate_runs(records, reps=cfg.reps)
+    atomic_write_text(out / "cells.csv", cells.to_csv(index=False))
+    renamed = stand_ins(cfg)
+    source = f"{cfg.scale}-scale reproduction run records {out / 'runs.jsonl'}"
+    if renamed:
+        source += " (toy runs in the rows of the paper checkpoints they stand in for: Checkpoint = our run)"
+    write_tables(cells, out / "tables", source=source, only=study.tables,
+                 rename={paper: ours for ours, paper in renamed.items()})
+    summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
+    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")])
+    atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
+    c = summary["cells"]
+    return (f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
+            f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
+            f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}")
+
+
+STAGES = (("data", stage_data), ("pretraining", stage_pretraining), ("fine-tuning", stage_finetune),
+          ("analysis", stage_analysis))
+
+
+def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
+    """Run (or resume) the stages here; returns {stage: seconds}. Writes `<out>/reproduce.yaml`."""
+    if cfg.scale != "toy" and set(stages) != {"analysis"}:
+        raise ReproduceError(f"scale {cfg.scale} pretrains on a cluster: use --slurm (or --dry-run) with "
+                             "--cluster FILE; only --stage analysis runs here")
+    out = out_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    write_reproduce_config(cfg)
+    timings = {}
+    for name, stage in STAGES:
+        if name not in stages:
+            continue
+        t0 = time.perf_counter()
+        log(stage(cfg))
+        timings[name] = round(time.perf_counter() - t0, 2)
+    log(f"reproduce: done in {sum(timings.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})"
+        f"; figures and tables: {out / 'figure'}, {out / 'tables'}")
+    if set(stages) == set(STAGE_NAMES):
+        atomic_write_json(out / "timings.json", {"finished": utc_now(), "seconds": timings})
+    return timings

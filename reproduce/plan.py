@@ -1,0 +1,226 @@
+"""The options of one reproduction (`ReproduceConfig`) and its DAG: which checkpoints, which
+pretraining runs (and their configs), where everything goes, which fine-tuning jobs. No stage runs
+here; reproduce.local runs the DAG in this process, reproduce.slurm writes it as Slurm jobs.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from contracts.config import config_to_dict
+from contracts.layout import export_dir
+from contracts.model_names import parse_model_name
+from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS, MASKING_RATIOS, PAPER_SIZES, TOY_SIZES
+from contracts.provenance import atomic_write_text, stable_hash
+from reproduce.studies import STUDIES, StudyError, checkpoints, runs_to_train, scale_steps, scaled_name
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+ALL_TASKS = tuple(d.id for d in DATASETS)
+# Toy defaults, measured on a 2-core CPU to end in about 10 minutes (docs/reproduce.md).
+DEFAULT_LRS = (1e-4, 5e-4)
+DEFAULT_SEEDS = (0, 1)
+# Per scale: the defaults of the options not given (paper: the paper's full protocol).
+SCALE_DEFAULTS = {
+    "toy": {"lrs": DEFAULT_LRS, "seeds": DEFAULT_SEEDS,
+            "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "toy.yaml"),
+            "data_root": str(REPO_ROOT / "benchmarks" / "datasets" / "toy")},
+    "paper": {"lrs": FINETUNE_LRS, "seeds": FINETUNE_SEEDS,
+              "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "paper.yaml"),
+              "data_root": None},
+}
+# Reduced mode (CI, tests): 1 size x (MLM-20, MLM-40, CLM), 12 tasks, 1 LR x 2 seeds, 8 steps.
+REDUCED = {"sizes": ("toy_s",), "ratios": (0.2, 0.4), "lrs": (5e-4,), "seeds": (0, 1),
+           "pretrain_steps": 8}
+
+
+class ReproduceError(ValueError):
+    """Bad options or a stage that failed; one line saying what and how to fix it."""
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Everything one reproduction depends on; saved as `<out>/reproduce.yaml`."""
+
+    out: str
+    study: str = "masking"  # reproduce.studies.STUDIES: which figures and tables, hence which models
+    scale: Literal["toy", "paper"] = "toy"
+    # Subsets of the study's checkpoints (None: all of them). sizes/ratios/clm: the masking study only.
+    sizes: tuple[str, ...] | None = None
+    ratios: tuple[float, ...] | None = None
+    clm: bool = True  # the CLM model of each size (Figure 3's dashed reference)
+    checkpoints: tuple[str, ...] | None = None  # by paper name (610m-clm-42k) or toy name (toy_m-clm-42)
+    tasks: tuple[str, ...] = ALL_TASKS
+    lrs: tuple[float, ...] = DEFAULT_LRS
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    pretrain_steps: int | None = None  # masking study: length of its 42k runs (None: toy 42, paper 42,000)
+    finetune_steps: int | None = None  # None: the fine-tuning config's max_steps
+    finetune_config: str = SCALE_DEFAULTS["toy"]["finetune_config"]
+    data_root: str | None = SCALE_DEFAULTS["toy"]["data_root"]  # None: the Hub
+    data_dir: str | None = None  # prepared pretraining data; None: <out>/data/embedded-128 (toy)
+    runs_dir: str | None = None  # pretraining run directories; None: <out>/pretraining
+    workers: int = 2  # local processes for fine-tuning (each with `threads` torch threads)
+    threads: int = 1
+    reps: int = 1000  # bootstrap replicates of the analysis
+
+    def __post_init__(self):
+        if self.study not in STUDIES:
+            raise ValueError(f"study {self.study!r}: give one of {','.join(STUDIES)}")
+        masking_only = {"sizes": self.sizes is not None, "ratios": self.ratios is not None,
+                        "clm": not self.clm, "pretrain_steps": self.pretrain_steps is not None}
+        misused = [k for k, given in masking_only.items() if given and self.study != "masking"]
+        if misused:
+            raise ValueError(f"{misused[0]} selects models of the masking study (Figures 2, 3, 5); study "
+                             f"{self.study} takes --checkpoints instead")
+        known = TOY_SIZES if self.scale == "toy" else PAPER_SIZES
+        if self.sizes is not None and (not self.sizes or any(s not in known for s in self.sizes)):
+            raise ValueError(f"sizes {list(self.sizes)}: give some of {','.join(known)} at scale {self.scale}")
+        if self.ratios is not None and (not self.ratios or any(r not in MASKING_RATIOS for r in self.ratios)):
+            raise ValueError(f"ratios {list(self.ratios)}: give some of {','.join(map(str, MASKING_RATIOS))}")
+        bad = [t for t in self.tasks if t not in ALL_TASKS]
+        if bad or not self.tasks:
+            raise ValueError(f"tasks {bad or []}: give some of {','.join(ALL_TASKS)}")
+        if not self.lrs or any(not lr > 0 for lr in self.lrs):
+            raise ValueError(f"lrs {list(self.lrs)}: give learning rates > 0")
+        if not self.seeds or any(s < 0 for s in self.seeds):
+            raise ValueError(f"seeds {list(self.seeds)}: give seeds >= 0")
+        if self.finetune_steps is not None and self.finetune_steps < 1:
+            raise ValueError(f"finetune_steps {self.finetune_steps} must be >= 1")
+        if self.pretrain_steps is not None and self.pretrain_steps < 4:
+            raise ValueError(f"pretrain_steps {self.pretrain_steps} must be >= 4 (2 warmup + 2 decay steps)")
+        if self.workers < 1 or self.threads < 1:
+            raise ValueError("workers and threads must be >= 1")
+        try:
+            if not study_checkpoints(self):
+                raise ValueError("the options select no checkpoint of the study")
+        except StudyError as exc:
+            raise ValueError(str(exc)) from None
+
+
+# --- paths -----------------------------------------------------------------------------------------
+def out_dir(cfg: ReproduceConfig) -> Path:
+    return Path(cfg.out).absolute()
+
+
+def data_dir(cfg: ReproduceConfig) -> Path:
+    return Path(cfg.data_dir).absolute() if cfg.data_dir else out_dir(cfg) / "data" / "embedded-128"
+
+
+def pretraining_dir(cfg: ReproduceConfig) -> Path:
+    return Path(cfg.runs_dir).absolute() if cfg.runs_dir else out_dir(cfg) / "pretraining"
+
+
+def finetune_dir(cfg: ReproduceConfig) -> Path:
+    return out_dir(cfg) / "finetune"
+
+
+# --- the DAG ---------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)  # asked for once per model and run while writing the DAG; configs are frozen
+def study_checkpoints(cfg: ReproduceConfig) -> tuple:
+    """The study's checkpoints (reproduce.studies.Checkpoint) that this reproduction fine-tunes."""
+    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, cfg.pretrain_steps, cfg.checkpoints)
+    if cfg.study != "masking":
+        return tuple(chosen)
+    keep = []
+    for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
+        desc = parse_model_name(ckpt.name)
+        wanted_ratio = cfg.clm if desc.objective == "clm" else desc.masking_ratio in (cfg.ratios or MASKING_RATIOS)
+        if (cfg.sizes is None or desc.size in cfg.sizes) and wanted_ratio:
+            keep.append(ckpt)
+    return tuple(keep)
+
+
+def model_names(cfg: ReproduceConfig) -> list[str]:
+    """The fine-tuned models: `toy_s-mlm20-42`, `toy_m-clm-42-5`, ... (names contracts.model_names parses)."""
+    return [c.name for c in study_checkpoints(cfg)]
+
+
+def _checkpoint(cfg: ReproduceConfig, name: str):
+    for ckpt in study_checkpoints(cfg):
+        if ckpt.name == name:
+            return ckpt
+    raise ReproduceError(f"{name} is not a checkpoint of this reproduction: {', '.join(model_names(cfg))}")
+
+
+def pretraining_runs(cfg: ReproduceConfig) -> dict[str, str]:
+    """Run directory name at this scale -> registry run, CPT bases before their CPT runs."""
+    return {scaled_name(run, cfg.scale, cfg.pretrain_steps): run for run in runs_to_train(study_checkpoints(cfg))}
+
+
+def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
+    """The registry's config of the run `name` (e.g. `toy_m-mlm40-42`) at this scale, renamed so that
+    every run record carries its pretraining description (and shortened by --pretrain-steps)."""
+    from pretraining import registry
+
+    runs = pretraining_runs(cfg)
+    if name not in runs:
+        raise ReproduceError(f"{name} is not a pretraining run of this reproduction: {', '.join(runs)}")
+    run = registry.RUNS[runs[name]]
+    body = registry.config_dict(run, cfg.scale, runs_root=str(pretraining_dir(cfg)),
+                                data_path=str(data_dir(cfg)))
+    body["name"] = name  # toy: `toy_s-mlm40-42` rather than the registry's `210m-mlm40-42k-toy`
+    body["run_dir"] = str(pretraining_dir(cfg) / name)
+    if run.cpt_base is not None:  # the decayed base, under its name at this scale
+        base = registry.RUNS[run.cpt_base]
+        base_dir = scaled_name(base.name, cfg.scale, cfg.pretrain_steps)
+        steps = scale_steps(base.max_steps, cfg.scale, cfg.pretrain_steps)
+        body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / base_dir, steps))
+        body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
+    if cfg.pretrain_steps:  # the masking study's 42k runs, shortened
+        body["train"]["max_steps"] = cfg.pretrain_steps
+        body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < cfg.pretrain_steps]
+    exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
+    body["train"]["checkpoint_steps"] = sorted(set(body["train"]["checkpoint_steps"]) | exports)
+    if cfg.scale == "toy":
+        body["train"]["progress_bar"] = False  # one bar over the runs instead
+    return body
+
+
+def model_path(cfg: ReproduceConfig, name: str) -> Path:
+    ckpt = _checkpoint(cfg, name)
+    return export_dir(pretraining_dir(cfg) / ckpt.run_name, ckpt.step)
+
+
+def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: bool = True) -> list[dict]:
+    """benchmarks.matrix job dicts for every model (or `name`) x task x LR x seed."""
+    from benchmarks import matrix
+    from benchmarks.run import load_run_config
+
+    values = {"model": "-", "task": "-", "lr": 1.0, "seed": 0, "out": str(finetune_dir(cfg)),
+              "data_root": cfg.data_root, "max_steps": cfg.finetune_steps}
+    base = load_run_config(values, cfg.finetune_config)
+    jobs = []
+    for model in [name] if name else model_names(cfg):
+        jobs += matrix.expand(replace(base, model_name=model), [str(model_path(cfg, model))],
+                              list(cfg.tasks), list(cfg.lrs), list(cfg.seeds), check_models=check_models)
+    return jobs
+
+
+def stand_ins(cfg: ReproduceConfig) -> dict[str, str]:
+    """Our model name -> the paper checkpoint it stands in for (toy scale; empty at paper scale)."""
+    return {c.name: c.paper_name for c in study_checkpoints(cfg) if c.name != c.paper_name}
+
+
+def cpt_run_dirs(cfg: ReproduceConfig) -> list[Path]:
+    """The CPT pretraining runs of this reproduction (their loss.jsonl is Figure 12)."""
+    from pretraining.registry import RUNS
+
+    return [pretraining_dir(cfg) / name for name, run in pretraining_runs(cfg).items() if RUNS[run].cpt_base]
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    if not (path.exists() and path.read_text() == text):
+        atomic_write_text(path, text)
+
+
+def write_reproduce_config(cfg: ReproduceConfig) -> Path:
+    """`<out>/reproduce.yaml`: the resolved config (`--config` reads it back, e.g. in the analysis job)."""
+    import yaml
+
+    body = config_to_dict(cfg)
+    path = out_dir(cfg) / "reproduce.yaml"
+    write_if_changed(path, f"# python -m reproduce, config hash {stable_hash(body)}\n"
+                            + yaml.safe_dump(body, sort_keys=False))
+    return path

@@ -1,0 +1,315 @@
+"""The DAG of a reproduction as Slurm jobs (`--slurm`, always at `--scale paper`): `SlurmWriter`
+writes one script per job and `submit.sh`, which submits them chained with `--dependency`; cluster
+specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from contracts.layout import FINISHED_FILE
+from reproduce.plan import (
+    REPO_ROOT,
+    ReproduceConfig,
+    ReproduceError,
+    data_dir,
+    finetune_dir,
+    finetune_jobs,
+    out_dir,
+    pretraining_config,
+    pretraining_dir,
+    pretraining_runs,
+    study_checkpoints,
+    write_if_changed,
+    write_reproduce_config,
+)
+from reproduce.studies import scaled_name
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Cluster specifics of `--slurm` / `--scale paper` (one YAML file, see configs/cluster.example.yaml)."""
+
+    partition: str
+    image: str  # the Apptainer image (`make container`)
+    data_dir: str  # prepared pretraining data (data.path); prepared by the first job if it lacks manifest.json
+    runs_dir: str  # pretraining run directories (checkpoints, hf exports)
+    hf_cache: str  # HF_HOME inside the jobs: the hub's tokenizer and datasets, pre-downloaded (jobs run offline)
+    # Each pretraining job copies the shards it reads into <data_cache_dir>/<run name> on its nodes
+    # (node-local; streaming's cache), so concurrent jobs never share (or race to decompress) shard
+    # files. null: read `data_dir` in place (only safe for one job at a time).
+    data_cache_dir: str | None = "/tmp/mlm-vs-clm-mds"
+    data_cache_limit: str | None = None  # e.g. "500gb": streaming evicts shards beyond this
+    account: str | None = None
+    qos: str | None = None
+    gpus_per_node: int = 8  # 0: CPU jobs (no --gpus, no Composer launcher), e.g. a local test cluster
+    cpus_per_gpu: int = 8
+    cpus_per_task: int = 2  # CPU jobs (gpus_per_node 0) and the data / analysis jobs
+    pretraining_nodes: int = 24  # nodes of each pretraining job (24 x 8 = the paper's 192 GPUs)
+    # CPU jobs (gpus_per_node 0): ranks per node of a pretraining job; > 1 launches them as the GPU
+    # jobs are (srun, one Composer launcher per node, gloo), e.g. to exercise the multi-rank path
+    cpu_ranks_per_node: int = 1
+    pretraining_time: str = "48:00:00"  # a job hitting it is requeued and resumes (autoresume)
+    finetune_time: str = "04:00:00"
+    analysis_time: str = "02:00:00"
+    data_time: str = "48:00:00"
+    array_throttle: int | None = None  # at most N fine-tuning array tasks of one array at once
+    master_port: int = 29500
+    python: str = "python"  # inside the image (or on the nodes with --no-container)
+    binds: tuple[str, ...] = ()  # more paths to bind into the container
+    sbatch_options: tuple[str, ...] = ()  # more #SBATCH options for every job, e.g. "--constraint=a100"
+    prepare_data_args: tuple[str, ...] = (
+        "--hf-dataset", "HuggingFaceFW/fineweb-edu", "--hf-config", "sample-100BT",
+        "--tokenizer", "meta-llama/Meta-Llama-3-8B")  # toy scale: --input embedded (the shipped corpus)
+
+    def __post_init__(self):
+        if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
+            raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and "
+                             "cpu_ranks_per_node >= 1")
+
+
+def load_cluster_config(path: str | Path) -> ClusterConfig:
+    from contracts.config import load_config
+
+    return load_config(ClusterConfig, path)
+
+
+def default_cluster_file() -> Path:
+    mine = CONFIG_DIR / "cluster.yaml"
+    return mine if mine.exists() else CONFIG_DIR / "cluster.example.yaml"
+
+
+def _q(text) -> str:
+    import shlex
+
+    return shlex.quote(str(text))
+
+
+class SlurmWriter:
+    """Writes `<out>/slurm/*`: one script per job and `submit.sh`, which submits them chained."""
+
+    def __init__(self, cfg: ReproduceConfig, cluster: ClusterConfig, container: bool = True):
+        self.cfg, self.cluster, self.container = cfg, cluster, container
+        self.dir = out_dir(cfg) / "slurm"
+        self.logs = self.dir / "slurm_logs"  # where the benchmarks.matrix scripts log too
+
+    # what every job runs its commands through
+    def binds(self) -> list[str]:
+        c = self.cluster
+        paths = [REPO_ROOT, out_dir(self.cfg), data_dir(self.cfg), pretraining_dir(self.cfg), c.hf_cache,
+                 *c.binds]
+        if self.cfg.data_root:
+            paths.append(self.cfg.data_root)
+        return list(dict.fromkeys(str(Path(p)) for p in paths))
+
+    def prefix(self) -> str:
+        """`apptainer exec --nv --bind ... IMAGE` (nothing with --no-container)."""
+        if not self.container:
+            return ""
+        nv = "--nv " if self.cluster.gpus_per_node > 0 else ""
+        return (f"apptainer exec {nv}--cleanenv --bind {_q(','.join(self.binds()))} --pwd {_q(REPO_ROOT)} "
+                f"{_q(self.cluster.image)} ")
+
+    def check_paths(self) -> None:
+        """Paths go unquoted into `srun bash -c '...'` and `--bind a,b`: keep them plain."""
+        import re
+
+        for path in [*self.binds(), self.cluster.image, self.cluster.python]:
+            if not re.fullmatch(r"[\w@%+=:./-]+", str(path)):
+                raise ReproduceError(f"path {path!r} (cluster config or --out) has characters the generated "
+                                     "scripts cannot carry (spaces, quotes, commas): use a plain path")
+
+    def environment(self) -> list[str]:
+        c = self.cluster
+        env = {"HF_HOME": c.hf_cache, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        if c.gpus_per_node == 0:
+            env["OMP_NUM_THREADS"] = "1"
+        lines = [f"export {k}={_q(v)}" for k, v in env.items()]
+        if self.container:  # --cleanenv: pass them explicitly
+            lines += [f"export APPTAINERENV_{k}={_q(v)}" for k, v in env.items()]
+        return lines
+
+    def header(self, job_name: str, time_limit: str, extra: list[str]) -> list[str]:
+        c = self.cluster
+        opts = [f"--job-name={job_name}", f"--partition={c.partition}", f"--time={time_limit}",
+                f"--output={self.logs}/%x_%j.out"]
+        opts += [f"--account={c.account}"] if c.account else []
+        opts += [f"--qos={c.qos}"] if c.qos else []
+        return ["#!/bin/bash", *[f"#SBATCH {o}" for o in opts + extra + list(c.sbatch_options)]]
+
+    def body_start(self) -> list[str]:
+        return ["set -euo pipefail", f"cd {_q(REPO_ROOT)}", *self.environment(), ""]
+
+    # the jobs
+    def data_script(self) -> str:
+        c, out = self.cluster, data_dir(self.cfg)
+        args = ["--input", "embedded", "--seq-len", "128"] if self.cfg.scale == "toy" else \
+            [*c.prepare_data_args, "--seq-len", "2048"]
+        cmd = f"{self.prefix()}{_q(c.python)} -m pretraining prepare-data {' '.join(map(_q, args))} --out {_q(out)}"
+        lines = self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"]) + \
+            self.body_start() + [
+                f"if [[ -f {_q(out / 'manifest.json')} ]]; then echo 'data: reusing {out}'; exit 0; fi",
+                cmd]
+        return "\n".join(lines) + "\n"
+
+    def pretraining_script(self, name: str, config_path: Path) -> str:
+        c = self.cluster
+        run_dir = pretraining_dir(self.cfg) / name
+        gpu = c.gpus_per_node > 0
+        ranks_per_node = c.gpus_per_node if gpu else c.cpu_ranks_per_node
+        launcher = gpu or ranks_per_node > 1
+        extra = ["--requeue", "--signal=B:USR1@600"]
+        if gpu:
+            extra += [f"--nodes={c.pretraining_nodes}", "--ntasks-per-node=1", f"--gpus-per-node={c.gpus_per_node}",
+                      f"--cpus-per-task={c.cpus_per_gpu * c.gpus_per_node}"]
+        elif launcher:
+            extra += [f"--nodes={c.pretraining_nodes}", "--ntasks-per-node=1",
+                      f"--cpus-per-task={c.cpus_per_task * ranks_per_node}"]
+        else:
+            extra += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={c.cpus_per_task}"]
+        lines = self.header(f"mlmclm-pt-{name}", c.pretraining_time, extra) + self.body_start() + [
+            "# Requeued (node failure, preemption, or the USR1 sent 10 min before the time limit), the job",
+            "# runs again with the same run_dir: Composer's autoresume continues from the last checkpoint.",
+            'trap \'echo "time limit near: requeue $SLURM_JOB_ID"; scontrol requeue "$SLURM_JOB_ID"\' USR1',
+            f"if [[ -f {_q(run_dir / FINISHED_FILE)} ]]; then echo 'pretraining: {name} is finished'; exit 0; fi",
+        ]
+        train = f"-m pretraining train {_q(config_path)}"
+        if launcher:
+            world = c.pretraining_nodes * ranks_per_node
+            lines += [
+                'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+                "export MASTER_ADDR",
+                f"srun --kill-on-bad-exit=1 bash -c '{self.prefix()}composer -n {ranks_per_node} "
+                f"--world_size {world} --node_rank \"$SLURM_NODEID\" --master_addr \"$MASTER_ADDR\" "
+                f"--master_port {c.master_port} {train}' &",
+            ]
+        else:
+            lines.append(f"{self.prefix()}{_q(c.python)} {train} &")
+        lines += ["wait $!  # in the background so that the USR1 trap runs during training"]
+        return "\n".join(lines) + "\n"
+
+    def python_wrapper(self) -> str:
+        """`$PYTHON` of the benchmarks.matrix array scripts: python inside the image."""
+        return "\n".join(["#!/bin/bash", "# python of the fine-tuning array tasks (benchmarks.matrix scripts)",
+                          *self.environment(), f'exec {self.prefix()}{_q(self.cluster.python)} "$@"']) + "\n"
+
+    def analysis_script(self, config_path: Path) -> str:
+        c = self.cluster
+        lines = self.header("mlmclm-analysis", c.analysis_time, [f"--cpus-per-task={c.cpus_per_task}"]) + \
+            self.body_start() + [
+                f"{self.prefix()}{_q(c.python)} -m reproduce --config {_q(config_path)} "
+                "--stage analysis"]
+        return "\n".join(lines) + "\n"
+
+    def finetune_options(self) -> list[str]:
+        c = self.cluster
+        opts = [f"--partition={c.partition}", f"--time={c.finetune_time}"]
+        opts += [f"--account={c.account}"] if c.account else []
+        opts += [f"--qos={c.qos}"] if c.qos else []
+        opts += ["--gpus=1", f"--cpus-per-task={c.cpus_per_gpu}"] if c.gpus_per_node else \
+            [f"--cpus-per-task={c.cpus_per_task}"]
+        return opts + list(c.sbatch_options)
+
+    def write(self) -> dict:
+        """Write every script and `submit.sh`; returns {"submit": path, "commands": [...], counts}."""
+        import yaml
+
+        from benchmarks import matrix
+        from pretraining.registry import RUNS
+
+        cfg, out = self.cfg, out_dir(self.cfg)
+        self.check_paths()
+        self.logs.mkdir(parents=True, exist_ok=True)
+        config_path = write_reproduce_config(cfg)
+        scripts = {"data": self.dir / "data.sbatch"}
+        write_if_changed(scripts["data"], self.data_script())
+        python = self.dir / "python.sh"
+        write_if_changed(python, self.python_wrapper())
+        python.chmod(0o755)
+        commands = ["cd " + _q(self.dir), f"mkdir -p {_q(self.logs)}",
+                    "data=$(sbatch --parsable data.sbatch)", "data=${data%%;*}"]
+        after_finetune, n_runs, n_tasks = [], 0, 0
+        runs = pretraining_runs(cfg)
+        run_var = {}
+        for i, name in enumerate(runs):
+            body = pretraining_config(cfg, name)
+            if self.cluster.data_cache_dir:
+                body["data"]["cache_dir"] = f"{self.cluster.data_cache_dir}/{name}"
+                body["data"]["cache_limit"] = self.cluster.data_cache_limit
+            run_config = out / "configs" / "pretraining" / f"{name}.yaml"
+            write_if_changed(run_config, yaml.safe_dump(body, sort_keys=False))
+            pt = self.dir / f"pretrain_{name}.sbatch"
+            write_if_changed(pt, self.pretraining_script(name, run_config))
+            base = RUNS[runs[name]].cpt_base
+            # a CPT run starts from its base's final export: after the base's job, not just the data
+            after = f'"${run_var[scaled_name(base, cfg.scale, cfg.pretrain_steps)]}"' if base else '"$data"'
+            run_var[name] = f"pt{i}"
+            commands += [f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {pt.name})", f"pt{i}=${{pt{i}%%;*}}"]
+        for j, ckpt in enumerate(study_checkpoints(cfg)):
+            jobs = finetune_jobs(cfg, ckpt.name, check_models=False)
+            jobs_path = finetune_dir(cfg) / "jobs" / f"{ckpt.name}.jsonl"
+            write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
+            ft = self.dir / f"finetune_{ckpt.name}.sh"
+            write_if_changed(ft, matrix.slurm_script(jobs_path, jobs, self.cluster.array_throttle, self.dir,
+                                                      self.finetune_options(), python=str(python)))
+            n_runs += len(jobs)
+            throttle = f"%{self.cluster.array_throttle}" if self.cluster.array_throttle else ""
+            for group, size in matrix.array_sizes(jobs).items():
+                if size == 0:
+                    continue
+                dep = f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes' if group == "ir_eval" \
+                    else f'afterok:"${run_var[ckpt.run_name]}"'
+                var = f"{group}{j}"
+                commands += [f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{ckpt.name} --array=0-{size - 1}"
+                             f"{throttle} --dependency={dep} {ft.name} {group})", f"{var}=${{{var}%%;*}}"]
+                after_finetune.append(f'"${var}"')
+                n_tasks += size
+        analysis = self.dir / "analysis.sbatch"
+        write_if_changed(analysis, self.analysis_script(config_path))
+        commands += [f"analysis=$(sbatch --parsable --dependency=afterok:{':'.join(after_finetune)} "
+                     f"{analysis.name})", "analysis=${analysis%%;*}",
+                     'echo "submitted: data $data, pretraining' + "".join(f" ${v}" for v in run_var.values()) +
+                     ', analysis $analysis"']
+        submit = self.dir / "submit.sh"
+        write_if_changed(submit, "\n".join([
+            "#!/bin/bash",
+            f"# Study {cfg.study} at scale {cfg.scale}: data -> {len(runs)} pretraining jobs -> fine-tuning arrays "
+            f"of {len(study_checkpoints(cfg))} checkpoints ({n_runs} runs) -> analysis, chained with --dependency.",
+            "# Written by `python -m reproduce`; run with bash to submit (from a login node).",
+            "set -euo pipefail", *commands]) + "\n")
+        return {"submit": submit, "commands": commands, "pretraining_jobs": len(runs),
+                "checkpoints": len(study_checkpoints(cfg)), "finetune_runs": n_runs, "finetune_array_tasks": n_tasks}
+
+
+def reproduce_slurm(cfg: ReproduceConfig, cluster_file: str | Path, dry_run: bool = False,
+                    container: bool = True, log=print) -> dict:
+    """Write the Slurm scripts of the DAG; submit them unless `dry_run` (then print the sbatch commands)."""
+    import subprocess
+
+    cluster = load_cluster_config(cluster_file)
+    cfg = replace(cfg, data_dir=cfg.data_dir or cluster.data_dir, runs_dir=cfg.runs_dir or cluster.runs_dir)
+    out_dir(cfg).mkdir(parents=True, exist_ok=True)
+    written = SlurmWriter(cfg, cluster, container).write()
+    log(f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
+        f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} "
+        "fine-tuning runs "
+        f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}")
+    if dry_run:
+        log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")
+        for line in written["commands"]:
+            log("  " + line)
+        return written
+    if Path(cluster_file).resolve() == (CONFIG_DIR / "cluster.example.yaml").resolve():
+        raise ReproduceError(f"{cluster_file} is the example cluster config: copy it to "
+                             f"{CONFIG_DIR / 'cluster.yaml'} (or pass --cluster FILE) and set your partition, "
+                             "image and paths before submitting")
+    result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ReproduceError(f"submitting {written['submit']} failed: {result.stderr.strip().splitlines()[-1:]}")
+    log(result.stdout.strip())
+    written["submitted"] = result.stdout.strip()
+    return written
