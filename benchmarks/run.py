@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
-from contracts.layout import IR_MODEL_DIR, RECORD_FILE, finetune_run_dir, format_lr
+from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
@@ -192,11 +192,12 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
     from benchmarks.tasks import tasks_of
 
     model_dir = trained_ir_model(cfg)
-    trained_config = yaml.safe_load((model_dir.parent / "config.yaml").read_text())["config"]
+    trained_config = yaml.safe_load((model_dir.parent / RUN_CONFIG_FILE).read_text())["config"]
     if cfg.save_weights or trained_config.get("save_weights") or not model_dir.is_dir():
         return
     evaluations = [spec.name for spec in tasks_of("IR") if spec.name != IR_TRAIN_TASK]
-    if all((run_dir(cfg.out, cfg.name, task, cfg.lr, cfg.seed) / "record.json").is_file() for task in evaluations):
+    if all((finetune_run_dir(cfg.out, cfg.name, task, cfg.lr, cfg.seed) / RECORD_FILE).is_file()
+           for task in evaluations):
         log.info("removing %s: every IR evaluation of it has its record (save_weights is false)", model_dir)
         doomed = model_dir.with_name(model_dir.name + ".removing")  # a kill mid-removal leaves no half model/
         shutil.rmtree(doomed, ignore_errors=True)

@@ -37,7 +37,7 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return dict(_installed_versions(names))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_versions(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """Read once per process: about 0.25 s a call, twice per fine-tuning run otherwise, and the
     packages a process has imported do not change under it."""

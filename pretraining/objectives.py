@@ -77,7 +77,10 @@ def mask_for_mlm(
         raise ValueError(f"{len(generators)} generators for input_ids of shape {tuple(input_ids.shape)}: "
                          "one per row of a [B, L] batch")
     device, length = input_ids.device, input_ids.shape[1]
-    uniform = lambda n, g: torch.rand(n, generator=g)
+
+    def uniform(n, g):
+        return torch.rand(n, generator=g)
+
     eligible = ~torch.isin(input_ids, special)
     draw = _rows(uniform, generators, length, device)
     selected = eligible & (draw < ratio)

@@ -12,8 +12,8 @@ nothing from Composer: the adapters only read the Composer state's attributes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 DECAY_SHAPES = ("linear", "1-sqrt")
 

@@ -36,13 +36,19 @@ from contracts.layout import (
     export_dir,
     latest_checkpoint,
 )
-from contracts.provenance import (atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash,
-                                  utc_now)
+from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig
 from pretraining.export import check_checkpoint_fits, check_complete_checkpoint, save_hf_directory
 from pretraining.modeling import Block, MlmClmForLM
-from pretraining.objectives import (IGNORE_INDEX, SAMPLE_INDEX, TokenIds, clm_labels, mask_for_mlm,
-                                    phase_at, sample_generators)
+from pretraining.objectives import (
+    IGNORE_INDEX,
+    SAMPLE_INDEX,
+    TokenIds,
+    clm_labels,
+    mask_for_mlm,
+    phase_at,
+    sample_generators,
+)
 from pretraining.presets import PRESETS, config_from_preset
 from pretraining.resume import newest_complete_checkpoint
 from pretraining.schedule import AtStepEnd, WSDScheduler

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, load_run_config, run
-from tests.benchmarks.tiny import save_tiny_model, one_torch_thread  # noqa: F401 (autouse fixture)
+from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 STATM = Path("/proc/self/statm")
 

@@ -70,7 +70,8 @@ def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task,
             assert mirrored.test_score == record.test_score
     if spec.task_type == "IR":
         model_dir = finetune_run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
-        evaluated = all((finetune_run_dir(cfg.out, "bert", t, 1e-3, 0) / "record.json").is_file() for t in ("nq", "mldr_en"))
+        evaluated = all((finetune_run_dir(cfg.out, "bert", t, 1e-3, 0) / "record.json").is_file()
+                        for t in ("nq", "mldr_en"))
         # the MS MARCO run saves the IR model; it is removed once nq and mldr_en have records
         assert (model_dir / "config.json").is_file() != evaluated
         assert record.provenance["splits"]["candidate_pool"] == "qrels_pool_all_splits"
@@ -124,26 +125,28 @@ def test_complete_record_is_never_overwritten_and_partial_runs_are_redone(tiny, 
 def test_runs_keep_config_and_record_and_weights_only_when_asked(tiny, tmp_path):
     from safetensors.torch import load_file
 
-    from benchmarks.export_st import ExportError, export_run
+    from benchmarks.__main__ import export_run
+    from benchmarks.export_st import ExportError
 
     plain = _cfg(tiny["bert"], tmp_path / "plain", "sst2", max_steps=1)
     run(plain)
     assert sorted(p.name for p in plain.run_dir.iterdir()) == ["config.yaml", "record.json"]
     kept = _cfg(tiny["bert"], tmp_path / "kept", "sst2", max_steps=1, save_weights=True)
     run(kept)
-    assert (kept.run_dir / "model" / "config.json").is_file() and (kept.run_dir / "model" / "model.safetensors").is_file()
+    assert (kept.run_dir / "model" / "config.json").is_file()
+    assert (kept.run_dir / "model" / "model.safetensors").is_file()
     assert set(load_file(kept.run_dir / "model" / "head.safetensors")) == {"head.weight", "head.bias"}
     # IR: the MS MARCO model lives until nq and mldr_en are evaluated, or for good with save_weights
     for out, keep in ((tmp_path / "plain", False), (tmp_path / "kept", True)):
-        model_dir = run_dir(out, "bert", "msmarco", 1e-3, 0) / "model"
+        model_dir = finetune_run_dir(out, "bert", "msmarco", 1e-3, 0) / "model"
         run(_cfg(tiny["bert"], out, "nq", max_steps=1, save_weights=keep))
         assert (model_dir / "config.json").is_file(), "mldr_en still needs it"
         run(_cfg(tiny["bert"], out, "mldr_en", max_steps=1, save_weights=keep))
         assert model_dir.is_dir() == keep and not model_dir.with_name("model.removing").exists()
         assert sorted(p.name for p in model_dir.parent.iterdir()) == sorted(
             ["config.yaml", "record.json"] + (["model"] if keep else []))
-    with pytest.raises(ExportError, match="model/ was removed once nq and mldr_en were evaluated; rerun it with save_weights"):
-        export_run(run_dir(tmp_path / "plain", "bert", "msmarco", 1e-3, 0), tmp_path / "st")
+    with pytest.raises(ExportError, match="model/ was removed once nq and mldr_en were evaluated; rerun it"):
+        export_run(finetune_run_dir(tmp_path / "plain", "bert", "msmarco", 1e-3, 0), tmp_path / "st")
 
 
 def test_a_truncated_record_or_a_full_disk_is_a_clear_error_and_earlier_records_stay(tiny, tmp_path, monkeypatch):

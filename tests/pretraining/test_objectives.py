@@ -52,13 +52,15 @@ def test_a_sample_mask_depends_only_on_the_seed_and_its_global_index():
     same mask: masks do not depend on the number of ranks or on the micro-batch size."""
     ids = _tokens(8 * 500)
     index = torch.arange(100, 108)
-    draw = lambda seed, rows, idx: mask_for_mlm(ids[rows], sample_generators(seed, idx), 0.4, MASK,
-                                                SPECIAL, VOCAB, replace=(0.8, 0.1, 0.1))
+    def draw(seed, rows, idx):
+        return mask_for_mlm(ids[rows], sample_generators(seed, idx), 0.4, MASK, SPECIAL, VOCAB,
+                            replace=(0.8, 0.1, 0.1))
+
     whole = draw(3, slice(None), index)
     for parts in ([slice(0, 4), slice(4, 8)], [slice(0, 1), slice(1, 3), slice(3, 8)]):  # 2 ranks, micro-batches
         pieces = [draw(3, part, index[part]) for part in parts]
         assert torch.equal(torch.cat([m for m, _ in pieces]), whole[0])
-        assert torch.equal(torch.cat([l for _, l in pieces]), whole[1])
+        assert torch.equal(torch.cat([lab for _, lab in pieces]), whole[1])
     shuffled = torch.tensor([5, 2, 7, 0, 1, 6, 3, 4])  # the same samples in another order
     masked, labels = draw(3, shuffled, index[shuffled])
     assert torch.equal(masked, whole[0][shuffled]) and torch.equal(labels, whole[1][shuffled])
