@@ -6,6 +6,7 @@ seeds' test scores with half-width 1.96 * sd(ddof=1) / sqrt(n). A category avera
 per seed (mean of that seed's selected test scores over the task type's 3 datasets) and then
 aggregated the same way.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -21,8 +22,18 @@ from contracts.paper import AVERAGE, DATASETS, datasets_of
 from contracts.run_record import RunRecord
 
 RUN_KEY = ["model", "task_type", "dataset", "train_set"]
-EXTRA_COLUMNS = ["train_set", "bootstrap", "seed_boot_low", "seed_boot_high", "boot_reps",
-                 "boot_low_mcse", "boot_high_mcse", "seeds", "selected_lrs", "seed_test_scores"]
+EXTRA_COLUMNS = [
+    "train_set",
+    "bootstrap",
+    "seed_boot_low",
+    "seed_boot_high",
+    "boot_reps",
+    "boot_low_mcse",
+    "boot_high_mcse",
+    "seeds",
+    "selected_lrs",
+    "seed_test_scores",
+]
 BOOTSTRAP_SEEDS = "seeds"
 BOOTSTRAP_HIERARCHICAL = "seeds+instances"
 
@@ -51,19 +62,26 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
         if (key, lr) in seen:
             raise ValueError(
                 f"duplicate run records for model={r.model} task_type={r.task_type} dataset={r.dataset} "
-                f"train_set={r.train_set} lr={lr:g} seed={r.seed}; pass each run once")
+                f"train_set={r.train_set} lr={lr:g} seed={r.seed}; pass each run once"
+            )
         seen.add((key, lr))
         rows.append((*key[:4], lr, key[4], validation, float(r.test_score)))
         n_lrs[key] = n_lrs.get(key, 0) + 1
         current = best.get(key)
         if current is None or validation > current[1] or (validation == current[1] and lr < current[0]):
             instances = r.test_instance_scores
-            best[key] = (lr, validation, float(r.test_score),
-                         None if instances is None else np.asarray(instances, dtype=np.float32))
+            best[key] = (
+                lr,
+                validation,
+                float(r.test_score),
+                None if instances is None else np.asarray(instances, dtype=np.float32),
+            )
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     ordered = sorted(best)
-    selected = pd.DataFrame([(*key[:4], best[key][0], key[4], *best[key][1:], n_lrs[key]) for key in ordered],
-                            columns=[*RUN_COLUMNS, "test_instance_scores", "n_lrs"])
+    selected = pd.DataFrame(
+        [(*key[:4], best[key][0], key[4], *best[key][1:], n_lrs[key]) for key in ordered],
+        columns=[*RUN_COLUMNS, "test_instance_scores", "n_lrs"],
+    )
     return selected, runs
 
 
@@ -75,6 +93,7 @@ def select_best_lr_per_seed(records: Iterable[RunRecord]) -> pd.DataFrame:
 @dataclass(frozen=True)
 class CellRuns:
     """The selected runs of one cell: a dataset, or a category average over several datasets."""
+
     key: tuple  # (model, task_type, dataset or AVERAGE, train_set)
     seeds: tuple[int, ...]
     rows: tuple[np.ndarray, ...]  # per dataset: positions in the selected frame, aligned by seed
@@ -91,16 +110,23 @@ def _cells_of(selected: pd.DataFrame, averages: bool) -> list[CellRuns]:
 
     def cell(key, rows):
         hierarchical = all(np.all(lengths[r] > 0) and np.all(lengths[r] == lengths[r][0]) for r in rows)
-        return CellRuns(key, tuple(int(s) for s in seeds[rows[0]]), tuple(rows),
-                        np.mean([scores[r] for r in rows], axis=0), hierarchical)
+        return CellRuns(
+            key,
+            tuple(int(s) for s in seeds[rows[0]]),
+            tuple(rows),
+            np.mean([scores[r] for r in rows], axis=0),
+            hierarchical,
+        )
 
     if selected.empty:
         return []
     codes = selected.groupby(RUN_KEY, sort=False).ngroup().to_numpy()
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     keys = selected[RUN_KEY].to_numpy()[starts]
-    cells = [cell(tuple(key), [np.arange(start, stop)])
-             for key, start, stop in zip(keys, starts, np.r_[starts[1:], len(selected)])]
+    cells = [
+        cell(tuple(key), [np.arange(start, stop)])
+        for key, start, stop in zip(keys, starts, np.r_[starts[1:], len(selected)])
+    ]
     if not averages:
         return cells
     # (model, task type, train set) -> dataset -> seed -> row in `selected`.
@@ -114,21 +140,27 @@ def _cells_of(selected: pd.DataFrame, averages: bool) -> list[CellRuns]:
             continue
         common = sorted(set.intersection(*(set(by_dataset[d]) for d in wanted)))
         if common:
-            cells.append(cell((model, task_type, AVERAGE, train_set),
-                              [np.array([by_dataset[d][s] for s in common]) for d in wanted]))
+            cells.append(
+                cell(
+                    (model, task_type, AVERAGE, train_set),
+                    [np.array([by_dataset[d][s] for s in common]) for d in wanted],
+                )
+            )
     return cells
 
 
 @dataclass(frozen=True)
 class CellReplicates:
     """Bootstrap replicates of the means of some cells: column j belongs to cells[j]."""
+
     cells: list[CellRuns]
     seeds: np.ndarray  # (reps x cells): seeds resampled
     design: np.ndarray  # (reps x cells): seeds and instances resampled where the cell is hierarchical
 
 
-def iter_cell_replicates(selected: pd.DataFrame, reps: int, rng_seed: int = 0,
-                         averages: bool = True) -> Iterator[CellReplicates]:
+def iter_cell_replicates(
+    selected: pd.DataFrame, reps: int, rng_seed: int = 0, averages: bool = True
+) -> Iterator[CellReplicates]:
     """Bootstrap replicates of every cell of the selected runs, one task type at a time (memory).
 
     A cell's seed draws come from a generator keyed by the cell, a test set's instance resample
@@ -192,22 +224,33 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
 
             def bound(values, j=j, several=several):  # 4 decimals: float32 replicates, bounds move ~0.01
                 return round(float(values[j]), 4) if several else float("nan")
-            rows.append({
-                **dict(zip(RUN_KEY, cell.key)), "n_seeds": len(cell.seeds),
-                "mean": float(cell.per_seed.mean()), "ci_halfwidth": paper_interval(cell.per_seed),
-                "boot_low": bound(design.low), "boot_high": bound(design.high),
-                "bootstrap": (BOOTSTRAP_HIERARCHICAL if cell.hierarchical else BOOTSTRAP_SEEDS)
-                if several else "none",
-                "seed_boot_low": bound(seeds.low), "seed_boot_high": bound(seeds.high),
-                "boot_reps": reps if several else 0,
-                "boot_low_mcse": bound(design.low_mcse), "boot_high_mcse": bound(design.high_mcse),
-                "seeds": ";".join(map(str, cell.seeds)),
-                "selected_lrs": ";".join("/".join(f"{lr:.0e}" for lr in lr_set)
-                                         for lr_set in zip(*[lrs[r] for r in cell.rows])),
-                "seed_test_scores": ";".join(f"{x:.4f}" for x in cell.per_seed),
-            })
-    cells = pd.DataFrame(rows, columns=[*RUN_KEY, "n_seeds", "mean", "ci_halfwidth", "boot_low",
-                                        "boot_high", *EXTRA_COLUMNS[1:]])
+
+            rows.append(
+                {
+                    **dict(zip(RUN_KEY, cell.key)),
+                    "n_seeds": len(cell.seeds),
+                    "mean": float(cell.per_seed.mean()),
+                    "ci_halfwidth": paper_interval(cell.per_seed),
+                    "boot_low": bound(design.low),
+                    "boot_high": bound(design.high),
+                    "bootstrap": (BOOTSTRAP_HIERARCHICAL if cell.hierarchical else BOOTSTRAP_SEEDS)
+                    if several
+                    else "none",
+                    "seed_boot_low": bound(seeds.low),
+                    "seed_boot_high": bound(seeds.high),
+                    "boot_reps": reps if several else 0,
+                    "boot_low_mcse": bound(design.low_mcse),
+                    "boot_high_mcse": bound(design.high_mcse),
+                    "seeds": ";".join(map(str, cell.seeds)),
+                    "selected_lrs": ";".join(
+                        "/".join(f"{lr:.0e}" for lr in lr_set) for lr_set in zip(*[lrs[r] for r in cell.rows])
+                    ),
+                    "seed_test_scores": ";".join(f"{x:.4f}" for x in cell.per_seed),
+                }
+            )
+    cells = pd.DataFrame(
+        rows, columns=[*RUN_KEY, "n_seeds", "mean", "ci_halfwidth", "boot_low", "boot_high", *EXTRA_COLUMNS[1:]]
+    )
     cells = pd.concat([cells, describe_models(cells["model"])], axis=1)
     order = {d.id: i for i, d in enumerate(DATASETS)}  # the paper's column order
     cells["_order"] = [order.get(d, 98 if d != AVERAGE else 99) for d in cells["dataset"]]

@@ -8,6 +8,7 @@ test scores on one fixed test set per dataset (run score = mean of its instance 
 `python -m analysis tables` on them, each in a fresh process, with its peak memory
 (resource.getrusage). docs/claims.md, "Scale", has the measured numbers.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,12 @@ from contracts.provenance import atomic_write_json
 from contracts.run_record import RunRecord, write_run_records
 
 # Figure 7's 40k CLM + 2k MLM checkpoints (released, but in no table) -> the 610M MLM model of their ratio.
-FIGURE7_MODELS = {biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, objective_token(ratio)):
-                  single_objective_name("610m", objective_token(ratio)) for ratio in MASKING_RATIOS}
+FIGURE7_MODELS = {
+    biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, objective_token(ratio)): single_objective_name(
+        "610m", objective_token(ratio)
+    )
+    for ratio in MASKING_RATIOS
+}
 IR_TRAIN_SET = "msmarco_pairs"  # the release's IR models are fine-tuned on MS MARCO pairs
 
 
@@ -52,16 +57,19 @@ def _truth() -> dict[tuple[str, str], tuple[float, float]]:
     610M MLM model of their masking ratio."""
     cells = load_published_cells()
     cells = cells[cells["dataset"] != AVERAGE].drop_duplicates(["model", "dataset"])
-    truth = {(m, d): (mean, hw * math.sqrt(5) / Z_95)
-             for m, d, mean, hw in zip(cells["model"], cells["dataset"], cells["mean"], cells["ci_halfwidth"])}
+    truth = {
+        (m, d): (mean, hw * math.sqrt(5) / Z_95)
+        for m, d, mean, hw in zip(cells["model"], cells["dataset"], cells["mean"], cells["ci_halfwidth"])
+    }
     for model, mlm_model in FIGURE7_MODELS.items():
         for dataset in DATASETS:
             truth[(model, dataset.id)] = truth[(mlm_model, dataset.id)]
     return truth
 
 
-def synthetic_records(models: list[str] | None = None, instances: int = 300, rng_seed: int = 0,
-                      shift: dict[str, float] | None = None) -> list[RunRecord]:
+def synthetic_records(
+    models: list[str] | None = None, instances: int = 300, rng_seed: int = 0, shift: dict[str, float] | None = None
+) -> list[RunRecord]:
     """Every run (12 datasets x 6 LRs x 5 seeds) of `models` (default: release_models()).
 
     shift: model -> points added to its true means (a known effect). A model needs a published
@@ -85,12 +93,21 @@ def synthetic_records(models: list[str] | None = None, instances: int = 300, rng
             validation = np.clip(true + rng.normal(0.0, 0.3, size=true.shape), 0.0, 100.0)
             for i, lr in enumerate(FINETUNE_LRS):
                 for j, seed in enumerate(FINETUNE_SEEDS):
-                    records.append(RunRecord.create(
-                        model, task_type=dataset.task_type, dataset=dataset.id,
-                        train_set=IR_TRAIN_SET if dataset.task_type == "IR" else None, lr=lr, seed=seed,
-                        validation_score=float(validation[i, j]), test_score=float(scores[i, j].mean()),
-                        test_instance_scores=scores[i, j].round(4).tolist(),
-                        provenance={"source": "synthetic", "rng_seed": rng_seed}, protocol="paper"))
+                    records.append(
+                        RunRecord.create(
+                            model,
+                            task_type=dataset.task_type,
+                            dataset=dataset.id,
+                            train_set=IR_TRAIN_SET if dataset.task_type == "IR" else None,
+                            lr=lr,
+                            seed=seed,
+                            validation_score=float(validation[i, j]),
+                            test_score=float(scores[i, j].mean()),
+                            test_instance_scores=scores[i, j].round(4).tolist(),
+                            provenance={"source": "synthetic", "rng_seed": rng_seed},
+                            protocol="paper",
+                        )
+                    )
     return records
 
 
@@ -123,8 +140,9 @@ def _timed(argv: list[str]) -> dict:
     return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "peak_mb": round(peak_kb / 1024, 1)}
 
 
-def benchmark(out_dir: str | Path, n_models: int | None = None, instances: int = 300,
-              reps: int = 10000, rng_seed: int = 0) -> dict:
+def benchmark(
+    out_dir: str | Path, n_models: int | None = None, instances: int = 300, reps: int = 10000, rng_seed: int = 0
+) -> dict:
     """Write the synthetic runs of the first n_models release checkpoints (all 50 by default)
     into out_dir/runs.jsonl and time the claims report and Tables 2-17 from them."""
     out = Path(out_dir)
@@ -134,13 +152,30 @@ def benchmark(out_dir: str | Path, n_models: int | None = None, instances: int =
     runs = write_run_records(out / "runs.jsonl", records)
     generated = time.perf_counter() - start
     result = {
-        "models": len(models), "records": len(records), "instances_per_run": instances, "reps": reps,
-        "runs_jsonl_mb": round(runs.stat().st_size / 2**20, 1), "generate_seconds": round(generated, 1),
-        "cpu_count": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "models": len(models),
+        "records": len(records),
+        "instances_per_run": instances,
+        "reps": reps,
+        "runs_jsonl_mb": round(runs.stat().st_size / 2**20, 1),
+        "generate_seconds": round(generated, 1),
+        "cpu_count": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
     }
     del records
-    result["claims"] = _timed(["claims", str(runs), "--csv", str(out / "claims.csv"), "--md",
-                               str(out / "claims.md"), "--figure", str(out / "claims"), "--reps", str(reps)])
+    result["claims"] = _timed(
+        [
+            "claims",
+            str(runs),
+            "--csv",
+            str(out / "claims.csv"),
+            "--md",
+            str(out / "claims.md"),
+            "--figure",
+            str(out / "claims"),
+            "--reps",
+            str(reps),
+        ]
+    )
     result["tables"] = _timed(["tables", str(runs), "--out", str(out / "tables"), "--reps", str(reps)])
     result["total_seconds"] = round(result["claims"]["seconds"] + result["tables"]["seconds"], 2)
     result["peak_mb"] = max(result["claims"]["peak_mb"], result["tables"]["peak_mb"])

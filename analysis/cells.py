@@ -3,6 +3,7 @@
 It is what the aggregation produces from run records, what the published tables are parsed into,
 and what tables, the audit and paper_figures consume, so both sources are interchangeable.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,12 +11,26 @@ import pandas as pd
 from contracts.model_names import parse_model_name
 
 DESCRIPTION_COLUMNS = [
-    "size", "objective", "masking_ratio", "clm_steps", "mlm_steps", "cpt_steps",
-    "cpt_base_objective", "checkpoint_step", "schedule_steps",
+    "size",
+    "objective",
+    "masking_ratio",
+    "clm_steps",
+    "mlm_steps",
+    "cpt_steps",
+    "cpt_base_objective",
+    "checkpoint_step",
+    "schedule_steps",
 ]
 CELL_COLUMNS = [
-    "model", *DESCRIPTION_COLUMNS, "task_type", "dataset", "n_seeds", "mean", "ci_halfwidth",
-    "boot_low", "boot_high",
+    "model",
+    *DESCRIPTION_COLUMNS,
+    "task_type",
+    "dataset",
+    "n_seeds",
+    "mean",
+    "ci_halfwidth",
+    "boot_low",
+    "boot_high",
 ]
 
 

@@ -21,6 +21,7 @@ estimate in the claimed direction -> supported; in the opposite direction -> con
 equivalence: TOST p_holm < 0.05 -> supported, 95% CI entirely outside +-margin -> contradicted;
 otherwise inconclusive.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,10 +61,28 @@ LR_SENSITIVITY_RANGE = (1e-5, 1e-4)  # Figure 5: LRs in [1e-5, 1e-4], inclusive
 CSV_COLUMNS = ["claim", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "verdict", "n_runs", "source"]
 _BOUNDS = ("low", "high", "low_mcse", "high_mcse")
 DETAIL_COLUMNS = [
-    "sentence", "location", "test", "direction", "unit", "margin", "model", "n_groups",
-    "paper_low", "paper_high", "boot_reps", *(f"seed_boot_{b}" for b in _BOUNDS),
-    *(f"instance_boot_{b}" for b in _BOUNDS), "iqm_difference", "iqm_low", "iqm_high",
-    "prob_improvement", "poi_low", "poi_high", "crossover", "reason"]
+    "sentence",
+    "location",
+    "test",
+    "direction",
+    "unit",
+    "margin",
+    "model",
+    "n_groups",
+    "paper_low",
+    "paper_high",
+    "boot_reps",
+    *(f"seed_boot_{b}" for b in _BOUNDS),
+    *(f"instance_boot_{b}" for b in _BOUNDS),
+    "iqm_difference",
+    "iqm_low",
+    "iqm_high",
+    "prob_improvement",
+    "poi_low",
+    "poi_high",
+    "crossover",
+    "reason",
+]
 DEGREE = {"difference": 0, "equivalence": 0, "trend": 1, "curvature": 2}
 
 FINAL_42K = {"checkpoint_step": PRETRAIN_STEPS, "schedule_steps": PRETRAIN_STEPS}
@@ -94,60 +113,164 @@ class Claim:
 
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("mlm_beats_clm_sc", "MLM beats CLM on sequence classification, at every model size",
-          "Sec. 3, Fig. 2, Table 2", "difference", {**MLM40, **FINAL_42K}, {**CLM, **FINAL_42K},
-          ("size", "dataset"), "greater", "points", task_types=("SC",)),
-    Claim("mlm_beats_clm_qa", "MLM beats CLM on question answering, at every model size",
-          "Sec. 3, Fig. 2, Table 4", "difference", {**MLM40, **FINAL_42K}, {**CLM, **FINAL_42K},
-          ("size", "dataset"), "greater", "points", task_types=("QA",)),
-    Claim("mlm_beats_clm_ir", "MLM beats CLM on information retrieval", "Sec. 3, Fig. 2, Table 5",
-          "difference", {**MLM40, **FINAL_42K}, {**CLM, **FINAL_42K},
-          ("size", "dataset"), "greater", "points", task_types=("IR",)),
+    Claim(
+        "mlm_beats_clm_sc",
+        "MLM beats CLM on sequence classification, at every model size",
+        "Sec. 3, Fig. 2, Table 2",
+        "difference",
+        {**MLM40, **FINAL_42K},
+        {**CLM, **FINAL_42K},
+        ("size", "dataset"),
+        "greater",
+        "points",
+        task_types=("SC",),
+    ),
+    Claim(
+        "mlm_beats_clm_qa",
+        "MLM beats CLM on question answering, at every model size",
+        "Sec. 3, Fig. 2, Table 4",
+        "difference",
+        {**MLM40, **FINAL_42K},
+        {**CLM, **FINAL_42K},
+        ("size", "dataset"),
+        "greater",
+        "points",
+        task_types=("QA",),
+    ),
+    Claim(
+        "mlm_beats_clm_ir",
+        "MLM beats CLM on information retrieval",
+        "Sec. 3, Fig. 2, Table 5",
+        "difference",
+        {**MLM40, **FINAL_42K},
+        {**CLM, **FINAL_42K},
+        ("size", "dataset"),
+        "greater",
+        "points",
+        task_types=("IR",),
+    ),
     # Margin 0.5 F1 points: about twice the typical printed TC half-width (0.25) and well below
     # every MLM-CLM gap the paper reads as a win on SC, QA or IR (2 points and more).
-    Claim("clm_matches_mlm_tc", "CLM is competitive with MLM on token classification",
-          "Sec. 3, Fig. 2, Table 3", "equivalence", {**CLM, **FINAL_42K}, {**MLM40, **FINAL_42K},
-          ("size", "dataset"), "equivalent", "points", task_types=("TC",), margin=0.5),
-    Claim("gap_widens_with_size_sc", "The MLM-over-CLM gap on sequence classification grows with model size",
-          "Sec. 3, Fig. 2", "trend", {**MLM40, **FINAL_42K}, {**CLM, **FINAL_42K},
-          ("log2_params", "dataset"), "greater", "points per doubling of parameters", task_types=("SC",),
-          covariate="log2_params"),
-    Claim("gap_narrows_with_size_ir", "The MLM-over-CLM gap on information retrieval shrinks with model size",
-          "Sec. 3, Fig. 2", "trend", {**MLM40, **FINAL_42K}, {**CLM, **FINAL_42K},
-          ("log2_params", "dataset"), "less", "points per doubling of parameters", task_types=("IR",),
-          covariate="log2_params"),
-    Claim("u_shape_masking_610m_1b", "610M and 1B models show U-shaped curves of score vs masking ratio",
-          "Sec. 3, Fig. 3, Tables 2-5", "curvature", {"objective": "mlm", "size": ("610m", "1b"), **FINAL_42K},
-          None, ("size", "dataset", "masking_tenths"), "greater", "points per (10 pp of masking)^2",
-          covariate="masking_tenths"),
-    Claim("clm_leads_early", "CLM is more data-efficient: it leads MLM early in pretraining (1k-5k steps)",
-          "Sec. 4, Fig. 4, Tables 6-9", "difference", {**CLM, **INTERMEDIATE_610M},
-          {**MLM40, **INTERMEDIATE_610M}, ("checkpoint_step", "dataset"), "greater", "points",
-          estimate_on={"checkpoint_step": EARLY_STEPS}, crossover_on="checkpoint_step"),
-    Claim("clm_less_lr_sensitive", "CLM models are less sensitive to the fine-tuning learning rate",
-          "Sec. 4, Fig. 5", "spread", {**CLM, **FINAL_42K}, {**MLM40, **FINAL_42K},
-          ("size", "dataset"), "less", "points of standard deviation", covariate="lr",
-          needs_runs="Figure 5 is the spread over every LR in [1e-5, 1e-4] and seed; the tables print "
-                     "only the best-LR mean per seed"),
-    Claim("biphasic_beats_mlm", "At a fixed budget, CLM then MLM (25/75 and 50/50 splits) beats MLM only",
-          "Sec. 5, Fig. 6, Tables 10-13", "difference",
-          {"objective": "clm+mlm", "masking_ratio": DEFAULT_MASKING_RATIO, "clm_share": (0.25, 0.5), "size": "610m",
-           "final": True},
-          {**MLM40, "size": "610m", "final": True, "schedule_steps": tuple(BIPHASIC_SPLITS)},
-          ("schedule_steps", "dataset"), "greater", "points"),
-    Claim("biphasic_less_ratio_sensitive", "After a CLM phase, the masking ratio of the MLM phase matters less",
-          "Sec. 5, Fig. 7", "spread",
-          {"objective": "clm+mlm", "clm_steps": CLM_STEPS_BEFORE_MASKING, "size": "610m", **FINAL_42K},
-          {"objective": "mlm", "size": "610m", **FINAL_42K}, ("dataset",), "less",
-          "points of standard deviation", covariate="masking_tenths",
-          needs_runs="Figure 7's 40k CLM + 2k MLM models (610m-clm-40k-mlm{20,30,40,50}-42k) are in "
-                     "no table; the paper plots them from its raw runs"),
-    Claim("cpt_clm_base_beats_mlm_base",
-          "Continued MLM pretraining (22k steps) of a CLM model beats continuing an MLM model",
-          "Sec. 5, Fig. 8, Tables 14-17", "difference",
-          {"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": LONGEST_CPT},
-          {"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": LONGEST_CPT},
-          ("dataset",), "greater", "points"),
+    Claim(
+        "clm_matches_mlm_tc",
+        "CLM is competitive with MLM on token classification",
+        "Sec. 3, Fig. 2, Table 3",
+        "equivalence",
+        {**CLM, **FINAL_42K},
+        {**MLM40, **FINAL_42K},
+        ("size", "dataset"),
+        "equivalent",
+        "points",
+        task_types=("TC",),
+        margin=0.5,
+    ),
+    Claim(
+        "gap_widens_with_size_sc",
+        "The MLM-over-CLM gap on sequence classification grows with model size",
+        "Sec. 3, Fig. 2",
+        "trend",
+        {**MLM40, **FINAL_42K},
+        {**CLM, **FINAL_42K},
+        ("log2_params", "dataset"),
+        "greater",
+        "points per doubling of parameters",
+        task_types=("SC",),
+        covariate="log2_params",
+    ),
+    Claim(
+        "gap_narrows_with_size_ir",
+        "The MLM-over-CLM gap on information retrieval shrinks with model size",
+        "Sec. 3, Fig. 2",
+        "trend",
+        {**MLM40, **FINAL_42K},
+        {**CLM, **FINAL_42K},
+        ("log2_params", "dataset"),
+        "less",
+        "points per doubling of parameters",
+        task_types=("IR",),
+        covariate="log2_params",
+    ),
+    Claim(
+        "u_shape_masking_610m_1b",
+        "610M and 1B models show U-shaped curves of score vs masking ratio",
+        "Sec. 3, Fig. 3, Tables 2-5",
+        "curvature",
+        {"objective": "mlm", "size": ("610m", "1b"), **FINAL_42K},
+        None,
+        ("size", "dataset", "masking_tenths"),
+        "greater",
+        "points per (10 pp of masking)^2",
+        covariate="masking_tenths",
+    ),
+    Claim(
+        "clm_leads_early",
+        "CLM is more data-efficient: it leads MLM early in pretraining (1k-5k steps)",
+        "Sec. 4, Fig. 4, Tables 6-9",
+        "difference",
+        {**CLM, **INTERMEDIATE_610M},
+        {**MLM40, **INTERMEDIATE_610M},
+        ("checkpoint_step", "dataset"),
+        "greater",
+        "points",
+        estimate_on={"checkpoint_step": EARLY_STEPS},
+        crossover_on="checkpoint_step",
+    ),
+    Claim(
+        "clm_less_lr_sensitive",
+        "CLM models are less sensitive to the fine-tuning learning rate",
+        "Sec. 4, Fig. 5",
+        "spread",
+        {**CLM, **FINAL_42K},
+        {**MLM40, **FINAL_42K},
+        ("size", "dataset"),
+        "less",
+        "points of standard deviation",
+        covariate="lr",
+        needs_runs="Figure 5 is the spread over every LR in [1e-5, 1e-4] and seed; the tables print "
+        "only the best-LR mean per seed",
+    ),
+    Claim(
+        "biphasic_beats_mlm",
+        "At a fixed budget, CLM then MLM (25/75 and 50/50 splits) beats MLM only",
+        "Sec. 5, Fig. 6, Tables 10-13",
+        "difference",
+        {
+            "objective": "clm+mlm",
+            "masking_ratio": DEFAULT_MASKING_RATIO,
+            "clm_share": (0.25, 0.5),
+            "size": "610m",
+            "final": True,
+        },
+        {**MLM40, "size": "610m", "final": True, "schedule_steps": tuple(BIPHASIC_SPLITS)},
+        ("schedule_steps", "dataset"),
+        "greater",
+        "points",
+    ),
+    Claim(
+        "biphasic_less_ratio_sensitive",
+        "After a CLM phase, the masking ratio of the MLM phase matters less",
+        "Sec. 5, Fig. 7",
+        "spread",
+        {"objective": "clm+mlm", "clm_steps": CLM_STEPS_BEFORE_MASKING, "size": "610m", **FINAL_42K},
+        {"objective": "mlm", "size": "610m", **FINAL_42K},
+        ("dataset",),
+        "less",
+        "points of standard deviation",
+        covariate="masking_tenths",
+        needs_runs="Figure 7's 40k CLM + 2k MLM models (610m-clm-40k-mlm{20,30,40,50}-42k) are in "
+        "no table; the paper plots them from its raw runs",
+    ),
+    Claim(
+        "cpt_clm_base_beats_mlm_base",
+        "Continued MLM pretraining (22k steps) of a CLM model beats continuing an MLM model",
+        "Sec. 5, Fig. 8, Tables 14-17",
+        "difference",
+        {"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": LONGEST_CPT},
+        {"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": LONGEST_CPT},
+        ("dataset",),
+        "greater",
+        "points",
+    ),
 )
 
 
@@ -163,6 +286,7 @@ class ClaimInputs:
     `cells`; `runs` every run (cell, lr, seed, score), None for published numbers; `seed_replicates` /
     `design_replicates` (reps x cells) the bootstrap of the cell means (seeds; seeds and, where
     `hierarchical`, test instances), None for published numbers."""
+
     source: str
     cells: pd.DataFrame
     seed_scores: pd.DataFrame
@@ -206,21 +330,28 @@ def inputs_from_published() -> ClaimInputs:
     """The printed Tables 2-17: dataset cells (once each), seed sd = hw * sqrt(5) / 1.96."""
     published = load_published_cells()
     cells = published[published["dataset"] != AVERAGE].drop_duplicates(["model", "task_type", "dataset"])
-    cells = pd.DataFrame({
-        "model": cells["model"], "task_type": cells["task_type"], "dataset": cells["dataset"],
-        "mean": cells["mean"], "sd": cells["ci_halfwidth"] * math.sqrt(PUBLISHED_SEEDS) / Z_95,
-        "n_seeds": PUBLISHED_SEEDS})
+    cells = pd.DataFrame(
+        {
+            "model": cells["model"],
+            "task_type": cells["task_type"],
+            "dataset": cells["dataset"],
+            "mean": cells["mean"],
+            "sd": cells["ci_halfwidth"] * math.sqrt(PUBLISHED_SEEDS) / Z_95,
+            "n_seeds": PUBLISHED_SEEDS,
+        }
+    )
     cells = describe_cells(cells)
-    seed_scores = pd.DataFrame({
-        "cell": np.repeat(np.arange(len(cells)), PUBLISHED_SEEDS),
-        "seed": np.tile(np.arange(PUBLISHED_SEEDS), len(cells)),
-        "score": np.concatenate([pseudo_seeds(m, s, PUBLISHED_SEEDS) for m, s in zip(cells["mean"], cells["sd"])]),
-    })
+    seed_scores = pd.DataFrame(
+        {
+            "cell": np.repeat(np.arange(len(cells)), PUBLISHED_SEEDS),
+            "seed": np.tile(np.arange(PUBLISHED_SEEDS), len(cells)),
+            "score": np.concatenate([pseudo_seeds(m, s, PUBLISHED_SEEDS) for m, s in zip(cells["mean"], cells["sd"])]),
+        }
+    )
     return ClaimInputs("published Tables 2-17 (arXiv 2507.00994 v4)", cells, seed_scores, published=True)
 
 
-def inputs_from_records(records: Iterable[RunRecord], source: str, reps: int = 10000,
-                        rng_seed: int = 0) -> ClaimInputs:
+def inputs_from_records(records: Iterable[RunRecord], source: str, reps: int = 10000, rng_seed: int = 0) -> ClaimInputs:
     """Run records (every LR and seed; an iterator is read once): the best-validation LR per
     seed (the paper's selection, docs/claims.md) gives the per-seed scores; datasets the paper
     does not report are left out."""
@@ -228,8 +359,9 @@ def inputs_from_records(records: Iterable[RunRecord], source: str, reps: int = 1
     return inputs_from_selected(selected, runs, source, reps, rng_seed)
 
 
-def inputs_from_selected(selected: pd.DataFrame, runs: pd.DataFrame, source: str, reps: int = 10000,
-                         rng_seed: int = 0) -> ClaimInputs:
+def inputs_from_selected(
+    selected: pd.DataFrame, runs: pd.DataFrame, source: str, reps: int = 10000, rng_seed: int = 0
+) -> ClaimInputs:
     """ClaimInputs from analysis.aggregate.scan_runs' frames (selected runs, every run)."""
     if selected.empty:
         raise ValueError(f"{source}: no runs on a dataset of the paper's tables")
@@ -237,16 +369,20 @@ def inputs_from_selected(selected: pd.DataFrame, runs: pd.DataFrame, source: str
     several = train_sets.duplicated(["model", "task_type", "dataset"])
     if several.any():
         row = train_sets[several].iloc[0]
-        raise ValueError(f"{source}: runs of {row.model}/{row.dataset} with several train sets; "
-                         "pass one set of runs per model and dataset")
+        raise ValueError(
+            f"{source}: runs of {row.model}/{row.dataset} with several train sets; "
+            "pass one set of runs per model and dataset"
+        )
     grouped = selected.groupby(["model", "task_type", "dataset"], sort=False)["test_score"]
     cells = describe_cells(grouped.agg(mean="mean", sd="std", n_seeds="size").reset_index())
     index = {key: i for i, key in enumerate(zip(cells["model"], cells["task_type"], cells["dataset"]))}
 
     def cell_of(frame):
         return [index.get(k, -1) for k in zip(frame["model"], frame["task_type"], frame["dataset"])]
-    seed_scores = pd.DataFrame({"cell": cell_of(selected), "seed": selected["seed"].to_numpy(),
-                                "score": selected["test_score"].to_numpy()})
+
+    seed_scores = pd.DataFrame(
+        {"cell": cell_of(selected), "seed": selected["seed"].to_numpy(), "score": selected["test_score"].to_numpy()}
+    )
     runs = pd.DataFrame({"cell": cell_of(runs), "lr": runs["lr"], "seed": runs["seed"], "score": runs["test_score"]})
     seed_reps = design_reps = hierarchical = None
     if reps > 0:
@@ -295,14 +431,16 @@ def _groups(claim: Claim, cells: pd.DataFrame) -> dict[tuple, dict[int, float]]:
     """Matched groups -> {cell row: weight} of (mean of treatment) - (mean of control) there."""
     treatment = select_cells(cells, claim.treatment, claim.task_types)
     if treatment.empty:
-        raise NotTestable(f"no cells match the treatment ({_describe_selector(claim.treatment)}) "
-                          f"on {'/'.join(claim.task_types)}")
+        raise NotTestable(
+            f"no cells match the treatment ({_describe_selector(claim.treatment)}) on {'/'.join(claim.task_types)}"
+        )
     control_groups = None
     if claim.control is not None:
         control = select_cells(cells, claim.control, claim.task_types)
         if control.empty:
-            raise NotTestable(f"no cells match the control ({_describe_selector(claim.control)}) "
-                              f"on {'/'.join(claim.task_types)}")
+            raise NotTestable(
+                f"no cells match the control ({_describe_selector(claim.control)}) on {'/'.join(claim.task_types)}"
+            )
         control_groups = _keyed_rows(control, claim.pair_on)
     groups = {}
     for key, mine in sorted(_keyed_rows(treatment, claim.pair_on).items()):
@@ -345,11 +483,13 @@ def contrast_weights(claim: Claim, cells: pd.DataFrame) -> tuple[dict[int, float
         x = key[position]
         if x is None or not np.isfinite(float(x)):
             continue
-        strata.setdefault(key[:position] + key[position + 1:], []).append((float(x), group))
+        strata.setdefault(key[:position] + key[position + 1 :], []).append((float(x), group))
     strata = {k: v for k, v in strata.items() if len({x for x, _ in v}) > degree}
     if not strata:
-        raise NotTestable(f"no {'/'.join(c for c in claim.pair_on if c != claim.covariate)} has "
-                          f"{degree + 1} or more values of {claim.covariate} to fit")
+        raise NotTestable(
+            f"no {'/'.join(c for c in claim.pair_on if c != claim.covariate)} has "
+            f"{degree + 1} or more values of {claim.covariate} to fit"
+        )
     for levels in strata.values():
         x = np.array([x for x, _ in levels])
         # Row `degree` of the pseudo-inverse of [1, x, ..., x^degree]: the OLS coefficient of
@@ -365,11 +505,19 @@ def contrast_weights(claim: Claim, cells: pd.DataFrame) -> tuple[dict[int, float
 def _bootstrap(replicates: np.ndarray | None, reps_name: str) -> dict:
     nan = float("nan")
     if replicates is None:
-        return {f"{reps_name}_low": nan, f"{reps_name}_high": nan,
-                f"{reps_name}_low_mcse": nan, f"{reps_name}_high_mcse": nan}
+        return {
+            f"{reps_name}_low": nan,
+            f"{reps_name}_high": nan,
+            f"{reps_name}_low_mcse": nan,
+            f"{reps_name}_high_mcse": nan,
+        }
     bounds = percentile_bounds(replicates)
-    return {f"{reps_name}_low": float(bounds.low[0]), f"{reps_name}_high": float(bounds.high[0]),
-            f"{reps_name}_low_mcse": float(bounds.low_mcse[0]), f"{reps_name}_high_mcse": float(bounds.high_mcse[0])}
+    return {
+        f"{reps_name}_low": float(bounds.low[0]),
+        f"{reps_name}_high": float(bounds.high[0]),
+        f"{reps_name}_low_mcse": float(bounds.low_mcse[0]),
+        f"{reps_name}_high_mcse": float(bounds.high_mcse[0]),
+    }
 
 
 def _seed_by_x(rows: pd.DataFrame, column: str, values: str) -> np.ndarray:
@@ -399,8 +547,9 @@ def _contrast_claim(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int)
         raise NotTestable(f"{few.model}/{few.dataset} has fewer than 2 seeds")
     if claim.test == "equivalence":
         if inputs.published:  # per-seed contrasts with the contrast's mean and (independent cells) sd
-            per_seed = pseudo_seeds(float(w @ chosen["mean"].to_numpy()), math.sqrt(float(np.sum(w**2 * sd**2))),
-                                    PUBLISHED_SEEDS)
+            per_seed = pseudo_seeds(
+                float(w @ chosen["mean"].to_numpy()), math.sqrt(float(np.sum(w**2 * sd**2))), PUBLISHED_SEEDS
+            )
         else:
             matrix = _seed_matrix(inputs, cells)
             if matrix.shape[1] < 2:
@@ -416,8 +565,7 @@ def _contrast_claim(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int)
     row.update(paper_low=fit.estimate - paper_hw, paper_high=fit.estimate + paper_hw)
     if inputs.seed_replicates is not None:
         row.update(_bootstrap(inputs.seed_replicates[:, cells].astype(np.float64) @ w, "seed_boot"))
-        design = inputs.design_replicates[:, cells].astype(np.float64) @ w \
-            if inputs.hierarchical[cells].all() else None
+        design = inputs.design_replicates[:, cells].astype(np.float64) @ w if inputs.hierarchical[cells].all() else None
         row.update(_bootstrap(design, "instance_boot"))
         row["boot_reps"] = inputs.seed_replicates.shape[0]
         if claim.test in ("difference", "equivalence"):
@@ -433,29 +581,46 @@ def _rliable(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int) -> dic
     treatment = [np.concatenate([by_cell[c] for c, w in g.items() if w > 0]) for g in groups.values()]
     control = [np.concatenate([by_cell[c] for c, w in g.items() if w < 0]) for g in groups.values()]
     summary = rliable_summary(treatment, control, reps, keyed_rng(rng_seed, ("rliable", claim.id)))
-    return {"iqm_difference": summary.iqm_difference, "iqm_low": summary.iqm_low, "iqm_high": summary.iqm_high,
-            "prob_improvement": summary.probability_of_improvement, "poi_low": summary.poi_low,
-            "poi_high": summary.poi_high}
+    return {
+        "iqm_difference": summary.iqm_difference,
+        "iqm_low": summary.iqm_low,
+        "iqm_high": summary.iqm_high,
+        "prob_improvement": summary.probability_of_improvement,
+        "poi_low": summary.poi_low,
+        "poi_high": summary.poi_high,
+    }
 
 
 def _fit_row(fit: Fit, claim: Claim, n_runs: int, n_groups: int) -> dict:
-    return {"estimate": fit.estimate, "ci_low": fit.ci_low, "ci_high": fit.ci_high, "p_value": fit.p_value,
-            "n_runs": n_runs, "n_groups": n_groups, "model": fit.model}
+    return {
+        "estimate": fit.estimate,
+        "ci_low": fit.ci_low,
+        "ci_high": fit.ci_high,
+        "p_value": fit.p_value,
+        "n_runs": n_runs,
+        "n_groups": n_groups,
+        "model": fit.model,
+    }
 
 
 def _lr_spreads(inputs: ClaimInputs, cells: list[int]) -> list[np.ndarray]:
     """Per cell: (seeds x LRs) test scores of the runs with an LR in Figure 5's range."""
     low, high = LR_SENSITIVITY_RANGE
-    runs = inputs.runs[(inputs.runs["lr"] >= low * (1 - 1e-9)) & (inputs.runs["lr"] <= high * (1 + 1e-9))
-                       & inputs.runs["cell"].isin(cells)]
+    runs = inputs.runs[
+        (inputs.runs["lr"] >= low * (1 - 1e-9))
+        & (inputs.runs["lr"] <= high * (1 + 1e-9))
+        & inputs.runs["cell"].isin(cells)
+    ]
     by_cell = dict(iter(runs.groupby("cell")))
     matrices = []
     for cell in cells:
         matrix = _seed_by_x(by_cell[cell], "lr", "score") if cell in by_cell else np.empty((0, 0))
         if matrix.size < 2:
             row = inputs.cells.loc[cell]
-            raise NotTestable(f"{row.model}/{row.dataset} has fewer than 2 runs with an LR in "
-                              f"[{low:g}, {high:g}] (every LR of a seed is needed)")
+            raise NotTestable(
+                f"{row.model}/{row.dataset} has fewer than 2 runs with an LR in "
+                f"[{low:g}, {high:g}] (every LR of a seed is needed)"
+            )
         matrices.append(matrix)
     return matrices
 
@@ -479,25 +644,38 @@ def _spread_claim(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int) -
         def resampled_sd(matrix):  # seeds drawn with replacement, each with all its LRs
             drawn = matrix[rng.integers(0, matrix.shape[0], size=(reps, matrix.shape[0]))]
             return drawn.reshape(reps, -1).std(axis=1, ddof=1)
-        seed_boot = np.mean([resampled_sd(t) - resampled_sd(c) for t, c in zip(t_runs, c_runs)], axis=0) \
-            if reps > 0 else None
+
+        seed_boot = (
+            np.mean([resampled_sd(t) - resampled_sd(c) for t, c in zip(t_runs, c_runs)], axis=0) if reps > 0 else None
+        )
         design_boot = None
     else:
         pairs = [(t, c) for t, c in zip(treatment, control) if len(t) > 1 and len(c) > 1]
         if len(pairs) < 2:
-            raise NotTestable(f"fewer than 2 {'/'.join(claim.pair_on)} with 2 or more values of "
-                              f"{claim.covariate} on both sides")
+            raise NotTestable(
+                f"fewer than 2 {'/'.join(claim.pair_on)} with 2 or more values of {claim.covariate} on both sides"
+            )
         means = inputs.cells["mean"].to_numpy()
         differences = np.array([means[t].std(ddof=1) - means[c].std(ddof=1) for t, c in pairs])
         n_runs = int(inputs.cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"].sum())
 
         def replicate_spread(replicates):
-            return np.mean([replicates[:, t].astype(np.float64).std(axis=1, ddof=1)
-                            - replicates[:, c].astype(np.float64).std(axis=1, ddof=1) for t, c in pairs], axis=0)
+            return np.mean(
+                [
+                    replicates[:, t].astype(np.float64).std(axis=1, ddof=1)
+                    - replicates[:, c].astype(np.float64).std(axis=1, ddof=1)
+                    for t, c in pairs
+                ],
+                axis=0,
+            )
+
         seed_boot = replicate_spread(inputs.seed_replicates) if inputs.seed_replicates is not None else None
         every = [x for t, c in pairs for x in t + c]
-        design_boot = replicate_spread(inputs.design_replicates) \
-            if inputs.design_replicates is not None and inputs.hierarchical[every].all() else None
+        design_boot = (
+            replicate_spread(inputs.design_replicates)
+            if inputs.design_replicates is not None and inputs.hierarchical[every].all()
+            else None
+        )
     fit = paired_fit(differences, "/".join(claim.pair_on) + " groups")
     row = _fit_row(fit, claim, n_runs=n_runs, n_groups=len(differences))
     row.update(_bootstrap(seed_boot, "seed_boot"))
@@ -572,14 +750,25 @@ def _fmt_step(value: float, steps: list) -> str:
 def evaluate_claim(claim: Claim, inputs: ClaimInputs, reps: int = 10000, rng_seed: int = 0) -> dict:
     """One report row (verdict filled in later by `with_verdicts`); never raises on data a source
     lacks: the claim is then NOT_TESTABLE with the reason."""
-    row = {"claim": claim.id, "sentence": claim.sentence, "location": claim.location, "test": claim.test,
-           "direction": claim.direction, "unit": claim.unit, "margin": claim.margin, "source": inputs.source,
-           "verdict": ""}
+    row = {
+        "claim": claim.id,
+        "sentence": claim.sentence,
+        "location": claim.location,
+        "test": claim.test,
+        "direction": claim.direction,
+        "unit": claim.unit,
+        "margin": claim.margin,
+        "source": inputs.source,
+        "verdict": "",
+    }
     try:
         if claim.needs_runs and not inputs.from_runs:
             raise NotTestable(claim.needs_runs)
-        evaluated = _spread_claim(claim, inputs, reps, rng_seed) if claim.test == "spread" \
+        evaluated = (
+            _spread_claim(claim, inputs, reps, rng_seed)
+            if claim.test == "spread"
             else _contrast_claim(claim, inputs, reps, rng_seed)
+        )
         if inputs.published:
             evaluated["model"] += ", on 5 pseudo-seeds per printed cell"
         row.update(evaluated)
@@ -589,8 +778,9 @@ def evaluate_claim(claim: Claim, inputs: ClaimInputs, reps: int = 10000, rng_see
     return row
 
 
-def verdict(direction: str, estimate: float, p_holm: float, ci_low: float, ci_high: float,
-            margin: float | None = None) -> str:
+def verdict(
+    direction: str, estimate: float, p_holm: float, ci_low: float, ci_high: float, margin: float | None = None
+) -> str:
     """docs/claims.md, "Verdicts"."""
     if direction == "equivalent":
         if p_holm < ALPHA:
@@ -607,16 +797,19 @@ def with_verdicts(rows: list[dict]) -> pd.DataFrame:
     testable = report["verdict"] != NOT_TESTABLE
     report.loc[~testable, "p_holm"] = np.nan
     if testable.any():
-        report.loc[testable, "p_holm"] = multipletests(report.loc[testable, "p_value"].astype(float),
-                                                       alpha=ALPHA, method="holm")[1]
+        report.loc[testable, "p_holm"] = multipletests(
+            report.loc[testable, "p_value"].astype(float), alpha=ALPHA, method="holm"
+        )[1]
         report.loc[testable, "verdict"] = [
             verdict(r.direction, r.estimate, r.p_holm, r.ci_low, r.ci_high, r.margin)
-            for r in report[testable].itertuples()]
+            for r in report[testable].itertuples()
+        ]
     report["n_runs"] = report["n_runs"].fillna(0).astype(int)
     return report
 
 
-def evaluate_claims(inputs: ClaimInputs, claims: tuple[Claim, ...] = CLAIMS, reps: int = 10000,
-                    rng_seed: int = 0) -> pd.DataFrame:
+def evaluate_claims(
+    inputs: ClaimInputs, claims: tuple[Claim, ...] = CLAIMS, reps: int = 10000, rng_seed: int = 0
+) -> pd.DataFrame:
     """The report: one row per claim, CSV_COLUMNS then DETAIL_COLUMNS."""
     return with_verdicts([evaluate_claim(c, inputs, reps, rng_seed) for c in claims])

@@ -3,6 +3,7 @@
 `table`, `tables` and `audit` aggregate the scores of one evaluation protocol (`--protocol paper`,
 the default, or `standard`; docs/release.md). Every error is one line on stderr and exit status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,10 @@ def _runs_under(records, protocol: str, paths: list[str]):
     if note:
         print(note, file=sys.stderr)
     if not kept:
-        raise UsageError(f"no run record in {', '.join(paths)} has '{protocol}' scores; "
-                         f"try --protocol {'standard' if protocol == 'paper' else 'paper'}")
+        raise UsageError(
+            f"no run record in {', '.join(paths)} has '{protocol}' scores; "
+            f"try --protocol {'standard' if protocol == 'paper' else 'paper'}"
+        )
     return kept
 
 
@@ -83,8 +86,10 @@ def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = 
 
 def _no_runs(paths: list[str], protocol: str, other_protocol: bool):
     if other_protocol:
-        raise UsageError(f"no run record in {', '.join(paths)} has '{protocol}' scores; "
-                         f"try --protocol {'standard' if protocol == 'paper' else 'paper'}")
+        raise UsageError(
+            f"no run record in {', '.join(paths)} has '{protocol}' scores; "
+            f"try --protocol {'standard' if protocol == 'paper' else 'paper'}"
+        )
     raise UsageError(f"no run records in {', '.join(paths)}")
 
 
@@ -102,14 +107,19 @@ def _cmd_import_released(args) -> int:
         done = import_released_to_store(args.directory, args.output, args.skip_bad)
         runs, models, with_instances, skipped = done.runs, done.models, done.with_instances, done.skipped
         datasets = done.datasets
-        where = (f"{args.output} (run store: {done.parts_written} parts written"
-                 + (f", {done.parts_kept} kept from an earlier import" if done.parts_kept else "") + ")")
-    print(f"imported {runs} runs of {len(models)} models ({with_instances} with test instance "
-          f"scores) -> {where}")
+        where = (
+            f"{args.output} (run store: {done.parts_written} parts written"
+            + (f", {done.parts_kept} kept from an earlier import" if done.parts_kept else "")
+            + ")"
+        )
+    print(f"imported {runs} runs of {len(models)} models ({with_instances} with test instance scores) -> {where}")
     for dataset in unreported_datasets(datasets):
         kind = UNREPORTED_DATASETS.get(dataset, "unknown")
-        print(f"note: dataset '{dataset}' ({datasets[dataset]} runs, task type {kind}) is not reported by the "
-              "paper; imported with provenance.reported_by_paper = false", file=sys.stderr)
+        print(
+            f"note: dataset '{dataset}' ({datasets[dataset]} runs, task type {kind}) is not reported by the "
+            "paper; imported with provenance.reported_by_paper = false",
+            file=sys.stderr,
+        )
     for path, reason in skipped:
         print(f"warning: skipped {path}: {reason}", file=sys.stderr)
     if skipped:
@@ -118,14 +128,21 @@ def _cmd_import_released(args) -> int:
 
 
 def _readable(cells: pd.DataFrame) -> str:
-    view = pd.DataFrame({
-        "model": cells["model"], "task": cells["task_type"], "dataset": cells["dataset"],
-        "seeds": cells["n_seeds"],
-        "mean ± 95% (paper)": [format_cell(m, h) for m, h in zip(cells["mean"], cells["ci_halfwidth"])],
-        "bootstrap 95% CI": [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) else "—"
-                             for lo, hi in zip(cells["boot_low"], cells["boot_high"])],
-        "bootstrap": cells["bootstrap"], "selected LR per seed": cells["selected_lrs"],
-    })
+    view = pd.DataFrame(
+        {
+            "model": cells["model"],
+            "task": cells["task_type"],
+            "dataset": cells["dataset"],
+            "seeds": cells["n_seeds"],
+            "mean ± 95% (paper)": [format_cell(m, h) for m, h in zip(cells["mean"], cells["ci_halfwidth"])],
+            "bootstrap 95% CI": [
+                f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) else "—"
+                for lo, hi in zip(cells["boot_low"], cells["boot_high"])
+            ],
+            "bootstrap": cells["bootstrap"],
+            "selected LR per seed": cells["selected_lrs"],
+        }
+    )
     return view.to_string(index=False)
 
 
@@ -162,15 +179,21 @@ def _cmd_audit(args) -> int:
     selected, _ = _selected_runs(args.runs, args.protocol)
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     # Both protocols' test scores of every run; instance scores are not needed.
-    records = (r for path in args.runs for r in (
-        iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path])))
-    summary = run_audit(cells, args.out, sources=list(args.runs), protocol=args.protocol,
-                        differences=metric_differences(records))
+    records = (
+        r
+        for path in args.runs
+        for r in (iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path]))
+    )
+    summary = run_audit(
+        cells, args.out, sources=list(args.runs), protocol=args.protocol, differences=metric_differences(records)
+    )
     c = summary["cells"]
     failed = [t["table"] for t in summary["tables"] if t["verdict"] == "fail"]
-    print(f"audit (protocol {args.protocol}): {c['published']} published cells: {c['match']} match, "
-          f"{c['mismatch']} mismatch, {c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
-          f"-> {Path(args.out) / 'audit.md'}")
+    print(
+        f"audit (protocol {args.protocol}): {c['published']} published cells: {c['match']} match, "
+        f"{c['mismatch']} mismatch, {c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
+        f"-> {Path(args.out) / 'audit.md'}"
+    )
     return exit_code(summary, args.fail_on)
 
 
@@ -209,22 +232,29 @@ def _cmd_claims(args) -> int:
         print(f"wrote {path}")
     untestable = int((report["verdict"] == NOT_TESTABLE).sum())
     if untestable:
-        print(f"note: {untestable} claim(s) {NOT_TESTABLE}; the reasons are in the Markdown/CSV report",
-              file=sys.stderr)
+        print(
+            f"note: {untestable} claim(s) {NOT_TESTABLE}; the reasons are in the Markdown/CSV report", file=sys.stderr
+        )
     return 0
 
 
 def _cmd_bench_claims(args) -> int:
     result = benchmark(args.out, args.models, args.instances, args.reps, args.rng_seed)
-    print(f"{result['records']} synthetic run records ({result['models']} checkpoints, "
-          f"{result['instances_per_run']} test instances each, {result['runs_jsonl_mb']} MB of JSON Lines, "
-          f"{result['reps']} bootstrap replicates, {result['cpu_count']} CPUs, "
-          f"OMP_NUM_THREADS={result['omp_num_threads']})")
+    print(
+        f"{result['records']} synthetic run records ({result['models']} checkpoints, "
+        f"{result['instances_per_run']} test instances each, {result['runs_jsonl_mb']} MB of JSON Lines, "
+        f"{result['reps']} bootstrap replicates, {result['cpu_count']} CPUs, "
+        f"OMP_NUM_THREADS={result['omp_num_threads']})"
+    )
     for step in ("claims", "tables"):
-        print(f"  {step:7s} {result[step]['seconds']:7.2f} s  (CPU {result[step]['cpu_seconds']:6.2f} s)  "
-              f"peak {result[step]['peak_mb']:7.1f} MB")
-    print(f"  total   {result['total_seconds']:7.2f} s  peak {result['peak_mb']:7.1f} MB "
-          f"-> {Path(args.out) / 'benchmark.json'}")
+        print(
+            f"  {step:7s} {result[step]['seconds']:7.2f} s  (CPU {result[step]['cpu_seconds']:6.2f} s)  "
+            f"peak {result[step]['peak_mb']:7.1f} MB"
+        )
+    print(
+        f"  total   {result['total_seconds']:7.2f} s  peak {result['peak_mb']:7.1f} MB "
+        f"-> {Path(args.out) / 'benchmark.json'}"
+    )
     return 0
 
 
@@ -232,12 +262,16 @@ def _cmd_bench(args) -> int:
     from analysis.release_bench import benchmark_release
 
     r = benchmark_release(args.out, args.models, args.reps, args.rng_seed, args.max_instances)
-    steps = ", ".join(f"{step} {r[step]['seconds']:.1f} s (CPU {r[step]['cpu_seconds']:.1f} s, "
-                      f"peak {r[step]['peak_mb']:.0f} MB)" for step in ("import", "tables", "audit", "claims"))
-    print(f"bench: {r['models']} models, {r['runs']} runs, {r['instance_scores']:,} instance scores, "
-          f"tree {r['tree_mb']:.0f} MB, store {r['store_mb']:.0f} MB, {r['reps']} replicates; {steps}; "
-          f"tables+audit {r['tables_audit_seconds']:.1f} s; peak {r['peak_mb']:.0f} MB; "
-          f"load {r['load_average_before'][0]:.2f} on {r['cpu_count']} CPUs -> {Path(args.out) / 'benchmark.json'}")
+    steps = ", ".join(
+        f"{step} {r[step]['seconds']:.1f} s (CPU {r[step]['cpu_seconds']:.1f} s, peak {r[step]['peak_mb']:.0f} MB)"
+        for step in ("import", "tables", "audit", "claims")
+    )
+    print(
+        f"bench: {r['models']} models, {r['runs']} runs, {r['instance_scores']:,} instance scores, "
+        f"tree {r['tree_mb']:.0f} MB, store {r['store_mb']:.0f} MB, {r['reps']} replicates; {steps}; "
+        f"tables+audit {r['tables_audit_seconds']:.1f} s; peak {r['peak_mb']:.0f} MB; "
+        f"load {r['load_average_before'][0]:.2f} on {r['cpu_count']} CPUs -> {Path(args.out) / 'benchmark.json'}"
+    )
     return 0
 
 
@@ -248,9 +282,13 @@ def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_aggregation_options(parser: argparse.ArgumentParser) -> None:
     _add_bootstrap_options(parser)
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
-                        help="scores to aggregate: 'paper' (the released harness's metrics, default) "
-                             "or 'standard' (seqeval, official SQuAD, pytrec_eval)")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="paper",
+        help="scores to aggregate: 'paper' (the released harness's metrics, default) "
+        "or 'standard' (seqeval, official SQuAD, pytrec_eval)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,11 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import-released", help="released results/ tree -> run store (.parquet) or run records (.jsonl)")
     p.add_argument("directory", help="the released 'results' folder or its parent")
-    p.add_argument("-o", "--output", required=True,
-                   help="run store folder to write (e.g. runs.parquet; an interrupted import resumes) "
-                        "or run-record file (.jsonl)")
-    p.add_argument("--skip-bad", action="store_true",
-                   help="skip files that cannot be imported, list them at the end (default: stop at the first)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="run store folder to write (e.g. runs.parquet; an interrupted import resumes) or run-record file (.jsonl)",
+    )
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip files that cannot be imported, list them at the end (default: stop at the first)",
+    )
     p.set_defaults(func=_cmd_import_released)
 
     p = sub.add_parser("table", help="aggregate run records into cells; print them, optionally write CSV")
@@ -283,8 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="compare regenerated cells with the published tables")
     p.add_argument("runs", nargs="+", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
     p.add_argument("--out", required=True, help="output folder for audit.md and audit.json")
-    p.add_argument("--fail-on", choices=FAIL_ON, default="none",
-                   help="exit 1 on any mismatched cell, or on a failing table (default: never)")
+    p.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default="none",
+        help="exit 1 on any mismatched cell, or on a failing table (default: never)",
+    )
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)
 
@@ -295,8 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write the report as CSV here")
     p.add_argument("--md", help="write the report as Markdown here")
     p.add_argument("--figure", help="write the forest plot here (path stem: .png and .pdf)")
-    p.add_argument("--protocol", choices=PROTOCOLS, default="paper",
-                   help="which scores of the run records to test (default paper: the paper's harness)")
+    p.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="paper",
+        help="which scores of the run records to test (default paper: the paper's harness)",
+    )
     _add_bootstrap_options(p)
     p.set_defaults(func=_cmd_claims)
 

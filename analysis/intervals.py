@@ -16,6 +16,7 @@
 - `percentile_bounds`: percentile interval of replicates, with the Monte-Carlo standard error of
   each bound from the binomial order-statistic approximation.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,7 @@ def paper_interval(scores) -> float:
 def keyed_rng(rng_seed: int, key) -> np.random.Generator:
     """A generator per key (a cell, a test set), so its draws do not depend on which others exist."""
     digest = hashlib.sha256(repr(key).encode()).digest()
-    return np.random.default_rng(np.random.SeedSequence(
-        rng_seed, spawn_key=(int.from_bytes(digest[:8], "little"),)))
+    return np.random.default_rng(np.random.SeedSequence(rng_seed, spawn_key=(int.from_bytes(digest[:8], "little"),)))
 
 
 def multinomial_counts(n: int, reps: int, rng: np.random.Generator, dtype=np.int64) -> np.ndarray:
@@ -80,7 +80,7 @@ def instance_mean_replicates(matrix: np.ndarray, reps: int, rng: np.random.Gener
             weights = poisson_weights(n, stop - start, rng)
         sums = np.zeros((stop - start, runs))
         for block in range(0, n, _SUM_BLOCK):
-            sums += weights[:, block:block + _SUM_BLOCK] @ scores[block:block + _SUM_BLOCK]
+            sums += weights[:, block : block + _SUM_BLOCK] @ scores[block : block + _SUM_BLOCK]
         out[start:stop] = sums / weights.sum(axis=1, dtype=np.float64)[:, None]
     return out
 
@@ -110,6 +110,7 @@ def seed_weights(n_seeds: int, reps: int, rng: np.random.Generator) -> np.ndarra
 @dataclass(frozen=True)
 class PercentileBounds:
     """Percentile interval bounds per column of a replicate matrix, with their Monte-Carlo errors."""
+
     low: np.ndarray
     high: np.ndarray
     low_mcse: np.ndarray
@@ -135,6 +136,10 @@ def percentile_bounds(replicates: np.ndarray, confidence: float = 0.95) -> Perce
         step = np.sqrt(q * (1.0 - q) / reps)
         probs += [max(q - step, 0.0), q, min(q + step, 1.0)]
     quantiles = np.quantile(replicates, probs, axis=0)
-    return PercentileBounds(low=quantiles[1], high=quantiles[4],
-                            low_mcse=(quantiles[2] - quantiles[0]) / 2,
-                            high_mcse=(quantiles[5] - quantiles[3]) / 2, reps=reps)
+    return PercentileBounds(
+        low=quantiles[1],
+        high=quantiles[4],
+        low_mcse=(quantiles[2] - quantiles[0]) / 2,
+        high_mcse=(quantiles[5] - quantiles[3]) / 2,
+        reps=reps,
+    )

@@ -6,6 +6,7 @@
 - `equivalence_fit`: TOST (`statsmodels.stats.weightstats`) on per-seed contrast values.
 - `paired_fit`: one-sample t on paired differences over units (`DescrStatsW`).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,7 @@ class Fit:
     model: str  # what was fitted, in words, for the report
 
 
-def contrast_fit(scores: np.ndarray, cells: np.ndarray, weights: np.ndarray,
-                 confidence: float = 0.95) -> Fit:
+def contrast_fit(scores: np.ndarray, cells: np.ndarray, weights: np.ndarray, confidence: float = 0.95) -> Fit:
     """sum_k weights[k] * mean of cell k, from per-seed `scores` labelled by cell index 0..K-1.
 
     The t distribution uses the Welch-Satterthwaite degrees of freedom of the contrast: cells
@@ -47,8 +47,10 @@ def contrast_fit(scores: np.ndarray, cells: np.ndarray, weights: np.ndarray,
     # Per cell: weight^2 * s^2 / n, its share of the contrast's variance (s^2 with ddof=1).
     parts = weights**2 * np.bincount(cells, weights=result.resid**2, minlength=n_cells) / (n - 1) / n
     df = float(parts.sum() ** 2 / np.sum(parts**2 / (n - 1))) if parts.sum() > 0 else float(len(scores) - n_cells)
-    model = (f"OLS score ~ 0 + C(cell), HC2 covariance, linear contrast of {n_cells} cell means "
-             f"(t, Welch-Satterthwaite df {df:.0f})")
+    model = (
+        f"OLS score ~ 0 + C(cell), HC2 covariance, linear contrast of {n_cells} cell means "
+        f"(t, Welch-Satterthwaite df {df:.0f})"
+    )
     if se == 0.0:  # every cell constant over its seeds: the contrast is known exactly
         return Fit(estimate, estimate, estimate, 1.0 if estimate == 0 else 0.0, df, model)
     quantile = stats.t.ppf(0.5 + confidence / 2, df)
@@ -59,8 +61,10 @@ def contrast_fit(scores: np.ndarray, cells: np.ndarray, weights: np.ndarray,
 def equivalence_fit(values: np.ndarray, margin: float, confidence: float = 0.95) -> Fit:
     """TOST of |mean(values)| < margin (DescrStatsW.ttost_mean), values = per-seed contrasts."""
     stats = DescrStatsW(np.asarray(values, dtype=float))
-    model = (f"paired seed differences: per-seed contrast over the cells, TOST "
-             f"(DescrStatsW.ttost_mean, margin +-{margin:g}, df {len(values) - 1})")
+    model = (
+        f"paired seed differences: per-seed contrast over the cells, TOST "
+        f"(DescrStatsW.ttost_mean, margin +-{margin:g}, df {len(values) - 1})"
+    )
     if stats.std == 0.0:
         inside = abs(stats.mean) < margin
         return Fit(stats.mean, stats.mean, stats.mean, 0.0 if inside else 1.0, len(values) - 1, model)

@@ -6,6 +6,7 @@ other protocol's in `other_scores` (contracts.run_record). The analysis aggregat
 at a time; the audit reports how far the two metrics lie apart on the runs that hold both
 (docs/release.md).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,8 +18,7 @@ import pandas as pd
 from contracts.paper import DATASETS
 from contracts.run_record import PROTOCOLS, RunRecord
 
-DIFFERENCE_COLUMNS = ["task_type", "dataset", "paper_metric", "standard_metric", "runs",
-                      "mean_diff", "max_abs_diff"]
+DIFFERENCE_COLUMNS = ["task_type", "dataset", "paper_metric", "standard_metric", "runs", "mean_diff", "max_abs_diff"]
 
 
 def records_under(records: Iterable[RunRecord], protocol: str) -> tuple[list[RunRecord], str | None]:
@@ -40,8 +40,10 @@ def left_out_note(groups: Counter, protocol: str, total: int) -> str:
     for (own, dataset), count in sorted(groups.items()):
         by_protocol.setdefault(own, []).append(f"{dataset} {count}")
     why = "; ".join(f"scored under '{own}' only: {', '.join(parts)}" for own, parts in by_protocol.items())
-    return (f"note: --protocol {protocol}: left out {sum(groups.values())} of {total} run records that "
-            f"hold no '{protocol}' scores ({why})")
+    return (
+        f"note: --protocol {protocol}: left out {sum(groups.values())} of {total} run records that "
+        f"hold no '{protocol}' scores ({why})"
+    )
 
 
 def metric_differences(records: Iterable[RunRecord]) -> pd.DataFrame:
@@ -54,16 +56,25 @@ def metric_differences(records: Iterable[RunRecord]) -> pd.DataFrame:
         paper, standard = record.scores_under("paper"), record.scores_under("standard")
         if paper is None or standard is None:
             continue
-        rows.append({"task_type": record.task_type, "dataset": record.dataset,
-                     "paper_metric": paper.metric, "standard_metric": standard.metric,
-                     "diff": paper.test_score - standard.test_score})
+        rows.append(
+            {
+                "task_type": record.task_type,
+                "dataset": record.dataset,
+                "paper_metric": paper.metric,
+                "standard_metric": standard.metric,
+                "diff": paper.test_score - standard.test_score,
+            }
+        )
     if not rows:
         return pd.DataFrame(columns=DIFFERENCE_COLUMNS)
     frame = pd.DataFrame(rows).fillna({"paper_metric": "?", "standard_metric": "?"})
-    out = frame.groupby(["task_type", "dataset", "paper_metric", "standard_metric"]).agg(
-        runs=("diff", "size"), mean_diff=("diff", "mean"),
-        max_abs_diff=("diff", lambda d: float(np.abs(d).max()))).reset_index()
+    out = (
+        frame.groupby(["task_type", "dataset", "paper_metric", "standard_metric"])
+        .agg(runs=("diff", "size"), mean_diff=("diff", "mean"), max_abs_diff=("diff", lambda d: float(np.abs(d).max())))
+        .reset_index()
+    )
     order = {d.id: i for i, d in enumerate(DATASETS)}  # the paper's column order
     out = out.assign(_order=[order.get(d, len(order)) for d in out["dataset"]]).sort_values(
-        ["_order", "dataset"], kind="mergesort")
+        ["_order", "dataset"], kind="mergesort"
+    )
     return out[DIFFERENCE_COLUMNS].reset_index(drop=True)

@@ -1,4 +1,5 @@
 """The paper's printed Tables 2-17 (analysis/data/published_results.csv) as cells."""
+
 from __future__ import annotations
 
 from functools import lru_cache

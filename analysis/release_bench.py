@@ -9,6 +9,7 @@ word-level F1 and answer F1; NDCG@10 values of binary relevance) and run means f
 published cells (analysis.bench). `benchmark_release` times the four commands, each in a fresh
 process (wall seconds, CPU seconds, peak RSS). docs/analysis.md, "Scale", has the numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,18 @@ from contracts.provenance import atomic_write_json
 # ceil), the official TC validation, the IR dev/validation queries. MS MARCO's validation size is
 # not known here: taken equal to its test.
 RELEASED_INSTANCES = {
-    "sst2": (3368, 872), "qqp": (18193, 40430), "mnli": (19636, 9815),
-    "ontonotes5": (8528, 8262), "conll2003": (3250, 3453), "uner": (2001, 2077),
-    "squad": (4380, 10570), "squad_v2": (6516, 11873), "record": (5037, 10000),
-    "nq": (1726, 1726), "msmarco": (6980, 6980), "mldr_en": (200, 800),
+    "sst2": (3368, 872),
+    "qqp": (18193, 40430),
+    "mnli": (19636, 9815),
+    "ontonotes5": (8528, 8262),
+    "conll2003": (3250, 3453),
+    "uner": (2001, 2077),
+    "squad": (4380, 10570),
+    "squad_v2": (6516, 11873),
+    "record": (5037, 10000),
+    "nq": (1726, 1726),
+    "msmarco": (6980, 6980),
+    "mldr_en": (200, 800),
 }
 _INDENT = "\n            "  # the released files' json.dump(indent=4) layout, inside a list
 
@@ -55,8 +64,9 @@ def _instances_text(values: np.ndarray, strings: np.ndarray, codes: np.ndarray) 
     return repr(float(values[codes].mean())), "[" + _INDENT + listed + "\n        ]"
 
 
-def write_synthetic_release(root: str | Path, models: list[str], rng_seed: int = 0,
-                            max_instances: int | None = None) -> dict:
+def write_synthetic_release(
+    root: str | Path, models: list[str], rng_seed: int = 0, max_instances: int | None = None
+) -> dict:
     """Write <root>/results/<model>/<task type>/<folder>/<run>/results.json for every run of
     `models`; `max_instances` caps the instances per split (tests). Returns the tree's size."""
     rng = np.random.default_rng(rng_seed)
@@ -71,22 +81,36 @@ def write_synthetic_release(root: str | Path, models: list[str], rng_seed: int =
         for model in models:
             mean, sd = truth[(model, dataset.id)]
             best = rng.choice(log_lrs[1:4])
-            quality = (mean - 1.5 * (log_lrs - best)[:, None] ** 2
-                       + max(sd, 0.05) * rng.standard_normal((len(log_lrs), len(FINETUNE_SEEDS)))) / 100
+            quality = (
+                mean
+                - 1.5 * (log_lrs - best)[:, None] ** 2
+                + max(sd, 0.05) * rng.standard_normal((len(log_lrs), len(FINETUNE_SEEDS)))
+            ) / 100
             for i, lr in enumerate(FINETUNE_LRS):
                 for j, seed in enumerate(FINETUNE_SEEDS):
                     blocks = []
                     for split, hard in zip(("validation", "test"), difficulty):
                         latent = np.clip(quality[i, j] + hard + rng.normal(0.0, 0.1, size=hard.size), 0, 1)
-                        codes = (rng.random(hard.size) < latent).astype(np.intp) if dataset.task_type == "SC" \
+                        codes = (
+                            (rng.random(hard.size) < latent).astype(np.intp)
+                            if dataset.task_type == "SC"
                             else np.searchsorted(edges, latent)
+                        )
                         score, listed = _instances_text(values, strings, codes)
-                        blocks.append(f'    "{split}": {{\n        "score": {score},\n'
-                                      f'        "scores_i": {listed}\n    }}')
+                        blocks.append(
+                            f'    "{split}": {{\n        "score": {score},\n        "scores_i": {listed}\n    }}'
+                        )
                         values_written += hard.size
                     prefix = f"{IR_TRAIN_SET}_" if dataset.task_type == "IR" else ""
-                    path = (Path(root) / "results" / model / dataset.task_type / dataset.released_folder
-                            / f"{prefix}lr{lr:.0e}_sd{seed}" / "results.json")
+                    path = (
+                        Path(root)
+                        / "results"
+                        / model
+                        / dataset.task_type
+                        / dataset.released_folder
+                        / f"{prefix}lr{lr:.0e}_sd{seed}"
+                        / "results.json"
+                    )
                     path.parent.mkdir(parents=True, exist_ok=True)
                     text = "{\n" + ",\n".join(blocks) + "\n}"
                     path.write_text(text)
@@ -99,8 +123,9 @@ def _folder_mb(path: Path) -> float:
     return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
 
 
-def benchmark_release(out_dir: str | Path, n_models: int, reps: int = 10000, rng_seed: int = 0,
-                      max_instances: int | None = None) -> dict:
+def benchmark_release(
+    out_dir: str | Path, n_models: int, reps: int = 10000, rng_seed: int = 0, max_instances: int | None = None
+) -> dict:
     """Write the synthetic release of the first n_models checkpoints into out_dir/results (kept
     when a previous call wrote the same one), then time import-released -> out_dir/store.parquet,
     tables, audit and claims on the store; writes out_dir/benchmark.json."""
@@ -117,17 +142,34 @@ def benchmark_release(out_dir: str | Path, n_models: int, reps: int = 10000, rng
     tree = json.loads(marker.read_text())["tree"]
     store = out / "store.parquet"
     shutil.rmtree(store, ignore_errors=True)
-    result = {"models": len(models), "runs": tree["files"], **tree, "reps": reps,
-              "max_instances": max_instances, "cpu_count": os.cpu_count(),
-              "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
-              "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    result = {
+        "models": len(models),
+        "runs": tree["files"],
+        **tree,
+        "reps": reps,
+        "max_instances": max_instances,
+        "cpu_count": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
+    }
     result["import"] = _timed(["import-released", str(out / "results"), "-o", str(store)])
     result["store_mb"] = _folder_mb(store)
     boot = ["--reps", str(reps), "--rng-seed", str(rng_seed)]
     result["tables"] = _timed(["tables", str(store), "--out", str(out / "tables"), *boot])
     result["audit"] = _timed(["audit", str(store), "--out", str(out / "audit"), *boot])
-    result["claims"] = _timed(["claims", str(store), "--csv", str(out / "claims.csv"), "--md",
-                               str(out / "claims.md"), "--figure", str(out / "claims"), *boot])
+    result["claims"] = _timed(
+        [
+            "claims",
+            str(store),
+            "--csv",
+            str(out / "claims.csv"),
+            "--md",
+            str(out / "claims.md"),
+            "--figure",
+            str(out / "claims"),
+            *boot,
+        ]
+    )
     result["tables_audit_seconds"] = round(result["tables"]["seconds"] + result["audit"]["seconds"], 2)
     result["peak_mb"] = max(result[step]["peak_mb"] for step in ("import", "tables", "audit", "claims"))
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]

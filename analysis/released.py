@@ -10,6 +10,7 @@ the paper protocol's: records get protocol "paper" and the metric of their task 
 (contracts.paper.PAPER_PROTOCOL_METRICS). `import_released_to_store` streams a whole release into a
 run store (contracts.run_store; docs/analysis.md, "import-released").
 """
+
 from __future__ import annotations
 
 import io
@@ -50,8 +51,9 @@ def results_root(directory: str | Path) -> Path:
 def _score(path: Path, data: dict, split: str, field: str = "score") -> float:
     block = data.get(split)
     if not isinstance(block, dict):
-        raise ReleasedImportError(f"{path}: missing object '{split}'; expected "
-                                  '{"validation": {"score": ...}, "test": {"score": ...}}')
+        raise ReleasedImportError(
+            f'{path}: missing object \'{split}\'; expected {{"validation": {{"score": ...}}, "test": {{"score": ...}}}}'
+        )
     value = block.get(field)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ReleasedImportError(f"{path}: '{split}.{field}' is {value!r}; expected a number in [0, 1]")
@@ -66,8 +68,7 @@ def _check_instances(path: Path, values) -> np.ndarray | None:
         return None
     if isinstance(values, np.ndarray):
         array = values
-    elif isinstance(values, list) and not any(isinstance(v, bool) or not isinstance(v, (int, float))
-                                              for v in values):
+    elif isinstance(values, list) and not any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
         array = np.asarray(values, dtype=np.float64)
     else:
         array = None
@@ -89,8 +90,12 @@ def _parse_number_list(text: bytes) -> np.ndarray | None:
     if not compact:
         return np.empty(0)
     try:
-        table = pa_csv.read_csv(io.BytesIO(compact.replace(b",", b"\n")), read_options=_CSV_READ,
-                                parse_options=_CSV_PARSE, convert_options=_CSV_CONVERT)
+        table = pa_csv.read_csv(
+            io.BytesIO(compact.replace(b",", b"\n")),
+            read_options=_CSV_READ,
+            parse_options=_CSV_PARSE,
+            convert_options=_CSV_CONVERT,
+        )
     except pa.ArrowInvalid:
         return None
     values = table.column(0)
@@ -111,8 +116,8 @@ def parse_results_json(raw: bytes) -> dict | None:
         end = raw.find(b"]", match.end())
         if end < 0:
             return None
-        pieces += [raw[pos:match.end() - 1], b'"\\u0000%d"' % len(lists)]
-        lists.append(raw[match.end():end])
+        pieces += [raw[pos : match.end() - 1], b'"\\u0000%d"' % len(lists)]
+        lists.append(raw[match.end() : end])
         pos = end + 1
     pieces.append(raw[pos:])
     try:
@@ -136,11 +141,12 @@ def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
         return RELEASED_FOLDERS[(task_type, folder)]
     elsewhere = [t for t, f in RELEASED_FOLDERS if f == folder]
     if elsewhere:
-        raise ReleasedImportError(f"{path}: dataset folder '{folder}' belongs under {elsewhere[0]}/, "
-                                  f"not {task_type}/")
+        raise ReleasedImportError(f"{path}: dataset folder '{folder}' belongs under {elsewhere[0]}/, not {task_type}/")
     known = ", ".join(f"{t}/{f}" for t, f in RELEASED_FOLDERS)
-    raise ReleasedImportError(f"{path}: unknown released dataset folder '{task_type}/{folder}'; "
-                              f"the known folders are {known} (contracts/paper.py)")
+    raise ReleasedImportError(
+        f"{path}: unknown released dataset folder '{task_type}/{folder}'; "
+        f"the known folders are {known} (contracts/paper.py)"
+    )
 
 
 def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | None]:
@@ -149,8 +155,8 @@ def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | 
     parts = path.relative_to(root).parts
     if len(parts) != 5:
         raise ReleasedImportError(
-            f"{path}: expected <model>/<task type>/<folder>/[<train_set>_]lr<LR>_sd<SEED>/results.json "
-            f"under {root}")
+            f"{path}: expected <model>/<task type>/<folder>/[<train_set>_]lr<LR>_sd<SEED>/results.json under {root}"
+        )
     model, task_type, folder, run_dir, _ = parts
     if task_type not in TASK_TYPES:
         raise ReleasedImportError(f"{path}: task type folder '{task_type}' is not one of {TASK_TYPES}")
@@ -176,10 +182,17 @@ def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | 
     validation, test = _score(path, data, "validation"), _score(path, data, "test")
     try:
         record = RunRecord.create(
-            model, task_type=task_type, dataset=dataset, train_set=match["train_set"],
-            lr=float(match["lr"]), seed=int(match["seed"]),
-            validation_score=100.0 * validation, test_score=100.0 * test, provenance=provenance,
-            protocol="paper", metric=PAPER_PROTOCOL_METRICS[task_type],
+            model,
+            task_type=task_type,
+            dataset=dataset,
+            train_set=match["train_set"],
+            lr=float(match["lr"]),
+            seed=int(match["seed"]),
+            validation_score=100.0 * validation,
+            test_score=100.0 * test,
+            provenance=provenance,
+            protocol="paper",
+            metric=PAPER_PROTOCOL_METRICS[task_type],
         )
     except RunRecordError as exc:
         raise ReleasedImportError(f"{path}: {exc}") from None
@@ -231,6 +244,7 @@ def unreported_datasets(datasets) -> list[str]:
 class StoreImport:
     """What import_released_to_store did: runs in the store, files skipped as bad (path, reason),
     parts written now and parts kept from an earlier, interrupted import."""
+
     runs: int = 0
     with_instances: int = 0
     models: set = field(default_factory=set)
@@ -240,8 +254,9 @@ class StoreImport:
     parts_kept: int = 0
 
 
-def import_released_to_store(directory: str | Path, store: str | Path, skip_bad: bool = False,
-                             part_values: int = PART_VALUES) -> StoreImport:
+def import_released_to_store(
+    directory: str | Path, store: str | Path, skip_bad: bool = False, part_values: int = PART_VALUES
+) -> StoreImport:
     """Stream a released tree into a run store (contracts.run_store), one part per batch of runs
     holding about `part_values` instance scores (bounded memory).
 
@@ -282,8 +297,7 @@ def import_released_to_store(directory: str | Path, store: str | Path, skip_bad:
         index += 1
         records, instances, sources, skipped, values = [], [], [], [], 0
 
-    for path in tqdm(todo, desc="import", unit="run", disable=None, initial=len(files) - len(todo),
-                     total=len(files)):
+    for path in tqdm(todo, desc="import", unit="run", disable=None, initial=len(files) - len(todo), total=len(files)):
         source = path.relative_to(root).as_posix()
         try:
             record, scores = parse_released_run(path, root)

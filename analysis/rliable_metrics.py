@@ -10,6 +10,7 @@ per-seed scores of the treatment and of the control there.
 - Probability of improvement: the mean over tasks of P(treatment run > control run), ties 1/2
   (the Mann-Whitney U statistic / (n m)); 0.5 = no difference.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ def _resample(runs: np.ndarray, reps: int, rng: np.random.Generator) -> np.ndarr
 
 def _iqm_difference(treatment: list[np.ndarray], control: list[np.ndarray]) -> np.ndarray:
     """IQM of the last axis of the concatenated tasks: treatment minus control."""
-    return (stats.trim_mean(np.concatenate(treatment, axis=-1), 0.25, axis=-1)
-            - stats.trim_mean(np.concatenate(control, axis=-1), 0.25, axis=-1))
+    return stats.trim_mean(np.concatenate(treatment, axis=-1), 0.25, axis=-1) - stats.trim_mean(
+        np.concatenate(control, axis=-1), 0.25, axis=-1
+    )
 
 
 def _probability_of_improvement(treatment: list[np.ndarray], control: list[np.ndarray]) -> np.ndarray:
@@ -47,8 +49,13 @@ def _probability_of_improvement(treatment: list[np.ndarray], control: list[np.nd
     return (1.0 + np.mean(per_task, axis=0)) / 2.0
 
 
-def rliable_summary(treatment: list[np.ndarray], control: list[np.ndarray], reps: int,
-                    rng: np.random.Generator, confidence: float = 0.95) -> RliableSummary:
+def rliable_summary(
+    treatment: list[np.ndarray],
+    control: list[np.ndarray],
+    reps: int,
+    rng: np.random.Generator,
+    confidence: float = 0.95,
+) -> RliableSummary:
     """IQM difference and probability of improvement over tasks, with stratified bootstrap CIs.
 
     treatment[k] / control[k]: the run scores of task k (at least one each).
@@ -62,8 +69,9 @@ def rliable_summary(treatment: list[np.ndarray], control: list[np.ndarray], reps
         return RliableSummary(iqm, np.nan, np.nan, poi, np.nan, np.nan)
     t_draws = [_resample(t, reps, rng) for t in t_runs]
     c_draws = [_resample(c, reps, rng) for c in c_runs]
-    bounds = percentile_bounds(np.column_stack([_iqm_difference(t_draws, c_draws),
-                                                _probability_of_improvement(t_draws, c_draws)]),
-                               confidence)
-    return RliableSummary(iqm, float(bounds.low[0]), float(bounds.high[0]),
-                          poi, float(bounds.low[1]), float(bounds.high[1]))
+    bounds = percentile_bounds(
+        np.column_stack([_iqm_difference(t_draws, c_draws), _probability_of_improvement(t_draws, c_draws)]), confidence
+    )
+    return RliableSummary(
+        iqm, float(bounds.low[0]), float(bounds.high[0]), poi, float(bounds.low[1]), float(bounds.high[1])
+    )

@@ -5,6 +5,7 @@ of the requested protocol taken (RunRecord.scores_under, column-wise), the best-
 of each seed selected (the same rule and order as scan_runs), and only then the instance scores
 of the selected runs read, part by part. The frames equal scan_runs' on the same records.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,18 @@ from analysis.aggregate import RUN_COLUMNS, RUN_KEY
 from analysis.protocols import left_out_note
 from contracts.run_store import INSTANCES, instance_arrays, read_part, store_parts
 
-_READ = ["model", "task_type", "dataset", "train_set", "lr", "seed", "validation_score", "test_score",
-         "protocol", "other_scores"]
+_READ = [
+    "model",
+    "task_type",
+    "dataset",
+    "train_set",
+    "lr",
+    "seed",
+    "validation_score",
+    "test_score",
+    "protocol",
+    "other_scores",
+]
 
 
 def _protocol_view(frame: pd.DataFrame, protocol: str) -> tuple[pd.DataFrame, list[tuple]]:
@@ -40,13 +51,17 @@ def _protocol_view(frame: pd.DataFrame, protocol: str) -> tuple[pd.DataFrame, li
         if other.get("test_instance_scores") is not None:
             other_instances[i] = np.asarray(other["test_instance_scores"], dtype=np.float32)
         serves[i] = True
-    frame = frame.assign(validation_score=validation, test_score=test,
-                         other_instances=pd.Series(other_instances, index=frame.index, dtype=object))
+    frame = frame.assign(
+        validation_score=validation,
+        test_score=test,
+        other_instances=pd.Series(other_instances, index=frame.index, dtype=object),
+    )
     return frame[serves], left
 
 
-def scan_store(paths: list[str | Path], protocol: str, datasets: set[str] | None = None
-               ) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+def scan_store(
+    paths: list[str | Path], protocol: str, datasets: set[str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     """(selected, runs) as analysis.aggregate.scan_runs gives them for the stores' records viewed
     under `protocol` (restricted to `datasets` when given), and the note of records_under on
     the records left out (None when none is)."""
@@ -62,19 +77,22 @@ def scan_store(paths: list[str | Path], protocol: str, datasets: set[str] | None
     note = left_out_note(Counter(left), protocol, total) if left else None
     if datasets is not None:
         frame = frame[frame["dataset"].isin(datasets)]
-    frame = frame.assign(train_set=frame["train_set"].fillna(""), lr=frame["lr"].astype(float),
-                         seed=frame["seed"].astype(np.int64)).reset_index(drop=True)
+    frame = frame.assign(
+        train_set=frame["train_set"].fillna(""), lr=frame["lr"].astype(float), seed=frame["seed"].astype(np.int64)
+    ).reset_index(drop=True)
     keys = [*RUN_KEY, "seed"]
     duplicated = frame.duplicated([*keys, "lr"])
     if duplicated.any():
         r = frame[duplicated].iloc[0]
         raise ValueError(
             f"duplicate run records for model={r.model} task_type={r.task_type} dataset={r.dataset} "
-            f"train_set={r.train_set or None} lr={r.lr:g} seed={r.seed}; pass each run once")
+            f"train_set={r.train_set or None} lr={r.lr:g} seed={r.seed}; pass each run once"
+        )
     runs = frame[RUN_COLUMNS].astype({"lr": float, "seed": np.int64})
     # Best validation score per seed, ties to the smallest LR (scan_runs' rule), ordered by key.
-    ordered = frame.sort_values([*keys, "validation_score", "lr"], ascending=[True] * 5 + [False, True],
-                                kind="mergesort")
+    ordered = frame.sort_values(
+        [*keys, "validation_score", "lr"], ascending=[True] * 5 + [False, True], kind="mergesort"
+    )
     best = ordered.drop_duplicates(keys, keep="first")
     n_lrs = frame.groupby(keys, sort=False).size().rename("n_lrs")
     best = best.join(n_lrs, on=keys)

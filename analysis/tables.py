@@ -3,6 +3,7 @@
 The row set and row order of every table come from the published CSV (its `table` column), so
 the layout is the paper's; a cell without data is rendered as MISSING, never filled in.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,23 +18,38 @@ from contracts.provenance import atomic_write_text
 
 MISSING = "—"
 FORMATS = ("md", "csv", "tex")
-TASK_NAMES = {"SC": "sequence classification", "TC": "token classification",
-              "QA": "question answering", "IR": "information retrieval"}
+TASK_NAMES = {
+    "SC": "sequence classification",
+    "TC": "token classification",
+    "QA": "question answering",
+    "IR": "information retrieval",
+}
 _FAMILIES = (  # (first table, last table, title, row label built from the published columns)
-    (2, 5, "by model size and pretraining objective (42k steps)",
-     lambda r: f"{r.model_size} {r.objective}"),
-    (6, 9, "of 610M intermediate checkpoints, MLM-40 vs CLM",
-     lambda r: f"{r.model_size} {r.objective} @ {int(r.pretraining_steps) // 1000}k steps"),
-    (10, 13, "of biphasic CLM then MLM-40 pretraining at fixed budgets",
-     lambda r: f"{int(r.pretraining_steps) // 1000}k budget: {r.objective}"),
-    (14, 17, "of continued pretraining (CPT) with MLM-40 from decayed 42k CLM or MLM models",
-     lambda r: f"{r.objective}"),
+    (2, 5, "by model size and pretraining objective (42k steps)", lambda r: f"{r.model_size} {r.objective}"),
+    (
+        6,
+        9,
+        "of 610M intermediate checkpoints, MLM-40 vs CLM",
+        lambda r: f"{r.model_size} {r.objective} @ {int(r.pretraining_steps) // 1000}k steps",
+    ),
+    (
+        10,
+        13,
+        "of biphasic CLM then MLM-40 pretraining at fixed budgets",
+        lambda r: f"{int(r.pretraining_steps) // 1000}k budget: {r.objective}",
+    ),
+    (
+        14,
+        17,
+        "of continued pretraining (CPT) with MLM-40 from decayed 42k CLM or MLM models",
+        lambda r: f"{r.objective}",
+    ),
 )
 # Known inconsistencies of the paper (docs/choices.md): recorded, not corrected; the values stay as transcribed.
 TABLE_NOTES = {
     10: "Known inconsistency (docs/choices.md): the paper's SC biphasic table is mislabelled. "
-        "Values are rendered as transcribed in published_results.csv, under the checkpoint "
-        "each value is attributed to there; nothing was corrected.",
+    "Values are rendered as transcribed in published_results.csv, under the checkpoint "
+    "each value is attributed to there; nothing was corrected.",
 }
 
 
@@ -69,11 +85,17 @@ def paper_layouts() -> list[TableLayout]:
         first, last, title, label = next(f for f in _FAMILIES if f[0] <= number <= f[1])
         models = table.drop_duplicates("hf_model_id_inferred")
         task_type = table["task_type"].iloc[0]
-        layouts.append(TableLayout(
-            number=int(number), task_type=task_type, metric=table["metric"].iloc[0],
-            title=title, rows=tuple((label(r), r.hf_model_id_inferred) for r in models.itertuples()),
-            columns=_columns(task_type), note=TABLE_NOTES.get(int(number)),
-        ))
+        layouts.append(
+            TableLayout(
+                number=int(number),
+                task_type=task_type,
+                metric=table["metric"].iloc[0],
+                title=title,
+                rows=tuple((label(r), r.hf_model_id_inferred) for r in models.itertuples()),
+                columns=_columns(task_type),
+                note=TABLE_NOTES.get(int(number)),
+            )
+        )
     return layouts
 
 
@@ -82,12 +104,21 @@ def extra_layouts(cells: pd.DataFrame, layouts: list[TableLayout]) -> list[Table
     known = {(t.task_type, m) for t in layouts for _, m in t.rows}
     extras = []
     for task_type in TASK_NAMES:
-        models = sorted({m for m, t in zip(cells["model"], cells["task_type"])
-                         if t == task_type and (task_type, m) not in known})
+        models = sorted(
+            {m for m, t in zip(cells["model"], cells["task_type"]) if t == task_type and (task_type, m) not in known}
+        )
         if models:
             metric = datasets_of(task_type)[0].metric
-            extras.append(TableLayout(None, task_type, metric, "of models outside the paper's tables",
-                                      tuple((m, m) for m in models), _columns(task_type)))
+            extras.append(
+                TableLayout(
+                    None,
+                    task_type,
+                    metric,
+                    "of models outside the paper's tables",
+                    tuple((m, m) for m in models),
+                    _columns(task_type),
+                )
+            )
     return extras
 
 
@@ -120,14 +151,26 @@ def render_table(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _markdown(frame: pd.DataFrame) -> str:
-    lines = ["| " + " | ".join(frame.columns) + " |",
-             "|" + "|".join(["---"] * 2 + ["---:"] * (len(frame.columns) - 2)) + "|"]
+    lines = [
+        "| " + " | ".join(frame.columns) + " |",
+        "|" + "|".join(["---"] * 2 + ["---:"] * (len(frame.columns) - 2)) + "|",
+    ]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
 
 
-_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#",
-                "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+_TEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+}
 
 
 def _tex_escape(text: str) -> str:
@@ -142,15 +185,26 @@ def _tex_cell(value: str) -> str:
 
 def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
     n_values = len(frame.columns) - 2
-    lines = [r"\begin{table}[ht]", r"\centering", r"\small",
-             rf"\caption{{{_tex_escape(layout.caption)}}}",
-             rf"\label{{tab:{layout.name.replace('_', '-')}}}",
-             r"\begin{tabular}{ll" + "c" * n_values + "}", r"\toprule",
-             " & ".join(_tex_escape(c) for c in frame.columns) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[ht]",
+        r"\centering",
+        r"\small",
+        rf"\caption{{{_tex_escape(layout.caption)}}}",
+        rf"\label{{tab:{layout.name.replace('_', '-')}}}",
+        r"\begin{tabular}{ll" + "c" * n_values + "}",
+        r"\toprule",
+        " & ".join(_tex_escape(c) for c in frame.columns) + r" \\",
+        r"\midrule",
+    ]
     for row in frame.itertuples(index=False):
         values = list(row)
-        lines.append(" & ".join([_tex_escape(values[0]), r"\texttt{" + _tex_escape(values[1]) + "}"]
-                                + [_tex_cell(v) for v in values[2:]]) + r" \\")
+        lines.append(
+            " & ".join(
+                [_tex_escape(values[0]), r"\texttt{" + _tex_escape(values[1]) + "}"]
+                + [_tex_cell(v) for v in values[2:]]
+            )
+            + r" \\"
+        )
     lines += [r"\bottomrule", r"\end{tabular}"]
     if layout.note:
         lines.append(r"\par\footnotesize " + _tex_escape(layout.note))
@@ -158,8 +212,14 @@ def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def write_tables(cells: pd.DataFrame, out_dir: str | Path, formats=FORMATS, source: str = "",
-                 only: tuple[int, ...] | None = None, rename: dict[str, str] | None = None) -> list[Path]:
+def write_tables(
+    cells: pd.DataFrame,
+    out_dir: str | Path,
+    formats=FORMATS,
+    source: str = "",
+    only: tuple[int, ...] | None = None,
+    rename: dict[str, str] | None = None,
+) -> list[Path]:
     """Render Tables 2-17 (+ extra tables for models outside them) into out_dir.
 
     md -> tables.md, tex -> tables.tex (all tables); csv -> one <name>.csv per table.
@@ -169,16 +229,21 @@ def write_tables(cells: pd.DataFrame, out_dir: str | Path, formats=FORMATS, sour
     out_dir = Path(out_dir)
     layouts = [t for t in paper_layouts() if only is None or t.number in only]
     if rename:
-        layouts = [replace(t, rows=tuple((label, rename.get(model, model)) for label, model in t.rows))
-                   for t in layouts]
+        layouts = [
+            replace(t, rows=tuple((label, rename.get(model, model)) for label, model in t.rows)) for t in layouts
+        ]
     layouts += extra_layouts(cells, layouts)
     rendered = [(layout, render_table(layout, cells)) for layout in layouts]
     written = []
     if "md" in formats:
         title = "Tables 2-17" if only is None else ", ".join(f"Table {n}" for n in only) or "Extra tables"
-        parts = [f"# {title} in the paper's layout", "",
-                 f"Source: {source}. Cells are mean ± 95% half-width (1.96 sd/sqrt(n) over seeds); "
-                 f"{MISSING} = no data for this cell.", ""]
+        parts = [
+            f"# {title} in the paper's layout",
+            "",
+            f"Source: {source}. Cells are mean ± 95% half-width (1.96 sd/sqrt(n) over seeds); "
+            f"{MISSING} = no data for this cell.",
+            "",
+        ]
         for layout, frame in rendered:
             parts += [f"## {layout.caption}", "", _markdown(frame), ""]
             if layout.note:
@@ -188,7 +253,11 @@ def write_tables(cells: pd.DataFrame, out_dir: str | Path, formats=FORMATS, sour
         for layout, frame in rendered:
             written.append(atomic_write_text(out_dir / f"{layout.name}.csv", frame.to_csv(index=False)))
     if "tex" in formats:
-        text = "% Requires \\usepackage{booktabs}. " + f"Source: {source}\n\n" + "\n\n".join(
-            _latex(layout, frame) for layout, frame in rendered) + "\n"
+        text = (
+            "% Requires \\usepackage{booktabs}. "
+            + f"Source: {source}\n\n"
+            + "\n\n".join(_latex(layout, frame) for layout, frame in rendered)
+            + "\n"
+        )
         written.append(atomic_write_text(out_dir / "tables.tex", text))
     return written

@@ -7,6 +7,7 @@
   export-st  the IR model of an MS MARCO run -> a sentence-transformers folder (docs/export.md)
 Runs use the paper's evaluation protocol unless `--set protocol=standard` (docs/protocol.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,42 +23,67 @@ def _csv(kind):
     def parse(text: str):
         items = [x.strip() for x in text.split(",") if x.strip()]
         return [kind(x) for x in items]
+
     return parse
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-root", help="local dataset mirror <root>/<hub_id>/<config|default>/<split>.jsonl "
-                   "(default: the Hub)")
+    p.add_argument(
+        "--data-root", help="local dataset mirror <root>/<hub_id>/<config|default>/<split>.jsonl (default: the Hub)"
+    )
     p.add_argument("--out", default="runs", help="runs directory (default: runs)")
     p.add_argument("--max-steps", type=int, help="step budget (default: the task's: 1000, CoNLL/UNER one epoch)")
     p.add_argument("--batch-size", type=int, help="sequences per step (default 32)")
-    p.add_argument("--micro-batch", type=int, dest="device_microbatch_size",
-                   help="device micro-batch (gradient accumulation; IR: GradCache chunk)")
+    p.add_argument(
+        "--micro-batch",
+        type=int,
+        dest="device_microbatch_size",
+        help="device micro-batch (gradient accumulation; IR: GradCache chunk)",
+    )
     p.add_argument("--max-length", type=int, help="max tokens per input (default: the model maximum)")
     p.add_argument("--config", help="YAML config (default: benchmarks/configs/paper.yaml)")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override one config field (repeatable)")
-    p.add_argument("--trust-remote-code", action="store_true", default=None,
-                   help="let checkpoints run the model code they ship (config.json auto_map), e.g. the "
-                   "paper's released checkpoints; only for code you trust (config field trust_remote_code)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=VALUE", help="override one config field (repeatable)"
+    )
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        default=None,
+        help="let checkpoints run the model code they ship (config.json auto_map), e.g. the "
+        "paper's released checkpoints; only for code you trust (config field trust_remote_code)",
+    )
 
 
 def _run_values(args) -> dict:
-    return {"data_root": args.data_root, "out": args.out, "max_steps": args.max_steps,
-            "batch_size": args.batch_size, "device_microbatch_size": args.device_microbatch_size,
-            "max_length": args.max_length, "trust_remote_code": args.trust_remote_code}
+    return {
+        "data_root": args.data_root,
+        "out": args.out,
+        "max_steps": args.max_steps,
+        "batch_size": args.batch_size,
+        "device_microbatch_size": args.device_microbatch_size,
+        "max_length": args.max_length,
+        "trust_remote_code": args.trust_remote_code,
+    }
 
 
 def cmd_run(args) -> int:
     from benchmarks.run import load_run_config, run
 
-    values = {"model": args.model, "task": args.task, "lr": args.lr, "seed": args.seed,
-              "model_name": args.model_name, **_run_values(args)}
+    values = {
+        "model": args.model,
+        "task": args.task,
+        "lr": args.lr,
+        "seed": args.seed,
+        "model_name": args.model_name,
+        **_run_values(args),
+    }
     cfg = load_run_config(values, args.config, args.set)
     record, computed = run(cfg)
     state = "done" if computed else "skipped (complete record exists)"
-    print(f"{cfg.run_dir / RECORD_FILE}: {state}; protocol {record.protocol} ({record.metric}): "
-          f"validation {record.validation_score:.2f}, test {record.test_score:.2f}")
+    print(
+        f"{cfg.run_dir / RECORD_FILE}: {state}; protocol {record.protocol} ({record.metric}): "
+        f"validation {record.validation_score:.2f}, test {record.test_score:.2f}"
+    )
     return 0
 
 
@@ -65,8 +91,9 @@ def cmd_matrix(args) -> int:
     from benchmarks import matrix
     from benchmarks.run import load_run_config
 
-    base = load_run_config({"model": "-", "task": "-", "lr": 1.0, "seed": 0, **_run_values(args)},
-                           args.config, args.set)
+    base = load_run_config(
+        {"model": "-", "task": "-", "lr": 1.0, "seed": 0, **_run_values(args)}, args.config, args.set
+    )
     jobs = matrix.expand(base, args.models, args.tasks, args.lrs, args.seeds)
     jobs_path = Path(args.jobs_file or Path(args.out) / "jobs.jsonl")
     matrix.write_jobs(jobs, jobs_path)
@@ -79,8 +106,10 @@ def cmd_matrix(args) -> int:
         print(f"{path}: submit with `bash {path}`")
         return 0
     outcome = matrix.run_local(jobs, progress=not args.no_progress)
-    print(f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
-          f"{len(outcome['failed'])} failed")
+    print(
+        f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
+        f"{len(outcome['failed'])} failed"
+    )
     for line in outcome["failed"]:
         print(f"  failed: {line}", file=sys.stderr)
     return 1 if outcome["failed"] else 0
@@ -108,12 +137,20 @@ def export_run(run_dir: Path, out: Path) -> Path:
     if config["task"] != IR_TRAIN_TASK:
         raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run; only the {IR_TRAIN_TASK} runs train an IR model")
     if not (run_dir / IR_MODEL_DIR).is_dir():
-        raise ExportError(f"{run_dir}: its {IR_MODEL_DIR}/ was removed once nq and mldr_en were evaluated; rerun "
-                          "it with save_weights: true (or save_sentence_transformers: true) to keep it")
+        raise ExportError(
+            f"{run_dir}: its {IR_MODEL_DIR}/ was removed once nq and mldr_en were evaluated; rerun "
+            "it with save_weights: true (or save_sentence_transformers: true) to keep it"
+        )
     spec = get_task(IR_TRAIN_TASK)
-    return save_sentence_transformer(run_dir / IR_MODEL_DIR, out, record.provenance["max_length"], spec.query_prefix,
-                                     spec.doc_prefix, config.get("trust_remote_code", False),
-                                     eos_only=config.get("protocol") == "paper")
+    return save_sentence_transformer(
+        run_dir / IR_MODEL_DIR,
+        out,
+        record.provenance["max_length"],
+        spec.query_prefix,
+        spec.doc_prefix,
+        config.get("trust_remote_code", False),
+        eos_only=config.get("protocol") == "paper",
+    )
 
 
 def cmd_export_st(args) -> int:
@@ -123,15 +160,19 @@ def cmd_export_st(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each step")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="fine-tune and evaluate one (model, task, lr, seed)")
     p.add_argument("--model", required=True, help="local Hugging Face model folder or hub id")
-    p.add_argument("--task", required=True, help="task id: sst2 qqp mnli ontonotes5 conll2003 uner "
-                   "squad squad_v2 record nq msmarco mldr_en")
+    p.add_argument(
+        "--task",
+        required=True,
+        help="task id: sst2 qqp mnli ontonotes5 conll2003 uner squad squad_v2 record nq msmarco mldr_en",
+    )
     p.add_argument("--lr", type=float, required=True)
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--model-name", help="name in records and run paths (default: last part of --model)")
@@ -148,8 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--local", action="store_true", help="run every job here, in order (resumable)")
     mode.add_argument("--slurm-script", help="write a Slurm job-array submit script to this file")
     p.add_argument("--array-throttle", type=int, help="at most N array tasks at once (%%N)")
-    p.add_argument("--sbatch-option", action="append", default=[], metavar="OPTION",
-                   help="an #SBATCH line for every array task, e.g. --sbatch-option=--gres=gpu:1")
+    p.add_argument(
+        "--sbatch-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an #SBATCH line for every array task, e.g. --sbatch-option=--gres=gpu:1",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_run_options(p)
     p.set_defaults(func=cmd_matrix)
@@ -179,20 +225,26 @@ def _user_errors() -> tuple[type[Exception], ...]:
     exit status 2.
 
     Only modules already imported can have raised, so this imports nothing heavy."""
-    names = {"contracts.config": "ConfigError", "contracts.run_record": "RunRecordError",
-             "contracts.provenance": "DiskFullError",
-             "benchmarks.datasets.loading": "DatasetError", "benchmarks.kinds.checkpoint": "ModelLoadError",
-             "benchmarks.matrix": "MatrixError", "benchmarks.run": "RunError",
-             "benchmarks.export_st": "ExportError",
-             "benchmarks.tasks": "UnknownTaskError"}
+    names = {
+        "contracts.config": "ConfigError",
+        "contracts.run_record": "RunRecordError",
+        "contracts.provenance": "DiskFullError",
+        "benchmarks.datasets.loading": "DatasetError",
+        "benchmarks.kinds.checkpoint": "ModelLoadError",
+        "benchmarks.matrix": "MatrixError",
+        "benchmarks.run": "RunError",
+        "benchmarks.export_st": "ExportError",
+        "benchmarks.tasks": "UnknownTaskError",
+    }
     return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     if not args.verbose:
         logging.getLogger("benchmarks").setLevel(logging.INFO)
     try:

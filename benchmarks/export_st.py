@@ -13,6 +13,7 @@ right-padded (positions must not move), text only (never a chat template).
 checkpoint's, because sentence-transformers loads the encoder with transformers' AutoModel, which
 runs shipped code only when asked to.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,8 @@ def append_eos_only(tokenizer) -> None:
 
     eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
     tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
-        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, eos_id)])
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, eos_id)]
+    )
 
 
 def _check_eos_only(folder: Path) -> None:
@@ -52,13 +54,21 @@ def _check_eos_only(folder: Path) -> None:
     probe = "Query: a probe"
     text_then_eos = tokenizer(probe, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     if tokenizer(probe)["input_ids"] != text_then_eos:
-        raise ExportError(f"tokenizer class {type(tokenizer).__name__} does not keep an EOS-only "
-                          "post-processor when saved; this model cannot be exported for the paper protocol")
+        raise ExportError(
+            f"tokenizer class {type(tokenizer).__name__} does not keep an EOS-only "
+            "post-processor when saved; this model cannot be exported for the paper protocol"
+        )
 
 
-def save_sentence_transformer(model_dir: Path, out: Path, max_length: int, query_prefix: str,
-                              doc_prefix: str, trust_remote_code: bool = False,
-                              eos_only: bool = False) -> Path:
+def save_sentence_transformer(
+    model_dir: Path,
+    out: Path,
+    max_length: int,
+    query_prefix: str,
+    doc_prefix: str,
+    trust_remote_code: bool = False,
+    eos_only: bool = False,
+) -> Path:
     """Write the sentence-transformers folder `out` (aside, then renamed) from a saved IR model."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling, Transformer
@@ -72,12 +82,20 @@ def save_sentence_transformer(model_dir: Path, out: Path, max_length: int, query
     register_own_model_types()
     check_remote_code(str(model_dir), trust_remote_code)
     remote = {"trust_remote_code": trust_remote_code}
-    encoder = Transformer(str(model_dir), model_kwargs=remote, config_kwargs=remote, processor_kwargs=remote,
-                          modality_config=_TEXT_ONLY, module_output_name="token_embeddings")
+    encoder = Transformer(
+        str(model_dir),
+        model_kwargs=remote,
+        config_kwargs=remote,
+        processor_kwargs=remote,
+        modality_config=_TEXT_ONLY,
+        module_output_name="token_embeddings",
+    )
     if make_bidirectional(encoder.auto_model):
-        raise ExportError(f"{model_dir}: model_type {encoder.auto_model.config.model_type!r} is a decoder that "
-                          "the harness makes bidirectional module by module; a saved model cannot carry "
-                          "that, so sentence-transformers would run it causally")
+        raise ExportError(
+            f"{model_dir}: model_type {encoder.auto_model.config.model_type!r} is a decoder that "
+            "the harness makes bidirectional module by module; a saved model cannot carry "
+            "that, so sentence-transformers would run it causally"
+        )
     tokenizer = load_tokenizer(str(model_dir), trust_remote_code)  # what the harness encodes with
     tokenizer.model_max_length = max_length
     tokenizer.padding_side = "right"
@@ -86,38 +104,66 @@ def save_sentence_transformer(model_dir: Path, out: Path, max_length: int, query
     encoder.processor = tokenizer
     model = SentenceTransformer(
         modules=[encoder, Pooling(encoder.get_embedding_dimension(), pooling_mode="mean"), Normalize()],
-        prompts={"query": query_prefix, "document": doc_prefix}, similarity_fn_name="cosine", device="cpu")
+        prompts={"query": query_prefix, "document": doc_prefix},
+        similarity_fn_name="cosine",
+        device="cpu",
+    )
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp), create_model_card=False)
     ship_own_model_code(tmp)
     if eos_only:
         _check_eos_only(tmp)
-    atomic_write_text(tmp / "README.md", _model_card(model_dir, max_length, query_prefix, doc_prefix,
-                                                     needs_remote_code(tmp), eos_only))
+    atomic_write_text(
+        tmp / "README.md",
+        _model_card(model_dir, max_length, query_prefix, doc_prefix, needs_remote_code(tmp), eos_only),
+    )
     tmp.rename(out)
     return out
 
 
-def _model_card(model_dir: Path, max_length: int, query_prefix: str, doc_prefix: str, remote: bool,
-                eos_only: bool) -> str:
+def _model_card(
+    model_dir: Path, max_length: int, query_prefix: str, doc_prefix: str, remote: bool, eos_only: bool
+) -> str:
     from contracts.citation import bibtex
 
     load = "SentenceTransformer(path, trust_remote_code=True)" if remote else "SentenceTransformer(path)"
-    tokens = ("the text followed by the EOS token, no other special token" if eos_only
-              else "the tokenizer's own special tokens")
-    return "\n".join([
-        "---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity",
-        "tags: [mlm-vs-clm, sentence-transformers, retrieval]", "---", "",
-        "# Retriever fine-tuned on MS MARCO pairs by the mlm-vs-clm harness", "",
-        f"Exported from `{model_dir}`: InfoNCE with in-batch negatives, mean pooling, cosine similarity. "
-        f"Inputs: {tokens}, at most {max_length} tokens.", "",
-        "```python", "from sentence_transformers import SentenceTransformer", "",
-        'path = "path/to/this/folder"', f"model = {load}",
-        f"queries = model.encode_query([\"what is a masked language model\"])  # prompt {query_prefix!r}",
-        f"documents = model.encode_document([\"A masked language model predicts ...\"])  # prompt {doc_prefix!r}",
-        "scores = model.similarity(queries, documents)", "```", "",
-        "`trust_remote_code=True` is needed when the model code ships in this folder (config.json "
-        "`auto_map`): transformers runs shipped code only when asked to.", "",
-        "## Citation", "", "```bibtex", bibtex(), "```", "",
-    ])
+    tokens = (
+        "the text followed by the EOS token, no other special token"
+        if eos_only
+        else "the tokenizer's own special tokens"
+    )
+    return "\n".join(
+        [
+            "---",
+            "library_name: sentence-transformers",
+            "pipeline_tag: sentence-similarity",
+            "tags: [mlm-vs-clm, sentence-transformers, retrieval]",
+            "---",
+            "",
+            "# Retriever fine-tuned on MS MARCO pairs by the mlm-vs-clm harness",
+            "",
+            f"Exported from `{model_dir}`: InfoNCE with in-batch negatives, mean pooling, cosine similarity. "
+            f"Inputs: {tokens}, at most {max_length} tokens.",
+            "",
+            "```python",
+            "from sentence_transformers import SentenceTransformer",
+            "",
+            'path = "path/to/this/folder"',
+            f"model = {load}",
+            f'queries = model.encode_query(["what is a masked language model"])  # prompt {query_prefix!r}',
+            f'documents = model.encode_document(["A masked language model predicts ..."])  # prompt {doc_prefix!r}',
+            "scores = model.similarity(queries, documents)",
+            "```",
+            "",
+            "`trust_remote_code=True` is needed when the model code ships in this folder (config.json "
+            "`auto_map`): transformers runs shipped code only when asked to.",
+            "",
+            "## Citation",
+            "",
+            "```bibtex",
+            bibtex(),
+            "```",
+            "",
+        ]
+    )

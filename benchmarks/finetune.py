@@ -11,6 +11,7 @@ device micro-batches with Composer's `device_train_microbatch_size` (gradient ac
 keeps the batch whole for Composer and micro-batches inside the loss with gradient caching
 (benchmarks/kinds/ir.py), so every query still sees the 31 other documents as negatives.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,8 +84,9 @@ def composer_model(module: nn.Module):
     return TaskModel(module)
 
 
-def fit(module: nn.Module, features: Sequence[dict], collate: Callable, settings: TrainSettings,
-        callbacks: Sequence = ()) -> dict:
+def fit(
+    module: nn.Module, features: Sequence[dict], collate: Callable, settings: TrainSettings, callbacks: Sequence = ()
+) -> dict:
     """Train `module` in place with Composer; returns what was run (steps, precision, device, ...)."""
     from composer.utils import dist, reproducibility
     from torch.utils.data import DataLoader
@@ -96,17 +98,26 @@ def fit(module: nn.Module, features: Sequence[dict], collate: Callable, settings
     steps = training_steps(settings, len(features))
     reproducibility.seed_all(settings.seed)
     loader = DataLoader(
-        list(features), batch_size=settings.batch_size, collate_fn=collate, num_workers=0,
-        sampler=dist.get_sampler(list(features), shuffle=True, seed=settings.seed), drop_last=False,
+        list(features),
+        batch_size=settings.batch_size,
+        collate_fn=collate,
+        num_workers=0,
+        sampler=dist.get_sampler(list(features), shuffle=True, seed=settings.seed),
+        drop_last=False,
     )
-    microbatch = settings.batch_size if settings.accumulate_inside_loss else (
-        settings.device_microbatch_size or settings.batch_size)
+    microbatch = (
+        settings.batch_size
+        if settings.accumulate_inside_loss
+        else (settings.device_microbatch_size or settings.batch_size)
+    )
     decay, no_decay = [], []
     for param in module.parameters():  # no weight decay on biases and norm weights
         (no_decay if param.ndim < 2 else decay).append(param)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=settings.lr, betas=settings.betas, eps=settings.eps,
+        lr=settings.lr,
+        betas=settings.betas,
+        eps=settings.eps,
     )
     with warnings.catch_warnings():  # a few-step smoke run has a 0-step warmup, on purpose
         warnings.filterwarnings("ignore", message="The warmup duration is 0")
@@ -121,12 +132,21 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
     from pretraining.train import close_trainer
 
     trainer = Trainer(
-        model=composer_model(module), train_dataloader=loader, max_duration=f"{steps}ba",
+        model=composer_model(module),
+        train_dataloader=loader,
+        max_duration=f"{steps}ba",
         optimizers=optimizer,
         schedulers=AtStepEnd(LinearWithWarmupScheduler(t_warmup=f"{settings.warmup_fraction}dur", alpha_f=0.0)),
-        step_schedulers_every_batch=True, device=device, precision=precision, seed=settings.seed,
-        device_train_microbatch_size=min(microbatch, settings.batch_size), progress_bar=False,
-        log_to_console=False, loggers=[], callbacks=list(callbacks), save_folder=None,
+        step_schedulers_every_batch=True,
+        device=device,
+        precision=precision,
+        seed=settings.seed,
+        device_train_microbatch_size=min(microbatch, settings.batch_size),
+        progress_bar=False,
+        log_to_console=False,
+        loggers=[],
+        callbacks=list(callbacks),
+        save_folder=None,
         python_log_level=None,
     )
     try:
@@ -135,5 +155,10 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         final_loss = float(final_loss.detach().float().mean()) if isinstance(final_loss, torch.Tensor) else None
     finally:
         close_trainer(trainer)  # frees the model and optimizer state (a long-lived process runs many)
-    return {"steps": steps, "device": device, "precision": precision,
-            "device_microbatch_size": microbatch, "final_train_loss": final_loss}
+    return {
+        "steps": steps,
+        "device": device,
+        "precision": precision,
+        "device_microbatch_size": microbatch,
+        "final_train_loss": final_loss,
+    }

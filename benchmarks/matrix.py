@@ -11,6 +11,7 @@ Jobs fall into three groups, each a Slurm job array indexed by `index`:
             succeeded)
 Asking for NQ or MLDR without MS MARCO still schedules the MS MARCO runs they need.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,9 +45,14 @@ def _group(task: str) -> str:
     return "ir_train" if task == IR_TRAIN_TASK else "ir_eval"
 
 
-def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None = None,
-           lrs: Sequence[float] | None = None, seeds: Sequence[int] | None = None,
-           check_models: bool = True) -> list[dict]:
+def expand(
+    base: RunConfig,
+    models: Sequence[str],
+    tasks: Sequence[str] | None = None,
+    lrs: Sequence[float] | None = None,
+    seeds: Sequence[int] | None = None,
+    check_models: bool = True,
+) -> list[dict]:
     """Job dicts {id, group, index, config}; `base` gives every RunConfig field but model/task/lr/seed.
 
     `check_models=False` accepts local model folders that do not exist yet (a job list written
@@ -73,7 +79,7 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
     models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))
     base = replace(base, out=_absolute(base.out), data_root=_absolute(base.data_root) if base.data_root else None)
     # MS MARCO first: the other IR runs evaluate its model; it is implied by them
-    ordered = sorted(dict.fromkeys(tasks), key=lambda t: (tasks.index(t) if t != IR_TRAIN_TASK else -1))
+    ordered = sorted(dict.fromkeys(tasks), key=lambda t: tasks.index(t) if t != IR_TRAIN_TASK else -1)
     if any(_group(t) == "ir_eval" for t in ordered) and IR_TRAIN_TASK not in ordered:
         ordered.insert(0, IR_TRAIN_TASK)
     jobs, counters, ir_index = [], {g: 0 for g in GROUPS}, {}
@@ -91,8 +97,14 @@ def expand(base: RunConfig, models: Sequence[str], tasks: Sequence[str] | None =
                         if key not in ir_index:
                             ir_index[key] = len(ir_index)
                         index = ir_index[key]
-                    jobs.append({"id": finetune_run_id(cfg.name, task, cfg.lr, seed), "group": group,
-                                 "index": index, "config": config_to_dict(cfg)})
+                    jobs.append(
+                        {
+                            "id": finetune_run_id(cfg.name, task, cfg.lr, seed),
+                            "group": group,
+                            "index": index,
+                            "config": config_to_dict(cfg),
+                        }
+                    )
     return jobs
 
 
@@ -155,8 +167,14 @@ def run_array_task(jobs: Sequence[dict], group: str, index: int) -> int:
     return status
 
 
-def slurm_script(jobs_path: Path, jobs: Sequence[dict], throttle: int | None, out_dir: Path,
-                 sbatch_options: Sequence[str] = (), python: str | None = None) -> str:
+def slurm_script(
+    jobs_path: Path,
+    jobs: Sequence[dict],
+    throttle: int | None,
+    out_dir: Path,
+    sbatch_options: Sequence[str] = (),
+    python: str | None = None,
+) -> str:
     """A bash script that submits the job arrays when run with bash, and is the array task body."""
     sizes = array_sizes(jobs)
     python = python or sys.executable
@@ -192,7 +210,7 @@ def slurm_script(jobs_path: Path, jobs: Sequence[dict], throttle: int | None, ou
             dep = f' --dependency=aftercorr:"${{{dependency}_id}}" --kill-on-invalid-dep=yes'
         lines += [
             f"{group}_id=$(sbatch --parsable --job-name=mlmclm-{group} "
-            f"--array=0-{sizes[group] - 1}{throttle_suffix}{dep} \"$SELF\" {group})",
+            f'--array=0-{sizes[group] - 1}{throttle_suffix}{dep} "$SELF" {group})',
             f"{group}_id=${{{group}_id%%;*}}",
             f'echo "submitted {group}: job array ${{{group}_id}} ({sizes[group]} tasks)"',
         ]

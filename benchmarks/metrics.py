@@ -36,6 +36,7 @@ branch MLM_vs_CLM, computes in its `encodeval/eval_tasks/*_eval.py`):
   query's 10 best-scored documents with binary relevance (grade >= 1), so the ideal DCG comes from
   those 10 only; a query without a relevant document among them scores 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -70,13 +71,16 @@ def _mean100(values: Sequence[float]) -> float:
 # ------------------------------------------------------------------------------------ SC
 
 
-def accuracy(predictions: Sequence, references: Sequence, ids: Sequence | None = None
-             ) -> MetricResult:
+def accuracy(predictions: Sequence, references: Sequence, ids: Sequence | None = None) -> MetricResult:
     if len(predictions) != len(references):
         raise ValueError(f"accuracy: {len(predictions)} predictions for {len(references)} references")
     hits = [float(p == r) for p, r in zip(predictions, references)]
-    return MetricResult("accuracy", _mean100(hits), tuple(100.0 * h for h in hits),
-                        tuple(ids) if ids is not None else tuple(range(len(hits))))
+    return MetricResult(
+        "accuracy",
+        _mean100(hits),
+        tuple(100.0 * h for h in hits),
+        tuple(ids) if ids is not None else tuple(range(len(hits))),
+    )
 
 
 # ------------------------------------------------------------------------------------ TC
@@ -92,8 +96,9 @@ def _entities(tags: Sequence[str], mode, scheme) -> set:
     return set(get_entities(list(tags)))
 
 
-def seqeval_f1(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
-               mode: str | None = None, scheme=None) -> MetricResult:
+def seqeval_f1(
+    predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]], mode: str | None = None, scheme=None
+) -> MetricResult:
     """Entity F1 over a split; tags are strings ("B-PER"), one list per sentence."""
     from seqeval.metrics import f1_score, precision_score, recall_score
 
@@ -101,8 +106,10 @@ def seqeval_f1(predictions: Sequence[Sequence[str]], references: Sequence[Sequen
         raise ValueError(f"seqeval: {len(predictions)} predicted sentences for {len(references)}")
     for i, (p, r) in enumerate(zip(predictions, references)):
         if len(p) != len(r):
-            raise ValueError(f"seqeval: sentence {i} has {len(p)} predicted tags for {len(r)} "
-                             "words; predict a tag (e.g. 'O') for every word, truncated ones too")
+            raise ValueError(
+                f"seqeval: sentence {i} has {len(p)} predicted tags for {len(r)} "
+                "words; predict a tag (e.g. 'O') for every word, truncated ones too"
+            )
     if mode == "strict" and scheme is None:
         from seqeval.scheme import IOB2
 
@@ -120,13 +127,15 @@ def seqeval_f1(predictions: Sequence[Sequence[str]], references: Sequence[Sequen
     with warnings.catch_warnings():  # seqeval warns when a split has no entity at all
         warnings.simplefilter("ignore")
         f1 = float(f1_score(refs, preds, zero_division=0, **kwargs))
-        details = {"precision": 100.0 * float(precision_score(refs, preds, zero_division=0,
-                                                              **kwargs)),
-                   "recall": 100.0 * float(recall_score(refs, preds, zero_division=0, **kwargs)),
-                   "true_positives": tp, "predicted_entities": n_pred, "gold_entities": n_gold,
-                   "mode": mode or "default"}
-    return MetricResult("seqeval_f1", 100.0 * f1, tuple(instance), tuple(range(len(instance))),
-                        details)
+        details = {
+            "precision": 100.0 * float(precision_score(refs, preds, zero_division=0, **kwargs)),
+            "recall": 100.0 * float(recall_score(refs, preds, zero_division=0, **kwargs)),
+            "true_positives": tp,
+            "predicted_entities": n_pred,
+            "gold_entities": n_gold,
+            "mode": mode or "default",
+        }
+    return MetricResult("seqeval_f1", 100.0 * f1, tuple(instance), tuple(range(len(instance))), details)
 
 
 # ------------------------------------------------------------------------------------ QA
@@ -172,14 +181,15 @@ def _gold_list(answers) -> list[str]:
     return list(answers)
 
 
-def _qa_v1(name: str, predictions: Mapping[Hashable, str], references: Mapping[Hashable, object]
-           ) -> MetricResult:
+def _qa_v1(name: str, predictions: Mapping[Hashable, str], references: Mapping[Hashable, object]) -> MetricResult:
     f1s, ems, missing = [], [], 0
     for key, answers in references.items():
         gold = _gold_list(answers)
         if not gold:
-            raise ValueError(f"{name}: reference {key!r} has no gold answer (a hidden-label split? "
-                             "unanswerable questions need squad_v2)")
+            raise ValueError(
+                f"{name}: reference {key!r} has no gold answer (a hidden-label split? "
+                "unanswerable questions need squad_v2)"
+            )
         if key not in predictions:
             missing += 1
             f1s.append(0.0)
@@ -188,26 +198,31 @@ def _qa_v1(name: str, predictions: Mapping[Hashable, str], references: Mapping[H
         pred = predictions[key]
         f1s.append(max(token_f1_v1(pred, g) for g in gold))
         ems.append(max(exact_match(pred, g) for g in gold))
-    return MetricResult(name, _mean100(f1s), tuple(100.0 * f for f in f1s), tuple(references),
-                        {"f1": _mean100(f1s), "exact_match": _mean100(ems),
-                         "missing_predictions": missing})
+    return MetricResult(
+        name,
+        _mean100(f1s),
+        tuple(100.0 * f for f in f1s),
+        tuple(references),
+        {"f1": _mean100(f1s), "exact_match": _mean100(ems), "missing_predictions": missing},
+    )
 
 
-def squad_v1(predictions: Mapping[Hashable, str], references: Mapping[Hashable, object]
-             ) -> MetricResult:
+def squad_v1(predictions: Mapping[Hashable, str], references: Mapping[Hashable, object]) -> MetricResult:
     """references: id -> gold answers (SQuAD `answers` dict, or a list of strings)."""
     return _qa_v1("squad_f1", predictions, references)
 
 
-def record_f1(predictions: Mapping[Hashable, str], references: Mapping[Hashable, object]
-              ) -> MetricResult:
+def record_f1(predictions: Mapping[Hashable, str], references: Mapping[Hashable, object]) -> MetricResult:
     """ReCoRD: max F1 over the gold answers with SQuAD v1.1 normalisation."""
     return _qa_v1("record_f1", predictions, references)
 
 
-def squad_v2(predictions: Mapping[Hashable, str], references: Mapping[Hashable, object],
-             no_answer_probability: Mapping[Hashable, float] | None = None,
-             no_answer_threshold: float = 1.0) -> MetricResult:
+def squad_v2(
+    predictions: Mapping[Hashable, str],
+    references: Mapping[Hashable, object],
+    no_answer_probability: Mapping[Hashable, float] | None = None,
+    no_answer_threshold: float = 1.0,
+) -> MetricResult:
     """SQuAD v2.0; an empty prediction (or one whose no-answer probability exceeds the
     threshold) means "no answer"."""
     f1s, ems, has_ans, missing = [], [], [], 0
@@ -230,12 +245,22 @@ def squad_v2(predictions: Mapping[Hashable, str], references: Mapping[Hashable, 
         ems.append(max(exact_match(pred, g) for g in gold))
     has = [f for f, h in zip(f1s, has_ans) if h]
     no = [f for f, h in zip(f1s, has_ans) if not h]
-    return MetricResult("squad_v2_f1", _mean100(f1s), tuple(100.0 * f for f in f1s),
-                        tuple(references),
-                        {"f1": _mean100(f1s), "exact": _mean100(ems), "HasAns_f1": _mean100(has),
-                         "HasAns_total": len(has), "NoAns_f1": _mean100(no), "NoAns_total": len(no),
-                         "no_answer_threshold": no_answer_threshold,
-                         "missing_predictions": missing})
+    return MetricResult(
+        "squad_v2_f1",
+        _mean100(f1s),
+        tuple(100.0 * f for f in f1s),
+        tuple(references),
+        {
+            "f1": _mean100(f1s),
+            "exact": _mean100(ems),
+            "HasAns_f1": _mean100(has),
+            "HasAns_total": len(has),
+            "NoAns_f1": _mean100(no),
+            "NoAns_total": len(no),
+            "no_answer_threshold": no_answer_threshold,
+            "missing_predictions": missing,
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------ IR
@@ -257,16 +282,16 @@ def rank_documents(scores: Mapping[str, float], top_k: int | None = None) -> lis
     return [(d, s) for s, d in ranked[:top_k]]
 
 
-def run_from_scores(query_ids: Sequence[str], doc_ids: Sequence[str], scores,
-                    top_k: int | None = 100) -> dict[str, dict[str, float]]:
+def run_from_scores(
+    query_ids: Sequence[str], doc_ids: Sequence[str], scores, top_k: int | None = 100
+) -> dict[str, dict[str, float]]:
     """A pytrec_eval run from a (queries x documents) score matrix, keeping each query's `top_k`
     documents in pytrec_eval's own order (so truncation cannot change NDCG@k for k <= top_k)."""
     import numpy as np
 
     matrix = np.asarray(scores, dtype=np.float64)
     if matrix.shape != (len(query_ids), len(doc_ids)):
-        raise ValueError(f"scores have shape {matrix.shape}, expected "
-                         f"({len(query_ids)}, {len(doc_ids)})")
+        raise ValueError(f"scores have shape {matrix.shape}, expected ({len(query_ids)}, {len(doc_ids)})")
     run = {}
     for qid, row in zip(query_ids, matrix):
         if top_k is not None and top_k < len(doc_ids):
@@ -279,31 +304,40 @@ def run_from_scores(query_ids: Sequence[str], doc_ids: Sequence[str], scores,
     return run
 
 
-def ndcg_at_10(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
-               relevance: Literal["binary", "graded"] = "binary", k: int = 10) -> MetricResult:
+def ndcg_at_10(
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    relevance: Literal["binary", "graded"] = "binary",
+    k: int = 10,
+) -> MetricResult:
     """Mean NDCG@k (x100) over the queries of `qrels` that have a relevant document."""
     import pytrec_eval
 
     if relevance not in ("binary", "graded"):
         raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
-    gains = {str(q): {str(d): (int(g >= 1) if relevance == "binary" else int(g))
-                      for d, g in docs.items()} for q, docs in qrels.items()}
+    gains = {
+        str(q): {str(d): (int(g >= 1) if relevance == "binary" else int(g)) for d, g in docs.items()}
+        for q, docs in qrels.items()
+    }
     queries = relevant_queries(gains)
     judged = {q: gains[q] for q in queries}
-    trec_run = {str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in run.items()
-                if str(q) in judged and docs}
+    trec_run = {
+        str(q): {str(d): float(s) for d, s in docs.items()} for q, docs in run.items() if str(q) in judged and docs
+    }
     measure = f"ndcg_cut.{k}"
-    per_query = pytrec_eval.RelevanceEvaluator(judged, {measure}).evaluate(trec_run) if trec_run \
-        else {}
+    per_query = pytrec_eval.RelevanceEvaluator(judged, {measure}).evaluate(trec_run) if trec_run else {}
     key = f"ndcg_cut_{k}"
     values = [float(per_query.get(q, {}).get(key, 0.0)) for q in queries]
     if any(math.isnan(v) for v in values):
         raise ValueError("ndcg: pytrec_eval returned NaN")
     missing = sum(q not in per_query for q in queries)
-    return MetricResult(f"ndcg@{k}", _mean100(values), tuple(100.0 * v for v in values),
-                        tuple(queries),
-                        {"relevance": relevance, "queries_without_run": missing,
-                         "queries_without_relevant": len(qrels) - len(queries)})
+    return MetricResult(
+        f"ndcg@{k}",
+        _mean100(values),
+        tuple(100.0 * v for v in values),
+        tuple(queries),
+        {"relevance": relevance, "queries_without_run": missing, "queries_without_relevant": len(qrels) - len(queries)},
+    )
 
 
 # ------------------------------------------------------------------------------ paper protocol
@@ -330,17 +364,21 @@ def sentence_macro_f1(predictions: Sequence[Sequence], references: Sequence[Sequ
     values = []
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold) or not gold:
-            raise ValueError(f"sentence_macro_f1: sentence {i} has {len(pred)} predicted tags for "
-                             f"{len(gold)} gold tags; give one tag per word of a non-empty sentence")
+            raise ValueError(
+                f"sentence_macro_f1: sentence {i} has {len(pred)} predicted tags for "
+                f"{len(gold)} gold tags; give one tag per word of a non-empty sentence"
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             values.append(float(f1_score(list(gold), list(pred), average="macro", zero_division=0.0)))
-    return MetricResult("sentence_macro_f1", _mean100(values), tuple(100.0 * v for v in values),
-                        tuple(range(len(values))))
+    return MetricResult(
+        "sentence_macro_f1", _mean100(values), tuple(100.0 * v for v in values), tuple(range(len(values)))
+    )
 
 
-def answer_token_f1(predictions: Mapping[Hashable, Sequence[int]],
-                    references: Mapping[Hashable, Sequence[int]]) -> MetricResult:
+def answer_token_f1(
+    predictions: Mapping[Hashable, Sequence[int]], references: Mapping[Hashable, Sequence[int]]
+) -> MetricResult:
     """Mean over examples of the F1 between predicted and gold answer-token position sets.
 
     Positions are indices into the model input; an empty set (no answer, or none predicted)
@@ -354,12 +392,12 @@ def answer_token_f1(predictions: Mapping[Hashable, Sequence[int]],
         pred_set, gold_set = set(predictions[key]) or {0}, set(gold) or {0}
         shared = len(pred_set & gold_set)
         values.append(2.0 * shared / (len(pred_set) + len(gold_set)))  # = 2PR / (P + R)
-    return MetricResult("answer_token_f1", _mean100(values), tuple(100.0 * v for v in values),
-                        tuple(references))
+    return MetricResult("answer_token_f1", _mean100(values), tuple(100.0 * v for v in values), tuple(references))
 
 
-def retrieved_ndcg_at_10(run: Mapping[str, Mapping[str, float]],
-                         qrels: Mapping[str, Mapping[str, int]], k: int = 10) -> MetricResult:
+def retrieved_ndcg_at_10(
+    run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]], k: int = 10
+) -> MetricResult:
     """Mean over the queries of `qrels` with a relevant document (grade >= 1) of scikit-learn's
     `ndcg_score` on the query's `k` best-scored documents of `run` (binary relevance).
 
@@ -379,10 +417,16 @@ def retrieved_ndcg_at_10(run: Mapping[str, Mapping[str, float]],
             values.append(float(sum(gains)))
         else:
             values.append(float(ndcg_score([gains], [[score for _, score in top]])))
-    return MetricResult(f"retrieved_ndcg@{k}", _mean100(values), tuple(100.0 * v for v in values),
-                        tuple(queries),
-                        {"queries_without_run": sum(not run.get(q) for q in queries),
-                         "queries_without_relevant": len(qrels) - len(queries)})
+    return MetricResult(
+        f"retrieved_ndcg@{k}",
+        _mean100(values),
+        tuple(100.0 * v for v in values),
+        tuple(queries),
+        {
+            "queries_without_run": sum(not run.get(q) for q in queries),
+            "queries_without_relevant": len(qrels) - len(queries),
+        },
+    )
 
 
 # Metric names (TaskSpec.metric, TaskSpec.metric_under) -> function.

@@ -26,6 +26,7 @@ A run directory holds one protocol: a different protocol needs another `out`.
 `trust_remote_code` is the one switch that lets a checkpoint's own model code run (the paper's
 released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a checkpoint is an error.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -138,8 +139,10 @@ def trained_ir_model(cfg: RunConfig) -> Path:
 def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
     """A complete record of another protocol is not this run: one run directory, one protocol."""
     if record.protocol != cfg.protocol:
-        raise RunError(f"{path}: holds a complete run under protocol {record.protocol!r}; write "
-                       f"protocol {cfg.protocol!r} runs to another --out")
+        raise RunError(
+            f"{path}: holds a complete run under protocol {record.protocol!r}; write "
+            f"protocol {cfg.protocol!r} runs to another --out"
+        )
     return record
 
 
@@ -160,15 +163,18 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         model_dir = trained_ir_model(cfg)
         trained = existing_record(model_dir.parent / RECORD_FILE)
         if trained is None:
-            log.info("%s needs the MS MARCO model of lr %s seed %s: training it first", cfg.task,
-                     format_lr(cfg.lr), cfg.seed)
+            log.info(
+                "%s needs the MS MARCO model of lr %s seed %s: training it first", cfg.task, format_lr(cfg.lr), cfg.seed
+            )
             run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))
         else:
             _same_protocol(trained, model_dir.parent / RECORD_FILE, cfg)
         if not model_dir.is_dir():
-            raise RunError(f"{model_dir}: the trained MS MARCO model is missing although its record "
-                           "exists (removed once its IR evaluations had records, as save_weights is "
-                           "false); remove that run directory to retrain it")
+            raise RunError(
+                f"{model_dir}: the trained MS MARCO model is missing although its record "
+                "exists (removed once its IR evaluations had records, as save_weights is "
+                "false); remove that run directory to retrain it"
+            )
     else:
         check_model_path(cfg.model)
         check_remote_code(cfg.model, cfg.trust_remote_code)
@@ -196,8 +202,9 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
     if cfg.save_weights or trained_config.get("save_weights") or not model_dir.is_dir():
         return
     evaluations = [spec.name for spec in tasks_of("IR") if spec.name != IR_TRAIN_TASK]
-    if all((finetune_run_dir(cfg.out, cfg.name, task, cfg.lr, cfg.seed) / RECORD_FILE).is_file()
-           for task in evaluations):
+    if all(
+        (finetune_run_dir(cfg.out, cfg.name, task, cfg.lr, cfg.seed) / RECORD_FILE).is_file() for task in evaluations
+    ):
         log.info("removing %s: every IR evaluation of it has its record (save_weights is false)", model_dir)
         doomed = model_dir.with_name(model_dir.name + ".removing")  # a kill mid-removal leaves no half model/
         shutil.rmtree(doomed, ignore_errors=True)
@@ -226,12 +233,18 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     source = str(cfg.model) if trains else str(trained_ir_model(cfg))
     tokenizer = load_tokenizer(source, cfg.trust_remote_code)
     backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
-    max_length = protocol_max_length(min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer)),
-                                     cfg.protocol)
-    settings = KindSettings(max_length=max_length, protocol=cfg.protocol, doc_stride=cfg.doc_stride,
-                            n_best=cfg.n_best, max_answer_length=cfg.max_answer_length,
-                            null_score_diff_threshold=cfg.null_score_diff_threshold, ir_scale=cfg.ir_scale,
-                            ir_top_k=cfg.ir_top_k, device_microbatch_size=cfg.device_microbatch_size)
+    max_length = protocol_max_length(min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer)), cfg.protocol)
+    settings = KindSettings(
+        max_length=max_length,
+        protocol=cfg.protocol,
+        doc_stride=cfg.doc_stride,
+        n_best=cfg.n_best,
+        max_answer_length=cfg.max_answer_length,
+        null_score_diff_threshold=cfg.null_score_diff_threshold,
+        ir_scale=cfg.ir_scale,
+        ir_top_k=cfg.ir_top_k,
+        device_microbatch_size=cfg.device_microbatch_size,
+    )
     roles = ("train", "validation", "test") if trains else ("validation", "test")
     data_root = Path(cfg.data_root) if cfg.data_root else None
     extra = {}
@@ -241,7 +254,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
         data = load_task_data(spec, data_root, roles=roles, pool=cfg.candidate_pool, query_split_seed=split_seed)
         if "query_split_seed" in data.split_record:
             data.split_record["query_split_seed_from"] = (
-                "seed" if cfg.ir_query_split_seed is None else "ir_query_split_seed")
+                "seed" if cfg.ir_query_split_seed is None else "ir_query_split_seed"
+            )
     else:
         data = load_task_data(spec, data_root, roles=roles)
     from composer.utils import reproducibility
@@ -255,22 +269,41 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
     if trains:
         features, collate = kind.training_features(data, tokenizer, settings)
-        extra["train"] = fit(module, features, collate, TrainSettings(
-            lr=cfg.lr, seed=cfg.seed, batch_size=cfg.batch_size,
-            device_microbatch_size=cfg.device_microbatch_size,
-            max_steps=cfg.max_steps or spec.max_steps, one_epoch=spec.one_epoch,
-            warmup_fraction=cfg.warmup_fraction, betas=tuple(cfg.betas), eps=cfg.eps,
-            weight_decay=cfg.weight_decay, precision=cfg.precision, device=cfg.device,
-            accumulate_inside_loss=spec.task_type == "IR"))
+        extra["train"] = fit(
+            module,
+            features,
+            collate,
+            TrainSettings(
+                lr=cfg.lr,
+                seed=cfg.seed,
+                batch_size=cfg.batch_size,
+                device_microbatch_size=cfg.device_microbatch_size,
+                max_steps=cfg.max_steps or spec.max_steps,
+                one_epoch=spec.one_epoch,
+                warmup_fraction=cfg.warmup_fraction,
+                betas=tuple(cfg.betas),
+                eps=cfg.eps,
+                weight_decay=cfg.weight_decay,
+                precision=cfg.precision,
+                device=cfg.device,
+                accumulate_inside_loss=spec.task_type == "IR",
+            ),
+        )
         extra["train"]["n_examples"] = len(features)
         if spec.task_type == "IR" or cfg.save_weights:
             _save_model(module, tokenizer, out_dir / IR_MODEL_DIR)  # IR: = trained_ir_model(cfg)
             if cfg.save_sentence_transformers:
                 from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
 
-                save_sentence_transformer(out_dir / IR_MODEL_DIR, out_dir / SENTENCE_TRANSFORMERS_DIR, max_length,
-                                          data.spec.query_prefix, data.spec.doc_prefix, cfg.trust_remote_code,
-                                          eos_only=cfg.protocol == "paper")
+                save_sentence_transformer(
+                    out_dir / IR_MODEL_DIR,
+                    out_dir / SENTENCE_TRANSFORMERS_DIR,
+                    max_length,
+                    data.spec.query_prefix,
+                    data.spec.doc_prefix,
+                    cfg.trust_remote_code,
+                    eos_only=cfg.protocol == "paper",
+                )
     else:
         extra["trained_model"] = source
     device = torch.device("cuda" if device_type == "gpu" else "cpu")
@@ -279,32 +312,57 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     ctx = EvalContext(device, amp, cfg.eval_batch_size)
     scores: dict[str, dict] = {}  # protocol -> role -> MetricResult
     for role in ("validation", "test"):
-        for protocol, (predictions, references) in kind.metric_inputs(module, data, role, tokenizer, settings,
-                                                                      ctx).items():
+        for protocol, (predictions, references) in kind.metric_inputs(
+            module, data, role, tokenizer, settings, ctx
+        ).items():
             metric = metrics.METRICS[spec.metric_under(protocol)]
             scores.setdefault(protocol, {})[role] = metric(predictions, references)
     own = scores.pop(cfg.protocol)
-    other_scores = {protocol: {"metric": spec.metric_under(protocol), "validation_score": result["validation"].score,
-                               "test_score": result["test"].score,
-                               "test_instance_scores": list(result["test"].instance_scores) or None}
-                    for protocol, result in scores.items()}
+    other_scores = {
+        protocol: {
+            "metric": spec.metric_under(protocol),
+            "validation_score": result["validation"].score,
+            "test_score": result["test"].score,
+            "test_instance_scores": list(result["test"].instance_scores) or None,
+        }
+        for protocol, result in scores.items()
+    }
     finished = utc_now()
     body = config_to_dict(cfg)
     provenance = {
-        "source": "benchmarks", "config_hash": stable_hash(body), "git_sha": git_sha(),
-        "package_versions": package_versions(), "started": started, "finished": finished,
-        "wall_s": round(time.time() - t0, 2), "model_path": str(cfg.model),
-        "metric": spec.metric_under(cfg.protocol), "max_length": max_length, "splits": data.split_record,
-        "validation_metric": own["validation"].summary(), "test_metric": own["test"].summary(),
-        "other_metrics": {protocol: {role: result.summary() for role, result in by_role.items()}
-                          for protocol, by_role in scores.items()},
+        "source": "benchmarks",
+        "config_hash": stable_hash(body),
+        "git_sha": git_sha(),
+        "package_versions": package_versions(),
+        "started": started,
+        "finished": finished,
+        "wall_s": round(time.time() - t0, 2),
+        "model_path": str(cfg.model),
+        "metric": spec.metric_under(cfg.protocol),
+        "max_length": max_length,
+        "splits": data.split_record,
+        "validation_metric": own["validation"].summary(),
+        "test_metric": own["test"].summary(),
+        "other_metrics": {
+            protocol: {role: result.summary() for role, result in by_role.items()}
+            for protocol, by_role in scores.items()
+        },
         **extra,
     }
     return RunRecord.create(
-        cfg.name, task_type=spec.task_type, dataset=spec.name, train_set=spec.train_set, lr=cfg.lr,
-        seed=cfg.seed, validation_score=own["validation"].score, test_score=own["test"].score,
-        test_instance_scores=list(own["test"].instance_scores) or None, provenance=provenance,
-        protocol=cfg.protocol, metric=spec.metric_under(cfg.protocol), other_scores=other_scores or None,
+        cfg.name,
+        task_type=spec.task_type,
+        dataset=spec.name,
+        train_set=spec.train_set,
+        lr=cfg.lr,
+        seed=cfg.seed,
+        validation_score=own["validation"].score,
+        test_score=own["test"].score,
+        test_instance_scores=list(own["test"].instance_scores) or None,
+        provenance=provenance,
+        protocol=cfg.protocol,
+        metric=spec.metric_under(cfg.protocol),
+        other_scores=other_scores or None,
     )
 
 
@@ -322,8 +380,11 @@ def _save_model(module, tokenizer, path: Path) -> None:
     module.backbone.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     ship_own_model_code(tmp)
-    head = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()
-            if not name.startswith("backbone.")}
+    head = {
+        name: tensor.detach().contiguous()
+        for name, tensor in module.state_dict().items()
+        if not name.startswith("backbone.")
+    }
     if head:
         save_file(head, str(tmp / "head.safetensors"))
     shutil.rmtree(path, ignore_errors=True)

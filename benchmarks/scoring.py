@@ -22,6 +22,7 @@ A prediction file with another number of lines (TC) or other ids (SC by id, QA `
 references is an error. `--per-instance OUT` writes one `{"id", "score"}` line per reference
 instance.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,14 +105,18 @@ def _read_sentences(pred_path: Path, ref_path: Path) -> tuple[list, list]:
     """Word tag lists, one sentence per line, aligned line by line."""
     preds, refs = _jsonl(pred_path), _jsonl(ref_path)
     if len(preds) != len(refs):
-        raise ScoringInputError(f"{pred_path}: {len(preds)} sentences (lines), but {ref_path} has "
-                                f"{len(refs)}; give one line of tags per reference sentence")
+        raise ScoringInputError(
+            f"{pred_path}: {len(preds)} sentences (lines), but {ref_path} has "
+            f"{len(refs)}; give one line of tags per reference sentence"
+        )
     for number, (pred, gold) in enumerate(zip(preds, refs), start=1):
         if not isinstance(pred, list) or not isinstance(gold, list):
             raise ScoringInputError(f"{pred_path}:{number}: each line must be a JSON list of tags")
         if len(pred) != len(gold):
-            raise ScoringInputError(f"{pred_path}:{number}: {len(pred)} tags for the {len(gold)} words "
-                                    f"of {ref_path}:{number}; give one tag per word")
+            raise ScoringInputError(
+                f"{pred_path}:{number}: {len(pred)} tags for the {len(gold)} words "
+                f"of {ref_path}:{number}; give one tag per word"
+            )
     return preds, refs
 
 
@@ -119,12 +124,13 @@ def _read_positions(path: Path) -> dict:
     rows = {}
     for row in _jsonl(path):
         if not isinstance(row, dict):
-            raise ScoringInputError(f"{path}: each line must be an object {{\"id\", \"positions\"}}")
+            raise ScoringInputError(f'{path}: each line must be an object {{"id", "positions"}}')
         key = _key(row, path)
         positions = _field(row, "positions", path)
         if not isinstance(positions, list) or not all(isinstance(p, int) and p >= 0 for p in positions):
-            raise ScoringInputError(f"{path}: 'positions' of id {key!r} must be a list of token "
-                                    "positions (integers >= 0)")
+            raise ScoringInputError(
+                f"{path}: 'positions' of id {key!r} must be a list of token positions (integers >= 0)"
+            )
         if key in rows:
             raise ScoringInputError(f"{path}: id {key!r} appears twice")
         rows[key] = positions
@@ -137,14 +143,23 @@ def _read_answer_positions(pred_path: Path, ref_path: Path) -> tuple[dict, dict]
     extra = [key for key in preds if key not in refs]
     if missing or extra:
         problem = f"no line for id {missing[0]!r}" if missing else f"id {extra[0]!r} is not in {ref_path}"
-        raise ScoringInputError(f"{pred_path}: {len(preds)} lines for the {len(refs)} of {ref_path}: "
-                                f"{problem}; give one line per reference id")
+        raise ScoringInputError(
+            f"{pred_path}: {len(preds)} lines for the {len(refs)} of {ref_path}: "
+            f"{problem}; give one line per reference id"
+        )
     return preds, refs
 
 
-def score_files(task: str, predictions: Path, references: Path, *, protocol: str = "paper",
-                no_answer_threshold: float = 1.0, relevance: str = "binary",
-                seqeval_mode: str | None = None) -> metrics.MetricResult:
+def score_files(
+    task: str,
+    predictions: Path,
+    references: Path,
+    *,
+    protocol: str = "paper",
+    no_answer_threshold: float = 1.0,
+    relevance: str = "binary",
+    seqeval_mode: str | None = None,
+) -> metrics.MetricResult:
     """Score two files with the task's metric under `protocol`; the options apply to `standard`."""
     spec = get_task(task)
     metric = spec.metric_under(protocol)
@@ -163,61 +178,94 @@ def score_files(task: str, predictions: Path, references: Path, *, protocol: str
         got = {_key(p, predictions): _field(p, "prediction_text", predictions) for p in preds}
         gold = {_key(r, references): _field(r, "answers", references) for r in refs}
         if metric == "squad_v2_f1":
-            probs = {_key(p, predictions): float(p.get("no_answer_probability", 0.0))
-                     for p in preds}
+            probs = {_key(p, predictions): float(p.get("no_answer_probability", 0.0)) for p in preds}
             return metrics.squad_v2(got, gold, probs, no_answer_threshold)
         return (metrics.squad_v1 if metric == "squad_f1" else metrics.record_f1)(got, gold)
     if metric == "ndcg@10":
-        return metrics.ndcg_at_10(_read_trec(predictions, "run"), _read_trec(references, "qrels"),
-                                  relevance=relevance)
+        return metrics.ndcg_at_10(_read_trec(predictions, "run"), _read_trec(references, "qrels"), relevance=relevance)
     raise AssertionError(metric)
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
     try:
-        if args.protocol == "paper" and (args.no_answer_threshold != 1.0 or args.relevance != "binary"
-                                         or args.seqeval_mode != "default"):
-            raise ScoringInputError("--no-answer-threshold, --relevance and --seqeval-mode apply to "
-                                    "--protocol standard only")
-        result = score_files(args.task, args.predictions, args.references, protocol=args.protocol,
-                             no_answer_threshold=args.no_answer_threshold,
-                             relevance=args.relevance,
-                             seqeval_mode=None if args.seqeval_mode == "default" else "strict")
+        if args.protocol == "paper" and (
+            args.no_answer_threshold != 1.0 or args.relevance != "binary" or args.seqeval_mode != "default"
+        ):
+            raise ScoringInputError(
+                "--no-answer-threshold, --relevance and --seqeval-mode apply to --protocol standard only"
+            )
+        result = score_files(
+            args.task,
+            args.predictions,
+            args.references,
+            protocol=args.protocol,
+            no_answer_threshold=args.no_answer_threshold,
+            relevance=args.relevance,
+            seqeval_mode=None if args.seqeval_mode == "default" else "strict",
+        )
     except (ScoringInputError, ValueError, KeyError, FileNotFoundError) as exc:
         print(f"score: error: {exc}", file=sys.stderr)
         return 2
     if args.per_instance:
-        lines = "".join(json.dumps({"id": i, "score": s}) + "\n"
-                        for i, s in zip(result.instance_ids, result.instance_scores))
+        lines = "".join(
+            json.dumps({"id": i, "score": s}) + "\n" for i, s in zip(result.instance_ids, result.instance_scores)
+        )
         atomic_write_text(args.per_instance, lines)
-    print(json.dumps({"task": args.task, "protocol": args.protocol, "metric": result.metric,
-                      "score": round(result.score, 4), "n": result.n}))
+    print(
+        json.dumps(
+            {
+                "task": args.task,
+                "protocol": args.protocol,
+                "metric": result.metric,
+                "score": round(result.score, 4),
+                "n": result.n,
+            }
+        )
+    )
     return 0
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the `score` command to an argparse subparsers object; sets `func` (args -> exit code)."""
     parser = subparsers.add_parser(
-        "score", help="score a predictions file against references with the task's metric",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=list(TASKS), metavar="TASK",
-                        help=f"one of: {', '.join(TASKS)}")
+        "score",
+        help="score a predictions file against references with the task's metric",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("task", choices=list(TASKS), metavar="TASK", help=f"one of: {', '.join(TASKS)}")
     parser.add_argument("predictions", type=Path, metavar="PREDICTIONS")
     parser.add_argument("references", type=Path, metavar="REFERENCES")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
-                        help="evaluation protocol whose metric is computed (default paper: the "
-                             "released harness's; standard: seqeval, official SQuAD/ReCoRD, "
-                             "pytrec_eval; docs/protocol.md)")
-    parser.add_argument("--per-instance", type=Path, metavar="OUT",
-                        help="write per-instance scores (JSON Lines {id, score})")
-    parser.add_argument("--no-answer-threshold", type=float, default=1.0,
-                        help="standard squad_v2: no_answer_probability above this means 'no answer' "
-                             "(default 1.0 = never; abstain by predicting '')")
-    parser.add_argument("--relevance", choices=("binary", "graded"), default="binary",
-                        help="standard IR gains: binary (grade >= 1, default, as the released "
-                             "harness) or graded")
-    parser.add_argument("--seqeval-mode", choices=("default", "strict"), default="default",
-                        help="standard TC seqeval mode (default: conlleval-compatible)")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="paper",
+        help="evaluation protocol whose metric is computed (default paper: the "
+        "released harness's; standard: seqeval, official SQuAD/ReCoRD, "
+        "pytrec_eval; docs/protocol.md)",
+    )
+    parser.add_argument(
+        "--per-instance", type=Path, metavar="OUT", help="write per-instance scores (JSON Lines {id, score})"
+    )
+    parser.add_argument(
+        "--no-answer-threshold",
+        type=float,
+        default=1.0,
+        help="standard squad_v2: no_answer_probability above this means 'no answer' "
+        "(default 1.0 = never; abstain by predicting '')",
+    )
+    parser.add_argument(
+        "--relevance",
+        choices=("binary", "graded"),
+        default="binary",
+        help="standard IR gains: binary (grade >= 1, default, as the released harness) or graded",
+    )
+    parser.add_argument(
+        "--seqeval-mode",
+        choices=("default", "strict"),
+        default="default",
+        help="standard TC seqeval mode (default: conlleval-compatible)",
+    )
     parser.set_defaults(func=_cmd_score)
     return parser
 

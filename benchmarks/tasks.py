@@ -17,6 +17,7 @@ qrels split is divided 50/50 into validation/test queries at random (the loader'
 either evaluation protocol (docs/protocol.md): the `paper` protocol scores every task of a type
 with the released harness's metric (`contracts.paper.PAPER_PROTOCOL_METRICS`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -43,11 +44,43 @@ MSMARCO_PAIRS = "msmarco_pairs"  # train_set id of the IR runs (folder prefix of
 CONLL2003_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 # tner id order (tner/ontonotes5 label.json), which hgissbkh/ontonotes5 mirrors.
 ONTONOTES5_TAGS = (
-    "O", "B-CARDINAL", "B-DATE", "I-DATE", "B-PERSON", "I-PERSON", "B-NORP", "B-GPE", "I-GPE",
-    "B-LAW", "I-LAW", "B-ORG", "I-ORG", "B-PERCENT", "I-PERCENT", "B-ORDINAL", "B-MONEY",
-    "I-MONEY", "B-WORK_OF_ART", "I-WORK_OF_ART", "B-FAC", "B-TIME", "I-CARDINAL", "B-LOC",
-    "B-QUANTITY", "I-QUANTITY", "I-NORP", "I-LOC", "B-PRODUCT", "I-TIME", "B-EVENT", "I-EVENT",
-    "I-FAC", "B-LANGUAGE", "I-PRODUCT", "I-ORDINAL", "I-LANGUAGE",
+    "O",
+    "B-CARDINAL",
+    "B-DATE",
+    "I-DATE",
+    "B-PERSON",
+    "I-PERSON",
+    "B-NORP",
+    "B-GPE",
+    "I-GPE",
+    "B-LAW",
+    "I-LAW",
+    "B-ORG",
+    "I-ORG",
+    "B-PERCENT",
+    "I-PERCENT",
+    "B-ORDINAL",
+    "B-MONEY",
+    "I-MONEY",
+    "B-WORK_OF_ART",
+    "I-WORK_OF_ART",
+    "B-FAC",
+    "B-TIME",
+    "I-CARDINAL",
+    "B-LOC",
+    "B-QUANTITY",
+    "I-QUANTITY",
+    "I-NORP",
+    "I-LOC",
+    "B-PRODUCT",
+    "I-TIME",
+    "B-EVENT",
+    "I-EVENT",
+    "I-FAC",
+    "B-LANGUAGE",
+    "I-PRODUCT",
+    "I-ORDINAL",
+    "I-LANGUAGE",
 )
 UNER_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
 
@@ -147,76 +180,156 @@ _TC_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 
 def _sc(name, config, test_split, columns, template, labels) -> TaskSpec:
     return TaskSpec(
-        name=name, task_type="SC", hub_id=GLUE, hub_config=config,
+        name=name,
+        task_type="SC",
+        hub_id=GLUE,
+        hub_config=config,
         splits={"train": "train", "validation": "train", "test": test_split},
-        validation_protocol="train_carveout", metric="accuracy",
-        input_columns=columns, input_template=template, label_column="label", label_names=labels,
+        validation_protocol="train_carveout",
+        metric="accuracy",
+        input_columns=columns,
+        input_template=template,
+        label_column="label",
+        label_names=labels,
     )
 
 
 def _tc(name, hub_id, tokens, tags, labels, one_epoch, notes="") -> TaskSpec:
     return TaskSpec(
-        name=name, task_type="TC", hub_id=hub_id, hub_config=None, splits=_TC_SPLITS,
-        validation_protocol="official", metric="seqeval_f1", input_columns=(tokens,),
-        label_column=tags, label_names=labels,
-        max_steps=None if one_epoch else 1000, one_epoch=one_epoch,
-        eval_interval=20 if one_epoch else 100, notes=notes,
+        name=name,
+        task_type="TC",
+        hub_id=hub_id,
+        hub_config=None,
+        splits=_TC_SPLITS,
+        validation_protocol="official",
+        metric="seqeval_f1",
+        input_columns=(tokens,),
+        label_column=tags,
+        label_names=labels,
+        max_steps=None if one_epoch else 1000,
+        one_epoch=one_epoch,
+        eval_interval=20 if one_epoch else 100,
+        notes=notes,
     )
 
 
 def _qa(name, hub_id, config, metric, notes="") -> TaskSpec:
     return TaskSpec(
-        name=name, task_type="QA", hub_id=hub_id, hub_config=config, splits=_CARVEOUT,
-        validation_protocol="train_carveout", metric=metric,
-        input_columns=("context", "question", "answers"), notes=notes,
+        name=name,
+        task_type="QA",
+        hub_id=hub_id,
+        hub_config=config,
+        splits=_CARVEOUT,
+        validation_protocol="train_carveout",
+        metric=metric,
+        input_columns=("context", "question", "answers"),
+        notes=notes,
     )
 
 
 def _ir(name, splits, protocol, ir, notes="") -> TaskSpec:
     return TaskSpec(
-        name=name, task_type="IR", hub_id=ir.qrels.hub_id, hub_config=ir.qrels.config,
-        splits={"train": "train", **splits}, validation_protocol=protocol, metric="ndcg@10",
-        train_set=MSMARCO_PAIRS, train_source=_MSMARCO_PAIRS_SOURCE, ir=ir, notes=notes,
+        name=name,
+        task_type="IR",
+        hub_id=ir.qrels.hub_id,
+        hub_config=ir.qrels.config,
+        splits={"train": "train", **splits},
+        validation_protocol=protocol,
+        metric="ndcg@10",
+        train_set=MSMARCO_PAIRS,
+        train_source=_MSMARCO_PAIRS_SOURCE,
+        ir=ir,
+        notes=notes,
     )
 
 
 _TASK_LIST = (
     _sc("sst2", "sst2", "validation", ("sentence",), "{sentence}", ("negative", "positive")),
-    _sc("qqp", "qqp", "validation", ("question1", "question2"),
-        "Question 1: {question1}\nQuestion 2: {question2}", ("not_duplicate", "duplicate")),
-    _sc("mnli", "mnli", "validation_matched", ("premise", "hypothesis"),
-        "Premise: {premise}\nHypothesis: {hypothesis}", ("entailment", "neutral", "contradiction")),
-    _tc("conll2003", "hgissbkh/conll2003-en", "words", "ner", CONLL2003_TAGS, one_epoch=True,
+    _sc(
+        "qqp",
+        "qqp",
+        "validation",
+        ("question1", "question2"),
+        "Question 1: {question1}\nQuestion 2: {question2}",
+        ("not_duplicate", "duplicate"),
+    ),
+    _sc(
+        "mnli",
+        "mnli",
+        "validation_matched",
+        ("premise", "hypothesis"),
+        "Premise: {premise}\nHypothesis: {hypothesis}",
+        ("entailment", "neutral", "contradiction"),
+    ),
+    _tc(
+        "conll2003",
+        "hgissbkh/conll2003-en",
+        "words",
+        "ner",
+        CONLL2003_TAGS,
+        one_epoch=True,
         notes="columns words/ner are those the released loader renames; the label order is the "
-              "standard CoNLL-2003 (IOB2) order [inferred]; the loader reads the names from the data"),
-    _tc("ontonotes5", "hgissbkh/ontonotes5", "tokens", "tags", ONTONOTES5_TAGS, one_epoch=False,
+        "standard CoNLL-2003 (IOB2) order [inferred]; the loader reads the names from the data",
+    ),
+    _tc(
+        "ontonotes5",
+        "hgissbkh/ontonotes5",
+        "tokens",
+        "tags",
+        ONTONOTES5_TAGS,
+        one_epoch=False,
         notes="script-based on the Hub (the release passes trust_remote_code): use a local mirror "
-              "with datasets>=4; tner label order"),
-    _tc("uner", "hgissbkh/uner_en", "tokens", "ner_tags", UNER_TAGS, one_epoch=True,
-        notes="Universal NER v1 en_ewt"),
+        "with datasets>=4; tner label order",
+    ),
+    _tc("uner", "hgissbkh/uner_en", "tokens", "ner_tags", UNER_TAGS, one_epoch=True, notes="Universal NER v1 en_ewt"),
     _qa("squad", "rajpurkar/squad", "plain_text", "squad_f1"),
     _qa("squad_v2", "rajpurkar/squad_v2", "squad_v2", "squad_v2_f1"),
-    _qa("record", "hgissbkh/record", None, "record_f1",
+    _qa(
+        "record",
+        "hgissbkh/record",
+        None,
+        "record_f1",
         notes="hgissbkh/record is ReCoRD cast to SQuAD-style extractive QA (context, question, "
-              "answers{text, answer_start}); the released loader uses it unchanged [inferred]"),
-    _ir("msmarco", {"validation": "validation", "test": "test"}, "official",
-        IRSources("beir", corpus=HubSource("BeIR/msmarco", "corpus", "corpus"),
-                  qrels=HubSource("BeIR/msmarco-qrels"),
-                  queries=HubSource("BeIR/msmarco", "queries", "queries")),
-        notes="validation = dev qrels, test = the 'test' qrels split (TREC DL 2019, graded), "
-              "as in the released loader"),
-    _ir("nq", {"validation": "test", "test": "test"}, "query_halves",
-        IRSources("beir", corpus=HubSource("BeIR/nq", "corpus", "corpus"),
-                  qrels=HubSource("BeIR/nq-qrels"),
-                  queries=HubSource("BeIR/nq", "queries", "queries"),
-                  doc_template="{title}. {text}"),
+        "answers{text, answer_start}); the released loader uses it unchanged [inferred]",
+    ),
+    _ir(
+        "msmarco",
+        {"validation": "validation", "test": "test"},
+        "official",
+        IRSources(
+            "beir",
+            corpus=HubSource("BeIR/msmarco", "corpus", "corpus"),
+            qrels=HubSource("BeIR/msmarco-qrels"),
+            queries=HubSource("BeIR/msmarco", "queries", "queries"),
+        ),
+        notes="validation = dev qrels, test = the 'test' qrels split (TREC DL 2019, graded), as in the released loader",
+    ),
+    _ir(
+        "nq",
+        {"validation": "test", "test": "test"},
+        "query_halves",
+        IRSources(
+            "beir",
+            corpus=HubSource("BeIR/nq", "corpus", "corpus"),
+            qrels=HubSource("BeIR/nq-qrels"),
+            queries=HubSource("BeIR/nq", "queries", "queries"),
+            doc_template="{title}. {text}",
+        ),
         notes="only a test qrels split: its queries are split 50/50 (validation gets "
-              "round(n/2) of the sorted query ids, random.Random(seed).sample with the run's "
-              "fine-tuning seed unless ir_query_split_seed fixes it); the release's random.sample "
-              "runs without a seed for NQ"),
-    _ir("mldr_en", {"validation": "dev", "test": "test"}, "official",
-        IRSources("mldr", corpus=HubSource("hgissbkh/mldr-en", "corpus", "corpus"),
-                  qrels=HubSource("hgissbkh/mldr-en", "default"))),
+        "round(n/2) of the sorted query ids, random.Random(seed).sample with the run's "
+        "fine-tuning seed unless ir_query_split_seed fixes it); the release's random.sample "
+        "runs without a seed for NQ",
+    ),
+    _ir(
+        "mldr_en",
+        {"validation": "dev", "test": "test"},
+        "official",
+        IRSources(
+            "mldr",
+            corpus=HubSource("hgissbkh/mldr-en", "corpus", "corpus"),
+            qrels=HubSource("hgissbkh/mldr-en", "default"),
+        ),
+    ),
 )
 
 assert {s.name for s in _TASK_LIST} == set(DATASET_BY_ID), "one spec per paper dataset"
@@ -234,9 +347,7 @@ def get_task(name: str) -> TaskSpec:
     try:
         return TASKS[name]
     except KeyError:
-        raise UnknownTaskError(
-            f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}"
-        ) from None
+        raise UnknownTaskError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}") from None
 
 
 def tasks_of(task_type: str) -> tuple[TaskSpec, ...]:

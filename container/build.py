@@ -8,6 +8,7 @@ the commit into the definition's labels, and builds through spython in a staging
 status: 0 built or checked, 1 the definition does not match the lock, 2 no apptainer/singularity,
 3 the build itself failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,7 @@ def git(*args: str, repo: Path = REPO_ROOT) -> str:
 
 def stage_commit(staging: Path, sha: str, repo: Path = REPO_ROOT) -> Path:
     """Export commit ``sha`` to ``staging/src`` and write its definition, with the sha filled in, beside it."""
-    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo, capture_output=True,
-                             check=True).stdout
+    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo, capture_output=True, check=True).stdout
     source = staging / STAGING_SOURCE
     source.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -58,8 +58,12 @@ def stage_commit(staging: Path, sha: str, repo: Path = REPO_ROOT) -> Path:
     staged = staging / DEFINITION.name
     text = definition.read_text().replace(GIT_SHA_PLACEHOLDER, sha)
     # An absolute %files source: no reliance on the builder's working folder.
-    text = re.sub(rf"^(\s*){STAGING_SOURCE} {IMAGE_ROOT}$", lambda m: f"{m.group(1)}{source} {IMAGE_ROOT}",
-                  text, flags=re.MULTILINE)
+    text = re.sub(
+        rf"^(\s*){STAGING_SOURCE} {IMAGE_ROOT}$",
+        lambda m: f"{m.group(1)}{source} {IMAGE_ROOT}",
+        text,
+        flags=re.MULTILINE,
+    )
     staged.write_text(text)
     return staged
 
@@ -77,8 +81,11 @@ def report(problems: list[str], what: str) -> int:
 def build(image: Path, sudo: bool, fakeroot: bool, extra: list[str], repo: Path = REPO_ROOT) -> int:
     builder = find_builder()
     if builder is None:
-        print("container: neither apptainer nor singularity is installed here; build on a machine that "
-              "has one (an HPC login node), e.g. `make container` there.", file=sys.stderr)
+        print(
+            "container: neither apptainer nor singularity is installed here; build on a machine that "
+            "has one (an HPC login node), e.g. `make container` there.",
+            file=sys.stderr,
+        )
         return EXIT_NO_BUILDER
     sha = git("rev-parse", "HEAD", repo=repo)
     if git("status", "--porcelain", "--untracked-files=no", repo=repo):
@@ -88,8 +95,10 @@ def build(image: Path, sudo: bool, fakeroot: bool, extra: list[str], repo: Path 
         staging = Path(tmp)
         definition = stage_commit(staging, sha, repo)
         source = staging / STAGING_SOURCE  # the commit's own definition and lock, before filling in
-        code = report(check_definition(source / DEFINITION.relative_to(REPO_ROOT), source / LOCK.name),
-                      f"definition at {sha[:12]}")
+        code = report(
+            check_definition(source / DEFINITION.relative_to(REPO_ROOT), source / LOCK.name),
+            f"definition at {sha[:12]}",
+        )
         if code:
             return code
         # spython always calls `singularity`; Apptainer installs that name too, but not everywhere.
@@ -106,8 +115,14 @@ def build(image: Path, sudo: bool, fakeroot: bool, extra: list[str], repo: Path 
         try:
             from spython.main import Client
 
-            built = Client.build(recipe=str(definition), image=str(partial), sudo=sudo, force=True,
-                                 options=options + extra, return_result=True)
+            built = Client.build(
+                recipe=str(definition),
+                image=str(partial),
+                sudo=sudo,
+                force=True,
+                options=options + extra,
+                return_result=True,
+            )
         finally:
             os.chdir(previous[0])
             os.environ["PATH"] = previous[1]
@@ -126,10 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--definition", type=Path, default=DEFINITION, help=argparse.SUPPRESS)
     parser.add_argument("--lock", type=Path, default=LOCK, help=argparse.SUPPRESS)
     parser.add_argument("--sudo", action="store_true", help="build through sudo (default: as yourself)")
-    parser.add_argument("--fakeroot", action=argparse.BooleanOptionalAction, default=os.geteuid() != 0,
-                        help="pass --fakeroot to the builder (default: on unless root)")
-    parser.add_argument("--builder-option", action="append", default=[], metavar="OPT",
-                        help="extra option for `apptainer build`, repeatable (e.g. --builder-option=--notest)")
+    parser.add_argument(
+        "--fakeroot",
+        action=argparse.BooleanOptionalAction,
+        default=os.geteuid() != 0,
+        help="pass --fakeroot to the builder (default: on unless root)",
+    )
+    parser.add_argument(
+        "--builder-option",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="extra option for `apptainer build`, repeatable (e.g. --builder-option=--notest)",
+    )
     args = parser.parse_args(argv)
     if args.check:
         return report(check_definition(args.definition, args.lock), str(args.definition))

@@ -3,6 +3,7 @@
 The definition is parsed with spython (the same parser `spython recipe` uses); the runscript is
 read from the raw text, since spython rewrites multi-line sections into echo commands.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,14 +17,18 @@ REPO_ROOT = HERE.parent
 DEFINITION = HERE / "mlm_vs_clm.def"
 LOCK = REPO_ROOT / "requirements.lock"
 IMAGE_ROOT = "/opt/mlm_vs_clm"  # where %files puts the exported source tree
-STAGING_SOURCE = "src"          # the exported tree's folder name in the staging folder
+STAGING_SOURCE = "src"  # the exported tree's folder name in the staging folder
 GIT_SHA_PLACEHOLDER = "@GIT_SHA@"
 STAGES = ("pretraining", "benchmarks", "analysis", "paper_figures", "reproduce")
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 # Label -> the distribution whose locked (or added) version it must state.
-VERSION_LABELS = {"mlm_vs_clm.torch": "torch", "mlm_vs_clm.composer": "mosaicml",
-                  "mlm_vs_clm.streaming": "mosaicml-streaming",
-                  "mlm_vs_clm.transformers": "transformers", "mlm_vs_clm.flash_attn": "flash-attn"}
+VERSION_LABELS = {
+    "mlm_vs_clm.torch": "torch",
+    "mlm_vs_clm.composer": "mosaicml",
+    "mlm_vs_clm.streaming": "mosaicml-streaming",
+    "mlm_vs_clm.transformers": "transformers",
+    "mlm_vs_clm.flash_attn": "flash-attn",
+}
 DIGEST_FROM = re.compile(r"[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}")
 
 
@@ -74,10 +79,10 @@ def pip_installs(install_lines: list[str]) -> list[list[str]]:
         for i in range(len(words) - 1):
             if words[i] == "pip" or words[i].endswith("/pip"):
                 if words[i + 1] == "install":
-                    commands.append(words[i + 2:])
+                    commands.append(words[i + 2 :])
                     break
-            if words[i] == "-m" and words[i + 1] == "pip" and words[i + 2:i + 3] == ["install"]:
-                commands.append(words[i + 3:])
+            if words[i] == "-m" and words[i + 1] == "pip" and words[i + 2 : i + 3] == ["install"]:
+                commands.append(words[i + 3 :])
                 break
     return commands
 
@@ -138,7 +143,7 @@ def check_definition(path: Path = DEFINITION, lock_path: Path = LOCK) -> list[st
             problems += _addition_problems(flags, reqs, lock)
     if kinds.count("lock") != 1 or kinds.count("project") != 1:
         problems.append(f"expected one '{lock_in_image}' install and one project install, got {kinds}")
-    elif kinds.index("lock") > kinds.index("project") or "additions" in kinds[:kinds.index("project")]:
+    elif kinds.index("lock") > kinds.index("project") or "additions" in kinds[: kinds.index("project")]:
         problems.append(f"install order must be lock, project, then GPU additions; got {kinds}")
     post = [line.strip() for line in recipe.install]
     if not any(re.search(r"pip check$", line) for line in post):

@@ -4,6 +4,7 @@ Runs at the end of the image's %post (``--packages-only``) and as its %test (`ap
 [--nv] IMAGE`). Standard library only until the package imports, so it also runs against CI's
 venv. Exit status 1 lists every problem found.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,12 @@ GPU_ADDITIONS = {"einops": "0.8.1", "flash-attn": "2.8.0.post2"}
 PROJECT = "mlm-vs-clm"
 INSTALLER = "pip"
 # Import name -> distribution name of the packages every stage relies on.
-KEY_IMPORTS = {"torch": "torch", "composer": "mosaicml", "streaming": "mosaicml-streaming",
-               "transformers": "transformers"}
+KEY_IMPORTS = {
+    "torch": "torch",
+    "composer": "mosaicml",
+    "streaming": "mosaicml-streaming",
+    "transformers": "transformers",
+}
 DEFAULT_LOCK = Path(__file__).resolve().parent.parent / "requirements.lock"
 
 
@@ -46,25 +51,33 @@ def installed_versions() -> dict[str, str]:
     return {canonical(dist.metadata["Name"]): dist.version for dist in metadata.distributions()}
 
 
-def package_problems(lock: dict[str, str], installed: dict[str, str],
-                     additions: dict[str, str] | None = None, strict: bool = True) -> list[str]:
+def package_problems(
+    lock: dict[str, str], installed: dict[str, str], additions: dict[str, str] | None = None, strict: bool = True
+) -> list[str]:
     """Differences between the installed set and the lock (+ additions, the project and pip).
 
     ``strict=False`` only checks that every pin of the lock is installed at its version.
     """
-    problems = [f"{name}: lock pins {version}, installed {installed.get(name, 'nothing')}"
-                for name, version in sorted(lock.items()) if installed.get(name) != version]
+    problems = [
+        f"{name}: lock pins {version}, installed {installed.get(name, 'nothing')}"
+        for name, version in sorted(lock.items())
+        if installed.get(name) != version
+    ]
     if not strict:
         return problems
     additions = {canonical(k): v for k, v in (additions if additions is not None else GPU_ADDITIONS).items()}
     problems += [f"{name}: addition overrides the lock pin {lock[name]}" for name in additions if name in lock]
     # A prebuilt wheel may carry a local tag (2.8.0.post2+cu12torch2.7...): compare public versions.
-    problems += [f"{name}: expected addition {version}, installed {installed.get(name, 'nothing')}"
-                 for name, version in sorted(additions.items())
-                 if installed.get(name, "").split("+")[0] != version]
+    problems += [
+        f"{name}: expected addition {version}, installed {installed.get(name, 'nothing')}"
+        for name, version in sorted(additions.items())
+        if installed.get(name, "").split("+")[0] != version
+    ]
     allowed = set(lock) | set(additions) | {PROJECT, INSTALLER}
-    problems += [f"{name}=={installed[name]}: installed but neither locked nor an addition"
-                 for name in sorted(set(installed) - allowed)]
+    problems += [
+        f"{name}=={installed[name]}: installed but neither locked nor an addition"
+        for name in sorted(set(installed) - allowed)
+    ]
     if PROJECT not in installed:
         problems.append(f"{PROJECT}: the project itself is not installed")
     return problems
@@ -104,8 +117,9 @@ def flash_attn_problems(torch) -> list[str]:
         return [f"import flash_attn failed: {error!r}"]
     q = torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.bfloat16)
     out = flash_attn_func(q, q, q, causal=False)
-    reference = torch.nn.functional.scaled_dot_product_attention(
-        *(t.transpose(1, 2) for t in (q, q, q))).transpose(1, 2)
+    reference = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, q, q))).transpose(
+        1, 2
+    )
     problems = []
     if not torch.allclose(out.float(), reference.float(), atol=2e-2):
         problems.append("flash_attn_func disagrees with scaled_dot_product_attention")

@@ -3,6 +3,7 @@
 Model cards of exported checkpoints (pretraining.export, benchmarks.export_st) print them, so the
 citation has one source: the CITATION.cff at the repository root.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,12 +44,31 @@ def bibtex(path: Path = CITATION_FILE) -> str:
     url = paper.get("url", "")
     arxiv_id = url.rsplit("/", 1)[-1] if "arxiv.org/abs/" in url else None
     software_year = str(cff.get("date-released", ""))[:4]
-    return "\n\n".join([
-        _bibtex("inproceedings", paper, {
-            "title": paper["title"], "author": _authors(paper),
-            "booktitle": paper.get("collection-title"), "year": paper.get("year"), "eprint": arxiv_id,
-            "archivePrefix": arxiv_id and "arXiv", "url": url}),
-        _bibtex("software", cff, {
-            "title": cff["title"], "author": _authors(cff), "version": cff.get("version"),
-            "year": software_year, "url": cff.get("repository-code") or cff.get("url")}),
-    ])
+    return "\n\n".join(
+        [
+            _bibtex(
+                "inproceedings",
+                paper,
+                {
+                    "title": paper["title"],
+                    "author": _authors(paper),
+                    "booktitle": paper.get("collection-title"),
+                    "year": paper.get("year"),
+                    "eprint": arxiv_id,
+                    "archivePrefix": arxiv_id and "arXiv",
+                    "url": url,
+                },
+            ),
+            _bibtex(
+                "software",
+                cff,
+                {
+                    "title": cff["title"],
+                    "author": _authors(cff),
+                    "version": cff.get("version"),
+                    "year": software_year,
+                    "url": cff.get("repository-code") or cff.get("url"),
+                },
+            ),
+        ]
+    )

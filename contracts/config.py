@@ -2,6 +2,7 @@
 
 Unknown keys and wrong types are errors that name the file and the field, as in llm-foundry.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,8 +63,10 @@ def _convert(value: Any, annotation: Any, where: str) -> Any:
             return float(value)
         except ValueError:
             pass
-    if annotation in (int, str, bool) and isinstance(value, annotation) and not (
-        annotation is int and isinstance(value, bool)
+    if (
+        annotation in (int, str, bool)
+        and isinstance(value, annotation)
+        and not (annotation is int and isinstance(value, bool))
     ):
         return value
     if annotation is Path and isinstance(value, (str, os.PathLike)):

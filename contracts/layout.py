@@ -15,6 +15,7 @@ A fine-tuning run directory (`python -m benchmarks run`, benchmarks.run):
   <out>/<model>/msmarco/lr<lr>_sd<seed>/model/        the IR model an MS MARCO run trains (NQ and MLDR
                                                       runs of the same lr and seed evaluate it)
 """
+
 from __future__ import annotations
 
 from pathlib import Path

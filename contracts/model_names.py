@@ -10,6 +10,7 @@ returns None and records carry no pretraining description. Every name in the pac
 by the functions below (`format_model_name`, or by parts: `single_objective_name`, `biphasic_name`,
 `cpt_name`).
 """
+
 from __future__ import annotations
 
 import re
@@ -87,11 +88,16 @@ def parse_model_name(model: str) -> PretrainingDescription | None:
         if cpt <= 0:
             return None
         return PretrainingDescription(
-            size=size, objective="cpt", masking_ratio=_ratio(g["cpt_ratio"]),
+            size=size,
+            objective="cpt",
+            masking_ratio=_ratio(g["cpt_ratio"]),
             clm_steps=base if base_obj == "clm" else 0,
             mlm_steps=cpt + (base if base_obj == "mlm" else 0),
-            cpt_steps=cpt, cpt_base_objective=base_obj,
-            schedule_steps=total, checkpoint_step=total, decayed=True,
+            cpt_steps=cpt,
+            cpt_base_objective=base_obj,
+            schedule_steps=total,
+            checkpoint_step=total,
+            decayed=True,
         )
     if g["clm_part"]:
         clm = _steps(g["clm_part"])
@@ -99,9 +105,16 @@ def parse_model_name(model: str) -> PretrainingDescription | None:
         if not 0 < clm < total:
             return None
         return PretrainingDescription(
-            size=size, objective="clm+mlm", masking_ratio=_ratio(g["bip_ratio"]),
-            clm_steps=clm, mlm_steps=total - clm, cpt_steps=0, cpt_base_objective=None,
-            schedule_steps=total, checkpoint_step=total, decayed=True,
+            size=size,
+            objective="clm+mlm",
+            masking_ratio=_ratio(g["bip_ratio"]),
+            clm_steps=clm,
+            mlm_steps=total - clm,
+            cpt_steps=0,
+            cpt_base_objective=None,
+            schedule_steps=total,
+            checkpoint_step=total,
+            decayed=True,
         )
     total = _steps(g["total"])
     step = int(g["ckpt"]) if g["ckpt"] else total
@@ -109,11 +122,16 @@ def parse_model_name(model: str) -> PretrainingDescription | None:
         return None
     is_clm = g["single"] == "clm"
     return PretrainingDescription(
-        size=size, objective="clm" if is_clm else "mlm",
+        size=size,
+        objective="clm" if is_clm else "mlm",
         masking_ratio=None if is_clm else _ratio(g["single"][3:]),
-        clm_steps=step if is_clm else 0, mlm_steps=0 if is_clm else step,
-        cpt_steps=0, cpt_base_objective=None,
-        schedule_steps=total, checkpoint_step=step, decayed=step == total,
+        clm_steps=step if is_clm else 0,
+        mlm_steps=0 if is_clm else step,
+        cpt_steps=0,
+        cpt_base_objective=None,
+        schedule_steps=total,
+        checkpoint_step=step,
+        decayed=step == total,
     )
 
 
@@ -131,8 +149,7 @@ def format_model_name(desc: PretrainingDescription) -> str:
     return name if desc.decayed else f"{name}-{desc.checkpoint_step}"
 
 
-def single_objective_name(size: str, objective: str, steps: int = PRETRAIN_STEPS,
-                          checkpoint: int | None = None) -> str:
+def single_objective_name(size: str, objective: str, steps: int = PRETRAIN_STEPS, checkpoint: int | None = None) -> str:
     """'610m-mlm40-42k', '610m-clm-42k-10000' (objective: 'clm' or 'mlm40', see objective_token)."""
     name = f"{size}-{objective}-{format_steps(steps)}"
     return name if checkpoint is None or checkpoint == steps else f"{name}-{checkpoint}"
@@ -147,8 +164,9 @@ def biphasic_name(size: str, clm_steps: int, budget: int, mlm: str = "mlm40") ->
     return f"{size}-clm-{format_steps(clm_steps)}-{mlm}-{format_steps(budget)}"
 
 
-def cpt_name(base: str, cpt_steps: int, size: str = "610m", base_steps: int = PRETRAIN_STEPS,
-             mlm: str = "mlm40") -> str:
+def cpt_name(
+    base: str, cpt_steps: int, size: str = "610m", base_steps: int = PRETRAIN_STEPS, mlm: str = "mlm40"
+) -> str:
     """base: 'clm' or 'mlm40'; 0 CPT steps is the decayed base itself."""
     if cpt_steps == 0:
         return single_objective_name(size, base, base_steps)

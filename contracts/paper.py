@@ -9,6 +9,7 @@ Dataset ids name the paper's datasets; `released_folder` is the folder of each i
 released raw results (results/<model>/<task type>/<folder>/..., hgissbkh/EncodEval), so that
 `analysis import-released` maps the release onto the same ids as our harness (docs/release.md).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +62,12 @@ RELEASED_FOLDERS: dict[tuple[str, str], str] = {
 # (scikit-learn f1_score); QA the F1 between predicted and gold answer-token position sets; IR
 # scikit-learn ndcg_score on the top 10 documents. These are the `metric` names of run records
 # under the "paper" protocol (contracts.run_record), shared with benchmarks.metrics.
-PAPER_PROTOCOL_METRICS = {"SC": "accuracy", "TC": "sentence_macro_f1", "QA": "answer_token_f1",
-                          "IR": "retrieved_ndcg@10"}
+PAPER_PROTOCOL_METRICS = {
+    "SC": "accuracy",
+    "TC": "sentence_macro_f1",
+    "QA": "answer_token_f1",
+    "IR": "retrieved_ndcg@10",
+}
 
 AVERAGE = "average"  # pseudo-dataset id of a category average
 

@@ -1,4 +1,5 @@
 """Provenance and safe writes: git sha, package versions, config hashes, atomic files."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -13,9 +14,21 @@ from importlib import metadata
 from pathlib import Path
 
 TRACKED_PACKAGES = (
-    "torch", "mosaicml", "mosaicml-streaming", "transformers", "tokenizers", "datasets",
-    "numpy", "scipy", "statsmodels", "pandas", "matplotlib", "seqeval", "pytrec-eval-terrier",
-    "spython", "flash-attn",
+    "torch",
+    "mosaicml",
+    "mosaicml-streaming",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "numpy",
+    "scipy",
+    "statsmodels",
+    "pandas",
+    "matplotlib",
+    "seqeval",
+    "pytrec-eval-terrier",
+    "spython",
+    "flash-attn",
 )
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,10 +36,16 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 def git_sha(repo: Path = _REPO_ROOT) -> str | None:
     """Commit of the code that produced a result, '+dirty' when the tree had changes."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                             text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         # Inside the Apptainer image there is no .git: the build records the commit here.
         return os.environ.get("MLM_VS_CLM_GIT_SHA") or None
@@ -101,8 +120,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if disk_full_cause(exc):
-            raise DiskFullError(exc.errno, f"{path}: not written, no space left on the device "
-                                f"({exc.strerror}); the earlier files are intact: free space and rerun") from exc
+            raise DiskFullError(
+                exc.errno,
+                f"{path}: not written, no space left on the device "
+                f"({exc.strerror}); the earlier files are intact: free space and rerun",
+            ) from exc
         raise
     return path
 

@@ -24,6 +24,7 @@ lack the three protocol fields, are still read):
   provenance      object: source ("released" | "benchmarks" | ...), config_hash, git_sha,
                   package_versions, started, finished (ISO 8601); extra keys allowed
 """
+
 from __future__ import annotations
 
 import json
@@ -111,14 +112,23 @@ class RunRecord:
             return None
         instances = other.get("test_instance_scores")
         return replace(
-            self, protocol=protocol, metric=other.get("metric"),
-            validation_score=float(other["validation_score"]), test_score=float(other["test_score"]),
+            self,
+            protocol=protocol,
+            metric=other.get("metric"),
+            validation_score=float(other["validation_score"]),
+            test_score=float(other["test_score"]),
             test_instance_scores=tuple(instances) if instances is not None else None,
-            other_scores={self.protocol: {
-                "metric": self.metric, "validation_score": self.validation_score,
-                "test_score": self.test_score,
-                "test_instance_scores": list(self.test_instance_scores)
-                if self.test_instance_scores is not None else None}})
+            other_scores={
+                self.protocol: {
+                    "metric": self.metric,
+                    "validation_score": self.validation_score,
+                    "test_score": self.test_score,
+                    "test_instance_scores": list(self.test_instance_scores)
+                    if self.test_instance_scores is not None
+                    else None,
+                }
+            },
+        )
 
     @property
     def key(self) -> tuple:
@@ -127,16 +137,28 @@ class RunRecord:
 
 
 _REQUIRED = {
-    "schema_version": int, "model": str, "task_type": str, "dataset": str,
-    "lr": (int, float), "seed": int, "validation_score": (int, float), "test_score": (int, float),
+    "schema_version": int,
+    "model": str,
+    "task_type": str,
+    "dataset": str,
+    "lr": (int, float),
+    "seed": int,
+    "validation_score": (int, float),
+    "test_score": (int, float),
 }
 _PRETRAINING_FIELDS = set(PretrainingDescription.__dataclass_fields__)
 
 
 def _plain_other_scores(other: dict) -> dict:
-    return {protocol: {**scores, "test_instance_scores": list(scores["test_instance_scores"])
-                       if scores.get("test_instance_scores") is not None else None}
-            for protocol, scores in other.items()}
+    return {
+        protocol: {
+            **scores,
+            "test_instance_scores": list(scores["test_instance_scores"])
+            if scores.get("test_instance_scores") is not None
+            else None,
+        }
+        for protocol, scores in other.items()
+    }
 
 
 def _fail(where: str, fld: str, problem: str, fix: str) -> None:
@@ -153,8 +175,12 @@ def _check_score(where: str, fld: str, value) -> None:
 def _check_scores(where: str, fld: str, values: list) -> None:
     """_check_score of every element; C-level passes for the usual valid list (runs hold thousands
     of instance scores), the element-wise check only to name the first bad one."""
-    if set(map(type, values)) <= {float, int} and math.isfinite(sum(values)) \
-            and min(values) >= 0.0 and max(values) <= 100.0:
+    if (
+        set(map(type, values)) <= {float, int}
+        and math.isfinite(sum(values))
+        and min(values) >= 0.0
+        and max(values) <= 100.0
+    ):
         return
     for i, value in enumerate(values):
         _check_score(where, f"{fld}[{i}]", value)
@@ -170,8 +196,12 @@ def validate_record_dict(data, where: str) -> None:
         if isinstance(data[name], bool) or not isinstance(data[name], types):
             _fail(where, name, f"has type {type(data[name]).__name__}", f"expected {types}")
     if data["schema_version"] not in READABLE_SCHEMA_VERSIONS:
-        _fail(where, "schema_version", f"is {data['schema_version']}",
-              f"this version reads schemas {READABLE_SCHEMA_VERSIONS}")
+        _fail(
+            where,
+            "schema_version",
+            f"is {data['schema_version']}",
+            f"this version reads schemas {READABLE_SCHEMA_VERSIONS}",
+        )
     if data["task_type"] not in TASK_TYPES:
         _fail(where, "task_type", f"is {data['task_type']!r}", f"use one of {TASK_TYPES}")
     if not data["lr"] > 0:
@@ -188,8 +218,12 @@ def validate_record_dict(data, where: str) -> None:
     pre = data.get("pretraining")
     if pre is not None:
         if not isinstance(pre, dict) or set(pre) != _PRETRAINING_FIELDS:
-            _fail(where, "pretraining", "does not have the PretrainingDescription fields",
-                  f"expected keys {sorted(_PRETRAINING_FIELDS)} or null")
+            _fail(
+                where,
+                "pretraining",
+                "does not have the PretrainingDescription fields",
+                f"expected keys {sorted(_PRETRAINING_FIELDS)} or null",
+            )
     if not isinstance(data.get("provenance", {}), dict):
         _fail(where, "provenance", "is not an object", "use {} when unknown")
     allowed = set(RunRecord.__dataclass_fields__)
@@ -197,8 +231,12 @@ def validate_record_dict(data, where: str) -> None:
         allowed -= {"protocol", "metric", "other_scores"}
     unknown = set(data) - allowed
     if unknown:
-        _fail(where, sorted(unknown)[0], f"is not part of schema {data['schema_version']}",
-              "remove it or move it into provenance")
+        _fail(
+            where,
+            sorted(unknown)[0],
+            f"is not part of schema {data['schema_version']}",
+            "remove it or move it into provenance",
+        )
     _check_protocol_fields(data, where)
 
 
@@ -216,11 +254,16 @@ def _check_protocol_fields(data: dict, where: str) -> None:
     for name, scores in other.items():
         fld = f"other_scores.{name}"
         if name not in PROTOCOLS or name == protocol:
-            _fail(where, fld, "is not another protocol", f"keys are protocols in {PROTOCOLS} "
-                  "other than the record's own")
+            _fail(
+                where, fld, "is not another protocol", f"keys are protocols in {PROTOCOLS} other than the record's own"
+            )
         if not isinstance(scores, dict) or not {"validation_score", "test_score"} <= set(scores):
-            _fail(where, fld, "lacks validation_score / test_score",
-                  "give {metric, validation_score, test_score, test_instance_scores}")
+            _fail(
+                where,
+                fld,
+                "lacks validation_score / test_score",
+                "give {metric, validation_score, test_score, test_instance_scores}",
+            )
         _check_score(where, f"{fld}.validation_score", scores["validation_score"])
         _check_score(where, f"{fld}.test_score", scores["test_score"])
         if scores.get("test_instance_scores"):
@@ -231,8 +274,10 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
     """The records of a JSON Lines file, one at a time; errors name the file, line and field."""
     path = Path(path)
     if not path.exists():
-        raise RunRecordError(f"{path}: no such run-record file; pass a .jsonl written by "
-                             "`python -m benchmarks` or `python -m analysis import-released`")
+        raise RunRecordError(
+            f"{path}: no such run-record file; pass a .jsonl written by "
+            "`python -m benchmarks` or `python -m analysis import-released`"
+        )
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -241,8 +286,9 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise RunRecordError(f"{where}: not valid JSON ({exc.msg}); "
-                                     "each line must be one JSON object") from None
+                raise RunRecordError(
+                    f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object"
+                ) from None
             yield RunRecord.from_dict(data, where)
 
 
@@ -256,8 +302,9 @@ def read_record_file(path: str | os.PathLike) -> RunRecord:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise RunRecordError(f"{path}: not valid JSON ({exc.msg} at character {exc.pos}; truncated?); "
-                             "remove it to redo the run") from None
+        raise RunRecordError(
+            f"{path}: not valid JSON ({exc.msg} at character {exc.pos}; truncated?); remove it to redo the run"
+        ) from None
     return RunRecord.from_dict(data, str(path))
 
 

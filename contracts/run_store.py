@@ -16,6 +16,7 @@ skipped as bad (`skipped`: [path, reason]), which lets an interrupted import res
 Instance scores are float32 (7 significant digits; metrics are printed to 2 decimals); a record
 read back from a store has float(np.float32(x)) instance scores.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,14 +40,22 @@ PART_GLOB = "part-*.parquet"
 METADATA_KEY = b"run_store"
 INSTANCES = "test_instance_scores"
 JSON_FIELDS = ("pretraining", "provenance", "other_scores")
-STORE_SCHEMA = pa.schema([
-    ("model", pa.string()), ("task_type", pa.string()), ("dataset", pa.string()),
-    ("train_set", pa.string()), ("lr", pa.float64()), ("seed", pa.int64()),
-    ("validation_score", pa.float64()), ("test_score", pa.float64()),
-    ("protocol", pa.string()), ("metric", pa.string()),
-    (INSTANCES, pa.list_(pa.float32())),
-    *((name, pa.string()) for name in JSON_FIELDS),
-])
+STORE_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("task_type", pa.string()),
+        ("dataset", pa.string()),
+        ("train_set", pa.string()),
+        ("lr", pa.float64()),
+        ("seed", pa.int64()),
+        ("validation_score", pa.float64()),
+        ("test_score", pa.float64()),
+        ("protocol", pa.string()),
+        ("metric", pa.string()),
+        (INSTANCES, pa.list_(pa.float32())),
+        *((name, pa.string()) for name in JSON_FIELDS),
+    ]
+)
 SCALAR_COLUMNS = tuple(n for n in STORE_SCHEMA.names if n != INSTANCES and n not in JSON_FIELDS)
 _REQUIRED = ("model", "task_type", "dataset", "lr", "seed", "validation_score", "test_score")
 
@@ -64,8 +73,10 @@ def store_parts(path: str | os.PathLike) -> list[Path]:
         return [path]
     parts = sorted(path.glob(PART_GLOB)) if path.is_dir() else []
     if not parts:
-        raise RunRecordError(f"{path}: no run store here (expected a .parquet file or a folder of "
-                             f"{PART_GLOB}); write one with `python -m analysis import-released DIR -o OUT.parquet`")
+        raise RunRecordError(
+            f"{path}: no run store here (expected a .parquet file or a folder of "
+            f"{PART_GLOB}); write one with `python -m analysis import-released DIR -o OUT.parquet`"
+        )
     return parts
 
 
@@ -89,22 +100,25 @@ def records_table(records: list[RunRecord], instances: list[np.ndarray | None] |
     """STORE_SCHEMA rows of `records`; `instances` (x100 scores) replaces their instance scores
     (so that the import need not hold them as Python floats)."""
     if instances is None:
-        instances = [None if r.test_instance_scores is None else np.asarray(r.test_instance_scores)
-                     for r in records]
+        instances = [None if r.test_instance_scores is None else np.asarray(r.test_instance_scores) for r in records]
     columns = {name: [getattr(r, name) for r in records] for name in SCALAR_COLUMNS}
     columns["pretraining"] = [_json_or_null(r.pretraining.to_dict() if r.pretraining else None) for r in records]
     columns["provenance"] = [json.dumps(r.provenance or {}, sort_keys=True) for r in records]
     columns["other_scores"] = [_json_or_null(r.other_scores) for r in records]
-    arrays = [instances_array(instances) if name == INSTANCES else pa.array(columns[name], type)
-              for name, type in zip(STORE_SCHEMA.names, STORE_SCHEMA.types)]
+    arrays = [
+        instances_array(instances) if name == INSTANCES else pa.array(columns[name], type)
+        for name, type in zip(STORE_SCHEMA.names, STORE_SCHEMA.types)
+    ]
     return pa.Table.from_arrays(arrays, schema=STORE_SCHEMA)
 
 
-def write_part(path: str | os.PathLike, table: pa.Table, sources: list[str] = (),
-               skipped: list[tuple[str, str]] = ()) -> Path:
+def write_part(
+    path: str | os.PathLike, table: pa.Table, sources: list[str] = (), skipped: list[tuple[str, str]] = ()
+) -> Path:
     """One part file, atomically: `table` as one zstd-compressed row group, with its manifest."""
-    manifest = json.dumps({"schema_version": SCHEMA_VERSION, "sources": list(sources),
-                           "skipped": [list(s) for s in skipped]})
+    manifest = json.dumps(
+        {"schema_version": SCHEMA_VERSION, "sources": list(sources), "skipped": [list(s) for s in skipped]}
+    )
     table = table.replace_schema_metadata({METADATA_KEY: manifest.encode()})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd", row_group_size=max(1, table.num_rows))
@@ -146,11 +160,12 @@ def read_part(part: Path, columns: list[str] | None = None) -> pa.Table:
     for name in columns or STORE_SCHEMA.names:
         expected = STORE_SCHEMA.field(name).type
         if name not in schema.names:
-            raise RunRecordError(f"{part}: column '{name}' is missing; a run store has the columns "
-                                 f"{STORE_SCHEMA.names} (contracts/run_store.py)")
+            raise RunRecordError(
+                f"{part}: column '{name}' is missing; a run store has the columns "
+                f"{STORE_SCHEMA.names} (contracts/run_store.py)"
+            )
         if schema.field(name).type != expected:
-            raise RunRecordError(f"{part}: column '{name}' has type {schema.field(name).type}, "
-                                 f"expected {expected}")
+            raise RunRecordError(f"{part}: column '{name}' has type {schema.field(name).type}, expected {expected}")
     table = pq.read_table(part, columns=columns or STORE_SCHEMA.names)
     check_table(table, str(part))
     return table
@@ -160,8 +175,9 @@ def _first_bad(where: str, table: pa.Table, name: str, bad: pa.Array, problem: s
     bad = np.asarray(bad.fill_null(True))
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise RunRecordError(f"{where}: row {row}: field '{name}' {problem} "
-                             f"(value {table.column(name)[row].as_py()!r})")
+        raise RunRecordError(
+            f"{where}: row {row}: field '{name}' {problem} (value {table.column(name)[row].as_py()!r})"
+        )
 
 
 def check_table(table: pa.Table, where: str) -> None:
@@ -170,8 +186,13 @@ def check_table(table: pa.Table, where: str) -> None:
     for name in set(_REQUIRED) & names:
         _first_bad(where, table, name, pc.is_null(table.column(name)), "is missing; every run record needs it")
     if "task_type" in names:
-        _first_bad(where, table, "task_type", pc.invert(pc.is_in(table.column("task_type"), pa.array(TASK_TYPES))),
-                   f"is not one of {TASK_TYPES}")
+        _first_bad(
+            where,
+            table,
+            "task_type",
+            pc.invert(pc.is_in(table.column("task_type"), pa.array(TASK_TYPES))),
+            f"is not one of {TASK_TYPES}",
+        )
     if "lr" in names:
         _first_bad(where, table, "lr", pc.invert(pc.greater(table.column("lr"), 0)), "must be > 0")
     if "seed" in names:
@@ -183,8 +204,9 @@ def check_table(table: pa.Table, where: str) -> None:
             _first_bad(where, table, name, pc.invert(inside), "is outside [0, 100] (scores are x100)")
     if INSTANCES in names:
         values = pc.list_flatten(table.column(INSTANCES))
-        if len(values) and not (pc.min(values).as_py() >= 0 and pc.max(values).as_py() <= 100
-                                and pc.sum(pc.is_nan(values)).as_py() == 0):
+        if len(values) and not (
+            pc.min(values).as_py() >= 0 and pc.max(values).as_py() <= 100 and pc.sum(pc.is_nan(values)).as_py() == 0
+        ):
             inside = pc.and_(pc.greater_equal(values, 0), pc.less_equal(values, 100))
             lists = table.column(INSTANCES).combine_chunks()
             parent = pc.list_parent_indices(lists).to_numpy()
@@ -198,7 +220,7 @@ def instance_arrays(column: pa.ChunkedArray | pa.ListArray) -> list[np.ndarray |
     values = lists.flatten().to_numpy(zero_copy_only=False)
     offsets = (lists.offsets.to_numpy() - lists.offsets[0].as_py()).astype(np.int64)
     valid = np.asarray(lists.is_valid())
-    return [values[offsets[i]:offsets[i + 1]] if valid[i] else None for i in range(len(lists))]
+    return [values[offsets[i] : offsets[i + 1]] if valid[i] else None for i in range(len(lists))]
 
 
 def iter_store_records(path: str | os.PathLike, instance_scores: bool = True) -> Iterator[RunRecord]:

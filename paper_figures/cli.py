@@ -1,4 +1,5 @@
 """`python -m paper_figures figureN|all --source published|runs [--runs RUNS.jsonl ...] --out DIR`."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,9 +12,14 @@ from paper_figures.flops import DEFAULT_TOKENS_PER_STEP
 from paper_figures.output import save_figure
 
 CELL_FIGURES = {
-    "figure2": from_cells.figure_2, "figure3": from_cells.figure_3, "figure4": from_cells.figure_4,
-    "figure6": from_cells.figure_6, "figure8": from_cells.figure_8, "figure9": from_cells.figure_9,
-    "figure10": from_cells.figure_10, "figure11": from_cells.figure_11,
+    "figure2": from_cells.figure_2,
+    "figure3": from_cells.figure_3,
+    "figure4": from_cells.figure_4,
+    "figure6": from_cells.figure_6,
+    "figure8": from_cells.figure_8,
+    "figure9": from_cells.figure_9,
+    "figure10": from_cells.figure_10,
+    "figure11": from_cells.figure_11,
 }
 RUN_FIGURES = {"figure5": from_runs.figure_5, "figure7": from_runs.figure_7}
 LOG_FIGURES = {"figure12": from_logs.figure_12}
@@ -43,24 +49,49 @@ class CliError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m paper_figures", description="Draw the paper's figures from published tables or run records.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("figure", choices=[*ALL_FIGURES, "all"], metavar="FIGURE",
-                        help="figure2 ... figure12, or all")
-    parser.add_argument("--source", choices=["published", "runs"], default="published",
-                        help="published: the paper's printed tables; runs: our run records (--runs)")
-    parser.add_argument("--runs", nargs="+", default=[], metavar="RUNS",
-                        help="run-record .jsonl files or folders of record.json files (--source runs)")
-    parser.add_argument("--logs", nargs="+", default=[], metavar="RUN_DIR",
-                        help="figure12: CPT pretraining run folders (or their loss.jsonl)")
+        prog="python -m paper_figures",
+        description="Draw the paper's figures from published tables or run records.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("figure", choices=[*ALL_FIGURES, "all"], metavar="FIGURE", help="figure2 ... figure12, or all")
+    parser.add_argument(
+        "--source",
+        choices=["published", "runs"],
+        default="published",
+        help="published: the paper's printed tables; runs: our run records (--runs)",
+    )
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        default=[],
+        metavar="RUNS",
+        help="run-record .jsonl files or folders of record.json files (--source runs)",
+    )
+    parser.add_argument(
+        "--logs",
+        nargs="+",
+        default=[],
+        metavar="RUN_DIR",
+        help="figure12: CPT pretraining run folders (or their loss.jsonl)",
+    )
     parser.add_argument("--ema", type=float, default=0.1, help="figure12: EMA weight of the newest loss (1 = raw)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default outputs/<figure>, or outputs/figures for all)")
-    parser.add_argument("--tokens-per-step", type=int, default=DEFAULT_TOKENS_PER_STEP,
-                        help=f"Figure 10 tokens per step (default {TOKENS_PER_STEP_TABLE1:,}, Table 1; "
-                             f"the paper's text: {TOKENS_PER_STEP_TEXT:,})")
-    parser.add_argument("--n-params", type=int, default=None,
-                        help="Figure 10 parameter count N (default: computed from the 610M shapes)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output folder (default outputs/<figure>, or outputs/figures for all)"
+    )
+    parser.add_argument(
+        "--tokens-per-step",
+        type=int,
+        default=DEFAULT_TOKENS_PER_STEP,
+        help=f"Figure 10 tokens per step (default {TOKENS_PER_STEP_TABLE1:,}, Table 1; "
+        f"the paper's text: {TOKENS_PER_STEP_TEXT:,})",
+    )
+    parser.add_argument(
+        "--n-params",
+        type=int,
+        default=None,
+        help="Figure 10 parameter count N (default: computed from the 610M shapes)",
+    )
     parser.add_argument("--dpi", type=int, default=150)
     return parser
 
@@ -74,10 +105,13 @@ class _Sources:
 
     def records(self):
         if self.source != "runs":
-            raise from_runs.NeedsRunRecords("needs raw run records (every LR and seed): the published "
-                                            "tables are aggregates; use --source runs --runs RUNS.jsonl")
+            raise from_runs.NeedsRunRecords(
+                "needs raw run records (every LR and seed): the published "
+                "tables are aggregates; use --source runs --runs RUNS.jsonl"
+            )
         if self._records is None:
             from contracts.run_store import iter_records_in
+
             self._records = list(iter_records_in(self.runs))
             if not self._records:
                 raise CliError(f"no run records found in {self.runs}")
@@ -87,13 +121,16 @@ class _Sources:
         if self._cells is None:
             if self.source == "published":
                 from analysis.published import load_published_cells
+
                 self._cells = load_published_cells()
             else:
                 try:
                     from analysis.aggregate import aggregate_runs
                 except ImportError as exc:
-                    raise CliError("--source runs needs analysis.aggregate.aggregate_runs, which is not "
-                                   f"available ({exc}); use --source published") from None
+                    raise CliError(
+                        "--source runs needs analysis.aggregate.aggregate_runs, which is not "
+                        f"available ({exc}); use --source published"
+                    ) from None
                 self._cells = aggregate_runs(self.records())
         return self._cells
 
@@ -144,12 +181,16 @@ def main(argv: list[str] | None = None) -> int:
         except CliError as exc:
             print(f"paper_figures: error: {exc}", file=sys.stderr)
             return 2
-        extra = {"tokens_per_step": args.tokens_per_step, "n_params": int(points["n_params"].iloc[0])} \
-            if name == "figure10" else {}
+        extra = (
+            {"tokens_per_step": args.tokens_per_step, "n_params": int(points["n_params"].iloc[0])}
+            if name == "figure10"
+            else {}
+        )
         for path in save_figure(fig, points, out, name, {**provenance, **extra}, dpi=args.dpi):
             print(path)
         missing = int(points["mean"].isna().sum()) if "mean" in points else int(points["std"].isna().sum())
         if missing:
-            print(f"{name}: {missing} expected value(s) missing from the source (see {name}_points.csv)",
-                  file=sys.stderr)
+            print(
+                f"{name}: {missing} expected value(s) missing from the source (see {name}_points.csv)", file=sys.stderr
+            )
     return 0

@@ -7,6 +7,7 @@ matrix multiplications: every weight except the input embedding table (a lookup 
 but including the untied LM head (a vocab x hidden matmul per token). For 610M this N is
 607.9M, which is also why the release calls the model "610M".
 """
+
 from __future__ import annotations
 
 from contracts.paper import TOKENS_PER_STEP_TABLE1, ModelShape

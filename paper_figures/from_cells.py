@@ -4,6 +4,7 @@ Each `figure_N(cells, ...)` returns (matplotlib Figure, points DataFrame). The p
 row per plotted (or expected but missing) value, so a figure can be checked number by number; its
 `attrs["caption"]` says what was drawn and which choices were made.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,10 @@ from paper_figures.plotting import (
 def _finish(fig: Figure, rows: list[dict], caption: str) -> tuple[Figure, pd.DataFrame]:
     points = points_frame(rows)
     if (points["mean"].isna()).any():
-        caption += f" {int(points['mean'].isna().sum())} expected value(s) missing from the source: " \
-                   "not drawn (see the note column of the points CSV)."
+        caption += (
+            f" {int(points['mean'].isna().sum())} expected value(s) missing from the source: "
+            "not drawn (see the note column of the points CSV)."
+        )
     add_caption(fig, caption)
     points.attrs["caption"] = caption
     return fig, points
@@ -54,8 +57,7 @@ def _legend(fig: Figure, panels: dict) -> None:
     for ax in panels.values():
         for h, label in zip(*ax.get_legend_handles_labels()):
             labels.setdefault(label, h)
-    fig.legend(list(labels.values()), list(labels.keys()), loc="outside right upper",
-               ncol=1, fontsize=9, frameon=False)
+    fig.legend(list(labels.values()), list(labels.keys()), loc="outside right upper", ncol=1, fontsize=9, frameon=False)
 
 
 # --- Figure 2 -------------------------------------------------------------------------------------
@@ -66,25 +68,42 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
     for task in TASK_TYPES:
         for size in sizes:
             for series, obj in (("MLM-40", "mlm40"), ("CLM", "clm")):
-                rows.append(point("2", task, series, SIZE_LABELS.get(size, size), SIZE_LABELS.get(size, size),
-                                  single_objective_name(size, obj), task, index, size=size))
+                rows.append(
+                    point(
+                        "2",
+                        task,
+                        series,
+                        SIZE_LABELS.get(size, size),
+                        SIZE_LABELS.get(size, size),
+                        single_objective_name(size, obj),
+                        task,
+                        index,
+                        size=size,
+                    )
+                )
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
     points = pd.DataFrame(rows)
     for task, ax in panels.items():
-        missing = bar_panel(ax, points[points["panel"] == task],
-                            [SIZE_LABELS.get(s, s) for s in sizes], ["MLM-40", "CLM"])
+        missing = bar_panel(
+            ax, points[points["panel"] == task], [SIZE_LABELS.get(s, s) for s in sizes], ["MLM-40", "CLM"]
+        )
         note_missing(ax, missing)
         ax.set_ylabel("category average")
     _legend(fig, panels)
     fig.suptitle("Figure 2: MLM (40%) vs CLM after 42k steps", fontsize=12)
-    return _finish(fig, rows, "Category averages of the 42k-step MLM-40 and CLM models per size "
-                              "(Tables 2-5); error bars = 95% CI half-width (seed variance).")
+    return _finish(
+        fig,
+        rows,
+        "Category averages of the 42k-step MLM-40 and CLM models per size "
+        "(Tables 2-5); error bars = 95% CI half-width (seed variance).",
+    )
 
 
 # --- Figure 3 -------------------------------------------------------------------------------------
-def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS,
-             steps: int = PRETRAIN_STEPS) -> tuple[Figure, pd.DataFrame]:
+def figure_3(
+    cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS, steps: int = PRETRAIN_STEPS
+) -> tuple[Figure, pd.DataFrame]:
     """Category average vs masking ratio, one line per size, CLM of each size as dashed reference.
 
     `sizes` may be toy sizes (`toy_s`...) and `steps` their step count: the models looked up are
@@ -97,12 +116,37 @@ def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS,
             label = SIZE_LABELS.get(size, size)
             for ratio in ratios:
                 pct = round(ratio * 100)
-                rows.append(point("3", task, label, pct, f"{pct}%",
-                                  single_objective_name(size, objective_token(ratio), steps), task, index,
-                                  size=size, masking_ratio=ratio, reference=False))
-            rows.append(point("3", task, label, math.nan, "CLM", single_objective_name(size, "clm", steps),
-                              task, index, size=size, masking_ratio=math.nan, reference=True,
-                              note="CLM reference (dashed horizontal line)"))
+                rows.append(
+                    point(
+                        "3",
+                        task,
+                        label,
+                        pct,
+                        f"{pct}%",
+                        single_objective_name(size, objective_token(ratio), steps),
+                        task,
+                        index,
+                        size=size,
+                        masking_ratio=ratio,
+                        reference=False,
+                    )
+                )
+            rows.append(
+                point(
+                    "3",
+                    task,
+                    label,
+                    math.nan,
+                    "CLM",
+                    single_objective_name(size, "clm", steps),
+                    task,
+                    index,
+                    size=size,
+                    masking_ratio=math.nan,
+                    reference=True,
+                    note="CLM reference (dashed horizontal line)",
+                )
+            )
     points = pd.DataFrame(rows)
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
@@ -123,8 +167,12 @@ def figure_3(cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS,
         ax.set_ylabel("category average")
     _legend(fig, panels)
     fig.suptitle(f"Figure 3: category average vs masking ratio ({_k(steps)} steps)", fontsize=12)
-    return _finish(fig, rows, "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
-                              "of the same size (Tables 2-5). Error bars = 95% CI half-width.")
+    return _finish(
+        fig,
+        rows,
+        "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
+        "of the same size (Tables 2-5). Error bars = 95% CI half-width.",
+    )
 
 
 # --- Figures 4 and 10 -----------------------------------------------------------------------------
@@ -134,10 +182,21 @@ def _training_dynamics_rows(index: CellIndex, figure: str, size: str) -> list[di
         for series, obj in (("MLM-40", "mlm40"), ("CLM", "clm")):
             for step in (*INTERMEDIATE_STEPS, PRETRAIN_STEPS):
                 final = step == PRETRAIN_STEPS
-                rows.append(point(figure, task, series, step, _k(step) + (" (decayed)" if final else ""),
-                                  single_objective_name(size, obj, PRETRAIN_STEPS, step), task, index,
-                                  note="final decayed checkpoint (Tables 2-5)" if final else "",
-                                  size=size, step=step))
+                rows.append(
+                    point(
+                        figure,
+                        task,
+                        series,
+                        step,
+                        _k(step) + (" (decayed)" if final else ""),
+                        single_objective_name(size, obj, PRETRAIN_STEPS, step),
+                        task,
+                        index,
+                        note="final decayed checkpoint (Tables 2-5)" if final else "",
+                        size=size,
+                        step=step,
+                    )
+                )
     return rows
 
 
@@ -173,13 +232,18 @@ def figure_4(cells: pd.DataFrame, size: str = "610m") -> tuple[Figure, pd.DataFr
     rows = _training_dynamics_rows(CellIndex(cells), "4", size)
     fig = _dynamics_figure(pd.DataFrame(rows), "pretraining steps (log scale)", step_ticks=True)
     fig.suptitle(f"Figure 4: {SIZE_LABELS.get(size, size)} category average vs pretraining steps", fontsize=12)
-    return _finish(fig, rows, "Intermediate checkpoints at 1k-40k steps are taken before the decay "
-                              "(Tables 6-9); the 42k point is the final decayed model (Tables 2-5). "
-                              "Error bars = 95% CI half-width.")
+    return _finish(
+        fig,
+        rows,
+        "Intermediate checkpoints at 1k-40k steps are taken before the decay "
+        "(Tables 6-9); the 42k point is the final decayed model (Tables 2-5). "
+        "Error bars = 95% CI half-width.",
+    )
 
 
-def figure_10(cells: pd.DataFrame, size: str = "610m", tokens_per_step: int = DEFAULT_TOKENS_PER_STEP,
-              n_params: int | None = None) -> tuple[Figure, pd.DataFrame]:
+def figure_10(
+    cells: pd.DataFrame, size: str = "610m", tokens_per_step: int = DEFAULT_TOKENS_PER_STEP, n_params: int | None = None
+) -> tuple[Figure, pd.DataFrame]:
     """Figure 4 against training FLOPs = 6 * N * steps * tokens_per_step."""
     counts = count_parameters(PAPER_SHAPES[size])
     n = counts["matmul"] if n_params is None else int(n_params)
@@ -189,13 +253,24 @@ def figure_10(cells: pd.DataFrame, size: str = "610m", tokens_per_step: int = DE
         row.update(n_params=n, tokens_per_step=tokens_per_step, flops=row["x"])
     fig = _dynamics_figure(pd.DataFrame(rows), "training FLOPs (6 N D, log scale)", step_ticks=False)
     fig.suptitle(f"Figure 10: {SIZE_LABELS.get(size, size)} category average vs training FLOPs", fontsize=12)
-    source = "the paper's Table 1" if tokens_per_step == TOKENS_PER_STEP_TABLE1 else (
-        "the paper's text" if tokens_per_step == TOKENS_PER_STEP_TEXT else "a user-given value")
-    n_source = ("parameters in matmuls computed from the Table 1 shapes: all weights except the input "
-                "embedding, untied LM head included" if n_params is None else "user-given")
-    return _finish(fig, rows, f"FLOPs = 6 x N x steps x tokens/step with N = {n:,} ({n_source}) and "
-                              f"{tokens_per_step:,} tokens/step ({source}; the paper prints both "
-                              "2,359,296 and 2,373,120). Same points as Figure 4.")
+    source = (
+        "the paper's Table 1"
+        if tokens_per_step == TOKENS_PER_STEP_TABLE1
+        else ("the paper's text" if tokens_per_step == TOKENS_PER_STEP_TEXT else "a user-given value")
+    )
+    n_source = (
+        "parameters in matmuls computed from the Table 1 shapes: all weights except the input "
+        "embedding, untied LM head included"
+        if n_params is None
+        else "user-given"
+    )
+    return _finish(
+        fig,
+        rows,
+        f"FLOPs = 6 x N x steps x tokens/step with N = {n:,} ({n_source}) and "
+        f"{tokens_per_step:,} tokens/step ({source}; the paper prints both "
+        "2,359,296 and 2,373,120). Same points as Figure 4.",
+    )
 
 
 # --- Figure 6 -------------------------------------------------------------------------------------
@@ -208,12 +283,25 @@ def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figu
         for budget, clm_steps in splits.items():
             for nominal, clm in zip(BIPHASIC_CLM_SHARES, clm_steps):
                 share = 100 * clm / budget
-                rows.append(point("6", task, _k(budget), nominal, f"{nominal}%",
-                                  biphasic_name(size, clm, budget), task, index,
-                                  note="" if abs(share - nominal) < 1e-9 else
-                                  f"plotted at the nominal {nominal}% (actual {share:.1f}% CLM steps)",
-                                  budget_steps=budget, clm_steps=clm, mlm_steps=budget - clm,
-                                  clm_share_pct=share))
+                rows.append(
+                    point(
+                        "6",
+                        task,
+                        _k(budget),
+                        nominal,
+                        f"{nominal}%",
+                        biphasic_name(size, clm, budget),
+                        task,
+                        index,
+                        note=""
+                        if abs(share - nominal) < 1e-9
+                        else f"plotted at the nominal {nominal}% (actual {share:.1f}% CLM steps)",
+                        budget_steps=budget,
+                        clm_steps=clm,
+                        mlm_steps=budget - clm,
+                        clm_share_pct=share,
+                    )
+                )
     points = pd.DataFrame(rows)
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
@@ -223,10 +311,15 @@ def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figu
         ax.set_xlabel("share of CLM steps (CLM first, then MLM 40%)")
         ax.set_ylabel("category average")
     _legend(fig, panels)
-    fig.suptitle(f"Figure 6: biphasic CLM->MLM pretraining ({SIZE_LABELS.get(size, size)}), per step budget",
-                 fontsize=12)
-    return _finish(fig, rows, "One line per total budget (12k/22k/42k steps; Tables 10-13); 0% = MLM only, "
-                              "100% = CLM only. Error bars = 95% CI half-width.")
+    fig.suptitle(
+        f"Figure 6: biphasic CLM->MLM pretraining ({SIZE_LABELS.get(size, size)}), per step budget", fontsize=12
+    )
+    return _finish(
+        fig,
+        rows,
+        "One line per total budget (12k/22k/42k steps; Tables 10-13); 0% = MLM only, "
+        "100% = CLM only. Error bars = 95% CI half-width.",
+    )
 
 
 # --- Figures 8 and 9 ------------------------------------------------------------------------------
@@ -238,22 +331,40 @@ def figure_8(cells: pd.DataFrame, cpt_steps: int = CPT_STEPS[-1]) -> tuple[Figur
     for task in TASK_TYPES:
         for group, base in groups:
             for series, steps in (("base (42k)", 0), (f"+{_k(cpt_steps)} MLM CPT", cpt_steps)):
-                rows.append(point("8", task, series, group, group, cpt_name(base, steps), task, index,
-                                  cpt_steps=steps, cpt_base_objective="clm" if base == "clm" else "mlm"))
+                rows.append(
+                    point(
+                        "8",
+                        task,
+                        series,
+                        group,
+                        group,
+                        cpt_name(base, steps),
+                        task,
+                        index,
+                        cpt_steps=steps,
+                        cpt_base_objective="clm" if base == "clm" else "mlm",
+                    )
+                )
     points = pd.DataFrame(rows)
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
     series = ["base (42k)", f"+{_k(cpt_steps)} MLM CPT"]
     palette = {series[0]: "#7f7f7f", series[1]: "#2ca02c"}
     for task, ax in panels.items():
-        note_missing(ax, bar_panel(ax, points[points["panel"] == task], [g for g, _ in groups], series,
-                                   palette=palette))
+        note_missing(
+            ax, bar_panel(ax, points[points["panel"] == task], [g for g, _ in groups], series, palette=palette)
+        )
         ax.set_ylabel("category average")
     _legend(fig, panels)
-    fig.suptitle(f"Figure 8: continued MLM pretraining ({_k(cpt_steps)} steps) from CLM and MLM bases (610M)",
-                 fontsize=12)
-    return _finish(fig, rows, "Bases: decayed 42k-step 610M CLM and MLM-40 models; CPT = MLM at 40% "
-                              "(Tables 14-17). Error bars = 95% CI half-width.")
+    fig.suptitle(
+        f"Figure 8: continued MLM pretraining ({_k(cpt_steps)} steps) from CLM and MLM bases (610M)", fontsize=12
+    )
+    return _finish(
+        fig,
+        rows,
+        "Bases: decayed 42k-step 610M CLM and MLM-40 models; CPT = MLM at 40% "
+        "(Tables 14-17). Error bars = 95% CI half-width.",
+    )
 
 
 def figure_9(cells: pd.DataFrame, steps=(0, *CPT_STEPS)) -> tuple[Figure, pd.DataFrame]:
@@ -263,9 +374,20 @@ def figure_9(cells: pd.DataFrame, steps=(0, *CPT_STEPS)) -> tuple[Figure, pd.Dat
     for task in TASK_TYPES:
         for series, base in (("CPT from CLM", "clm"), ("CPT from MLM", "mlm40")):
             for s in steps:
-                rows.append(point("9", task, series, s / 1000, _k(s) if s else "0 (base)",
-                                  cpt_name(base, s), task, index, cpt_steps=s,
-                                  cpt_base_objective="clm" if base == "clm" else "mlm"))
+                rows.append(
+                    point(
+                        "9",
+                        task,
+                        series,
+                        s / 1000,
+                        _k(s) if s else "0 (base)",
+                        cpt_name(base, s),
+                        task,
+                        index,
+                        cpt_steps=s,
+                        cpt_base_objective="clm" if base == "clm" else "mlm",
+                    )
+                )
     points = pd.DataFrame(rows)
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
@@ -276,45 +398,74 @@ def figure_9(cells: pd.DataFrame, steps=(0, *CPT_STEPS)) -> tuple[Figure, pd.Dat
         ax.set_ylabel("category average")
     _legend(fig, panels)
     fig.suptitle("Figure 9: category average vs continued MLM pretraining (610M)", fontsize=12)
-    return _finish(fig, rows, "0 = the decayed 42k base (Tables 2-5 / 14-17); CPT with MLM at 40% "
-                              "(Tables 14-17). Error bars = 95% CI half-width.")
+    return _finish(
+        fig,
+        rows,
+        "0 = the decayed 42k base (Tables 2-5 / 14-17); CPT with MLM at 40% "
+        "(Tables 14-17). Error bars = 95% CI half-width.",
+    )
 
 
 # --- Figure 11 ------------------------------------------------------------------------------------
-def figure_11(cells: pd.DataFrame, size: str = "1b", budget: int = PRETRAIN_STEPS,
-              clm_steps: int = BIPHASIC_SPLITS[PRETRAIN_STEPS][1]) -> tuple[Figure, pd.DataFrame]:
+def figure_11(
+    cells: pd.DataFrame,
+    size: str = "1b",
+    budget: int = PRETRAIN_STEPS,
+    clm_steps: int = BIPHASIC_SPLITS[PRETRAIN_STEPS][1],
+) -> tuple[Figure, pd.DataFrame]:
     """1B: MLM-40, biphasic 25/75 (CLM then MLM) and CLM. The paper prints no table for 25/75."""
     index = CellIndex(cells)
     nominal = round(100 * clm_steps / budget / 25) * 25
     middle = f"CLM->MLM {nominal}/{100 - nominal}"
-    entries = [("MLM-40", single_objective_name(size, "mlm40", budget), 0),
-               (middle, biphasic_name(size, clm_steps, budget), clm_steps),
-               ("CLM", single_objective_name(size, "clm", budget), budget)]
+    entries = [
+        ("MLM-40", single_objective_name(size, "mlm40", budget), 0),
+        (middle, biphasic_name(size, clm_steps, budget), clm_steps),
+        ("CLM", single_objective_name(size, "clm", budget), budget),
+    ]
     series = f"{SIZE_LABELS.get(size, size)} average"
     rows = []
     for task in TASK_TYPES:
         for label, model, clm in entries:
-            row = point("11", task, series, label, label, model, task, index,
-                        clm_steps=clm, clm_share_pct=100 * clm / budget)
+            row = point(
+                "11", task, series, label, label, model, task, index, clm_steps=clm, clm_share_pct=100 * clm / budget
+            )
             if clm not in (0, budget) and pd.isna(row["mean"]):
-                row["note"] += ("; the paper shows this point only in a plot (no table value): "
-                                "it can come only from run records")
+                row["note"] += (
+                    "; the paper shows this point only in a plot (no table value): it can come only from run records"
+                )
             rows.append(row)
     points = pd.DataFrame(rows)
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
     for task, ax in panels.items():
-        missing = bar_panel(ax, points[points["panel"] == task], [e[0] for e in entries], [series],
-                            palette={middle: "#2ca02c"}, color_by_category=True)
+        missing = bar_panel(
+            ax,
+            points[points["panel"] == task],
+            [e[0] for e in entries],
+            [series],
+            palette={middle: "#2ca02c"},
+            color_by_category=True,
+        )
         for label in (m.replace(f"{series} @ ", "") for m in missing):
             position = [e[0] for e in entries].index(label)
             why = "the paper shows it\nonly as a plot" if label == middle else "missing in the source"
-            ax.text(position, 0.5, f"not available\n({why})", transform=ax.get_xaxis_transform(),
-                    ha="center", va="center", fontsize=8, color="firebrick")
+            ax.text(
+                position,
+                0.5,
+                f"not available\n({why})",
+                transform=ax.get_xaxis_transform(),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="firebrick",
+            )
         ax.set_ylabel("category average")
     _legend(fig, panels)
-    fig.suptitle(f"Figure 11: {SIZE_LABELS.get(size, size)} biphasic pretraining ({_k(budget)} steps)",
-                 fontsize=12)
-    return _finish(fig, rows, f"Endpoints from Tables 2-5. The {middle} point ({_k(clm_steps)} CLM + "
-                              f"{_k(budget - clm_steps)} MLM-40 steps) exists in the paper only as a plot: "
-                              "it is drawn only when the source has it (run records).")
+    fig.suptitle(f"Figure 11: {SIZE_LABELS.get(size, size)} biphasic pretraining ({_k(budget)} steps)", fontsize=12)
+    return _finish(
+        fig,
+        rows,
+        f"Endpoints from Tables 2-5. The {middle} point ({_k(clm_steps)} CLM + "
+        f"{_k(budget - clm_steps)} MLM-40 steps) exists in the paper only as a plot: "
+        "it is drawn only when the source has it (run records).",
+    )

@@ -4,6 +4,7 @@ Both sources give the same schema: the published tables (analysis.published.load
 and the aggregation of our run records (analysis.aggregate.aggregate_runs). Figures ask for cells
 by checkpoint name, so a cell the source lacks becomes a NaN point with a note, never a guess.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,20 @@ from contracts.paper import AVERAGE, datasets_of
 
 # Columns of every figure's points table; figures add their own (x values, shares, FLOPs...).
 POINT_COLUMNS = [
-    "figure", "panel", "series", "x", "x_label", "model", "task_type", "dataset", "mean",
-    "ci_halfwidth", "boot_low", "boot_high", "n_seeds", "note",
+    "figure",
+    "panel",
+    "series",
+    "x",
+    "x_label",
+    "model",
+    "task_type",
+    "dataset",
+    "mean",
+    "ci_halfwidth",
+    "boot_low",
+    "boot_high",
+    "n_seeds",
+    "note",
 ]
 _VALUE_COLUMNS = ["mean", "ci_halfwidth", "boot_low", "boot_high", "n_seeds"]
 
@@ -57,26 +70,51 @@ class CellIndex:
             if parts and all(p is not None and pd.notna(p["mean"]) for p in parts):
                 return {
                     "mean": sum(p["mean"] for p in parts) / len(parts),
-                    "ci_halfwidth": math.nan, "boot_low": math.nan, "boot_high": math.nan,
+                    "ci_halfwidth": math.nan,
+                    "boot_low": math.nan,
+                    "boot_high": math.nan,
                     "n_seeds": min(p["n_seeds"] for p in parts),
                     "note": "category average computed here as the mean of its 3 dataset cells "
-                            "(no average cell in the source); interval unknown",
+                    "(no average cell in the source); interval unknown",
                 }
         return {
-            "mean": math.nan, "ci_halfwidth": math.nan, "boot_low": math.nan, "boot_high": math.nan,
+            "mean": math.nan,
+            "ci_halfwidth": math.nan,
+            "boot_low": math.nan,
+            "boot_high": math.nan,
             "n_seeds": math.nan,
             "note": f"missing: the source has no cell for {model} / {task_type} / {dataset}",
         }
 
 
-def point(figure: str, panel: str, series: str, x, x_label: str, model: str, task_type: str,
-          index: CellIndex, dataset: str = AVERAGE, note: str = "", **extra) -> dict:
+def point(
+    figure: str,
+    panel: str,
+    series: str,
+    x,
+    x_label: str,
+    model: str,
+    task_type: str,
+    index: CellIndex,
+    dataset: str = AVERAGE,
+    note: str = "",
+    **extra,
+) -> dict:
     """One row of a points table, with the cell's values (NaN and a note when missing)."""
     value = index.get(model, task_type, dataset)
     notes = "; ".join(n for n in (value.pop("note"), note) if n)
     return {
-        "figure": figure, "panel": panel, "series": series, "x": x, "x_label": x_label,
-        "model": model, "task_type": task_type, "dataset": dataset, **value, "note": notes, **extra,
+        "figure": figure,
+        "panel": panel,
+        "series": series,
+        "x": x,
+        "x_label": x_label,
+        "model": model,
+        "task_type": task_type,
+        "dataset": dataset,
+        **value,
+        "note": notes,
+        **extra,
     }
 
 

@@ -1,4 +1,5 @@
 """Writing a figure: PNG, PDF, points CSV and a small provenance JSON, each file atomically."""
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,14 @@ def _render(fig: Figure, fmt: str, dpi: int) -> bytes:
     return buffer.getvalue()
 
 
-def save_figure(fig: Figure, points: pd.DataFrame, out_dir: str | os.PathLike, name: str,
-                provenance: dict | None = None, dpi: int = 150) -> list[Path]:
+def save_figure(
+    fig: Figure,
+    points: pd.DataFrame,
+    out_dir: str | os.PathLike,
+    name: str,
+    provenance: dict | None = None,
+    dpi: int = 150,
+) -> list[Path]:
     """Write <name>.png, <name>.pdf, <name>_points.csv and <name>_meta.json into out_dir."""
     out = Path(out_dir)
     png = _render(fig, "png", dpi)
@@ -41,10 +48,17 @@ def save_figure(fig: Figure, points: pd.DataFrame, out_dir: str | os.PathLike, n
         atomic_write_text(out / f"{name}_points.csv", points.to_csv(index=False)),
     ]
     meta = {
-        "figure": name, "caption": points.attrs.get("caption", ""), "points": len(points),
-        "missing_points": int(points["mean"].isna().sum()) if "mean" in points else
-        int(points["std"].isna().sum()) if "std" in points else None,
-        "written": utc_now(), "git_sha": git_sha(), "package_versions": package_versions(),
+        "figure": name,
+        "caption": points.attrs.get("caption", ""),
+        "points": len(points),
+        "missing_points": int(points["mean"].isna().sum())
+        if "mean" in points
+        else int(points["std"].isna().sum())
+        if "std" in points
+        else None,
+        "written": utc_now(),
+        "git_sha": git_sha(),
+        "package_versions": package_versions(),
         **(provenance or {}),
     }
     written.append(atomic_write_json(out / f"{name}_meta.json", meta))

@@ -4,6 +4,7 @@ Figures are built with matplotlib.figure.Figure directly (no pyplot, no global s
 render with the Agg canvas on a machine without a display. Missing values (NaN means) break lines
 and leave empty bar slots, each listed in the panel: nothing is interpolated.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,10 +18,18 @@ from contracts.paper import TASK_TYPES, average_display
 
 SIZE_LABELS = {"210m": "210M", "610m": "610M", "1b": "1B"}
 COLORS = {
-    "MLM-40": "#1f77b4", "CLM": "#ff7f0e", "MLM": "#1f77b4", "CLM+MLM": "#2ca02c",
-    "210M": "#1f77b4", "610M": "#d62728", "1B": "#2ca02c",
-    "12k": "#9467bd", "22k": "#8c564b", "42k": "#17becf",
-    "CPT from CLM": "#ff7f0e", "CPT from MLM": "#1f77b4",
+    "MLM-40": "#1f77b4",
+    "CLM": "#ff7f0e",
+    "MLM": "#1f77b4",
+    "CLM+MLM": "#2ca02c",
+    "210M": "#1f77b4",
+    "610M": "#d62728",
+    "1B": "#2ca02c",
+    "12k": "#9467bd",
+    "22k": "#8c564b",
+    "42k": "#17becf",
+    "CPT from CLM": "#ff7f0e",
+    "CPT from MLM": "#1f77b4",
 }
 
 
@@ -41,25 +50,38 @@ def task_panels(fig: Figure) -> dict[str, object]:
 
 def add_caption(fig: Figure, text: str, width: int = 150) -> None:
     fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))
-    fig.text(0.01, 0.005, "\n".join(textwrap.wrap(text, width)), fontsize=7, va="bottom", ha="left",
-             color="0.25")
+    fig.text(0.01, 0.005, "\n".join(textwrap.wrap(text, width)), fontsize=7, va="bottom", ha="left", color="0.25")
 
 
 def note_missing(ax, labels: list[str], shown: int = 4) -> None:
     """List what a panel lacks (the first few; the points CSV has them all), outside the layout."""
     if labels:
         text = ", ".join(labels[:shown]) + (f" and {len(labels) - shown} more" if len(labels) > shown else "")
-        ax.text(0.01, 0.01, "\n".join(textwrap.wrap("missing (not plotted): " + text, 70)),
-                transform=ax.transAxes, fontsize=7, color="firebrick", va="bottom", ha="left",
-                in_layout=False)
+        ax.text(
+            0.01,
+            0.01,
+            "\n".join(textwrap.wrap("missing (not plotted): " + text, 70)),
+            transform=ax.transAxes,
+            fontsize=7,
+            color="firebrick",
+            va="bottom",
+            ha="left",
+            in_layout=False,
+        )
 
 
 def _finite(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and pd.notna(value)
 
 
-def line_panel(ax, points: pd.DataFrame, series_order: list[str], x_column: str = "x",
-               linestyle: str = "-", palette: dict | None = None) -> list[str]:
+def line_panel(
+    ax,
+    points: pd.DataFrame,
+    series_order: list[str],
+    x_column: str = "x",
+    linestyle: str = "-",
+    palette: dict | None = None,
+) -> list[str]:
     """One line per series over x (NaN breaks the line), CI bars where known; returns missing labels."""
     missing = []
     for i, series in enumerate(series_order):
@@ -78,9 +100,15 @@ def line_panel(ax, points: pd.DataFrame, series_order: list[str], x_column: str 
     return missing
 
 
-def bar_panel(ax, points: pd.DataFrame, categories: list[str], series_order: list[str],
-              category_column: str = "x_label", palette: dict | None = None,
-              color_by_category: bool = False) -> list[str]:
+def bar_panel(
+    ax,
+    points: pd.DataFrame,
+    categories: list[str],
+    series_order: list[str],
+    category_column: str = "x_label",
+    palette: dict | None = None,
+    color_by_category: bool = False,
+) -> list[str]:
     """Grouped bars: one group per category, one bar per series; empty slot + 'n/a' when missing.
 
     color_by_category: one bar per category (a single series), coloured by its category.
@@ -95,12 +123,26 @@ def bar_panel(ax, points: pd.DataFrame, categories: list[str], series_order: lis
             ci = rows["ci_halfwidth"].iloc[0] if len(rows) else math.nan
             if not _finite(mean):
                 missing.append(f"{series} @ {category}")
-                ax.text(x, 0.02, "n/a", transform=ax.get_xaxis_transform(), ha="center",
-                        fontsize=7, color="firebrick", rotation=90, va="bottom")
+                ax.text(
+                    x,
+                    0.02,
+                    "n/a",
+                    transform=ax.get_xaxis_transform(),
+                    ha="center",
+                    fontsize=7,
+                    color="firebrick",
+                    rotation=90,
+                    va="bottom",
+                )
                 continue
             name = category if color_by_category else series
-            ax.bar(x, mean, width=width * 0.95, color=color(name, j if color_by_category else i, palette),
-                   label=name if name not in ax.get_legend_handles_labels()[1] else None)
+            ax.bar(
+                x,
+                mean,
+                width=width * 0.95,
+                color=color(name, j if color_by_category else i, palette),
+                label=name if name not in ax.get_legend_handles_labels()[1] else None,
+            )
             half = ci if _finite(ci) else 0.0
             if _finite(ci):
                 ax.errorbar(x, mean, yerr=ci, fmt="none", ecolor="black", capsize=3, lw=1)

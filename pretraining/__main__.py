@@ -1,4 +1,5 @@
 """`python -m pretraining {prepare-data,verify-data,train,configs,export,bench}`."""
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,10 @@ def _export(args) -> int:
     except CheckpointError as exc:
         print(f"export: {exc}", file=sys.stderr)
         return 2
-    print(f"export: wrote {out} (self-contained: `AutoModel.from_pretrained(path, trust_remote_code=True)`; "
-          "see its README.md and docs/export.md)")
+    print(
+        f"export: wrote {out} (self-contained: `AutoModel.from_pretrained(path, trust_remote_code=True)`; "
+        "see its README.md and docs/export.md)"
+    )
     return 0
 
 
@@ -78,8 +81,9 @@ def _bench(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pretraining",
-                                     description="Pretrain the paper's encoders (CLM, MLM, biphasic, CPT).")
+    parser = argparse.ArgumentParser(
+        prog="python -m pretraining", description="Pretrain the paper's encoders (CLM, MLM, biphasic, CPT)."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     from pretraining.data.cli import register as register_data
 
@@ -109,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="tokens/s of a pretraining step: Composer vs plain PyTorch")
     from pretraining.bench import add_arguments
+
     add_arguments(bench)
     bench.set_defaults(func=_bench)
     return parser

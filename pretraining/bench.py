@@ -11,6 +11,7 @@ FLOPs per step (reported with MFU when the peak is known):
   attention: 12 x layers x hidden x seq_len x tokens (QK^T and AV, forward + backward, the full
              L x L square as computed with a dense mask; PaLM appendix B convention)
 """
+
 from __future__ import annotations
 
 import json
@@ -39,12 +40,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--vocab-size", type=int, default=8192, help="toy presets only")
     parser.add_argument("--doc-len", type=int, default=512, help="mean packed document length")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                        help="auto: bf16 autocast on CUDA, fp32 on CPU")
+    parser.add_argument(
+        "--precision", choices=["auto", "fp32", "bf16"], default="auto", help="auto: bf16 autocast on CUDA, fp32 on CPU"
+    )
     parser.add_argument("--attn", choices=["sdpa", "flash_attention_2"], default="sdpa")
     parser.add_argument("--plain", action="store_true", help="plain PyTorch loop only (no Composer)")
-    parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the transformer body (plain loop only; the head stays eager)")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the transformer body (plain loop only; the head stays eager)",
+    )
     parser.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per path (median reported)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
@@ -64,15 +69,15 @@ def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int
             docs[b] = torch.searchsorted(ends, torch.arange(seq_len), right=True)
             starts = torch.nonzero(torch.diff(docs[b], prepend=docs[b, :1] - 1)).flatten()
             ids[b, starts] = BOS
-        out.append({"input_ids": ids, "document_ids": docs,
-                    SAMPLE_INDEX: torch.arange(i * batch, (i + 1) * batch)})
+        out.append({"input_ids": ids, "document_ids": docs, SAMPLE_INDEX: torch.arange(i * batch, (i + 1) * batch)})
     return out
 
 
 def apply_objective(batch: dict, objective: str, ratio: float, vocab: int) -> dict:
     if objective == "mlm":
-        ids, labels = mask_for_mlm(batch["input_ids"], sample_generators(0, batch[SAMPLE_INDEX]), ratio, MASK,
-                                   (BOS, EOS, MASK), vocab)
+        ids, labels = mask_for_mlm(
+            batch["input_ids"], sample_generators(0, batch[SAMPLE_INDEX]), ratio, MASK, (BOS, EOS, MASK), vocab
+        )
     else:
         ids, labels = batch["input_ids"], clm_labels(batch["input_ids"], batch["document_ids"])
     return {"input_ids": ids, "document_ids": batch["document_ids"], "labels": labels}
@@ -81,8 +86,12 @@ def apply_objective(batch: dict, objective: str, ratio: float, vocab: int) -> di
 def _setup(args):
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     bf16 = args.precision == "bf16" or (args.precision == "auto" and device == "cuda")
-    cfg = config_from_preset(args.preset, vocab_size=args.vocab_size if args.preset.startswith("toy") else None,
-                             is_causal=args.objective == "clm", attention_backend=args.attn)
+    cfg = config_from_preset(
+        args.preset,
+        vocab_size=args.vocab_size if args.preset.startswith("toy") else None,
+        is_causal=args.objective == "clm",
+        attention_backend=args.attn,
+    )
     return device, bf16, cfg
 
 
@@ -97,8 +106,7 @@ def run_plain(args) -> dict:
     model = MlmClmForLM(cfg).to(device)
     if args.compile:  # the body has static shapes; the labelled-position head does not
         model.model.compile()  # in place: parameter names unchanged
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5,
-                                  weight_decay=0.1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
     total = args.warmup_steps + args.steps
     batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
     is_causal = args.objective == "clm"
@@ -150,17 +158,23 @@ def run_composer(args) -> dict:
 
     ids = TokenIds(mask=MASK, special=(BOS, EOS, MASK), vocab_size=cfg.vocab_size)
     trainer = Trainer(
-        model=ComposerLM(model), train_dataloader=DataSpec(batches, get_num_tokens_in_batch=_num_tokens),
+        model=ComposerLM(model),
+        train_dataloader=DataSpec(batches, get_num_tokens_in_batch=_num_tokens),
         max_duration=f"{total}ba",
-        optimizers=torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5,
-                                     weight_decay=0.1),
-        schedulers=AtStepEnd(WSDScheduler(1, total, total)), step_schedulers_every_batch=True,
-        algorithms=[ObjectiveAlgorithm(args.objective, None, args.mlm_ratio, (1.0, 0.0, 0.0), ids, 0),
-                    GradientClipping(clipping_type="norm", clipping_threshold=1.0)],
-        callbacks=[Timer()], device="gpu" if device == "cuda" else "cpu",
-        precision="amp_bf16" if bf16 else "fp32", accumulate_train_batch_on_tokens=True,
+        optimizers=torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1),
+        schedulers=AtStepEnd(WSDScheduler(1, total, total)),
+        step_schedulers_every_batch=True,
+        algorithms=[
+            ObjectiveAlgorithm(args.objective, None, args.mlm_ratio, (1.0, 0.0, 0.0), ids, 0),
+            GradientClipping(clipping_type="norm", clipping_threshold=1.0),
+        ],
+        callbacks=[Timer()],
+        device="gpu" if device == "cuda" else "cpu",
+        precision="amp_bf16" if bf16 else "fp32",
+        accumulate_train_batch_on_tokens=True,
         device_train_microbatch_size=args.batch_size,
-        progress_bar=False, seed=0,
+        progress_bar=False,
+        seed=0,
     )
     trainer.fit()
     trainer.close()
@@ -171,6 +185,7 @@ def _effective_attention(requested: str, device: str) -> str:
     if requested != "flash_attention_2":
         return requested
     from transformers.utils import is_flash_attn_2_available
+
     usable = device == "cuda" and is_flash_attn_2_available()
     return requested if usable else "sdpa (flash-attn 2 not available)"
 
@@ -181,15 +196,24 @@ def _report(args, cfg, device, bf16, path, seconds) -> dict:
     n = counts["total"] - counts["embedding"]
     flops_6n = 6 * n * tokens
     flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * args.seq_len * tokens
-    row = {"path": path + ("+compile" if args.compile and path == "plain" else ""), "preset": args.preset,
-           "objective": args.objective, "device": device,
-           "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-           "precision": "bf16" if bf16 else "fp32", "attn": _effective_attention(args.attn, device),
-           "torch": torch.__version__,
-           "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
-           "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1),
-           "params_N": n, "flops_6N_per_s": flops_6n / seconds,
-           "flops_attention_per_s": flops_attn / seconds}
+    row = {
+        "path": path + ("+compile" if args.compile and path == "plain" else ""),
+        "preset": args.preset,
+        "objective": args.objective,
+        "device": device,
+        "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "precision": "bf16" if bf16 else "fp32",
+        "attn": _effective_attention(args.attn, device),
+        "torch": torch.__version__,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "steps": args.steps,
+        "seconds": round(seconds, 4),
+        "tokens_per_s": round(tokens / seconds, 1),
+        "params_N": n,
+        "flops_6N_per_s": flops_6n / seconds,
+        "flops_attention_per_s": flops_attn / seconds,
+    }
     peak = args.peak_tflops * 1e12 if args.peak_tflops else None
     if peak is None and device == "cuda":
         peak = next((v for k, v in PEAK_BF16.items() if k in row["device_name"]), None)

@@ -3,6 +3,7 @@
 Every duration is in optimizer steps (Composer batches). Unknown keys and wrong types are errors
 naming the field (contracts.config). The resolved config is saved beside the run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -116,8 +117,9 @@ class PretrainConfig:
     def __post_init__(self):
         t, s = self.train, self.schedule
         if s.warmup + s.decay > t.max_steps:
-            raise ValueError(f"schedule.warmup ({s.warmup}) + schedule.decay ({s.decay}) exceed "
-                             f"train.max_steps ({t.max_steps})")
+            raise ValueError(
+                f"schedule.warmup ({s.warmup}) + schedule.decay ({s.decay}) exceed train.max_steps ({t.max_steps})"
+            )
         sw = self.objective.switch_at
         if sw is not None and not 0 < sw < t.max_steps:
             raise ValueError(f"objective.switch_at ({sw}) must lie inside (0, {t.max_steps})")
@@ -130,5 +132,14 @@ def load_pretrain_config(path, overrides=()) -> PretrainConfig:
     return load_config(PretrainConfig, path, list(overrides))
 
 
-__all__ = ["ConfigError", "InitConfig", "ModelConfig", "ObjectiveConfig", "OptimizerConfig",
-           "PretrainConfig", "ScheduleConfig", "TrainConfig", "load_pretrain_config"]
+__all__ = [
+    "ConfigError",
+    "InitConfig",
+    "ModelConfig",
+    "ObjectiveConfig",
+    "OptimizerConfig",
+    "PretrainConfig",
+    "ScheduleConfig",
+    "TrainConfig",
+    "load_pretrain_config",
+]

@@ -15,6 +15,7 @@ Sources of initial weights (`init.path` with kind "weights"):
   the embedding when the source ties them). The source must have our architecture: no biases,
   SiLU, no RoPE scaling, the same shapes as the run's preset; anything else is an error.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,10 +48,17 @@ class CheckpointError(ValueError):
 def llama_key_map(num_layers: int) -> dict[str, str]:
     """Hugging Face LlamaForCausalLM parameter name -> ours (identity by construction)."""
     names = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
-    per_layer = ["input_layernorm.weight", "post_attention_layernorm.weight",
-                 "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                 "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-                 "mlp.down_proj.weight"]
+    per_layer = [
+        "input_layernorm.weight",
+        "post_attention_layernorm.weight",
+        "self_attn.q_proj.weight",
+        "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+    ]
     names += [f"model.layers.{i}.{p}" for i in range(num_layers) for p in per_layer]
     return {name: name for name in names}
 
@@ -70,12 +78,16 @@ def config_from_llama(llama: dict) -> MlmClmConfig:
     if problems:
         raise CheckpointError("this Llama checkpoint does not map onto our model: " + "; ".join(problems))
     return MlmClmConfig(
-        vocab_size=llama["vocab_size"], hidden_size=llama["hidden_size"],
-        intermediate_size=llama["intermediate_size"], num_hidden_layers=llama["num_hidden_layers"],
+        vocab_size=llama["vocab_size"],
+        hidden_size=llama["hidden_size"],
+        intermediate_size=llama["intermediate_size"],
+        num_hidden_layers=llama["num_hidden_layers"],
         num_attention_heads=llama["num_attention_heads"],
         num_key_value_heads=llama.get("num_key_value_heads") or llama["num_attention_heads"],
         max_position_embeddings=llama.get("max_position_embeddings", 2048),
-        rms_norm_eps=llama.get("rms_norm_eps", 1e-5), rope_theta=llama.get("rope_theta", 10000.0))
+        rms_norm_eps=llama.get("rms_norm_eps", 1e-5),
+        rope_theta=llama.get("rope_theta", 10000.0),
+    )
 
 
 def _read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
@@ -86,8 +98,11 @@ def _read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{directory}: no *.safetensors or pytorch_model*.bin weights")
     weights = {}
     for file in files:
-        weights.update(load_file(file) if file.suffix == ".safetensors"
-                       else torch.load(file, map_location="cpu", weights_only=True))
+        weights.update(
+            load_file(file)
+            if file.suffix == ".safetensors"
+            else torch.load(file, map_location="cpu", weights_only=True)
+        )
     return weights
 
 
@@ -100,8 +115,7 @@ def check_complete_checkpoint(path: Path) -> None:
         with zipfile.ZipFile(path):
             pass
     except (zipfile.BadZipFile, OSError) as exc:
-        raise CheckpointError(f"{path}: truncated or not a checkpoint ({exc}); it was not written "
-                              "completely") from None
+        raise CheckpointError(f"{path}: truncated or not a checkpoint ({exc}); it was not written completely") from None
 
 
 def read_composer_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], int]:
@@ -130,19 +144,25 @@ def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields
     differ = sorted(k for k in saved.keys() & ours.keys() if saved[k] != ours[k])
     if not differ and saved.keys() == ours.keys():
         return
-    detail = (f"shapes (checkpoint, this run) {[(k, saved[k], ours[k]) for k in differ[:2]]}" if differ
-              else f"keys differ: {sorted(saved.keys() ^ ours.keys())[:3]}")
+    detail = (
+        f"shapes (checkpoint, this run) {[(k, saved[k], ours[k]) for k in differ[:2]]}"
+        if differ
+        else f"keys differ: {sorted(saved.keys() ^ ours.keys())[:3]}"
+    )
     written_by = Path(path).resolve().parent.parent / "config.yaml"  # <run>/checkpoints/<file>.pt
     if written_by.is_file():
         import yaml
 
         theirs = (yaml.safe_load(written_by.read_text()).get("config") or {}).get("model", {})
-        fields = [f"model.{k} is {theirs.get(k)!r} there, {v!r} here" for k, v in model_fields.items()
-                  if theirs.get(k) != v]
+        fields = [
+            f"model.{k} is {theirs.get(k)!r} there, {v!r} here" for k, v in model_fields.items() if theirs.get(k) != v
+        ]
         if fields:
             detail = "; ".join(fields) + f" ({written_by}); " + detail
-    raise CheckpointError(f"{path}: written by another model config: {detail}; load it with that run's "
-                          "model.preset and tokenizer, or start from a checkpoint of this model")
+    raise CheckpointError(
+        f"{path}: written by another model config: {detail}; load it with that run's "
+        "model.preset and tokenizer, or start from a checkpoint of this model"
+    )
 
 
 def read_composer_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -173,27 +193,39 @@ def read_source_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], MlmC
         if missing:
             raise CheckpointError(f"{path}: Llama weights lack {sorted(missing)[:3]}...")
         return {key_map[k]: weights[k] for k in key_map}, cfg
-    raise CheckpointError(f"{path}: model_type {hf.get('model_type')!r} is neither {MODEL_TYPE!r} "
-                          "nor 'llama'")
+    raise CheckpointError(f"{path}: model_type {hf.get('model_type')!r} is neither {MODEL_TYPE!r} nor 'llama'")
 
 
-_SHAPE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                 "num_attention_heads", "num_key_value_heads")
+_SHAPE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
 
 
 def load_initial_weights(model: MlmClmForLM, path: str | Path) -> None:
     """Load a source's weights into `model` (same shapes required; every key must match)."""
     weights, source_cfg = read_source_weights(path)
     if source_cfg is not None:
-        diff = {f: (getattr(source_cfg, f), getattr(model.config, f)) for f in _SHAPE_FIELDS
-                if getattr(source_cfg, f) != getattr(model.config, f)}
+        diff = {
+            f: (getattr(source_cfg, f), getattr(model.config, f))
+            for f in _SHAPE_FIELDS
+            if getattr(source_cfg, f) != getattr(model.config, f)
+        }
         if diff:
-            raise CheckpointError(f"{path}: shapes differ from the run's model (source, run): {diff}; "
-                                  "pick the model.preset (and tokenizer) of the source")
+            raise CheckpointError(
+                f"{path}: shapes differ from the run's model (source, run): {diff}; "
+                "pick the model.preset (and tokenizer) of the source"
+            )
     result = model.load_state_dict(weights, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise CheckpointError(f"{path}: keys do not match our model: missing {result.missing_keys[:3]}, "
-                              f"unexpected {result.unexpected_keys[:3]}")
+        raise CheckpointError(
+            f"{path}: keys do not match our model: missing {result.missing_keys[:3]}, "
+            f"unexpected {result.unexpected_keys[:3]}"
+        )
 
 
 def add_remote_code(directory: Path) -> None:
@@ -208,8 +240,7 @@ def add_remote_code(directory: Path) -> None:
     atomic_write_json(directory / "config.json", config)
 
 
-def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path, tokenizer,
-                      metadata: dict) -> Path:
+def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path, tokenizer, metadata: dict) -> Path:
     """config.json + model.safetensors + modeling_mlmclm.py (+ tokenizer files) + pretraining.json
     + README.md (model card), written aside and renamed into place."""
     from pretraining.model_card import model_card
@@ -242,8 +273,9 @@ def _latest_checkpoint(run_dir: Path) -> Path:
     return latest.resolve()
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | None = None,
-                      preset: str | None = None) -> Path:
+def export_checkpoint(
+    checkpoint: str | Path, out: str | Path, tokenizer: str | None = None, preset: str | None = None
+) -> Path:
     """Composer checkpoint (or run directory: its latest one) -> HF directory.
 
     The model shape comes from the run's saved config.yaml (run_dir/checkpoints/<file>.pt), or
@@ -272,7 +304,13 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, tokenizer: str | 
     tok = None
     if tokenizer is not None:
         from pretraining.tokenizer import load_tokenizer
+
         tok = load_tokenizer(tokenizer)
-    metadata = {"name": saved.get("name"), "step": step, "source_checkpoint": str(checkpoint),
-                "run_config": saved or None, "git_sha": document.get("git_sha")}
+    metadata = {
+        "name": saved.get("name"),
+        "step": step,
+        "source_checkpoint": str(checkpoint),
+        "run_config": saved or None,
+        "git_sha": document.get("git_sha"),
+    }
     return save_hf_directory(model, None, out, tok, metadata)

@@ -15,6 +15,7 @@ config.json, docs/export.md), so it loads with `trust_remote_code=True` where th
 installed. Importing `pretraining` calls `register_auto_classes()`, after which the Auto classes
 load model_type "mlmclm_llama" without remote code.
 """
+
 from __future__ import annotations
 
 import torch
@@ -54,8 +55,10 @@ class MlmClmConfig(PretrainedConfig):
         **kwargs,
     ):
         if hidden_size % num_attention_heads or num_attention_heads % num_key_value_heads:
-            raise ValueError(f"hidden {hidden_size} / heads {num_attention_heads} / kv heads "
-                             f"{num_key_value_heads}: heads must divide hidden, kv heads divide heads")
+            raise ValueError(
+                f"hidden {hidden_size} / heads {num_attention_heads} / kv heads "
+                f"{num_key_value_heads}: heads must divide hidden, kv heads divide heads"
+            )
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
@@ -88,8 +91,9 @@ def position_ids_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
     return index - start_index
 
 
-def build_attention_mask(document_ids: torch.Tensor | None, padding_mask: torch.Tensor | None,
-                         is_causal: bool, length: int, device) -> torch.Tensor | None:
+def build_attention_mask(
+    document_ids: torch.Tensor | None, padding_mask: torch.Tensor | None, is_causal: bool, length: int, device
+) -> torch.Tensor | None:
     """Boolean [B, 1, L, L] mask (True = may attend) or None when plain SDPA flags suffice."""
     if document_ids is None and padding_mask is None:
         return None
@@ -121,8 +125,9 @@ class RMSNorm(nn.Module):
 
 
 def rotary_cos_sin(position_ids: torch.Tensor, head_dim: int, theta: float, dtype):
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=position_ids.device,
-                                             dtype=torch.float32) / head_dim))
+    inv_freq = 1.0 / (
+        theta ** (torch.arange(0, head_dim, 2, device=position_ids.device, dtype=torch.float32) / head_dim)
+    )
     freqs = position_ids.float()[..., None] * inv_freq  # [B, L, hd/2]
     emb = torch.cat([freqs, freqs], dim=-1)
     return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]  # [B, 1, L, hd]
@@ -143,6 +148,7 @@ def _use_flash_attention(x: torch.Tensor, config: MlmClmConfig) -> bool:
     if config.attention_backend != "flash_attention_2" or not x.is_cuda:
         return False
     from transformers.utils import is_flash_attn_2_available
+
     return is_flash_attn_2_available()
 
 
@@ -159,8 +165,9 @@ def _flash_varlen(q, k, v, document_ids, is_causal):  # pragma: no cover - needs
     start_positions = torch.nonzero(starts.flatten()).flatten()
     cu = torch.cat([start_positions, start_positions.new_tensor([batch * length])]).to(torch.int32)
     max_len = int((cu[1:] - cu[:-1]).max())
-    out = flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu,
-                                 max_len, max_len, causal=is_causal)
+    out = flash_attn_varlen_func(
+        q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu, max_len, max_len, causal=is_causal
+    )
     return out.view(batch, length, *out.shape[1:])
 
 
@@ -184,15 +191,13 @@ class Attention(nn.Module):
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if document_ids is not None and _use_flash_attention(x, self.config):  # pragma: no cover
             half = torch.bfloat16 if v.dtype == torch.float32 else v.dtype  # flash-attn needs 16 bits
-            out = _flash_varlen(*(t.transpose(1, 2).to(half) for t in (q, k, v)), document_ids,
-                                is_causal).to(v.dtype)
+            out = _flash_varlen(*(t.transpose(1, 2).to(half) for t in (q, k, v)), document_ids, is_causal).to(v.dtype)
             return self.o_proj(out.reshape(batch, length, -1))
         groups = self.heads // self.kv_heads
         if groups > 1:  # grouped-query attention: share each KV head across `groups` query heads
             k = k.repeat_interleave(groups, dim=1)
             v = v.repeat_interleave(groups, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                             is_causal=is_causal and mask is None)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal and mask is None)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
 
 
@@ -252,9 +257,15 @@ class MlmClmModel(MlmClmPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embed_tokens = value
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                document_ids: torch.Tensor | None = None, is_causal: bool | None = None,
-                return_dict: bool = True, **kwargs) -> BaseModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
+        is_causal: bool | None = None,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> BaseModelOutput:
         """`attention_mask`: HF-style 1/0 padding mask [B, L]; `document_ids`: packed documents."""
         is_causal = self.config.is_causal if is_causal is None else is_causal
         batch, length = input_ids.shape
@@ -294,11 +305,19 @@ class MlmClmForLM(MlmClmPreTrainedModel):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                document_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                is_causal: bool | None = None, return_dict: bool = True, **kwargs) -> MaskedLMOutput:
-        hidden = self.model(input_ids, attention_mask=attention_mask, document_ids=document_ids,
-                            is_causal=is_causal).last_hidden_state
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        is_causal: bool | None = None,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        hidden = self.model(
+            input_ids, attention_mask=attention_mask, document_ids=document_ids, is_causal=is_causal
+        ).last_hidden_state
         if labels is None:
             return MaskedLMOutput(logits=self.lm_head(hidden), hidden_states=None)
         selected = labels != IGNORE_INDEX

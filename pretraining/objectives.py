@@ -6,6 +6,7 @@ mask whatever the number of ranks, the micro-batch size or the batch it lands in
 (on any number of ranks) sees exactly the masks of an uninterrupted one (docs/pretraining.md).
 Token ids always come from the tokenizer (pretraining.tokenizer.special_token_ids), never literals.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -74,8 +75,10 @@ def mask_for_mlm(
     special = torch.tensor(sorted(set(special_ids) | {mask_id}), dtype=input_ids.dtype)
     special = special.to(input_ids.device)
     if input_ids.ndim != 2 or len(generators) != input_ids.shape[0]:
-        raise ValueError(f"{len(generators)} generators for input_ids of shape {tuple(input_ids.shape)}: "
-                         "one per row of a [B, L] batch")
+        raise ValueError(
+            f"{len(generators)} generators for input_ids of shape {tuple(input_ids.shape)}: "
+            "one per row of a [B, L] batch"
+        )
     device, length = input_ids.device, input_ids.shape[1]
 
     def uniform(n, g):
@@ -102,8 +105,9 @@ def mask_for_mlm(
     return masked, labels
 
 
-def clm_labels(input_ids: torch.Tensor, document_ids: torch.Tensor | None = None,
-               pad_id: int | None = None) -> torch.Tensor:
+def clm_labels(
+    input_ids: torch.Tensor, document_ids: torch.Tensor | None = None, pad_id: int | None = None
+) -> torch.Tensor:
     """Next-token labels aligned with positions: labels[:, t] = input_ids[:, t + 1].
 
     -100 at the last position, wherever t and t + 1 belong to different documents (the last token

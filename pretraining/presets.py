@@ -4,6 +4,7 @@ model configs, and their parameter counts.
 Kept apart from pretraining/modeling.py, which holds only the model code (it is copied verbatim
 into every exported checkpoint as its remote code, docs/export.md).
 """
+
 from __future__ import annotations
 
 import torch
@@ -23,10 +24,16 @@ def config_from_preset(name: str, vocab_size: int | None = None, **overrides) ->
     vocab = vocab_size if vocab_size is not None else shape.vocab
     if vocab is None:
         raise ValueError(f"preset {name!r} takes its vocabulary size from the tokenizer: pass vocab_size")
-    return MlmClmConfig(vocab_size=vocab, hidden_size=shape.hidden, intermediate_size=shape.ffn,
-                        num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                        num_key_value_heads=shape.kv_heads, max_position_embeddings=shape.context,
-                        **overrides)
+    return MlmClmConfig(
+        vocab_size=vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.ffn,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        max_position_embeddings=shape.context,
+        **overrides,
+    )
 
 
 def closed_form_parameter_count(cfg: MlmClmConfig) -> dict[str, int]:
@@ -43,8 +50,7 @@ def count_parameters_on_meta(cfg: MlmClmConfig) -> dict[str, int]:
     """Actual parameter count of the module, built on the meta device (no memory)."""
     with torch.device("meta"):
         model = MlmClmForLM(cfg)
-    counts = {"embedding": model.model.embed_tokens.weight.numel(),
-              "lm_head": model.lm_head.weight.numel()}
+    counts = {"embedding": model.model.embed_tokens.weight.numel(), "lm_head": model.lm_head.weight.numel()}
     counts["total"] = sum(p.numel() for p in model.parameters())
     counts["body"] = counts["total"] - counts["embedding"] - counts["lm_head"]
     return counts

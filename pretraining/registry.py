@@ -20,6 +20,7 @@ Scales: `paper` (Table 1 shapes, 42k steps, 1,152 packed samples x 2,048 tokens 
 same count, `train.global_batch_size=2304 data.seq_len=1024` if you prefer it) and `toy` (toy_s/m/l
 for 210m/610m/1b, every step count divided by 1,000, 8 x 128 tokens, the embedded corpus).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -77,23 +78,56 @@ def _runs() -> list[RunSetup]:
         for ratio in (None, *MASKING_RATIOS):
             obj = objective_token(ratio)
             keep = INTERMEDIATE_STEPS if size == "610m" and obj in ("clm", "mlm40") else ()
-            runs.append(RunSetup(single_objective_name(size, obj), size, "clm" if ratio is None else "mlm",
-                                 ratio or default, PRETRAIN_STEPS, checkpoint_steps=keep))
+            runs.append(
+                RunSetup(
+                    single_objective_name(size, obj),
+                    size,
+                    "clm" if ratio is None else "mlm",
+                    ratio or default,
+                    PRETRAIN_STEPS,
+                    checkpoint_steps=keep,
+                )
+            )
     for total, clm_steps in BIPHASIC_SPLITS.items():
         for clm in clm_steps:  # 0% and 100% CLM are plain runs (at 42k: the PFS runs above)
             if total == PRETRAIN_STEPS and clm in (0, total):
                 continue
             objective = "mlm" if clm == 0 else "clm" if clm == total else "clm_then_mlm"
-            runs.append(RunSetup(biphasic_name("610m", clm, total), "610m", objective, default, total,
-                                 switch_at=clm if objective == "clm_then_mlm" else None))
+            runs.append(
+                RunSetup(
+                    biphasic_name("610m", clm, total),
+                    "610m",
+                    objective,
+                    default,
+                    total,
+                    switch_at=clm if objective == "clm_then_mlm" else None,
+                )
+            )
     for ratio in MASKING_RATIOS:
-        runs.append(RunSetup(biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, objective_token(ratio)),
-                             "610m", "clm_then_mlm", ratio, PRETRAIN_STEPS, switch_at=CLM_STEPS_BEFORE_MASKING))
+        runs.append(
+            RunSetup(
+                biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, objective_token(ratio)),
+                "610m",
+                "clm_then_mlm",
+                ratio,
+                PRETRAIN_STEPS,
+                switch_at=CLM_STEPS_BEFORE_MASKING,
+            )
+        )
     for base in ("clm", "mlm40"):
         for steps in CPT_STEPS:
-            runs.append(RunSetup(cpt_name(base, steps), "610m", "mlm", default,
-                                 steps, cpt_base=single_objective_name("610m", base),
-                                 warmup=min(WARMUP_STEPS, steps // 10), decay=min(DECAY_STEPS, steps // 2)))
+            runs.append(
+                RunSetup(
+                    cpt_name(base, steps),
+                    "610m",
+                    "mlm",
+                    default,
+                    steps,
+                    cpt_base=single_objective_name("610m", base),
+                    warmup=min(WARMUP_STEPS, steps // 10),
+                    decay=min(DECAY_STEPS, steps // 2),
+                )
+            )
     return runs
 
 
@@ -115,8 +149,11 @@ def run_for(name: str) -> tuple[RunSetup, int]:
     name = strip_hub_prefix(name)
     table = released_checkpoints()
     if name not in table:
-        hint = "it is not a release-style name" if parse_model_name(name) is None else \
-            "it parses but is not one of the paper's 50 checkpoints"
+        hint = (
+            "it is not a release-style name"
+            if parse_model_name(name) is None
+            else "it parses but is not one of the paper's 50 checkpoints"
+        )
         raise KeyError(f"{name!r}: {hint}; `python -m pretraining configs --list` lists them")
     run, step = table[name]
     return RUNS[run], step
@@ -127,8 +164,13 @@ def scale_steps(steps: int, scale: str) -> int:
     return steps if scale == "paper" else max(1, steps // TOY_STEP_DIVISOR)
 
 
-def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
-                data_path: str | None = None, tokenizer: str | None = None) -> dict:
+def config_dict(
+    run: RunSetup,
+    scale: str = "paper",
+    runs_root: str = "runs",
+    data_path: str | None = None,
+    tokenizer: str | None = None,
+) -> dict:
     """The YAML body (a PretrainConfig) of `run` at `scale`."""
     if scale not in ("paper", "toy"):
         raise ValueError(f"scale {scale!r} is not paper or toy")
@@ -142,9 +184,11 @@ def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
         objective["switch_at"] = s(run.switch_at)
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
     global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else 8
-    data = {"path": data_path or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper
-                                  else f"{runs_root}/data/embedded-128"),
-            "seq_len": MAX_CONTEXT if paper else 128}
+    data = {
+        "path": data_path
+        or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper else f"{runs_root}/data/embedded-128"),
+        "seq_len": MAX_CONTEXT if paper else 128,
+    }
     init = {"path": None, "kind": "weights"}
     if run.cpt_base is not None:
         base = RUNS[run.cpt_base]
@@ -157,14 +201,23 @@ def config_dict(run: RunSetup, scale: str = "paper", runs_root: str = "runs",
         "data": data,
         "model": {"preset": run.size if paper else TOY_SIZE[run.size], "attn_implementation": "sdpa"},
         "objective": objective,
-        "optimizer": {"lr": 5e-4 if paper else 3e-3, "betas": [0.9, 0.95], "eps": 1e-5,
-                      "weight_decay": 0.1, "grad_clip_norm": 1.0},
-        "schedule": {"warmup": s(run.warmup), "decay": s(run.decay), "decay_shape": "linear",
-                     "alpha_f": 0.0},
-        "train": {"max_steps": s(run.max_steps), "global_batch_size": global_batch_size,
-                  "checkpoint_steps": [s(c) for c in run.checkpoint_steps],
-                  "resume_interval": 1000 if paper else 10, "seed": 17,
-                  "precision": "auto", "fsdp": paper},
+        "optimizer": {
+            "lr": 5e-4 if paper else 3e-3,
+            "betas": [0.9, 0.95],
+            "eps": 1e-5,
+            "weight_decay": 0.1,
+            "grad_clip_norm": 1.0,
+        },
+        "schedule": {"warmup": s(run.warmup), "decay": s(run.decay), "decay_shape": "linear", "alpha_f": 0.0},
+        "train": {
+            "max_steps": s(run.max_steps),
+            "global_batch_size": global_batch_size,
+            "checkpoint_steps": [s(c) for c in run.checkpoint_steps],
+            "resume_interval": 1000 if paper else 10,
+            "seed": 17,
+            "precision": "auto",
+            "fsdp": paper,
+        },
         "init": init,
     }
 
@@ -174,14 +227,18 @@ def config_yaml(name: str, scale: str = "paper", **kwargs) -> str:
     run, step = run_for(name)
     body = yaml.safe_dump(config_dict(run, scale, **kwargs), sort_keys=False)
     where = export_dir("<run_dir>", scale_steps(step, scale))
-    header = [f"# Run producing {name} (paper Section 3), scale {scale}: its weights are {where}.",
-              "# Train: python -m pretraining train THIS.yaml [key=value ...]"]
+    header = [
+        f"# Run producing {name} (paper Section 3), scale {scale}: its weights are {where}.",
+        "# Train: python -m pretraining train THIS.yaml [key=value ...]",
+    ]
     if scale == "toy":
-        header.append("# Data first: python -m pretraining prepare-data --input embedded --seq-len 128 "
-                      "--out <data.path>")
+        header.append(
+            "# Data first: python -m pretraining prepare-data --input embedded --seq-len 128 --out <data.path>"
+        )
     return "\n".join(header) + "\n" + body
 
 
 def write_config(name: str, out: str | Path, **kwargs) -> Path:
     from contracts.provenance import atomic_write_text
+
     return atomic_write_text(out, config_yaml(name, **kwargs))

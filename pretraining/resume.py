@@ -8,6 +8,7 @@ the link leaves no link. Before the Trainer is built, `newest_complete_checkpoin
 on the newest complete checkpoint, so Composer resumes from it (the losses then equal an
 uninterrupted run's: training is a pure function of the step, tested).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,7 @@ def newest_complete_checkpoint(folder: str | os.PathLike) -> Path | None:
     folder = Path(folder)
     if not folder.is_dir():
         return None
-    found = sorted((int(m.group(1)), path) for path in folder.iterdir()
-                   if (m := _CHECKPOINT.fullmatch(path.name)))
+    found = sorted((int(m.group(1)), path) for path in folder.iterdir() if (m := _CHECKPOINT.fullmatch(path.name)))
     latest = folder / LATEST
     for step, path in reversed(found):
         try:

@@ -9,6 +9,7 @@ the multiplier of time n: the first step at 1/warmup of the peak, step `warmup` 
 last step at `alpha_f` (docs/pretraining.md, "Schedule and optimizer"). This module imports
 nothing from Composer: the adapters only read the Composer state's attributes.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,15 @@ from dataclasses import dataclass
 DECAY_SHAPES = ("linear", "1-sqrt")
 
 
-def wsd_multiplier(step: int, warmup: int, stable_end: int, total: int, decay_shape: str = "linear",
-                   alpha_f: float = 0.0, warmup_start: float = 0.0) -> float:
+def wsd_multiplier(
+    step: int,
+    warmup: int,
+    stable_end: int,
+    total: int,
+    decay_shape: str = "linear",
+    alpha_f: float = 0.0,
+    warmup_start: float = 0.0,
+) -> float:
     """LR multiplier at time `step` (optimizer steps done; the step that ends there runs at it).
 
     [0, warmup): linear from `warmup_start` to 1; [warmup, stable_end): 1; [stable_end, total]:
@@ -55,17 +63,26 @@ class WSDScheduler:
     warmup_start: float = 0.0
 
     def __post_init__(self):
-        wsd_multiplier(0, self.warmup, self.stable_end, self.total, self.decay_shape,
-                       self.alpha_f, self.warmup_start)  # validates the arguments
+        wsd_multiplier(
+            0, self.warmup, self.stable_end, self.total, self.decay_shape, self.alpha_f, self.warmup_start
+        )  # validates the arguments
 
     def __call__(self, state, ssr: float = 1.0) -> float:
         unit = getattr(getattr(state.max_duration, "unit", None), "value", "ba")
         if unit != "ba":
-            raise ValueError(f"WSDScheduler counts batches, but max_duration is in {unit!r}: "
-                             "give max_duration in batches (e.g. '42000ba')")
-        return wsd_multiplier(int(state.timestamp.batch.value), round(self.warmup * ssr),
-                              round(self.stable_end * ssr), round(self.total * ssr), self.decay_shape,
-                              self.alpha_f, self.warmup_start)
+            raise ValueError(
+                f"WSDScheduler counts batches, but max_duration is in {unit!r}: "
+                "give max_duration in batches (e.g. '42000ba')"
+            )
+        return wsd_multiplier(
+            int(state.timestamp.batch.value),
+            round(self.warmup * ssr),
+            round(self.stable_end * ssr),
+            round(self.total * ssr),
+            self.decay_shape,
+            self.alpha_f,
+            self.warmup_start,
+        )
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ pretraining.resume removes incomplete ones before resuming), hf/step-<N>/ (weigh
 Face directories at train.checkpoint_steps and at the last step: the released checkpoints are these)
 and FINISHED.json (written when the run completed; a finished run is never overwritten).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -64,8 +65,7 @@ def token_ids_from_tokenizer(tokenizer) -> TokenIds:
     st = special_token_ids(tokenizer)
     special = {st.bos, st.eos, st.pad, st.mask} | set(getattr(tokenizer, "all_special_ids", ()))
     special |= {i for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items() if tok.special}
-    return TokenIds(mask=st.mask, special=tuple(sorted(i for i in special if i is not None)),
-                    vocab_size=st.vocab_size)
+    return TokenIds(mask=st.mask, special=tuple(sorted(i for i in special if i is not None)), vocab_size=st.vocab_size)
 
 
 class ComposerLM(ComposerModel):
@@ -77,8 +77,12 @@ class ComposerLM(ComposerModel):
         self.is_causal = bool(model.config.is_causal)
 
     def forward(self, batch: dict) -> Any:
-        return self.model(input_ids=batch["input_ids"], document_ids=batch.get("document_ids"),
-                          labels=batch["labels"], is_causal=self.is_causal)
+        return self.model(
+            input_ids=batch["input_ids"],
+            document_ids=batch.get("document_ids"),
+            labels=batch["labels"],
+            is_causal=self.is_causal,
+        )
 
     def loss(self, outputs, batch) -> torch.Tensor:
         return outputs.loss
@@ -98,8 +102,7 @@ class ObjectiveAlgorithm(Algorithm):
     autoresume (on any number of ranks) lands in the right phase with the same masks.
     """
 
-    def __init__(self, kind: str, switch_at: int | None, mlm_ratio: float, replace, ids: TokenIds,
-                 seed: int):
+    def __init__(self, kind: str, switch_at: int | None, mlm_ratio: float, replace, ids: TokenIds, seed: int):
         self.kind, self.switch_at, self.mlm_ratio = kind, switch_at, mlm_ratio
         self.replace, self.ids, self.seed = tuple(replace), ids, seed
 
@@ -113,11 +116,20 @@ class ObjectiveAlgorithm(Algorithm):
         input_ids, document_ids = batch["input_ids"], batch.get("document_ids")
         if phase.objective == "mlm":
             if SAMPLE_INDEX not in batch:
-                raise PretrainError(f"an MLM batch without {SAMPLE_INDEX!r}: masks are drawn per global "
-                               "sample index; the data loader must provide it (pretraining/data/loader.py)")
+                raise PretrainError(
+                    f"an MLM batch without {SAMPLE_INDEX!r}: masks are drawn per global "
+                    "sample index; the data loader must provide it (pretraining/data/loader.py)"
+                )
             generators = sample_generators(self.seed, batch[SAMPLE_INDEX])
-            input_ids, labels = mask_for_mlm(input_ids, generators, self.mlm_ratio, self.ids.mask,
-                                             self.ids.special, self.ids.vocab_size, self.replace)
+            input_ids, labels = mask_for_mlm(
+                input_ids,
+                generators,
+                self.mlm_ratio,
+                self.ids.mask,
+                self.ids.special,
+                self.ids.vocab_size,
+                self.replace,
+            )
         else:
             labels = clm_labels(input_ids, document_ids)
         state.batch = {"input_ids": input_ids, "labels": labels}
@@ -143,8 +155,11 @@ class LossLog(Callback):
         if dist.get_global_rank() != 0 or not self.path.exists():
             return
         resumed_at = int(state.timestamp.batch.value)
-        keep = [line for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line)["step"] <= resumed_at]
+        keep = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= resumed_at
+        ]
         atomic_write_text(self.path, "".join(line + "\n" for line in keep))
 
     def batch_start(self, state: State, logger: Logger) -> None:
@@ -154,10 +169,14 @@ class LossLog(Callback):
         if dist.get_global_rank() != 0:
             return
         step = int(state.timestamp.batch.value)
-        row = {"step": step, "loss": state.total_loss_dict.get("loss/train/total"), "lr": self._lr,
-               "objective": phase_at(step - 1, self.kind, self.switch_at).objective,
-               "tokens": int(state.timestamp.token.value),
-               "seconds": round(time.monotonic() - self._start, 3)}
+        row = {
+            "step": step,
+            "loss": state.total_loss_dict.get("loss/train/total"),
+            "lr": self._lr,
+            "objective": phase_at(step - 1, self.kind, self.switch_at).objective,
+            "tokens": int(state.timestamp.token.value),
+            "seconds": round(time.monotonic() - self._start, 3),
+        }
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
 
@@ -188,6 +207,7 @@ def _resume_checkpoint_interval(every: int, last: int):
     def should_save(state: State, event: Event) -> bool:
         step = int(state.timestamp.batch.value)
         return event == Event.BATCH_CHECKPOINT and (step % every == 0 or step >= last)
+
     return should_save
 
 
@@ -201,13 +221,17 @@ def _num_tokens(batch: dict) -> dict[str, int]:
 def _check_run_dir(cfg: PretrainConfig) -> None:
     run_dir = Path(cfg.run_dir)
     if cfg.init.kind == "full_state" and not (cfg.init.path and Path(cfg.init.path).is_file()):
-        raise PretrainError(f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
-                       "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)")
+        raise PretrainError(
+            f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
+            "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)"
+        )
     if cfg.init.kind == "full_state":
         check_complete_checkpoint(Path(cfg.init.path))
     if (run_dir / FINISHED_FILE).exists():
-        raise PretrainError(f"{run_dir} holds a finished run ({FINISHED_FILE}); refusing to overwrite it. "
-                       "Choose another run_dir (or delete that directory yourself).")
+        raise PretrainError(
+            f"{run_dir} holds a finished run ({FINISHED_FILE}); refusing to overwrite it. "
+            "Choose another run_dir (or delete that directory yourself)."
+        )
     saved = run_dir / RUN_CONFIG_FILE
     if saved.exists():
         import yaml
@@ -215,8 +239,10 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
         old = yaml.safe_load(saved.read_text()).get("config_hash")
         new = stable_hash(config_to_dict(cfg))
         if old != new:
-            raise PretrainError(f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
-                           f"{new}); resuming needs the same config. Choose another run_dir.")
+            raise PretrainError(
+                f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
+                f"{new}); resuming needs the same config. Choose another run_dir."
+            )
 
 
 def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
@@ -224,10 +250,12 @@ def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
     ranks that divides it (docs/pretraining.md, "Several ranks and nodes")."""
     if global_batch_size % world_size:
         fits = [n for n in range(1, min(global_batch_size, 256) + 1) if global_batch_size % n == 0]
-        raise PretrainError(f"train.global_batch_size {global_batch_size} is not divisible by the world size "
-                       f"{world_size} (ranks launched): launch a number of ranks that divides it "
-                       f"({', '.join(map(str, fits[-8:]))}, ...), or change train.global_batch_size "
-                       "(a different run)")
+        raise PretrainError(
+            f"train.global_batch_size {global_batch_size} is not divisible by the world size "
+            f"{world_size} (ranks launched): launch a number of ranks that divides it "
+            f"({', '.join(map(str, fits[-8:]))}, ...), or change train.global_batch_size "
+            "(a different run)"
+        )
     return global_batch_size // world_size
 
 
@@ -244,11 +272,16 @@ def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
 
     preset_vocab = PRESETS[cfg.model.preset].vocab  # None: the tokenizer's size (toy presets)
     if preset_vocab is not None and vocab_size > preset_vocab:
-        raise PretrainError(f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
-                       f"{cfg.model.preset} has {preset_vocab} embedding rows; use a matching tokenizer")
-    model_cfg = config_from_preset(cfg.model.preset, vocab_size=preset_vocab or vocab_size,
-                                   is_causal=cfg.objective.kind != "mlm",
-                                   attention_backend=cfg.model.attn_implementation)
+        raise PretrainError(
+            f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
+            f"{cfg.model.preset} has {preset_vocab} embedding rows; use a matching tokenizer"
+        )
+    model_cfg = config_from_preset(
+        cfg.model.preset,
+        vocab_size=preset_vocab or vocab_size,
+        is_causal=cfg.objective.kind != "mlm",
+        attention_backend=cfg.model.attn_implementation,
+    )
     torch.manual_seed(cfg.train.seed)
     model = MlmClmForLM(model_cfg)
     if cfg.init.path is not None and cfg.init.kind == "weights":
@@ -261,16 +294,22 @@ def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.
     o = cfg.optimizer
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=o.lr, betas=tuple(o.betas), eps=o.eps)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=o.lr,
+        betas=tuple(o.betas),
+        eps=o.eps,
+    )
 
 
 def build_scheduler(cfg: PretrainConfig) -> AtStepEnd:
     """WSD over the run; step n (1-based) runs at lr x wsd(n) (docs/pretraining.md)."""
     s, total = cfg.schedule, cfg.train.max_steps
-    return AtStepEnd(WSDScheduler(warmup=s.warmup, stable_end=total - s.decay, total=total,
-                                  decay_shape=s.decay_shape, alpha_f=s.alpha_f))
+    return AtStepEnd(
+        WSDScheduler(
+            warmup=s.warmup, stable_end=total - s.decay, total=total, decay_shape=s.decay_shape, alpha_f=s.alpha_f
+        )
+    )
 
 
 def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
@@ -288,14 +327,23 @@ def parallelism_config(cfg: PretrainConfig) -> dict | None:
     if not cfg.train.fsdp or dist.get_world_size() == 1:
         return None
     if _device_and_precision(cfg)[0] == "cpu":  # docs/pretraining.md, "Several ranks and nodes"
-        raise PretrainError("train.fsdp needs GPUs: Composer 0.32's FSDP calls torch.cuda.current_device() "
-                       "('Found no NVIDIA driver' on CPU); set train.fsdp=false to train with DDP on CPU")
-    return {"fsdp": {"sharding_strategy": "FULL_SHARD", "mixed_precision": "DEFAULT",
-                     "state_dict_type": "full", "use_orig_params": True}}
+        raise PretrainError(
+            "train.fsdp needs GPUs: Composer 0.32's FSDP calls torch.cuda.current_device() "
+            "('Found no NVIDIA driver' on CPU); set train.fsdp=false to train with DDP on CPU"
+        )
+    return {
+        "fsdp": {
+            "sharding_strategy": "FULL_SHARD",
+            "mixed_precision": "DEFAULT",
+            "state_dict_type": "full",
+            "use_orig_params": True,
+        }
+    }
 
 
-def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None,
-                  extra_callbacks=()) -> Trainer:
+def build_trainer(
+    cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None, extra_callbacks=()
+) -> Trainer:
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer."""
     _check_run_dir(cfg)
     if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
@@ -311,11 +359,9 @@ def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token
         from pretraining.data import build_train_dataloader
         from pretraining.data.config import DataBudgetError, data_budget
 
-        dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size,
-                                                     cfg.train.dataloader_workers)
+        dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
         try:  # which samples this run reads, in how many epochs (docs/data.md)
-            budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps,
-                                 cfg.train.global_batch_size)
+            budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps, cfg.train.global_batch_size)
         except DataBudgetError as exc:
             raise PretrainError(str(exc)) from None
         if dist.get_global_rank() == 0:
@@ -332,15 +378,23 @@ def build_trainer(cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token
         save_resolved_config(cfg, run_dir)
     device, precision = _device_and_precision(cfg)
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
-    metadata = {"name": cfg.name, "config_hash": stable_hash(config_to_dict(cfg)),
-                "objective": obj.kind, "switch_at": obj.switch_at, "mlm_ratio": obj.mlm_ratio,
-                "max_steps": t.max_steps, "exported": utc_now(), "run_config": config_to_dict(cfg),
-                "git_sha": git_sha()}
-    callbacks = [LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
-                 ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer,
-                               metadata), *extra_callbacks]
-    algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids,
-                                     t.seed)]
+    metadata = {
+        "name": cfg.name,
+        "config_hash": stable_hash(config_to_dict(cfg)),
+        "objective": obj.kind,
+        "switch_at": obj.switch_at,
+        "mlm_ratio": obj.mlm_ratio,
+        "max_steps": t.max_steps,
+        "exported": utc_now(),
+        "run_config": config_to_dict(cfg),
+        "git_sha": git_sha(),
+    }
+    callbacks = [
+        LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
+        ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer, metadata),
+        *extra_callbacks,
+    ]
+    algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids, t.seed)]
     if o.grad_clip_norm > 0:
         algorithms.append(GradientClipping(clipping_type="norm", clipping_threshold=o.grad_clip_norm))
     return Trainer(
@@ -397,11 +451,14 @@ def train(cfg: PretrainConfig, **kwargs) -> Path:
             full = disk_full_cause(exc)
             if full is None:
                 raise
-            raise PretrainError(f"{run_dir}: no space left on the device while training ({full}); the files "
-                           "written before are intact: free space and rerun the same command, it resumes "
-                           "from the newest complete checkpoint") from exc
+            raise PretrainError(
+                f"{run_dir}: no space left on the device while training ({full}); the files "
+                "written before are intact: free space and rerun the same command, it resumes "
+                "from the newest complete checkpoint"
+            ) from exc
     if dist.get_global_rank() == 0:
-        atomic_write_json(run_dir / FINISHED_FILE, {"name": cfg.name, "steps": cfg.train.max_steps,
-                                                "finished": utc_now()})
+        atomic_write_json(
+            run_dir / FINISHED_FILE, {"name": cfg.name, "steps": cfg.train.max_steps, "finished": utc_now()}
+        )
     close_trainer(trainer)
     return run_dir

@@ -1,5 +1,6 @@
 """`python -m reproduce --figure N | --table N [--scale toy|paper] [--slurm] ...`: the options -> a
 ReproduceConfig, then the stages here (reproduce.local) or the Slurm jobs (reproduce.slurm)."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,19 +17,24 @@ from reproduce.studies import STUDIES, StudyError, study_for
 def _csv(kind):
     def parse(text: str):
         return tuple(kind(x.strip()) for x in text.split(",") if x.strip())
+
     return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    studies = "; ".join(f"{s.name}: Figures {', '.join(map(str, s.figures))}"
-                        + (f", Tables {s.tables[0]}-{s.tables[-1]}" if s.tables else "") for s in STUDIES.values())
+    studies = "; ".join(
+        f"{s.name}: Figures {', '.join(map(str, s.figures))}"
+        + (f", Tables {s.tables[0]}-{s.tables[-1]}" if s.tables else "")
+        for s in STUDIES.values()
+    )
     p = argparse.ArgumentParser(
         prog="python -m reproduce",
         description="Reproduce a figure or table end to end: prepare data, pretrain the models of its study "
-                    "(from pretraining.registry), fine-tune them on the 12 datasets, aggregate, draw its "
-                    "figures (next to the published ones), tabulate, audit. Toy scale runs here (cached: a "
-                    "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
-                    f"paper writes Slurm jobs for a cluster. Studies: {studies}.")
+        "(from pretraining.registry), fine-tune them on the 12 datasets, aggregate, draw its "
+        "figures (next to the published ones), tabulate, audit. Toy scale runs here (cached: a "
+        "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
+        f"paper writes Slurm jobs for a cluster. Studies: {studies}.",
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--figure", type=int, help="a figure number (default 3); its study is reproduced")
     which.add_argument("--table", type=int, help="a table number (2-17); its study is reproduced")
@@ -36,37 +42,63 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (created; reused on reruns; default OUT_ROOT/<study>)")
     p.add_argument("--out-root", default="outputs", help="where the default output folder goes (outputs)")
     p.add_argument("--config", help="a reproduce.yaml written by an earlier invocation (replaces the options)")
-    p.add_argument("--stage", choices=["all", "data", "pretraining", "fine-tuning", "analysis"], default="all",
-                   help="run one stage only (here; the earlier stages must be finished)")
-    p.add_argument("--reduced", action="store_true",
-                   help="CI mode of Figure 3: toy_s x (MLM-20, MLM-40, CLM), 1 LR x 2 seeds, 8 pretraining steps")
-    p.add_argument("--checkpoints", type=_csv(str),
-                   help="a subset of the study's checkpoints, by paper name (610m-clm-42k-5000) or toy name")
-    p.add_argument("--sizes", type=_csv(str), help="masking study: sizes (toy default toy_s,toy_m,toy_l; "
-                                                  "paper 210m,610m,1b)")
+    p.add_argument(
+        "--stage",
+        choices=["all", "data", "pretraining", "fine-tuning", "analysis"],
+        default="all",
+        help="run one stage only (here; the earlier stages must be finished)",
+    )
+    p.add_argument(
+        "--reduced",
+        action="store_true",
+        help="CI mode of Figure 3: toy_s x (MLM-20, MLM-40, CLM), 1 LR x 2 seeds, 8 pretraining steps",
+    )
+    p.add_argument(
+        "--checkpoints",
+        type=_csv(str),
+        help="a subset of the study's checkpoints, by paper name (610m-clm-42k-5000) or toy name",
+    )
+    p.add_argument(
+        "--sizes", type=_csv(str), help="masking study: sizes (toy default toy_s,toy_m,toy_l; paper 210m,610m,1b)"
+    )
     p.add_argument("--ratios", type=_csv(float), help="masking study: masking ratios (default 0.2,0.3,0.4,0.5)")
-    p.add_argument("--no-clm", dest="clm", action="store_false", default=None,
-                   help="masking study: skip the CLM references")
+    p.add_argument(
+        "--no-clm", dest="clm", action="store_false", default=None, help="masking study: skip the CLM references"
+    )
     p.add_argument("--tasks", type=_csv(str), help="fine-tuning tasks (default the 12)")
-    p.add_argument("--lrs", type=_csv(float), help=f"fine-tuning LRs (toy default {','.join(map(str, DEFAULT_LRS))}; "
-                                                   "paper the 6 of the grid)")
-    p.add_argument("--seeds", type=_csv(int), help=f"fine-tuning seeds (toy default "
-                                                   f"{','.join(map(str, DEFAULT_SEEDS))}; paper 0-4)")
+    p.add_argument(
+        "--lrs",
+        type=_csv(float),
+        help=f"fine-tuning LRs (toy default {','.join(map(str, DEFAULT_LRS))}; paper the 6 of the grid)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=_csv(int),
+        help=f"fine-tuning seeds (toy default {','.join(map(str, DEFAULT_SEEDS))}; paper 0-4)",
+    )
     p.add_argument("--pretrain-steps", type=int, help="masking study: steps per model (default toy 42, paper 42000)")
     p.add_argument("--finetune-steps", type=int, help="fine-tuning steps per run (default: the scale's config)")
-    p.add_argument("--runs-dir", help="pretraining run folders (default OUT/pretraining; share one between "
-                                      "studies to reuse their common runs)")
+    p.add_argument(
+        "--runs-dir",
+        help="pretraining run folders (default OUT/pretraining; share one between studies to reuse their common runs)",
+    )
     p.add_argument("--workers", type=int, help="local fine-tuning processes (default 2)")
     p.add_argument("--threads", type=int, help="torch threads per process (default 1)")
     p.add_argument("--reps", type=int, help="bootstrap replicates (default 1000)")
     slurm = p.add_argument_group("Slurm (always at --scale paper)")
     slurm.add_argument("--slurm", action="store_true", help="write (and submit) Slurm jobs instead of running here")
-    slurm.add_argument("--cluster", help="cluster YAML (default reproduce/configs/cluster.yaml, else "
-                                         "cluster.example.yaml)")
-    slurm.add_argument("--dry-run", action="store_true", help="write the scripts, print the sbatch commands, "
-                                                              "submit nothing")
-    slurm.add_argument("--no-container", dest="container", action="store_false",
-                       help="run the same commands without apptainer (python on the nodes)")
+    slurm.add_argument(
+        "--cluster", help="cluster YAML (default reproduce/configs/cluster.yaml, else cluster.example.yaml)"
+    )
+    slurm.add_argument(
+        "--dry-run", action="store_true", help="write the scripts, print the sbatch commands, submit nothing"
+    )
+    slurm.add_argument(
+        "--no-container",
+        dest="container",
+        action="store_false",
+        help="run the same commands without apptainer (python on the nodes)",
+    )
     return p
 
 
@@ -84,11 +116,26 @@ def config_from_args(args) -> ReproduceConfig:
     values = {"out": out, "study": study.name, "scale": scale, **SCALE_DEFAULTS[scale]}
     if args.reduced:
         if scale != "toy" or study.name != "masking":
-            raise ReproduceError("--reduced is the toy-scale CI mode of Figure 3 (masking study); for another "
-                                 "study give a subset with --checkpoints, --tasks, --lrs and --seeds")
+            raise ReproduceError(
+                "--reduced is the toy-scale CI mode of Figure 3 (masking study); for another "
+                "study give a subset with --checkpoints, --tasks, --lrs and --seeds"
+            )
         values.update(REDUCED)
-    for key in ("sizes", "ratios", "clm", "checkpoints", "tasks", "lrs", "seeds", "pretrain_steps",
-                "finetune_steps", "runs_dir", "workers", "threads", "reps"):
+    for key in (
+        "sizes",
+        "ratios",
+        "clm",
+        "checkpoints",
+        "tasks",
+        "lrs",
+        "seeds",
+        "pretrain_steps",
+        "finetune_steps",
+        "runs_dir",
+        "workers",
+        "threads",
+        "reps",
+    ):
         value = getattr(args, key)
         if value is not None:
             values[key] = value
@@ -100,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
         if args.slurm or args.dry_run or (cfg.scale == "paper" and args.stage == "all"):
-            reproduce_slurm(cfg, args.cluster or default_cluster_file(), dry_run=args.dry_run,
-                            container=args.container)
+            reproduce_slurm(cfg, args.cluster or default_cluster_file(), dry_run=args.dry_run, container=args.container)
         else:
             reproduce(cfg, stages=STAGE_NAMES if args.stage == "all" else (args.stage,))
     except (ConfigError, ReproduceError) as exc:

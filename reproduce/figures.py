@@ -1,4 +1,5 @@
 """The study's figures drawn from our runs, each next to the published one (the analysis stage)."""
+
 from __future__ import annotations
 
 from io import BytesIO
@@ -39,8 +40,12 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     renamed = stand_ins(cfg)
     back = {paper: ours for ours, paper in renamed.items()}
     cells = cells.assign(model=cells["model"].map(lambda m: renamed.get(m, m)))
-    records = [replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
-               if r.model in renamed else r for r in records]
+    records = [
+        replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
+        if r.model in renamed
+        else r
+        for r in records
+    ]
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
     summaries = []
     for number in _figures(cfg):
@@ -58,15 +63,21 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
         else:
             fig, points = CELL_FIGURES[name](cells, **kwargs)
         if renamed:
-            fig.suptitle(f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, "
-                         "steps / 1,000]", fontsize=11)
+            fig.suptitle(
+                f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, steps / 1,000]", fontsize=11
+            )
             # cells and records were renamed to paper names; Figure 12 reads our run folders directly
             points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
             points["model"] = points["model"].map(lambda m: back.get(m, m))
         value = "mean" if "mean" in points else "std"
         drawn = int(points[value].notna().sum())
-        save_figure(fig, points, folder, name, {"source": "runs", "runs": sources, "scale": cfg.scale,
-                                                "study": cfg.study, "stand_ins": renamed, **kwargs})
+        save_figure(
+            fig,
+            points,
+            folder,
+            name,
+            {"source": "runs", "runs": sources, "scale": cfg.scale, "study": cfg.study, "stand_ins": renamed, **kwargs},
+        )
         summaries.append(f"{name} {drawn}/{len(points)} points")
         if name in CELL_FIGURES:
             fig, published = CELL_FIGURES[name](load_published_cells())

@@ -3,6 +3,7 @@
 `reproduce(cfg)` runs (or resumes) the stages: data, pretraining (one run after the other), fine-tuning
 (a pool of `cfg.workers` processes) and analysis (records -> cells, tables, audit, figures).
 """
+
 from __future__ import annotations
 
 import json
@@ -110,8 +111,7 @@ def stage_data(cfg: ReproduceConfig) -> str:
     out = data_dir(cfg)
     if (out / MANIFEST).exists():
         return f"data: reusing {out}"
-    manifest = prepare_data(PrepareConfig(out=str(out), inputs=("embedded",), tokenizer="embedded",
-                                          seq_len=128))
+    manifest = prepare_data(PrepareConfig(out=str(out), inputs=("embedded",), tokenizer="embedded", seq_len=128))
     return f"data: {manifest['counts']['samples']} samples of 128 tokens -> {out}"
 
 
@@ -124,18 +124,22 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
     for name in pretraining_runs(cfg):  # CPT bases first: their final export is the CPT runs' init
         body = pretraining_config(cfg, name)
         config_from_dict(PretrainConfig, body, f"pretraining config of {name}")  # validate before any work
-        write_if_changed(out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml",
-                          yaml.safe_dump(body, sort_keys=False))
+        write_if_changed(
+            out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml", yaml.safe_dump(body, sort_keys=False)
+        )
         bodies.append(body)
     # In this process, one run after the other, with the threads of all workers: streaming's shared
     # memory allows one reader of a local data folder at a time (parallel runs would each need
     # their own data.cache_dir copy, as the Slurm jobs have).
-    results = _map(_pretrain_one, bodies, replace(cfg, workers=1, threads=cfg.workers * cfg.threads),
-                   "pretraining", "run")
+    results = _map(
+        _pretrain_one, bodies, replace(cfg, workers=1, threads=cfg.workers * cfg.threads), "pretraining", "run"
+    )
     for name in model_names(cfg):
         if not (model_path(cfg, name) / "config.json").is_file():
-            raise ReproduceError(f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
-                                 "finished: delete that run's folder and rerun to train it again")
+            raise ReproduceError(
+                f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
+                "finished: delete that run's folder and rerun to train it again"
+            )
     done = sum(state == "done" for _, state in results)
     return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}"
 
@@ -156,8 +160,9 @@ def stage_finetune(cfg: ReproduceConfig) -> str:
     done = sum(len(o["done"]) for o in outcomes)
     skipped += sum(len(o["skipped"]) for o in outcomes)
     if failed:
-        raise ReproduceError(f"{len(failed)} fine-tuning run(s) failed, first: {failed[0]}; rerun to retry "
-                             "them (finished runs are kept)")
+        raise ReproduceError(
+            f"{len(failed)} fine-tuning run(s) failed, first: {failed[0]}; rerun to retry them (finished runs are kept)"
+        )
     return f"fine-tuning: {done} runs done, {skipped} reused -> {finetune_dir(cfg)}"
 
 
@@ -185,15 +190,27 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     files = _record_files(cfg)
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        raise ReproduceError(f"{len(missing)} of {len(files)} run records are missing, e.g. {missing[0]}: "
-                             "finish the fine-tuning stage first")
-    inputs = {"config": config_to_dict(cfg),
-              "records": [[str(f), f.stat().st_mtime_ns, f.stat().st_size] for f in files]}
+        raise ReproduceError(
+            f"{len(missing)} of {len(files)} run records are missing, e.g. {missing[0]}: "
+            "finish the fine-tuning stage first"
+        )
+    inputs = {
+        "config": config_to_dict(cfg),
+        "records": [[str(f), f.stat().st_mtime_ns, f.stat().st_size] for f in files],
+    }
     stamp = out / "analysis_inputs.json"
-    expected = [out / "runs.jsonl", out / "cells.csv", out / "tables" / "tables.md", out / "audit" / "audit.md",
-                *(out / "figure" / f"{name}.png" for name in figure_files(cfg))]
-    if stamp.exists() and json.loads(stamp.read_text()).get("hash") == stable_hash(inputs) \
-            and all(p.exists() for p in expected):
+    expected = [
+        out / "runs.jsonl",
+        out / "cells.csv",
+        out / "tables" / "tables.md",
+        out / "audit" / "audit.md",
+        *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
+    ]
+    if (
+        stamp.exists()
+        and json.loads(stamp.read_text()).get("hash") == stable_hash(inputs)
+        and all(p.exists() for p in expected)
+    ):
         return f"analysis: unchanged records, reusing {out / 'cells.csv'}, tables, audit and figures"
     records = [RunRecord.from_dict(json.loads(f.read_text()), str(f)) for f in files]
     write_run_records(out / "runs.jsonl", records)
@@ -203,26 +220,35 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     source = f"{cfg.scale}-scale reproduction run records {out / 'runs.jsonl'}"
     if renamed:
         source += " (toy runs in the rows of the paper checkpoints they stand in for: Checkpoint = our run)"
-    write_tables(cells, out / "tables", source=source, only=study.tables,
-                 rename={paper: ours for ours, paper in renamed.items()})
+    write_tables(
+        cells, out / "tables", source=source, only=study.tables, rename={paper: ours for ours, paper in renamed.items()}
+    )
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
     figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")])
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
     c = summary["cells"]
-    return (f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
-            f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
-            f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}")
+    return (
+        f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
+        f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
+        f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}"
+    )
 
 
-STAGES = (("data", stage_data), ("pretraining", stage_pretraining), ("fine-tuning", stage_finetune),
-          ("analysis", stage_analysis))
+STAGES = (
+    ("data", stage_data),
+    ("pretraining", stage_pretraining),
+    ("fine-tuning", stage_finetune),
+    ("analysis", stage_analysis),
+)
 
 
 def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
     """Run (or resume) the stages here; returns {stage: seconds}. Writes `<out>/reproduce.yaml`."""
     if cfg.scale != "toy" and set(stages) != {"analysis"}:
-        raise ReproduceError(f"scale {cfg.scale} pretrains on a cluster: use --slurm (or --dry-run) with "
-                             "--cluster FILE; only --stage analysis runs here")
+        raise ReproduceError(
+            f"scale {cfg.scale} pretrains on a cluster: use --slurm (or --dry-run) with "
+            "--cluster FILE; only --stage analysis runs here"
+        )
     out = out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     write_reproduce_config(cfg)
@@ -233,8 +259,10 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
         t0 = time.perf_counter()
         log(stage(cfg))
         timings[name] = round(time.perf_counter() - t0, 2)
-    log(f"reproduce: done in {sum(timings.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})"
-        f"; figures and tables: {out / 'figure'}, {out / 'tables'}")
+    log(
+        f"reproduce: done in {sum(timings.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})"
+        f"; figures and tables: {out / 'figure'}, {out / 'tables'}"
+    )
     if set(stages) == set(STAGE_NAMES):
         atomic_write_json(out / "timings.json", {"finished": utc_now(), "seconds": timings})
     return timings

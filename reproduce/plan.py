@@ -2,6 +2,7 @@
 pretraining runs (and their configs), where everything goes, which fine-tuning jobs. No stage runs
 here; reproduce.local runs the DAG in this process, reproduce.slurm writes it as Slurm jobs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,16 +25,21 @@ DEFAULT_LRS = (1e-4, 5e-4)
 DEFAULT_SEEDS = (0, 1)
 # Per scale: the defaults of the options not given (paper: the paper's full protocol).
 SCALE_DEFAULTS = {
-    "toy": {"lrs": DEFAULT_LRS, "seeds": DEFAULT_SEEDS,
-            "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "toy.yaml"),
-            "data_root": str(REPO_ROOT / "benchmarks" / "datasets" / "toy")},
-    "paper": {"lrs": FINETUNE_LRS, "seeds": FINETUNE_SEEDS,
-              "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "paper.yaml"),
-              "data_root": None},
+    "toy": {
+        "lrs": DEFAULT_LRS,
+        "seeds": DEFAULT_SEEDS,
+        "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "toy.yaml"),
+        "data_root": str(REPO_ROOT / "benchmarks" / "datasets" / "toy"),
+    },
+    "paper": {
+        "lrs": FINETUNE_LRS,
+        "seeds": FINETUNE_SEEDS,
+        "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "paper.yaml"),
+        "data_root": None,
+    },
 }
 # Reduced mode (CI, tests): 1 size x (MLM-20, MLM-40, CLM), 12 tasks, 1 LR x 2 seeds, 8 steps.
-REDUCED = {"sizes": ("toy_s",), "ratios": (0.2, 0.4), "lrs": (5e-4,), "seeds": (0, 1),
-           "pretrain_steps": 8}
+REDUCED = {"sizes": ("toy_s",), "ratios": (0.2, 0.4), "lrs": (5e-4,), "seeds": (0, 1), "pretrain_steps": 8}
 
 
 class ReproduceError(ValueError):
@@ -68,12 +74,18 @@ class ReproduceConfig:
     def __post_init__(self):
         if self.study not in STUDIES:
             raise ValueError(f"study {self.study!r}: give one of {','.join(STUDIES)}")
-        masking_only = {"sizes": self.sizes is not None, "ratios": self.ratios is not None,
-                        "clm": not self.clm, "pretrain_steps": self.pretrain_steps is not None}
+        masking_only = {
+            "sizes": self.sizes is not None,
+            "ratios": self.ratios is not None,
+            "clm": not self.clm,
+            "pretrain_steps": self.pretrain_steps is not None,
+        }
         misused = [k for k, given in masking_only.items() if given and self.study != "masking"]
         if misused:
-            raise ValueError(f"{misused[0]} selects models of the masking study (Figures 2, 3, 5); study "
-                             f"{self.study} takes --checkpoints instead")
+            raise ValueError(
+                f"{misused[0]} selects models of the masking study (Figures 2, 3, 5); study "
+                f"{self.study} takes --checkpoints instead"
+            )
         known = TOY_SIZES if self.scale == "toy" else PAPER_SIZES
         if self.sizes is not None and (not self.sizes or any(s not in known for s in self.sizes)):
             raise ValueError(f"sizes {list(self.sizes)}: give some of {','.join(known)} at scale {self.scale}")
@@ -158,8 +170,7 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     if name not in runs:
         raise ReproduceError(f"{name} is not a pretraining run of this reproduction: {', '.join(runs)}")
     run = registry.RUNS[runs[name]]
-    body = registry.config_dict(run, cfg.scale, runs_root=str(pretraining_dir(cfg)),
-                                data_path=str(data_dir(cfg)))
+    body = registry.config_dict(run, cfg.scale, runs_root=str(pretraining_dir(cfg)), data_path=str(data_dir(cfg)))
     body["name"] = name  # toy: `toy_s-mlm40-42` rather than the registry's `210m-mlm40-42k-toy`
     body["run_dir"] = str(pretraining_dir(cfg) / name)
     if run.cpt_base is not None:  # the decayed base, under its name at this scale
@@ -188,13 +199,26 @@ def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: b
     from benchmarks import matrix
     from benchmarks.run import load_run_config
 
-    values = {"model": "-", "task": "-", "lr": 1.0, "seed": 0, "out": str(finetune_dir(cfg)),
-              "data_root": cfg.data_root, "max_steps": cfg.finetune_steps}
+    values = {
+        "model": "-",
+        "task": "-",
+        "lr": 1.0,
+        "seed": 0,
+        "out": str(finetune_dir(cfg)),
+        "data_root": cfg.data_root,
+        "max_steps": cfg.finetune_steps,
+    }
     base = load_run_config(values, cfg.finetune_config)
     jobs = []
     for model in [name] if name else model_names(cfg):
-        jobs += matrix.expand(replace(base, model_name=model), [str(model_path(cfg, model))],
-                              list(cfg.tasks), list(cfg.lrs), list(cfg.seeds), check_models=check_models)
+        jobs += matrix.expand(
+            replace(base, model_name=model),
+            [str(model_path(cfg, model))],
+            list(cfg.tasks),
+            list(cfg.lrs),
+            list(cfg.seeds),
+            check_models=check_models,
+        )
     return jobs
 
 
@@ -221,6 +245,7 @@ def write_reproduce_config(cfg: ReproduceConfig) -> Path:
 
     body = config_to_dict(cfg)
     path = out_dir(cfg) / "reproduce.yaml"
-    write_if_changed(path, f"# python -m reproduce, config hash {stable_hash(body)}\n"
-                            + yaml.safe_dump(body, sort_keys=False))
+    write_if_changed(
+        path, f"# python -m reproduce, config hash {stable_hash(body)}\n" + yaml.safe_dump(body, sort_keys=False)
+    )
     return path

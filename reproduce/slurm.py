@@ -2,6 +2,7 @@
 writes one script per job and `submit.sh`, which submits them chained with `--dependency`; cluster
 specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,13 +63,17 @@ class ClusterConfig:
     binds: tuple[str, ...] = ()  # more paths to bind into the container
     sbatch_options: tuple[str, ...] = ()  # more #SBATCH options for every job, e.g. "--constraint=a100"
     prepare_data_args: tuple[str, ...] = (
-        "--hf-dataset", "HuggingFaceFW/fineweb-edu", "--hf-config", "sample-100BT",
-        "--tokenizer", "meta-llama/Meta-Llama-3-8B")  # toy scale: --input embedded (the shipped corpus)
+        "--hf-dataset",
+        "HuggingFaceFW/fineweb-edu",
+        "--hf-config",
+        "sample-100BT",
+        "--tokenizer",
+        "meta-llama/Meta-Llama-3-8B",
+    )  # toy scale: --input embedded (the shipped corpus)
 
     def __post_init__(self):
         if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
-            raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and "
-                             "cpu_ranks_per_node >= 1")
+            raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and cpu_ranks_per_node >= 1")
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
@@ -99,8 +104,7 @@ class SlurmWriter:
     # what every job runs its commands through
     def binds(self) -> list[str]:
         c = self.cluster
-        paths = [REPO_ROOT, out_dir(self.cfg), data_dir(self.cfg), pretraining_dir(self.cfg), c.hf_cache,
-                 *c.binds]
+        paths = [REPO_ROOT, out_dir(self.cfg), data_dir(self.cfg), pretraining_dir(self.cfg), c.hf_cache, *c.binds]
         if self.cfg.data_root:
             paths.append(self.cfg.data_root)
         return list(dict.fromkeys(str(Path(p)) for p in paths))
@@ -110,8 +114,10 @@ class SlurmWriter:
         if not self.container:
             return ""
         nv = "--nv " if self.cluster.gpus_per_node > 0 else ""
-        return (f"apptainer exec {nv}--cleanenv --bind {_q(','.join(self.binds()))} --pwd {_q(REPO_ROOT)} "
-                f"{_q(self.cluster.image)} ")
+        return (
+            f"apptainer exec {nv}--cleanenv --bind {_q(','.join(self.binds()))} --pwd {_q(REPO_ROOT)} "
+            f"{_q(self.cluster.image)} "
+        )
 
     def check_paths(self) -> None:
         """Paths go unquoted into `srun bash -c '...'` and `--bind a,b`: keep them plain."""
@@ -119,13 +125,20 @@ class SlurmWriter:
 
         for path in [*self.binds(), self.cluster.image, self.cluster.python]:
             if not re.fullmatch(r"[\w@%+=:./-]+", str(path)):
-                raise ReproduceError(f"path {path!r} (cluster config or --out) has characters the generated "
-                                     "scripts cannot carry (spaces, quotes, commas): use a plain path")
+                raise ReproduceError(
+                    f"path {path!r} (cluster config or --out) has characters the generated "
+                    "scripts cannot carry (spaces, quotes, commas): use a plain path"
+                )
 
     def environment(self) -> list[str]:
         c = self.cluster
-        env = {"HF_HOME": c.hf_cache, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            "HF_HOME": c.hf_cache,
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         if c.gpus_per_node == 0:
             env["OMP_NUM_THREADS"] = "1"
         lines = [f"export {k}={_q(v)}" for k, v in env.items()]
@@ -135,8 +148,12 @@ class SlurmWriter:
 
     def header(self, job_name: str, time_limit: str, extra: list[str]) -> list[str]:
         c = self.cluster
-        opts = [f"--job-name={job_name}", f"--partition={c.partition}", f"--time={time_limit}",
-                f"--output={self.logs}/%x_%j.out"]
+        opts = [
+            f"--job-name={job_name}",
+            f"--partition={c.partition}",
+            f"--time={time_limit}",
+            f"--output={self.logs}/%x_%j.out",
+        ]
         opts += [f"--account={c.account}"] if c.account else []
         opts += [f"--qos={c.qos}"] if c.qos else []
         return ["#!/bin/bash", *[f"#SBATCH {o}" for o in opts + extra + list(c.sbatch_options)]]
@@ -147,13 +164,17 @@ class SlurmWriter:
     # the jobs
     def data_script(self) -> str:
         c, out = self.cluster, data_dir(self.cfg)
-        args = ["--input", "embedded", "--seq-len", "128"] if self.cfg.scale == "toy" else \
-            [*c.prepare_data_args, "--seq-len", "2048"]
+        args = (
+            ["--input", "embedded", "--seq-len", "128"]
+            if self.cfg.scale == "toy"
+            else [*c.prepare_data_args, "--seq-len", "2048"]
+        )
         cmd = f"{self.prefix()}{_q(c.python)} -m pretraining prepare-data {' '.join(map(_q, args))} --out {_q(out)}"
-        lines = self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"]) + \
-            self.body_start() + [
-                f"if [[ -f {_q(out / 'manifest.json')} ]]; then echo 'data: reusing {out}'; exit 0; fi",
-                cmd]
+        lines = (
+            self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"])
+            + self.body_start()
+            + [f"if [[ -f {_q(out / 'manifest.json')} ]]; then echo 'data: reusing {out}'; exit 0; fi", cmd]
+        )
         return "\n".join(lines) + "\n"
 
     def pretraining_script(self, name: str, config_path: Path) -> str:
@@ -164,19 +185,30 @@ class SlurmWriter:
         launcher = gpu or ranks_per_node > 1
         extra = ["--requeue", "--signal=B:USR1@600"]
         if gpu:
-            extra += [f"--nodes={c.pretraining_nodes}", "--ntasks-per-node=1", f"--gpus-per-node={c.gpus_per_node}",
-                      f"--cpus-per-task={c.cpus_per_gpu * c.gpus_per_node}"]
+            extra += [
+                f"--nodes={c.pretraining_nodes}",
+                "--ntasks-per-node=1",
+                f"--gpus-per-node={c.gpus_per_node}",
+                f"--cpus-per-task={c.cpus_per_gpu * c.gpus_per_node}",
+            ]
         elif launcher:
-            extra += [f"--nodes={c.pretraining_nodes}", "--ntasks-per-node=1",
-                      f"--cpus-per-task={c.cpus_per_task * ranks_per_node}"]
+            extra += [
+                f"--nodes={c.pretraining_nodes}",
+                "--ntasks-per-node=1",
+                f"--cpus-per-task={c.cpus_per_task * ranks_per_node}",
+            ]
         else:
             extra += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={c.cpus_per_task}"]
-        lines = self.header(f"mlmclm-pt-{name}", c.pretraining_time, extra) + self.body_start() + [
-            "# Requeued (node failure, preemption, or the USR1 sent 10 min before the time limit), the job",
-            "# runs again with the same run_dir: Composer's autoresume continues from the last checkpoint.",
-            'trap \'echo "time limit near: requeue $SLURM_JOB_ID"; scontrol requeue "$SLURM_JOB_ID"\' USR1',
-            f"if [[ -f {_q(run_dir / FINISHED_FILE)} ]]; then echo 'pretraining: {name} is finished'; exit 0; fi",
-        ]
+        lines = (
+            self.header(f"mlmclm-pt-{name}", c.pretraining_time, extra)
+            + self.body_start()
+            + [
+                "# Requeued (node failure, preemption, or the USR1 sent 10 min before the time limit), the job",
+                "# runs again with the same run_dir: Composer's autoresume continues from the last checkpoint.",
+                'trap \'echo "time limit near: requeue $SLURM_JOB_ID"; scontrol requeue "$SLURM_JOB_ID"\' USR1',
+                f"if [[ -f {_q(run_dir / FINISHED_FILE)} ]]; then echo 'pretraining: {name} is finished'; exit 0; fi",
+            ]
+        )
         train = f"-m pretraining train {_q(config_path)}"
         if launcher:
             world = c.pretraining_nodes * ranks_per_node
@@ -184,7 +216,7 @@ class SlurmWriter:
                 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
                 "export MASTER_ADDR",
                 f"srun --kill-on-bad-exit=1 bash -c '{self.prefix()}composer -n {ranks_per_node} "
-                f"--world_size {world} --node_rank \"$SLURM_NODEID\" --master_addr \"$MASTER_ADDR\" "
+                f'--world_size {world} --node_rank "$SLURM_NODEID" --master_addr "$MASTER_ADDR" '
                 f"--master_port {c.master_port} {train}' &",
             ]
         else:
@@ -194,15 +226,25 @@ class SlurmWriter:
 
     def python_wrapper(self) -> str:
         """`$PYTHON` of the benchmarks.matrix array scripts: python inside the image."""
-        return "\n".join(["#!/bin/bash", "# python of the fine-tuning array tasks (benchmarks.matrix scripts)",
-                          *self.environment(), f'exec {self.prefix()}{_q(self.cluster.python)} "$@"']) + "\n"
+        return (
+            "\n".join(
+                [
+                    "#!/bin/bash",
+                    "# python of the fine-tuning array tasks (benchmarks.matrix scripts)",
+                    *self.environment(),
+                    f'exec {self.prefix()}{_q(self.cluster.python)} "$@"',
+                ]
+            )
+            + "\n"
+        )
 
     def analysis_script(self, config_path: Path) -> str:
         c = self.cluster
-        lines = self.header("mlmclm-analysis", c.analysis_time, [f"--cpus-per-task={c.cpus_per_task}"]) + \
-            self.body_start() + [
-                f"{self.prefix()}{_q(c.python)} -m reproduce --config {_q(config_path)} "
-                "--stage analysis"]
+        lines = (
+            self.header("mlmclm-analysis", c.analysis_time, [f"--cpus-per-task={c.cpus_per_task}"])
+            + self.body_start()
+            + [f"{self.prefix()}{_q(c.python)} -m reproduce --config {_q(config_path)} --stage analysis"]
+        )
         return "\n".join(lines) + "\n"
 
     def finetune_options(self) -> list[str]:
@@ -210,8 +252,11 @@ class SlurmWriter:
         opts = [f"--partition={c.partition}", f"--time={c.finetune_time}"]
         opts += [f"--account={c.account}"] if c.account else []
         opts += [f"--qos={c.qos}"] if c.qos else []
-        opts += ["--gpus=1", f"--cpus-per-task={c.cpus_per_gpu}"] if c.gpus_per_node else \
-            [f"--cpus-per-task={c.cpus_per_task}"]
+        opts += (
+            ["--gpus=1", f"--cpus-per-task={c.cpus_per_gpu}"]
+            if c.gpus_per_node
+            else [f"--cpus-per-task={c.cpus_per_task}"]
+        )
         return opts + list(c.sbatch_options)
 
     def write(self) -> dict:
@@ -230,8 +275,12 @@ class SlurmWriter:
         python = self.dir / "python.sh"
         write_if_changed(python, self.python_wrapper())
         python.chmod(0o755)
-        commands = ["cd " + _q(self.dir), f"mkdir -p {_q(self.logs)}",
-                    "data=$(sbatch --parsable data.sbatch)", "data=${data%%;*}"]
+        commands = [
+            "cd " + _q(self.dir),
+            f"mkdir -p {_q(self.logs)}",
+            "data=$(sbatch --parsable data.sbatch)",
+            "data=${data%%;*}",
+        ]
         after_finetune, n_runs, n_tasks = [], 0, 0
         runs = pretraining_runs(cfg)
         run_var = {}
@@ -254,39 +303,68 @@ class SlurmWriter:
             jobs_path = finetune_dir(cfg) / "jobs" / f"{ckpt.name}.jsonl"
             write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
             ft = self.dir / f"finetune_{ckpt.name}.sh"
-            write_if_changed(ft, matrix.slurm_script(jobs_path, jobs, self.cluster.array_throttle, self.dir,
-                                                      self.finetune_options(), python=str(python)))
+            write_if_changed(
+                ft,
+                matrix.slurm_script(
+                    jobs_path, jobs, self.cluster.array_throttle, self.dir, self.finetune_options(), python=str(python)
+                ),
+            )
             n_runs += len(jobs)
             throttle = f"%{self.cluster.array_throttle}" if self.cluster.array_throttle else ""
             for group, size in matrix.array_sizes(jobs).items():
                 if size == 0:
                     continue
-                dep = f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes' if group == "ir_eval" \
+                dep = (
+                    f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes'
+                    if group == "ir_eval"
                     else f'afterok:"${run_var[ckpt.run_name]}"'
+                )
                 var = f"{group}{j}"
-                commands += [f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{ckpt.name} --array=0-{size - 1}"
-                             f"{throttle} --dependency={dep} {ft.name} {group})", f"{var}=${{{var}%%;*}}"]
+                commands += [
+                    f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{ckpt.name} --array=0-{size - 1}"
+                    f"{throttle} --dependency={dep} {ft.name} {group})",
+                    f"{var}=${{{var}%%;*}}",
+                ]
                 after_finetune.append(f'"${var}"')
                 n_tasks += size
         analysis = self.dir / "analysis.sbatch"
         write_if_changed(analysis, self.analysis_script(config_path))
-        commands += [f"analysis=$(sbatch --parsable --dependency=afterok:{':'.join(after_finetune)} "
-                     f"{analysis.name})", "analysis=${analysis%%;*}",
-                     'echo "submitted: data $data, pretraining' + "".join(f" ${v}" for v in run_var.values()) +
-                     ', analysis $analysis"']
+        commands += [
+            f"analysis=$(sbatch --parsable --dependency=afterok:{':'.join(after_finetune)} {analysis.name})",
+            "analysis=${analysis%%;*}",
+            'echo "submitted: data $data, pretraining'
+            + "".join(f" ${v}" for v in run_var.values())
+            + ', analysis $analysis"',
+        ]
         submit = self.dir / "submit.sh"
-        write_if_changed(submit, "\n".join([
-            "#!/bin/bash",
-            f"# Study {cfg.study} at scale {cfg.scale}: data -> {len(runs)} pretraining jobs -> fine-tuning arrays "
-            f"of {len(study_checkpoints(cfg))} checkpoints ({n_runs} runs) -> analysis, chained with --dependency.",
-            "# Written by `python -m reproduce`; run with bash to submit (from a login node).",
-            "set -euo pipefail", *commands]) + "\n")
-        return {"submit": submit, "commands": commands, "pretraining_jobs": len(runs),
-                "checkpoints": len(study_checkpoints(cfg)), "finetune_runs": n_runs, "finetune_array_tasks": n_tasks}
+        write_if_changed(
+            submit,
+            "\n".join(
+                [
+                    "#!/bin/bash",
+                    f"# Study {cfg.study} at scale {cfg.scale}: data -> {len(runs)} pretraining jobs -> "
+                    f"fine-tuning arrays of {len(study_checkpoints(cfg))} checkpoints ({n_runs} runs) -> "
+                    "analysis, chained with --dependency.",
+                    "# Written by `python -m reproduce`; run with bash to submit (from a login node).",
+                    "set -euo pipefail",
+                    *commands,
+                ]
+            )
+            + "\n",
+        )
+        return {
+            "submit": submit,
+            "commands": commands,
+            "pretraining_jobs": len(runs),
+            "checkpoints": len(study_checkpoints(cfg)),
+            "finetune_runs": n_runs,
+            "finetune_array_tasks": n_tasks,
+        }
 
 
-def reproduce_slurm(cfg: ReproduceConfig, cluster_file: str | Path, dry_run: bool = False,
-                    container: bool = True, log=print) -> dict:
+def reproduce_slurm(
+    cfg: ReproduceConfig, cluster_file: str | Path, dry_run: bool = False, container: bool = True, log=print
+) -> dict:
     """Write the Slurm scripts of the DAG; submit them unless `dry_run` (then print the sbatch commands)."""
     import subprocess
 
@@ -294,19 +372,23 @@ def reproduce_slurm(cfg: ReproduceConfig, cluster_file: str | Path, dry_run: boo
     cfg = replace(cfg, data_dir=cfg.data_dir or cluster.data_dir, runs_dir=cfg.runs_dir or cluster.runs_dir)
     out_dir(cfg).mkdir(parents=True, exist_ok=True)
     written = SlurmWriter(cfg, cluster, container).write()
-    log(f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
+    log(
+        f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
         f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} "
         "fine-tuning runs "
-        f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}")
+        f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}"
+    )
     if dry_run:
         log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")
         for line in written["commands"]:
             log("  " + line)
         return written
     if Path(cluster_file).resolve() == (CONFIG_DIR / "cluster.example.yaml").resolve():
-        raise ReproduceError(f"{cluster_file} is the example cluster config: copy it to "
-                             f"{CONFIG_DIR / 'cluster.yaml'} (or pass --cluster FILE) and set your partition, "
-                             "image and paths before submitting")
+        raise ReproduceError(
+            f"{cluster_file} is the example cluster config: copy it to "
+            f"{CONFIG_DIR / 'cluster.yaml'} (or pass --cluster FILE) and set your partition, "
+            "image and paths before submitting"
+        )
     result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
     if result.returncode != 0:
         raise ReproduceError(f"submitting {written['submit']} failed: {result.stderr.strip().splitlines()[-1:]}")

@@ -11,6 +11,7 @@ At toy scale a checkpoint is renamed with the toy size and every step count divi
 names, and `Checkpoint.paper_name` says which paper checkpoint the toy run stands in for when the
 figures and tables are drawn in the paper's layout. Pure logic: no trainer, no drawing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -54,8 +55,11 @@ def _masking() -> tuple[str, ...]:
 
 
 def _data_efficiency() -> tuple[str, ...]:
-    return tuple(single_objective_name("610m", obj, PRETRAIN_STEPS, step)
-                 for obj in ("mlm40", "clm") for step in (*INTERMEDIATE_STEPS, PRETRAIN_STEPS))
+    return tuple(
+        single_objective_name("610m", obj, PRETRAIN_STEPS, step)
+        for obj in ("mlm40", "clm")
+        for step in (*INTERMEDIATE_STEPS, PRETRAIN_STEPS)
+    )
 
 
 def _biphasic() -> tuple[str, ...]:
@@ -64,29 +68,41 @@ def _biphasic() -> tuple[str, ...]:
 
 def _masking_after_clm() -> tuple[str, ...]:
     ratios = [objective_token(r) for r in MASKING_RATIOS]
-    return tuple([single_objective_name("610m", r) for r in ratios] +
-                 [biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, r) for r in ratios])
+    return tuple(
+        [single_objective_name("610m", r) for r in ratios]
+        + [biphasic_name("610m", CLM_STEPS_BEFORE_MASKING, PRETRAIN_STEPS, r) for r in ratios]
+    )
 
 
 def _cpt() -> tuple[str, ...]:
     return tuple(cpt_name(base, steps) for base in ("clm", "mlm40") for steps in (0, *CPT_STEPS))
 
 
-STUDIES: dict[str, Study] = {s.name: s for s in (
-    Study("masking", "masking ratio and objective at 42k steps, three sizes", (2, 3, 5), (2, 3, 4, 5), _masking()),
-    Study("data-efficiency", "610M MLM-40 vs CLM along pretraining", (4, 10), (6, 7, 8, 9), _data_efficiency()),
-    Study("biphasic", "610M CLM then MLM-40 at 12k/22k/42k budgets", (6,), (10, 11, 12, 13), _biphasic()),
-    Study("masking-after-clm", "610M masking ratio after 40k CLM steps vs MLM only", (7,), (), _masking_after_clm()),
-    Study("cpt", "610M MLM-40 continued pretraining from decayed CLM and MLM bases", (8, 9, 12), (14, 15, 16, 17),
-          _cpt()),
-)}
+STUDIES: dict[str, Study] = {
+    s.name: s
+    for s in (
+        Study("masking", "masking ratio and objective at 42k steps, three sizes", (2, 3, 5), (2, 3, 4, 5), _masking()),
+        Study("data-efficiency", "610M MLM-40 vs CLM along pretraining", (4, 10), (6, 7, 8, 9), _data_efficiency()),
+        Study("biphasic", "610M CLM then MLM-40 at 12k/22k/42k budgets", (6,), (10, 11, 12, 13), _biphasic()),
+        Study(
+            "masking-after-clm", "610M masking ratio after 40k CLM steps vs MLM only", (7,), (), _masking_after_clm()
+        ),
+        Study(
+            "cpt",
+            "610M MLM-40 continued pretraining from decayed CLM and MLM bases",
+            (8, 9, 12),
+            (14, 15, 16, 17),
+            _cpt(),
+        ),
+    )
+}
 # What a user may ask for that no study reproduces, and why (one line each).
 NOT_REPRODUCIBLE = {
     ("figure", 1): "Figure 1 is not one of the paper's result figures (Figures 2-12): nothing to reproduce",
     ("figure", 11): "Figure 11 needs a 1B 25/75 biphasic model that the paper did not release and the registry "
-                    "does not know (its MLM-40 and CLM endpoints are in `make reproduce FIGURE=3`)",
+    "does not know (its MLM-40 and CLM endpoints are in `make reproduce FIGURE=3`)",
     ("table", 1): "Table 1 lists the architecture and training settings: `python -m pretraining configs` writes "
-                  "them as run configs",
+    "them as run configs",
 }
 
 
@@ -106,8 +122,12 @@ def study_for(figure: int | None = None, table: int | None = None) -> Study:
 
 def targets() -> list[str]:
     """Every `make reproduce` target, e.g. 'FIGURE=4 (data-efficiency)'."""
-    return [f"{kind.upper()}={n} ({s.name})" for s in STUDIES.values()
-            for kind, numbers in (("figure", s.figures), ("table", s.tables)) for n in numbers]
+    return [
+        f"{kind.upper()}={n} ({s.name})"
+        for s in STUDIES.values()
+        for kind, numbers in (("figure", s.figures), ("table", s.tables))
+        for n in numbers
+    ]
 
 
 # --- scale -----------------------------------------------------------------------------------------
@@ -132,10 +152,17 @@ def scaled_name(paper_name: str, scale: str, length_42k: int | None = None) -> s
     base = desc.checkpoint_step - desc.cpt_steps
     cpt = s(desc.checkpoint_step) - s(base) if desc.objective == "cpt" else 0
     size = TOY_SIZE.get(desc.size, desc.size) if scale == "toy" else desc.size
-    return format_model_name(replace(
-        desc, size=size, clm_steps=s(desc.clm_steps) if desc.clm_steps else 0,
-        mlm_steps=s(desc.mlm_steps) if desc.mlm_steps else 0, cpt_steps=cpt,
-        schedule_steps=s(desc.schedule_steps), checkpoint_step=s(desc.checkpoint_step)))
+    return format_model_name(
+        replace(
+            desc,
+            size=size,
+            clm_steps=s(desc.clm_steps) if desc.clm_steps else 0,
+            mlm_steps=s(desc.mlm_steps) if desc.mlm_steps else 0,
+            cpt_steps=cpt,
+            schedule_steps=s(desc.schedule_steps),
+            checkpoint_step=s(desc.checkpoint_step),
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -150,22 +177,31 @@ class Checkpoint:
     step: int
 
 
-def checkpoints(study: Study, scale: str, length_42k: int | None = None,
-                only: tuple[str, ...] | None = None) -> list[Checkpoint]:
+def checkpoints(
+    study: Study, scale: str, length_42k: int | None = None, only: tuple[str, ...] | None = None
+) -> list[Checkpoint]:
     """The study's checkpoints at `scale`; `only`: a subset, by paper or scaled name."""
     from pretraining.registry import run_for
 
     out = []
     for paper_name in study.checkpoints:
         run, step = run_for(paper_name)
-        out.append(Checkpoint(scaled_name(paper_name, scale, length_42k), paper_name, run.name,
-                              scaled_name(run.name, scale, length_42k), scale_steps(step, scale, length_42k)))
+        out.append(
+            Checkpoint(
+                scaled_name(paper_name, scale, length_42k),
+                paper_name,
+                run.name,
+                scaled_name(run.name, scale, length_42k),
+                scale_steps(step, scale, length_42k),
+            )
+        )
     if only is not None:
         known = {c.paper_name for c in out} | {c.name for c in out}
         unknown = [n for n in only if n not in known]
         if unknown:
-            raise StudyError(f"checkpoints {unknown} are not in study {study.name}: give some of "
-                             f"{','.join(c.name for c in out)}")
+            raise StudyError(
+                f"checkpoints {unknown} are not in study {study.name}: give some of {','.join(c.name for c in out)}"
+            )
         out = [c for c in out if c.paper_name in only or c.name in only]
     return out
 

@@ -1,4 +1,5 @@
 """Test-wide settings: everything offline and headless, as on CI (no hub, no display)."""
+
 import atexit
 import os
 import shutil

@@ -1,4 +1,5 @@
 """A Composer callback recording the learning rate each optimizer step actually used."""
+
 from __future__ import annotations
 
 
@@ -10,6 +11,7 @@ def record_step_lrs(lrs: list):
     class StepLRs(Callback):
         def fit_start(self, state, logger):
             state.optimizers[0].register_step_pre_hook(
-                lambda optimizer, args, kwargs: lrs.append(optimizer.param_groups[0]["lr"]))
+                lambda optimizer, args, kwargs: lrs.append(optimizer.param_groups[0]["lr"])
+            )
 
     return StepLRs()

@@ -1,4 +1,5 @@
 """The repository's user-facing contract: layout, citation, CI entry and README commands."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_layout_has_the_pipeline_stages():
-    for folder in ["container", "contracts", "benchmarks", "pretraining", "analysis", "paper_figures", "reproduce",
-                   "tests"]:
+    for folder in [
+        "container",
+        "contracts",
+        "benchmarks",
+        "pretraining",
+        "analysis",
+        "paper_figures",
+        "reproduce",
+        "tests",
+    ]:
         assert (ROOT / folder).is_dir(), folder
     for file in ["Makefile", "CITATION.cff", "README.md", "pyproject.toml", "requirements.lock"]:
         assert (ROOT / file).is_file(), file
@@ -30,15 +39,17 @@ def test_ci_runs_the_readme_test_command_then_the_linter():
 
 def test_every_stage_has_a_cli():
     for package in ["analysis", "paper_figures", "pretraining", "benchmarks", "reproduce"]:
-        result = subprocess.run([sys.executable, "-m", package, "--help"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", package, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, (package, result.stderr[-2000:])
         assert "usage" in result.stdout.lower()
 
 
 def test_lock_pins_every_package_exactly():
-    lines = [line for line in (ROOT / "requirements.lock").read_text().splitlines()
-             if line and not line.startswith("#")]
+    lines = [
+        line for line in (ROOT / "requirements.lock").read_text().splitlines() if line and not line.startswith("#")
+    ]
     assert lines and all("==" in line for line in lines)
     pins = dict(line.split("==") for line in lines)
     assert pins["torch"] == "2.7.0" and pins["mosaicml"] == "0.32.1"

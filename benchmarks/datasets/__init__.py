@@ -3,6 +3,7 @@
 `TOY_DATA_ROOT` is a committed local mirror of all datasets in their Hub schemas with synthetic,
 learnable text (written by `python -m benchmarks.datasets.make_toy`); pass it as `data_root`.
 """
+
 from pathlib import Path
 
 from benchmarks.datasets.loading import (
@@ -19,6 +20,13 @@ from benchmarks.datasets.loading import (
 TOY_DATA_ROOT = Path(__file__).resolve().parent / "toy"
 
 __all__ = [
-    "CANDIDATE_POOLS", "DatasetError", "IRSplit", "TaskData", "TOY_DATA_ROOT", "load_hub_split",
-    "load_task_data", "pooled_doc_ids", "relevant_queries",
+    "CANDIDATE_POOLS",
+    "DatasetError",
+    "IRSplit",
+    "TaskData",
+    "TOY_DATA_ROOT",
+    "load_hub_split",
+    "load_task_data",
+    "pooled_doc_ids",
+    "relevant_queries",
 ]

@@ -26,6 +26,7 @@ them sampled with `random.Random(query_split_seed)` for validation, the rest for
 released `nq()` draws them with Python's `random.sample`; a run passes its fine-tuning seed,
 docs/protocol.md, "Choices").
 """
+
 from __future__ import annotations
 
 import gzip
@@ -121,8 +122,7 @@ def _check_columns(columns, required, source: HubSource, split: str, where: str)
         )
 
 
-def load_hub_split(source: HubSource, split: str, data_root: Path | None,
-                   required: tuple[str, ...] = ()) -> Dataset:
+def load_hub_split(source: HubSource, split: str, data_root: Path | None, required: tuple[str, ...] = ()) -> Dataset:
     """One split of a Hub dataset with the Hub's features, from the Hub or a local mirror."""
     if data_root is None:
         ds = datasets.load_dataset(source.hub_id, source.config, split=split)
@@ -151,8 +151,9 @@ def load_hub_split(source: HubSource, split: str, data_root: Path | None,
         warnings.simplefilter("ignore")
         datasets.disable_progress_bars()
         try:
-            return datasets.load_dataset(builder, data_files={split: str(path)}, features=features,
-                                         split=split, **kwargs)
+            return datasets.load_dataset(
+                builder, data_files={split: str(path)}, features=features, split=split, **kwargs
+            )
         finally:
             if bars_were_on:
                 datasets.enable_progress_bars()
@@ -172,8 +173,11 @@ def _label_names(ds: Dataset, column: str, spec: TaskSpec, split: str) -> tuple[
             f"names {list(names)}, task {spec.name} expects {spec.num_labels}"
         )
     if names != spec.label_names:
-        warnings.warn(f"{spec.name}: label names of the data {list(names)} differ from the spec "
-                      f"{list(spec.label_names)}; using the data's", stacklevel=3)
+        warnings.warn(
+            f"{spec.name}: label names of the data {list(names)} differ from the spec "
+            f"{list(spec.label_names)}; using the data's",
+            stacklevel=3,
+        )
     return names
 
 
@@ -193,16 +197,21 @@ def _ensure_class_labels(spec: TaskSpec, ds: Dataset, split: str) -> Dataset:
         index = {name: i for i, name in enumerate(names)}
         unknown = sorted({t for tags in ds[column] for t in tags} - set(index))
         if unknown:
-            raise DatasetError(f"dataset {spec.hub_id}, split {split!r}: column {column!r} has "
-                               f"tags {unknown[:5]} outside the {len(names)} labels of {spec.name}")
+            raise DatasetError(
+                f"dataset {spec.hub_id}, split {split!r}: column {column!r} has "
+                f"tags {unknown[:5]} outside the {len(names)} labels of {spec.name}"
+            )
         ds = ds.map(lambda row: {column: [index[t] for t in row[column]]}, features=target)
         return ds
     top = max((max(tags) for tags in ds[column] if len(tags)), default=-1)
     if top >= len(names):
-        raise DatasetError(f"dataset {spec.hub_id}, split {split!r}: column {column!r} has tag id "
-                           f"{top}, task {spec.name} has {len(names)} labels")
-    warnings.warn(f"{spec.name}: {column!r} has plain integer tags; reading them with the spec's "
-                  "label order", stacklevel=3)
+        raise DatasetError(
+            f"dataset {spec.hub_id}, split {split!r}: column {column!r} has tag id "
+            f"{top}, task {spec.name} has {len(names)} labels"
+        )
+    warnings.warn(
+        f"{spec.name}: {column!r} has plain integer tags; reading them with the spec's label order", stacklevel=3
+    )
     return ds.cast(target)
 
 
@@ -213,8 +222,10 @@ def _required(spec: TaskSpec) -> tuple[str, ...]:
 def _normalise(spec: TaskSpec, ds: Dataset, hub_split: str) -> Dataset:
     if spec.task_type == "SC":
         if len(ds) and min(ds[spec.label_column]) < 0:
-            raise DatasetError(f"dataset {spec.hub_id} ({spec.hub_config}), split {hub_split!r}: "
-                               "hidden labels (-1); it cannot be trained or scored on")
+            raise DatasetError(
+                f"dataset {spec.hub_id} ({spec.hub_config}), split {hub_split!r}: "
+                "hidden labels (-1); it cannot be trained or scored on"
+            )
         keep = ["label"] + (["idx"] if "idx" in ds.column_names else [])
         text = [spec.format_input(row) for row in ds.select_columns(list(spec.input_columns))]
         return ds.select_columns(keep).add_column("text", text).select_columns(["text"] + keep)
@@ -255,8 +266,7 @@ def _load_supervised(spec: TaskSpec, data_root: Path | None, roles) -> TaskData:
     record = {"protocol": spec.validation_protocol, "hub_splits": {r: spec.splits[r] for r in roles}}
     if spec.validation_protocol == "train_carveout" and ("train" in roles or "validation" in roles):
         train = _normalise(spec, raw[spec.splits["train"]], spec.splits["train"])
-        parts = train.train_test_split(train_size=round(1 - spec.validation_fraction, 10),
-                                       seed=spec.split_seed)
+        parts = train.train_test_split(train_size=round(1 - spec.validation_fraction, 10), seed=spec.split_seed)
         out["train"], out["validation"] = parts["train"], parts["test"]
         record.update(validation_fraction=spec.validation_fraction, seed=spec.split_seed)
         if "test" in roles:
@@ -268,9 +278,14 @@ def _load_supervised(spec: TaskSpec, data_root: Path | None, roles) -> TaskData:
     record["sizes"] = {role: len(out[role]) for role in roles}
     if id_column and all(id_column in out[role].column_names for role in roles):
         record["ids_sha"] = {role: _ids_sha(out[role][id_column]) for role in roles}
-    return TaskData(spec, out.get("train") if "train" in roles else None,
-                    out.get("validation") if "validation" in roles else None,
-                    out.get("test") if "test" in roles else None, label_names, record)
+    return TaskData(
+        spec,
+        out.get("train") if "train" in roles else None,
+        out.get("validation") if "validation" in roles else None,
+        out.get("test") if "test" in roles else None,
+        label_names,
+        record,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,8 +299,7 @@ def _qrels_from_beir(ds: Dataset) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _corpus_texts(cds: Dataset, id_column: str, columns, template: str,
-                  wanted: set[str] | None) -> dict[str, str]:
+def _corpus_texts(cds: Dataset, id_column: str, columns, template: str, wanted: set[str] | None) -> dict[str, str]:
     """doc id -> document text for the documents in `wanted` (all when None); the id filter
     runs in Arrow, so a pool of a few thousand documents is cheap to take from millions."""
     import numpy as np
@@ -297,16 +311,17 @@ def _corpus_texts(cds: Dataset, id_column: str, columns, template: str,
         ids = cds.data.column(id_column).cast(pa.string())
         mask = pc.is_in(ids, value_set=pa.array(sorted(wanted), type=pa.string()))
         cds = cds.select(np.flatnonzero(mask.to_numpy(zero_copy_only=False)))
-    return {str(row[id_column]): template.format(title=row.get("title", ""), text=row["text"])
-            for row in cds}
+    return {str(row[id_column]): template.format(title=row.get("title", ""), text=row["text"]) for row in cds}
 
 
-def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str,
-             query_split_seed: int | None) -> TaskData:
+def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str, query_split_seed: int | None) -> TaskData:
     ir = spec.ir
     evaluated = [r for r in roles if r != "train"]
-    record: dict = {"protocol": spec.validation_protocol, "candidate_pool": pool,
-                    "hub_splits": {r: spec.splits[r] for r in roles}}
+    record: dict = {
+        "protocol": spec.validation_protocol,
+        "candidate_pool": pool,
+        "hub_splits": {r: spec.splits[r] for r in roles},
+    }
     train = None
     if "train" in roles:
         src = spec.train_source
@@ -314,8 +329,7 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str,
         train = train.select_columns(["query", "positive"])
         record["train_set"] = spec.train_set
     # qrels per role (all roles that define the pool, not only the requested ones)
-    needed = list(dict.fromkeys(evaluated + (["validation", "test"] if pool ==
-                                              "qrels_pool_all_splits" else [])))
+    needed = list(dict.fromkeys(evaluated + (["validation", "test"] if pool == "qrels_pool_all_splits" else [])))
     queries_text: dict[str, str] = {}
     qrels_by_role: dict[str, dict[str, dict[str, int]]] = {}
     if ir.format == "beir":
@@ -332,35 +346,39 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str,
     else:  # mldr: query rows carry their positives
         for role in needed:
             split = spec.splits[role]
-            ds = load_hub_split(ir.qrels, split, data_root,
-                                ("query_id", "query", "positive_passages"))
+            ds = load_hub_split(ir.qrels, split, data_root, ("query_id", "query", "positive_passages"))
             qrels_by_role[role] = {}
             for qid, text, positives in zip(ds["query_id"], ds["query"], ds["positive_passages"]):
                 queries_text[qid] = text
                 qrels_by_role[role][qid] = {p["docid"]: 1 for p in positives}
     if spec.validation_protocol == "query_halves" and needed:
         if query_split_seed is None:
-            raise ValueError(f"{spec.name}: its validation/test queries are drawn at random; give "
-                             "query_split_seed (a run uses its fine-tuning seed)")
+            raise ValueError(
+                f"{spec.name}: its validation/test queries are drawn at random; give "
+                "query_split_seed (a run uses its fine-tuning seed)"
+            )
         shared = qrels_by_role[needed[0]]
         qids = sorted(shared)
         rng = random.Random(query_split_seed)
         val_ids = set(rng.sample(qids, round(0.5 * len(qids))))
-        halves = {"validation": {q: shared[q] for q in qids if q in val_ids},
-                  "test": {q: shared[q] for q in qids if q not in val_ids}}
+        halves = {
+            "validation": {q: shared[q] for q in qids if q in val_ids},
+            "test": {q: shared[q] for q in qids if q not in val_ids},
+        }
         qrels_by_role = {role: halves[role] for role in needed}
         record.update(query_split_seed=query_split_seed, query_split_fraction=0.5)
     # The released pool: every document named in the validation and test qrels, any grade, also
     # those judged only for queries without a relevant document (encodeval/datasets.py).
     all_splits_pool = set().union(*(pooled_doc_ids(q) for q in qrels_by_role.values()))
     # keep only evaluated queries (>= 1 relevant doc) and their judgements
-    qrels_by_role = {role: {q: qrels[q] for q in relevant_queries(qrels)}
-                     for role, qrels in qrels_by_role.items()}
+    qrels_by_role = {role: {q: qrels[q] for q in relevant_queries(qrels)} for role, qrels in qrels_by_role.items()}
     for role, qrels in qrels_by_role.items():
         missing = [q for q in qrels if q not in queries_text]
         if missing:
-            raise DatasetError(f"{spec.name}: query {missing[0]!r} of the {role} qrels has no text "
-                               f"in {ir.queries.hub_id if ir.queries else ir.qrels.hub_id}")
+            raise DatasetError(
+                f"{spec.name}: query {missing[0]!r} of the {role} qrels has no text "
+                f"in {ir.queries.hub_id if ir.queries else ir.qrels.hub_id}"
+            )
     corpus: dict[str, str] = {}
     if evaluated:
         fields = ("docid", "text") if ir.format == "mldr" else ("_id", "text")
@@ -385,12 +403,14 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str,
             ids = set(corpus)
         absent = sorted(ids - set(corpus))
         if absent:
-            raise DatasetError(f"{spec.name}: document {absent[0]!r} judged in the {role} qrels is "
-                               f"not in the corpus {ir.corpus.hub_id}")
-        splits[role] = IRSplit(queries={q: queries_text[q] for q in qrels},
-                               corpus={d: corpus[d] for d in sorted(ids)}, qrels=qrels)
-    record["sizes"] = {role: {"queries": len(s.queries), "corpus": len(s.corpus)}
-                       for role, s in splits.items()}
+            raise DatasetError(
+                f"{spec.name}: document {absent[0]!r} judged in the {role} qrels is "
+                f"not in the corpus {ir.corpus.hub_id}"
+            )
+        splits[role] = IRSplit(
+            queries={q: queries_text[q] for q in qrels}, corpus={d: corpus[d] for d in sorted(ids)}, qrels=qrels
+        )
+    record["sizes"] = {role: {"queries": len(s.queries), "corpus": len(s.corpus)} for role, s in splits.items()}
     if train is not None:
         record["sizes"]["train"] = len(train)
     record["query_ids_sha"] = {role: _ids_sha(s.queries) for role, s in splits.items()}
@@ -400,9 +420,14 @@ def _load_ir(spec: TaskSpec, data_root: Path | None, roles, pool: str,
 # ---------------------------------------------------------------------------------------------
 
 
-def load_task_data(spec: TaskSpec, data_root: Path | None = None, *,
-                   roles: tuple[str, ...] = ROLES, pool: CandidatePool = "qrels_pool_all_splits",
-                   query_split_seed: int | None = None) -> TaskData:
+def load_task_data(
+    spec: TaskSpec,
+    data_root: Path | None = None,
+    *,
+    roles: tuple[str, ...] = ROLES,
+    pool: CandidatePool = "qrels_pool_all_splits",
+    query_split_seed: int | None = None,
+) -> TaskData:
     """The train/validation/test data of a task with the split protocol applied.
 
     `roles` limits what is loaded (e.g. ("validation", "test") for IR evaluation only);

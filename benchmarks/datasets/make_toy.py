@@ -42,6 +42,7 @@ Properties:
     contain a query with only grade-0 judgements; NQ documents have titles; MLDR documents are
     long (one is over 1,000 words).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,60 +59,290 @@ DEFAULT_SEED = 0
 
 # ----------------------------------------------------------------------------- vocabulary
 
-FIRST = ["Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas",
-         "Keiko", "Liam", "Mara", "Nils", "Olga", "Pavel", "Rosa", "Samir", "Tara", "Victor",
-         "Wanda", "Yusuf", "Zoe", "Amara", "Bao", "Chiara", "Dario", "Esther", "Felix", "Hana"]
-LAST = ["Smith", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Novak", "Rossi", "Schmidt",
-        "Kowalski", "Haddad", "Fischer", "Alvarez", "Berg", "Costa", "Dubois", "Mensah", "Ivanova",
-        "Quint", "Sato", "Varga"]
-ORGS = ["Norvik Systems", "Talbrook Bank", "Quillon Labs", "Brenfield Motors", "Ostrava Foods",
-        "Kelmar Group", "Vantor Airlines", "Drezna Steel", "Holmgard Media", "Pellucid Energy",
-        "Arbel Insurance", "Corvane Logistics", "Miravel Pharma", "Sundel Telecom"]
-CITIES = ["Berlin", "Lagos", "Lima", "Oslo", "Kyoto", "Porto", "Nairobi", "New York", "San Diego",
-          "Buenos Aires", "Cape Town", "Quebec", "Hanoi", "Tunis", "Gdansk", "Bergen"]
-MISC = ["German", "Nigerian", "Peruvian", "Japanese", "Olympic Games", "World Cup", "Davis Cup",
-        "Norwegian", "Brazilian", "Tour de France"]
+FIRST = [
+    "Alice",
+    "Bruno",
+    "Carla",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Keiko",
+    "Liam",
+    "Mara",
+    "Nils",
+    "Olga",
+    "Pavel",
+    "Rosa",
+    "Samir",
+    "Tara",
+    "Victor",
+    "Wanda",
+    "Yusuf",
+    "Zoe",
+    "Amara",
+    "Bao",
+    "Chiara",
+    "Dario",
+    "Esther",
+    "Felix",
+    "Hana",
+]
+LAST = [
+    "Smith",
+    "Okafor",
+    "Lindqvist",
+    "Moreau",
+    "Tanaka",
+    "Novak",
+    "Rossi",
+    "Schmidt",
+    "Kowalski",
+    "Haddad",
+    "Fischer",
+    "Alvarez",
+    "Berg",
+    "Costa",
+    "Dubois",
+    "Mensah",
+    "Ivanova",
+    "Quint",
+    "Sato",
+    "Varga",
+]
+ORGS = [
+    "Norvik Systems",
+    "Talbrook Bank",
+    "Quillon Labs",
+    "Brenfield Motors",
+    "Ostrava Foods",
+    "Kelmar Group",
+    "Vantor Airlines",
+    "Drezna Steel",
+    "Holmgard Media",
+    "Pellucid Energy",
+    "Arbel Insurance",
+    "Corvane Logistics",
+    "Miravel Pharma",
+    "Sundel Telecom",
+]
+CITIES = [
+    "Berlin",
+    "Lagos",
+    "Lima",
+    "Oslo",
+    "Kyoto",
+    "Porto",
+    "Nairobi",
+    "New York",
+    "San Diego",
+    "Buenos Aires",
+    "Cape Town",
+    "Quebec",
+    "Hanoi",
+    "Tunis",
+    "Gdansk",
+    "Bergen",
+]
+MISC = [
+    "German",
+    "Nigerian",
+    "Peruvian",
+    "Japanese",
+    "Olympic Games",
+    "World Cup",
+    "Davis Cup",
+    "Norwegian",
+    "Brazilian",
+    "Tour de France",
+]
 NORP = ["German", "Nigerian", "Peruvian", "Japanese", "Norwegian", "Brazilian", "Kenyan"]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 MONTHS = ["January", "March", "April", "June", "August", "October", "December"]
 NUMBERS = ["two", "three", "four", "five", "six", "seven", "twelve"]
 ORDINALS = ["first", "second", "third", "fourth"]
-SUBJECTS = ["chemistry", "history", "economics", "music", "geology", "law", "medicine",
-            "architecture", "physics", "linguistics"]
-UNIVERSITIES = ["Elmstead University", "Ravenmoor College", "the Harlan Institute",
-                "Westbrook University", "Caldera College"]
-PRODUCTS = ["electric bicycles", "water filters", "solar lamps", "garden robots", "wool coats",
-            "paper boats", "smart kettles", "glass bottles", "drone parts", "board games"]
+SUBJECTS = [
+    "chemistry",
+    "history",
+    "economics",
+    "music",
+    "geology",
+    "law",
+    "medicine",
+    "architecture",
+    "physics",
+    "linguistics",
+]
+UNIVERSITIES = [
+    "Elmstead University",
+    "Ravenmoor College",
+    "the Harlan Institute",
+    "Westbrook University",
+    "Caldera College",
+]
+PRODUCTS = [
+    "electric bicycles",
+    "water filters",
+    "solar lamps",
+    "garden robots",
+    "wool coats",
+    "paper boats",
+    "smart kettles",
+    "glass bottles",
+    "drone parts",
+    "board games",
+]
 
-POS_ADJ = ["wonderful", "moving", "brilliant", "charming", "funny", "delightful", "gripping",
-           "beautiful", "clever", "warm", "touching", "superb"]
-NEG_ADJ = ["dull", "tedious", "clumsy", "boring", "awful", "bland", "messy", "lifeless",
-           "predictable", "shallow", "tiresome", "dreadful"]
-FILM_NOUNS = ["film", "movie", "story", "script", "cast", "performance", "plot", "soundtrack",
-              "ending", "dialogue", "direction", "camera work"]
+POS_ADJ = [
+    "wonderful",
+    "moving",
+    "brilliant",
+    "charming",
+    "funny",
+    "delightful",
+    "gripping",
+    "beautiful",
+    "clever",
+    "warm",
+    "touching",
+    "superb",
+]
+NEG_ADJ = [
+    "dull",
+    "tedious",
+    "clumsy",
+    "boring",
+    "awful",
+    "bland",
+    "messy",
+    "lifeless",
+    "predictable",
+    "shallow",
+    "tiresome",
+    "dreadful",
+]
+FILM_NOUNS = [
+    "film",
+    "movie",
+    "story",
+    "script",
+    "cast",
+    "performance",
+    "plot",
+    "soundtrack",
+    "ending",
+    "dialogue",
+    "direction",
+    "camera work",
+]
 
-QQP_TOPICS = [("learn", "python"), ("cook", "rice"), ("visit", "japan"), ("fix", "a bike"),
-              ("train", "a puppy"), ("grow", "tomatoes"), ("paint", "a wall"), ("learn", "guitar"),
-              ("save", "money"), ("lose", "weight"), ("start", "a business"), ("write", "a novel"),
-              ("clean", "an oven"), ("build", "a website"), ("study", "physics"),
-              ("improve", "my english"), ("buy", "a used car"), ("bake", "bread"),
-              ("prepare", "for an interview"), ("sleep", "better")]
+QQP_TOPICS = [
+    ("learn", "python"),
+    ("cook", "rice"),
+    ("visit", "japan"),
+    ("fix", "a bike"),
+    ("train", "a puppy"),
+    ("grow", "tomatoes"),
+    ("paint", "a wall"),
+    ("learn", "guitar"),
+    ("save", "money"),
+    ("lose", "weight"),
+    ("start", "a business"),
+    ("write", "a novel"),
+    ("clean", "an oven"),
+    ("build", "a website"),
+    ("study", "physics"),
+    ("improve", "my english"),
+    ("buy", "a used car"),
+    ("bake", "bread"),
+    ("prepare", "for an interview"),
+    ("sleep", "better"),
+]
 QQP_A = ["how do i {v} {o} ?", "what is the best way to {v} {o} ?", "how can i {v} {o} quickly ?"]
 QQP_B = ["what should i do to {v} {o} ?", "any tips to {v} {o} ?", "how does one {v} {o} well ?"]
 
-VERBS = [("painted", "paint"), ("repaired", "repair"), ("sold", "sell"), ("bought", "buy"),
-         ("cleaned", "clean"), ("moved", "move"), ("opened", "open"), ("carried", "carry")]
+VERBS = [
+    ("painted", "paint"),
+    ("repaired", "repair"),
+    ("sold", "sell"),
+    ("bought", "buy"),
+    ("cleaned", "clean"),
+    ("moved", "move"),
+    ("opened", "open"),
+    ("carried", "carry"),
+]
 OBJECTS = ["fence", "piano", "boat", "bicycle", "kitchen", "old car", "window", "gate"]
 PLACES_M = ["the village", "the city centre", "the harbour", "the old town", "the market"]
 PLACES_MM = ["the airport", "the stadium", "the hospital", "the library", "the factory"]
-REASONS = ["because it was raining", "to please a friend", "for the summer festival",
-           "because the owner asked", "to earn some money"]
+REASONS = [
+    "because it was raining",
+    "to please a friend",
+    "for the summer festival",
+    "because the owner asked",
+    "to earn some money",
+]
 
-FILLER = ["the", "of", "and", "a", "in", "for", "with", "about", "is", "are", "this", "that",
-          "report", "notes", "guide", "overview", "method", "history", "use", "common", "new",
-          "local", "study", "data", "system", "process", "between", "also", "often", "many"]
-SYLLABLES = ["ka", "ro", "vi", "len", "tor", "mi", "sa", "dun", "pe", "lo", "zar", "qui", "ben",
-             "ta", "mo", "rel", "fi", "gan", "shu", "ve", "nor", "pla", "dri", "co"]
+FILLER = [
+    "the",
+    "of",
+    "and",
+    "a",
+    "in",
+    "for",
+    "with",
+    "about",
+    "is",
+    "are",
+    "this",
+    "that",
+    "report",
+    "notes",
+    "guide",
+    "overview",
+    "method",
+    "history",
+    "use",
+    "common",
+    "new",
+    "local",
+    "study",
+    "data",
+    "system",
+    "process",
+    "between",
+    "also",
+    "often",
+    "many",
+]
+SYLLABLES = [
+    "ka",
+    "ro",
+    "vi",
+    "len",
+    "tor",
+    "mi",
+    "sa",
+    "dun",
+    "pe",
+    "lo",
+    "zar",
+    "qui",
+    "ben",
+    "ta",
+    "mo",
+    "rel",
+    "fi",
+    "gan",
+    "shu",
+    "ve",
+    "nor",
+    "pla",
+    "dri",
+    "co",
+]
 
 
 def pseudo_words(rng: random.Random, n: int) -> list[str]:
@@ -146,8 +377,7 @@ def sst2_rows(rng: random.Random, n: int, hidden: bool) -> list[dict]:
             text = f"a {a} and {b} {noun} ."
         else:
             text = f"the {noun} is {rng.choice(['really ', 'quite ', ''])}{rng.choice(adjs)} ."
-        rows.append({"sentence": text + rng.choice(["", " "]), "label": -1 if hidden else label,
-                     "idx": i})
+        rows.append({"sentence": text + rng.choice(["", " "]), "label": -1 if hidden else label, "idx": i})
     return rows
 
 
@@ -163,8 +393,9 @@ def qqp_rows(rng: random.Random, n: int, hidden: bool) -> list[dict]:
         q1 = rng.choice(QQP_A).format(v=v, o=o)
         q2 = rng.choice(QQP_B).format(v=v2, o=o2)
         q1, q2 = (q1, q2) if rng.random() < 0.5 else (q2, q1)
-        rows.append({"question1": q1.capitalize(), "question2": q2.capitalize(),
-                     "label": -1 if hidden else label, "idx": i})
+        rows.append(
+            {"question1": q1.capitalize(), "question2": q2.capitalize(), "label": -1 if hidden else label, "idx": i}
+        )
     return rows
 
 
@@ -179,19 +410,34 @@ def mnli_rows(rng: random.Random, n: int, hidden: bool, places: list[str]) -> li
         label = rng.randrange(3)
         other = rng.choice([o for o in OBJECTS if o != obj])
         if label == 0:
-            hyp = rng.choice([f"{name} {past} something .", f"Someone {past} the {obj} .",
-                              f"{name} was in {place} .", f"{name} {past} the {obj} .",
-                              f"{name} {past} the {obj} ."])
+            hyp = rng.choice(
+                [
+                    f"{name} {past} something .",
+                    f"Someone {past} the {obj} .",
+                    f"{name} was in {place} .",
+                    f"{name} {past} the {obj} .",
+                    f"{name} {past} the {obj} .",
+                ]
+            )
         elif label == 1:
-            hyp = rng.choice([f"{name} {past} the {obj} {rng.choice(REASONS)} .",
-                              f"{name} {past} the {obj} with a neighbour .",
-                              f"{name} enjoyed working on the {obj} ."])
+            hyp = rng.choice(
+                [
+                    f"{name} {past} the {obj} {rng.choice(REASONS)} .",
+                    f"{name} {past} the {obj} with a neighbour .",
+                    f"{name} enjoyed working on the {obj} .",
+                ]
+            )
         else:
-            hyp = rng.choice([f"{name} did not {base} the {obj} .", f"{name} never went to {place} .",
-                              f"Nobody {past} the {obj} .", f"{name} {past} the {other} .",
-                              f"{name} {past} the {other} ."])
-        rows.append({"premise": premise, "hypothesis": hyp, "label": -1 if hidden else label,
-                     "idx": i})
+            hyp = rng.choice(
+                [
+                    f"{name} did not {base} the {obj} .",
+                    f"{name} never went to {place} .",
+                    f"Nobody {past} the {obj} .",
+                    f"{name} {past} the {other} .",
+                    f"{name} {past} the {other} .",
+                ]
+            )
+        rows.append({"premise": premise, "hypothesis": hyp, "label": -1 if hidden else label, "idx": i})
     return rows
 
 
@@ -258,8 +504,9 @@ def _onto_entity(rng, kind):
     if kind == "NORP":
         return kind, [rng.choice(NORP)]
     if kind == "DATE":
-        return kind, rng.choice([[rng.choice(MONTHS), str(rng.randrange(1990, 2024))],
-                                 [rng.choice(WEEKDAYS)], ["last", "year"]])
+        return kind, rng.choice(
+            [[rng.choice(MONTHS), str(rng.randrange(1990, 2024))], [rng.choice(WEEKDAYS)], ["last", "year"]]
+        )
     if kind == "MONEY":
         return kind, ["$", str(rng.randrange(2, 90)), "million"]
     if kind == "CARDINAL":
@@ -279,8 +526,7 @@ def _fill(rng, template: str, entity_fn) -> tuple[list[str], list[str]]:
         if piece.startswith("<") and piece.endswith(">"):
             kind, words = entity_fn(rng, piece[1:-1])
             tokens += words
-            tags += ["O"] * len(words) if kind is None else \
-                [f"B-{kind}"] + [f"I-{kind}"] * (len(words) - 1)
+            tags += ["O"] * len(words) if kind is None else [f"B-{kind}"] + [f"I-{kind}"] * (len(words) - 1)
         else:
             tokens.append(piece)
             tags.append("O")
@@ -306,24 +552,33 @@ def tc_sentences(rng, n, templates, entity_fn, long_one: bool):
 
 def conll_rows(rng, n, long_one):
     index = {t: i for i, t in enumerate(CONLL2003_TAGS)}
-    return [{"id": str(i), "words": toks, "ner": [index[t] for t in tags]}
-            for i, (toks, tags) in enumerate(tc_sentences(rng, n, CONLL_TEMPLATES, _conll_entity,
-                                                          long_one))]
+    return [
+        {"id": str(i), "words": toks, "ner": [index[t] for t in tags]}
+        for i, (toks, tags) in enumerate(tc_sentences(rng, n, CONLL_TEMPLATES, _conll_entity, long_one))
+    ]
 
 
 def ontonotes_rows(rng, n, long_one):
     index = {t: i for i, t in enumerate(ONTONOTES5_TAGS)}
-    return [{"tokens": toks, "tags": [index[t] for t in tags]}
-            for toks, tags in tc_sentences(rng, n, ONTO_TEMPLATES, _onto_entity, long_one)]
+    return [
+        {"tokens": toks, "tags": [index[t] for t in tags]}
+        for toks, tags in tc_sentences(rng, n, ONTO_TEMPLATES, _onto_entity, long_one)
+    ]
 
 
 def uner_rows(rng, n, split, long_one):
     index = {t: i for i, t in enumerate(UNER_TAGS)}
     rows = []
     for i, (toks, tags) in enumerate(tc_sentences(rng, n, UNER_TEMPLATES, _conll_entity, long_one)):
-        rows.append({"idx": f"syn-en_ewt-{split}-{i:04d}", "text": " ".join(toks), "tokens": toks,
-                     "ner_tags": [index[t] for t in tags],
-                     "annotator": ["-" if t == "O" else "a1" for t in tags]})
+        rows.append(
+            {
+                "idx": f"syn-en_ewt-{split}-{i:04d}",
+                "text": " ".join(toks),
+                "tokens": toks,
+                "ner_tags": [index[t] for t in tags],
+                "annotator": ["-" if t == "O" else "a1" for t in tags],
+            }
+        )
     return rows
 
 
@@ -338,13 +593,16 @@ def _biography(rng):
         other = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
     city, city2 = rng.sample(CITIES, 2)
     year, year2 = rng.randrange(1930, 1990), rng.randrange(1990, 2020)
-    subject, uni, org, product = (rng.choice(SUBJECTS), rng.choice(UNIVERSITIES), rng.choice(ORGS),
-                                  rng.choice(PRODUCTS))
+    subject, uni, org, product = (
+        rng.choice(SUBJECTS),
+        rng.choice(UNIVERSITIES),
+        rng.choice(ORGS),
+        rng.choice(PRODUCTS),
+    )
     sentences = [
         [name, " was born in ", ("city", city), " in ", ("year", str(year)), "."],
         [name.split()[0], " studied ", ("subject", subject), " at ", ("university", uni), "."],
-        [f"In {year2}, {name.split()[0]} founded ", ("org", org), ", a company that makes ",
-         ("product", product), "."],
+        [f"In {year2}, {name.split()[0]} founded ", ("org", org), ", a company that makes ", ("product", product), "."],
         [f"{other} was born in {city2} and later moved to {rng.choice(CITIES)}."],
     ]
     rng.shuffle(sentences)
@@ -358,19 +616,27 @@ def _biography(rng):
                 context += piece[1]
             else:
                 context += piece
-    assert all(context[s:s + len(a)] == a for a, s in spans.values())
+    assert all(context[s : s + len(a)] == a for a, s in spans.values())
     return name, other, context, spans
 
 
 QUESTIONS = {
-    "city": "Where was {n} born?", "year": "In which year was {n} born?",
-    "subject": "What did {n} study?", "university": "Where did {n} study?",
-    "org": "Which company did {n} found?", "product": "What does the company founded by {n} make?",
+    "city": "Where was {n} born?",
+    "year": "In which year was {n} born?",
+    "subject": "What did {n} study?",
+    "university": "Where did {n} study?",
+    "org": "Which company did {n} found?",
+    "product": "What does the company founded by {n} make?",
 }
 
 
-UNANSWERABLE = ["What is the name of {n}'s dog?", "Who did {n} marry?", "How tall is {n}?",
-                "Which team does {n} support?", "What is {n}'s favourite colour?"]
+UNANSWERABLE = [
+    "What is the name of {n}'s dog?",
+    "Who did {n} marry?",
+    "How tall is {n}?",
+    "Which team does {n} support?",
+    "What is {n}'s favourite colour?",
+]
 
 
 def squad_rows(rng, n, split, multi_answers: bool, unanswerable: float):
@@ -396,15 +662,21 @@ def squad_rows(rng, n, split, multi_answers: bool, unanswerable: float):
                 if multi_answers:
                     texts.append(answer)
                     starts.append(start)
-                    if key == "year" and context[start - 3:start] == "in ":
+                    if key == "year" and context[start - 3 : start] == "in ":
                         texts.append("in " + answer)
                         starts.append(start - 3)
                     else:
                         texts.append(answer)
                         starts.append(start)
-            rows.append({"id": stable_id(split, len(rows)), "title": title, "context": context,
-                         "question": question,
-                         "answers": {"text": texts, "answer_start": starts}})
+            rows.append(
+                {
+                    "id": stable_id(split, len(rows)),
+                    "title": title,
+                    "context": context,
+                    "question": question,
+                    "answers": {"text": texts, "answer_start": starts},
+                }
+            )
     return rows
 
 
@@ -414,9 +686,11 @@ def record_rows(rng, n):
         person = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
         org, city = rng.choice(ORGS), rng.choice(CITIES)
         month = rng.choice(MONTHS)
-        passage = (f"{org} hired {person} as its new chief executive, the company said in {city}."
-                   f" {person.split()[1]} previously ran a rival firm.\n@highlight\n{person} will "
-                   f"start in {month}\n@highlight\n{org} shares rose in {city}")
+        passage = (
+            f"{org} hired {person} as its new chief executive, the company said in {city}."
+            f" {person.split()[1]} previously ran a rival firm.\n@highlight\n{person} will "
+            f"start in {month}\n@highlight\n{org} shares rose in {city}"
+        )
         kind = rng.randrange(3)
         if kind == 0:
             answer, query = person, f"@placeholder will lead {org} from {month}."
@@ -428,8 +702,9 @@ def record_rows(rng, n):
         while pos >= 0:
             starts.append(pos)
             pos = passage.find(answer, pos + 1)
-        rows.append({"context": passage, "question": query,
-                     "answers": {"text": [answer] * len(starts), "answer_start": starts}})
+        rows.append(
+            {"context": passage, "question": query, "answers": {"text": [answer] * len(starts), "answer_start": starts}}
+        )
     return rows
 
 
@@ -456,15 +731,14 @@ class TopicDocs:
                 words.append(rng.choice(self.vocab))  # noise
             else:
                 words.append(rng.choice(FILLER))
-        words[:len(topic)] = topic  # every topic word appears at least once
+        words[: len(topic)] = topic  # every topic word appears at least once
         rng.shuffle(words)
         return " ".join(words) + "."
 
     def query(self, topic: list[str]) -> str:
         rng = self.rng
         keys = rng.sample(topic, rng.choice((2, 3)))
-        return rng.choice(["what is {}", "{} definition", "how does {} work", "{}"]).format(
-            " ".join(keys))
+        return rng.choice(["what is {}", "{} definition", "how does {} work", "{}"]).format(" ".join(keys))
 
     def related(self, topic: list[str], shared: int) -> list[str]:
         """A topic sharing `shared` words with `topic`."""
@@ -563,8 +837,14 @@ def mldr(rng, vocab):
         for i in range(n):
             topic = docs.topic()
             doc = add_doc(topic, 1100 if (split == "test" and i == 0) else rng.randrange(80, 160))
-            rows.append({"query_id": f"q-en-{n_query}", "query": docs.query(topic),
-                         "positive_passages": [dict(doc)], "negative_passages": []})
+            rows.append(
+                {
+                    "query_id": f"q-en-{n_query}",
+                    "query": docs.query(topic),
+                    "positive_passages": [dict(doc)],
+                    "negative_passages": [],
+                }
+            )
             n_query += 1
         splits[split] = rows
     for _ in range(40):
@@ -591,8 +871,10 @@ def build(seed: int = DEFAULT_SEED) -> dict[str, list[dict]]:
         files[f"nyu-mll/glue/qqp/{split}.jsonl"] = qqp_rows(r, n, hidden)
     r = _rng(seed, "nyu-mll/glue/mnli")
     for split, n, hidden, places in (
-        ("train", 360, False, PLACES_M), ("validation_matched", 64, False, PLACES_M),
-        ("validation_mismatched", 64, False, PLACES_MM), ("test_matched", 40, True, PLACES_M),
+        ("train", 360, False, PLACES_M),
+        ("validation_matched", 64, False, PLACES_M),
+        ("validation_mismatched", 64, False, PLACES_MM),
+        ("test_matched", 40, True, PLACES_M),
         ("test_mismatched", 40, True, PLACES_MM),
     ):
         files[f"nyu-mll/glue/mnli/{split}.jsonl"] = mnli_rows(r, n, hidden, places)
@@ -610,15 +892,15 @@ def build(seed: int = DEFAULT_SEED) -> dict[str, list[dict]]:
     files["rajpurkar/squad/plain_text/validation.jsonl"] = squad_rows(r, 64, "validation", True, 0.0)
     r = _rng(seed, "rajpurkar/squad_v2")
     files["rajpurkar/squad_v2/squad_v2/train.jsonl"] = squad_rows(r, 320, "train", False, 0.33)
-    files["rajpurkar/squad_v2/squad_v2/validation.jsonl"] = squad_rows(r, 64, "validation", True,
-                                                                       0.33)
+    files["rajpurkar/squad_v2/squad_v2/validation.jsonl"] = squad_rows(r, 64, "validation", True, 0.33)
     r = _rng(seed, "hgissbkh/record")
     files["hgissbkh/record/default/train.jsonl"] = record_rows(r, 320)
     files["hgissbkh/record/default/validation.jsonl"] = record_rows(r, 64)
     r = _rng(seed, "ir-vocabulary")
     vocab = pseudo_words(r, 400)
     files["hgissbkh/msmarco-pairs/default/train.jsonl"] = msmarco_pairs_rows(
-        _rng(seed, "hgissbkh/msmarco-pairs"), vocab, 400)
+        _rng(seed, "hgissbkh/msmarco-pairs"), vocab, 400
+    )
     corpus, queries, qrels = beir_msmarco(_rng(seed, "BeIR/msmarco"), vocab)
     files["BeIR/msmarco/corpus/corpus.jsonl"] = corpus
     files["BeIR/msmarco/queries/queries.jsonl"] = queries
@@ -657,8 +939,9 @@ def tree_digest(root: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.datasets.make_toy",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.datasets.make_toy", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("out_dir", type=Path, help="folder of the local mirror to write")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--clean", action="store_true", help="delete OUT_DIR first")
@@ -667,8 +950,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.out_dir)
     paths = write(args.out_dir, args.seed)
     size = sum(p.stat().st_size for p in paths)
-    print(f"wrote {len(paths)} files ({size / 1e6:.2f} MB) under {args.out_dir}; "
-          f"digest {tree_digest(args.out_dir)[:16]}")
+    print(
+        f"wrote {len(paths)} files ({size / 1e6:.2f} MB) under {args.out_dir}; digest {tree_digest(args.out_dir)[:16]}"
+    )
     return 0
 
 

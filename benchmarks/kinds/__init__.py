@@ -11,6 +11,7 @@ Every kind module offers the same three functions, so the run code has no per-ta
 and the kind options (KindSettings). The protocol is an option of a kind: `paper` = the released
 harness's heads, inputs and labels, `standard` = the community ones.
 """
+
 from __future__ import annotations
 
 import importlib

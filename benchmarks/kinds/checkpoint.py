@@ -1,5 +1,6 @@
 """Checks on a model path that need no torch (so that CLI errors come fast), and the one switch
 for checkpoints that ship their own model code (docs/export.md)."""
+
 from __future__ import annotations
 
 import importlib
@@ -11,8 +12,12 @@ class ModelLoadError(ValueError):
     """A model path or id that cannot be loaded; the message says what is missing."""
 
 
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
-                 "pytorch_model.bin.index.json")
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
 
 
 def register_own_model_types() -> None:
@@ -48,9 +53,11 @@ def check_model_path(model: str) -> None:
 
 
 def remote_code_error(model: str) -> ModelLoadError:
-    return ModelLoadError(f"model {model} ships its own model code (config.json auto_map), which runs only "
-                          "with the remote-code switch: pass --trust-remote-code (config field "
-                          "trust_remote_code: true) if you trust that code")
+    return ModelLoadError(
+        f"model {model} ships its own model code (config.json auto_map), which runs only "
+        "with the remote-code switch: pass --trust-remote-code (config field "
+        "trust_remote_code: true) if you trust that code"
+    )
 
 
 def check_remote_code(model: str, trust_remote_code: bool) -> None:

@@ -5,6 +5,7 @@ docs/protocol.md), also CLM-pretrained decoders. Encoders (BERT-like) already ar
 architectures (Llama-style) the attention modules' `is_causal` flag is switched off and an explicit
 4-D padding mask is passed, which transformers uses as given (docs/benchmarks.md, "Protocol").
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -51,8 +52,10 @@ def eos_token(tokenizer) -> str:
     BERT-style tokenizers without one append their separator token instead."""
     token = tokenizer.eos_token or tokenizer.sep_token
     if token is None:
-        raise ModelLoadError(f"{tokenizer.name_or_path}: the tokenizer has neither an EOS nor a SEP "
-                             "token to end the inputs with (protocol 'paper')")
+        raise ModelLoadError(
+            f"{tokenizer.name_or_path}: the tokenizer has neither an EOS nor a SEP "
+            "token to end the inputs with (protocol 'paper')"
+        )
     return token
 
 
@@ -64,8 +67,9 @@ def tokenize(tokenizer, texts: Sequence[str], max_length: int, *, protocol: str,
     """
     if protocol == "paper":
         eos = eos_token(tokenizer)
-        return tokenizer([text + eos for text in texts], truncation=True, max_length=max_length,
-                         add_special_tokens=False, **kwargs)
+        return tokenizer(
+            [text + eos for text in texts], truncation=True, max_length=max_length, add_special_tokens=False, **kwargs
+        )
     return tokenizer(list(texts), truncation=True, max_length=max_length, **kwargs)
 
 
@@ -140,8 +144,7 @@ class Backbone(nn.Module):
         self.model.save_pretrained(path)
 
 
-def load_backbone(model: str, attn_implementation: str | None = None,
-                  trust_remote_code: bool = False) -> Backbone:
+def load_backbone(model: str, attn_implementation: str | None = None, trust_remote_code: bool = False) -> Backbone:
     """AutoModel (no task head) made bidirectional; our own model types are registered first.
 
     `trust_remote_code` lets a checkpoint's shipped model code run (the paper's released
@@ -191,7 +194,7 @@ def pad_batch(features: Sequence[dict], pad_id: int, label_pad: dict[str, int] |
 
 def batches(items: Sequence, size: int) -> Iterable[Sequence]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 @dataclass

@@ -21,6 +21,7 @@ L2-normalised embeddings and keeps the top `ir_top_k` documents; the one ranking
 both protocols (docs/protocol.md): scikit-learn NDCG on its top 10 (`paper`) and pytrec_eval
 NDCG@10 (`standard`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -36,8 +37,7 @@ class _CachedEmbedding(torch.autograd.Function):
     def forward(ctx, anchor, embed: Callable[[dict], torch.Tensor], chunks: list[dict]):
         device = chunks[0]["input_ids"].device
         ctx.embed, ctx.chunks = embed, chunks
-        ctx.autocast = (device.type, torch.is_autocast_enabled(device.type),
-                        torch.get_autocast_dtype(device.type))
+        ctx.autocast = (device.type, torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type))
         ctx.rng = []
         outputs = []
         with torch.no_grad():
@@ -58,7 +58,7 @@ class _CachedEmbedding(torch.autograd.Function):
                 with torch.enable_grad(), torch.autocast(device_type, dtype=dtype, enabled=enabled):
                     out = ctx.embed(chunk).float()
                 n = out.shape[0]
-                torch.autograd.backward(out, grad[start:start + n])
+                torch.autograd.backward(out, grad[start : start + n])
                 start += n
         return None, None, None
 
@@ -76,11 +76,12 @@ def _set_rng_state(device: torch.device, state) -> None:
 def split_batch(batch: dict, size: int | None) -> list[dict]:
     n = batch["input_ids"].shape[0]
     size = n if not size or size >= n else size
-    return [{k: v[i:i + size] for k, v in batch.items()} for i in range(0, n, size)]
+    return [{k: v[i : i + size] for k, v in batch.items()} for i in range(0, n, size)]
 
 
-def cached_embed(embed: Callable[[dict], torch.Tensor], batch: dict, micro_batch: int | None,
-                 anchor: torch.Tensor) -> torch.Tensor:
+def cached_embed(
+    embed: Callable[[dict], torch.Tensor], batch: dict, micro_batch: int | None, anchor: torch.Tensor
+) -> torch.Tensor:
     """Embeddings of `batch` that back-propagate into `embed`'s parameters one micro-batch at a time.
 
     `anchor` is any tensor that requires grad (it only makes the output part of the graph).
@@ -119,8 +120,9 @@ def _side(batch: dict, prefix: str) -> dict:
     return {"input_ids": batch[f"{prefix}_input_ids"], "attention_mask": batch[f"{prefix}_attention_mask"]}
 
 
-def train_features(pairs: Sequence[tuple[str, str]], tokenizer, max_length: int,
-                   query_prefix: str, doc_prefix: str, *, protocol: str) -> list[dict]:
+def train_features(
+    pairs: Sequence[tuple[str, str]], tokenizer, max_length: int, query_prefix: str, doc_prefix: str, *, protocol: str
+) -> list[dict]:
     queries = tokenize(tokenizer, [query_prefix + q for q, _ in pairs], max_length, protocol=protocol)
     docs = tokenize(tokenizer, [doc_prefix + d for _, d in pairs], max_length, protocol=protocol)
     return [{"query": q, "doc": d} for q, d in zip(queries["input_ids"], docs["input_ids"])]
@@ -139,8 +141,9 @@ class Collator:
         return batch
 
 
-def encode_texts(model: BiEncoder, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext, *,
-                 protocol: str) -> torch.Tensor:
+def encode_texts(
+    model: BiEncoder, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext, *, protocol: str
+) -> torch.Tensor:
     """L2-normalised embeddings (CPU, float32), one row per text; texts are encoded sorted by length."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     enc = tokenize(tokenizer, [texts[i] for i in order], max_length, protocol=protocol)
@@ -152,9 +155,19 @@ def encode_texts(model: BiEncoder, texts: Sequence[str], tokenizer, max_length: 
     return nn.functional.normalize(out, dim=-1)
 
 
-def rank(model: BiEncoder, queries: dict[str, str], documents: dict[str, str], tokenizer, max_length: int,
-         ctx: EvalContext, query_prefix: str, doc_prefix: str, top_k: int = 100, *,
-         protocol: str) -> dict[str, dict[str, float]]:
+def rank(
+    model: BiEncoder,
+    queries: dict[str, str],
+    documents: dict[str, str],
+    tokenizer,
+    max_length: int,
+    ctx: EvalContext,
+    query_prefix: str,
+    doc_prefix: str,
+    top_k: int = 100,
+    *,
+    protocol: str,
+) -> dict[str, dict[str, float]]:
     """Run {query id: {doc id: cosine}} over the top_k documents of `documents` for every query
     (ties ordered as pytrec_eval orders them: benchmarks.metrics.run_from_scores)."""
     from benchmarks.metrics import run_from_scores
@@ -164,12 +177,13 @@ def rank(model: BiEncoder, queries: dict[str, str], documents: dict[str, str], t
     d = encode_texts(model, [doc_prefix + documents[i] for i in dids], tokenizer, max_length, ctx, protocol=protocol)
     run = {}
     for start in range(0, len(qids), 512):
-        scores = (q[start:start + 512] @ d.T).numpy()
-        run.update(run_from_scores(qids[start:start + 512], dids, scores, top_k))
+        scores = (q[start : start + 512] @ d.T).numpy()
+        run.update(run_from_scores(qids[start : start + 512], dids, scores, top_k))
     return run
 
 
 # --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
 
 def build_module(backbone: Backbone, data, settings) -> BiEncoder:
     return BiEncoder(backbone, scale=settings.ir_scale, micro_batch=settings.device_microbatch_size)
@@ -177,14 +191,25 @@ def build_module(backbone: Backbone, data, settings) -> BiEncoder:
 
 def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
     pairs = list(zip(data.train["query"], data.train["positive"]))
-    features = train_features(pairs, tokenizer, settings.max_length, data.spec.query_prefix, data.spec.doc_prefix,
-                              protocol=settings.protocol)
+    features = train_features(
+        pairs, tokenizer, settings.max_length, data.spec.query_prefix, data.spec.doc_prefix, protocol=settings.protocol
+    )
     return features, Collator(tokenizer.pad_token_id)
 
 
 def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext) -> dict:
     """One run {query: {doc: score}} over the candidate pool and the split's qrels, for both protocols."""
     split = data.split(role)
-    run = rank(module, split.queries, split.corpus, tokenizer, settings.max_length, ctx,
-               data.spec.query_prefix, data.spec.doc_prefix, settings.ir_top_k, protocol=settings.protocol)
+    run = rank(
+        module,
+        split.queries,
+        split.corpus,
+        tokenizer,
+        settings.max_length,
+        ctx,
+        data.spec.query_prefix,
+        data.spec.doc_prefix,
+        settings.ir_top_k,
+        protocol=settings.protocol,
+    )
     return {"paper": (run, split.qrels), "standard": (run, split.qrels)}

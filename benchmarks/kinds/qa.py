@@ -23,6 +23,7 @@ valid), answer = the first mention (in passage order) of any gold entity; fallba
 substring match; training rows without a match are dropped. Evaluation scores the predicted span
 text against all gold answers (max F1), with no snapping to entity mentions.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -77,9 +78,16 @@ def _windows(examples: Sequence[QAExample], tokenizer, max_length: int, doc_stri
     # the overlap must be shorter than the context room of a window (questions take at most half)
     room = max_length - max_length // 2 - tokenizer.num_special_tokens_to_add(pair=True)
     stride = max(0, min(doc_stride, room - 1))
-    return tokenizer(questions, [e.context for e in examples], truncation="only_second",
-                     max_length=max_length, stride=stride, return_overflowing_tokens=True,
-                     return_offsets_mapping=True, padding=False)
+    return tokenizer(
+        questions,
+        [e.context for e in examples],
+        truncation="only_second",
+        max_length=max_length,
+        stride=stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=False,
+    )
 
 
 def _context_range(sequence_ids: Sequence[int | None]) -> tuple[int, int]:
@@ -116,8 +124,7 @@ def eval_features(examples: Sequence[QAExample], tokenizer, max_length: int, doc
     for i, ids in enumerate(enc["input_ids"]):
         sequence_ids = enc.sequence_ids(i)
         offsets = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][i], sequence_ids)]
-        features.append({"input_ids": ids, "example_index": enc["overflow_to_sample_mapping"][i],
-                         "offsets": offsets})
+        features.append({"input_ids": ids, "example_index": enc["overflow_to_sample_mapping"][i], "offsets": offsets})
     return features
 
 
@@ -132,8 +139,10 @@ class Collator:
 
 # --- paper protocol: answer tokens as a 2-label token classification ---------------------------
 
-def answer_token_positions(example: QAExample, sequence_ids: Sequence[int | None],
-                           offsets: Sequence[tuple[int, int]]) -> list[int]:
+
+def answer_token_positions(
+    example: QAExample, sequence_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]
+) -> list[int]:
     """Positions of the tokens of the first gold answer inside the window's context ([] = none).
 
     As the released labelling: the answer starts at the last context token starting at or before
@@ -161,10 +170,18 @@ def paper_features(examples: Sequence[QAExample], tokenizer, max_length: int) ->
     """One window per example: "Question: {q}\nContext: " + context + EOS, no special tokens,
     truncated in the context; `labels` = 1 on the answer's tokens, 0 elsewhere."""
     eos = eos_token(tokenizer)
-    questions = [f"Question: {_clip_question(e.question, tokenizer, max(1, max_length // 2), strip=False)}"
-                 "\nContext: " for e in examples]
-    enc = tokenizer(questions, [e.context + eos for e in examples], truncation="only_second",
-                    max_length=max_length, add_special_tokens=False, return_offsets_mapping=True)
+    questions = [
+        f"Question: {_clip_question(e.question, tokenizer, max(1, max_length // 2), strip=False)}\nContext: "
+        for e in examples
+    ]
+    enc = tokenizer(
+        questions,
+        [e.context + eos for e in examples],
+        truncation="only_second",
+        max_length=max_length,
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+    )
     features = []
     for i, (example, ids) in enumerate(zip(examples, enc["input_ids"])):
         inside = set(answer_token_positions(example, enc.sequence_ids(i), enc["offset_mapping"][i]))
@@ -173,8 +190,9 @@ def paper_features(examples: Sequence[QAExample], tokenizer, max_length: int) ->
 
 
 @torch.no_grad()
-def predict_positions(model: tc.TokenClassifier, features: Sequence[dict], pad_id: int,
-                      ctx: EvalContext) -> list[list[int]]:
+def predict_positions(
+    model: tc.TokenClassifier, features: Sequence[dict], pad_id: int, ctx: EvalContext
+) -> list[list[int]]:
     """The input positions labelled 1 (inside the answer) by the model, per feature.
 
     Padding positions are not answers: the release also counts those its 4-example evaluation
@@ -185,15 +203,23 @@ def predict_positions(model: tc.TokenClassifier, features: Sequence[dict], pad_i
     for chunk in batches(features, ctx.batch_size):
         with ctx.autocast():
             labels = model.logits(to_device(collate(chunk), ctx.device)).argmax(-1).cpu().tolist()
-        positions += [[j for j, y in enumerate(row[:len(f["input_ids"])]) if y == 1] for f, row in zip(chunk, labels)]
+        positions += [[j for j, y in enumerate(row[: len(f["input_ids"])]) if y == 1] for f, row in zip(chunk, labels)]
     return positions
 
 
 # --- standard protocol: start/end spans over windows ------------------------------------------
 
-def postprocess(examples: Sequence[QAExample], features: Sequence[dict], start_logits: Sequence[np.ndarray],
-                end_logits: Sequence[np.ndarray], n_best: int = 20, max_answer_length: int = 30,
-                version_2: bool = False, null_score_diff_threshold: float = 0.0) -> list[str]:
+
+def postprocess(
+    examples: Sequence[QAExample],
+    features: Sequence[dict],
+    start_logits: Sequence[np.ndarray],
+    end_logits: Sequence[np.ndarray],
+    n_best: int = 20,
+    max_answer_length: int = 30,
+    version_2: bool = False,
+    null_score_diff_threshold: float = 0.0,
+) -> list[str]:
     """The predicted answer text of every example ("" = no answer, SQuAD-v2 only)."""
     by_example: dict[int, list[int]] = {}
     for f, feat in enumerate(features):
@@ -215,7 +241,7 @@ def postprocess(examples: Sequence[QAExample], features: Sequence[dict], start_l
                     score = float(starts[s] + ends[t])
                     if score > best_score:
                         best_score = score
-                        best_text = example.context[offsets[s][0]:offsets[t][1]]
+                        best_text = example.context[offsets[s][0] : offsets[t][1]]
         if version_2 and (best_score == -np.inf or min_null > best_score + null_score_diff_threshold):
             best_text = ""
         predictions.append(best_text)
@@ -223,9 +249,18 @@ def postprocess(examples: Sequence[QAExample], features: Sequence[dict], start_l
 
 
 @torch.no_grad()
-def predict(model: SpanExtractor, examples: Sequence[QAExample], tokenizer, max_length: int, doc_stride: int,
-            ctx: EvalContext, n_best: int, max_answer_length: int, version_2: bool,
-            null_score_diff_threshold: float) -> list[str]:
+def predict(
+    model: SpanExtractor,
+    examples: Sequence[QAExample],
+    tokenizer,
+    max_length: int,
+    doc_stride: int,
+    ctx: EvalContext,
+    n_best: int,
+    max_answer_length: int,
+    version_2: bool,
+    null_score_diff_threshold: float,
+) -> list[str]:
     features = eval_features(examples, tokenizer, max_length, doc_stride)
     collate = Collator(tokenizer.pad_token_id)
     starts, ends = [], []
@@ -236,14 +271,23 @@ def predict(model: SpanExtractor, examples: Sequence[QAExample], tokenizer, max_
             n = len(feat["input_ids"])
             starts.append(row[:n, 0])
             ends.append(row[:n, 1])
-    return postprocess(examples, features, starts, ends, n_best, max_answer_length, version_2,
-                       null_score_diff_threshold)
+    return postprocess(
+        examples, features, starts, ends, n_best, max_answer_length, version_2, null_score_diff_threshold
+    )
 
 
 def squad_to_examples(rows) -> list[QAExample]:
     """SQuAD / SQuAD-v2 rows (answers = dict of lists) -> examples."""
-    return [QAExample(str(r["id"]), r["question"], r["context"], tuple(r["answers"]["text"]),
-                      tuple(int(x) for x in r["answers"]["answer_start"])) for r in rows]
+    return [
+        QAExample(
+            str(r["id"]),
+            r["question"],
+            r["context"],
+            tuple(r["answers"]["text"]),
+            tuple(int(x) for x in r["answers"]["answer_start"]),
+        )
+        for r in rows
+    ]
 
 
 def record_to_example(row, index: int) -> QAExample:
@@ -265,6 +309,7 @@ def record_to_example(row, index: int) -> QAExample:
 
 
 # --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
 
 def examples_of(rows) -> list[QAExample]:
     """Rows of a normalised QA split (SQuAD shape) or raw ReCoRD rows -> examples."""
@@ -311,7 +356,16 @@ def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext
         predicted = predict_positions(module, features, tokenizer.pad_token_id, ctx)
         gold = [[j for j, y in enumerate(f["labels"]) if y == 1] for f in features]
         return {"paper": (dict(zip(ids, predicted)), dict(zip(ids, gold)))}
-    predictions = predict(module, examples, tokenizer, settings.max_length, settings.doc_stride, ctx,
-                          settings.n_best, settings.max_answer_length, data.spec.metric == "squad_v2_f1",
-                          settings.null_score_diff_threshold)
+    predictions = predict(
+        module,
+        examples,
+        tokenizer,
+        settings.max_length,
+        settings.doc_stride,
+        ctx,
+        settings.n_best,
+        settings.max_answer_length,
+        data.spec.metric == "squad_v2_f1",
+        settings.null_score_diff_threshold,
+    )
     return {"standard": (dict(zip(ids, predictions)), {e.id: list(e.answer_texts) for e in examples})}

@@ -4,6 +4,7 @@ Under both protocols (docs/protocol.md) the head and the metric (accuracy) are t
 in the input: `paper` appends EOS and adds no special tokens (the released harness's
 SequenceClassificationEval.tokenize), `standard` uses the tokenizer's special tokens.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,8 +30,9 @@ class SequenceClassifier(nn.Module):
         return nn.functional.cross_entropy(self.logits(batch).float(), batch["labels"])
 
 
-def encode(texts: Sequence[str], labels: Sequence[int] | None, tokenizer, max_length: int, *,
-           protocol: str) -> list[dict]:
+def encode(
+    texts: Sequence[str], labels: Sequence[int] | None, tokenizer, max_length: int, *, protocol: str
+) -> list[dict]:
     enc = tokenize(tokenizer, texts, max_length, protocol=protocol)
     features = [{"input_ids": ids} for ids in enc["input_ids"]]
     if labels is not None:
@@ -47,14 +49,16 @@ class Collator:
         return pad_batch(features, self.pad_id)
 
 
-def predict(model: SequenceClassifier, texts: Sequence[str], tokenizer, max_length: int,
-            ctx: EvalContext, *, protocol: str) -> list[int]:
+def predict(
+    model: SequenceClassifier, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext, *, protocol: str
+) -> list[int]:
     features = encode(texts, None, tokenizer, max_length, protocol=protocol)
     logits = run_in_batches(model.logits, features, Collator(tokenizer.pad_token_id), ctx)
     return torch.cat(logits).argmax(-1).tolist() if logits else []
 
 
 # --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
 
 def build_module(backbone: Backbone, data, settings) -> SequenceClassifier:
     return SequenceClassifier(backbone, len(data.label_names) or data.spec.num_labels)

@@ -14,6 +14,7 @@ The two protocols (docs/protocol.md):
 Words cut off by truncation get no prediction (None): the paper metric leaves them out, as the
 release does, and the standard metric (seqeval) counts them as "O".
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -46,8 +47,10 @@ def token_word_ids(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> 
     for i, word in enumerate(words):
         owner.extend([i] * len(word))
         owner.append(None)  # the joining space
-    return [next((owner[c] for c in range(start, end) if c < len(owner) and owner[c] is not None), None)
-            for start, end in offsets]
+    return [
+        next((owner[c] for c in range(start, end) if c < len(owner) and owner[c] is not None), None)
+        for start, end in offsets
+    ]
 
 
 def first_subtoken_word_ids(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list[int | None]:
@@ -69,8 +72,14 @@ def majority_vote(votes: Sequence[int]) -> int:
     return max(set(votes), key=list(votes).count)
 
 
-def encode(sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None, tokenizer,
-           max_length: int, *, protocol: str) -> list[dict]:
+def encode(
+    sentences: Sequence[Sequence[str]],
+    tags: Sequence[Sequence[int]] | None,
+    tokenizer,
+    max_length: int,
+    *,
+    protocol: str,
+) -> list[dict]:
     texts = [" ".join(words) for words in sentences]
     enc = tokenize(tokenizer, texts, max_length, protocol=protocol, return_offsets_mapping=True)
     align = token_word_ids if protocol == "paper" else first_subtoken_word_ids
@@ -95,8 +104,15 @@ class Collator:
 
 
 @torch.no_grad()
-def predict(model: TokenClassifier, sentences: Sequence[Sequence[str]], tokenizer, max_length: int,
-            ctx: EvalContext, *, protocol: str) -> list[list[int | None]]:
+def predict(
+    model: TokenClassifier,
+    sentences: Sequence[Sequence[str]],
+    tokenizer,
+    max_length: int,
+    ctx: EvalContext,
+    *,
+    protocol: str,
+) -> list[list[int | None]]:
     """One label id per word (None for words lost to truncation): the majority vote of the word's
     sub-tokens (`paper`) or its first sub-token's prediction (`standard`)."""
     features = encode(sentences, None, tokenizer, max_length, protocol=protocol)
@@ -115,6 +131,7 @@ def predict(model: TokenClassifier, sentences: Sequence[Sequence[str]], tokenize
 
 
 # --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
+
 
 def _names(data) -> tuple[str, ...]:
     return tuple(data.label_names or data.spec.label_names)

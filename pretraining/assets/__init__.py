@@ -1,4 +1,5 @@
 """Files shipped with the package: the embedded corpus and tokenizer (provenance in README.md)."""
+
 from pathlib import Path
 
 ASSETS_DIR = Path(__file__).resolve().parent

@@ -3,6 +3,7 @@
 `pretraining.data.packing` and `pretraining.data.config` import neither streaming nor torch; the
 loader imports them only when `build_train_dataloader` is called.
 """
+
 from pretraining.data.config import DataConfig
 
 

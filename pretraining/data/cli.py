@@ -4,6 +4,7 @@
 With `--for-run RUN.yaml` both also check that the data holds the samples that run reads
 (pretraining.data.config.data_budget; docs/data_continuation.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,9 +17,17 @@ from contracts.config import ConfigError, apply_overrides, config_from_dict, loa
 
 # Command-line flags that map onto PrepareConfig fields (a YAML --config is read first).
 _PREPARE_FLAGS = {
-    "input": "inputs", "hf_dataset": "hf_dataset", "hf_config": "hf_config", "hf_split": "hf_split",
-    "tokenizer": "tokenizer", "seq_len": "seq_len", "bos": "bos", "max_documents": "max_documents",
-    "text_column": "text_column", "size_limit": "size_limit", "workers": "workers",
+    "input": "inputs",
+    "hf_dataset": "hf_dataset",
+    "hf_config": "hf_config",
+    "hf_split": "hf_split",
+    "tokenizer": "tokenizer",
+    "seq_len": "seq_len",
+    "bos": "bos",
+    "max_documents": "max_documents",
+    "text_column": "text_column",
+    "size_limit": "size_limit",
+    "workers": "workers",
 }
 
 
@@ -35,8 +44,7 @@ def _budget(run, data_dir: str, samples: int) -> str:
     """The data budget line of `run` over the prepared data in `data_dir` (DataBudgetError)."""
     from pretraining.data.config import data_budget
 
-    return data_budget(samples, replace(run.data, path=str(data_dir)), run.train.max_steps,
-                       run.train.global_batch_size)
+    return data_budget(samples, replace(run.data, path=str(data_dir)), run.train.max_steps, run.train.global_batch_size)
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -60,15 +68,16 @@ def _prepare(args: argparse.Namespace) -> int:
         print(f"prepare-data: {exc}", file=sys.stderr)
         return 2
     c = manifest["counts"]
-    print(f"prepare-data: {c['documents']} documents, {c['tokens']} tokens -> {c['samples']} samples "
-          f"of {manifest['seq_len']} ({c['leftover_tokens']} leftover tokens dropped) in "
-          f"{manifest['seconds']} s; wrote {cfg.out}")
+    print(
+        f"prepare-data: {c['documents']} documents, {c['tokens']} tokens -> {c['samples']} samples "
+        f"of {manifest['seq_len']} ({c['leftover_tokens']} leftover tokens dropped) in "
+        f"{manifest['seconds']} s; wrote {cfg.out}"
+    )
     if run is not None:
         try:
             print(f"prepare-data: {args.for_run}: {_budget(run, cfg.out, c['samples'])}")
         except DataBudgetError as exc:
-            print(f"prepare-data: {args.for_run}: {exc} (the prepared data stays in {cfg.out})",
-                  file=sys.stderr)
+            print(f"prepare-data: {args.for_run}: {exc} (the prepared data stays in {cfg.out})", file=sys.stderr)
             return 2
     return 0
 
@@ -91,8 +100,10 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     for index, text in zip(report.checked_samples, report.previews):
         print(f"sample {index}: {text[:120]!r}")
-    print(f"verify-data: OK: {report.shards} shards (sizes and hashes match index.json), {report.samples} "
-          f"samples, {len(report.checked_samples)} decoded and checked")
+    print(
+        f"verify-data: OK: {report.shards} shards (sizes and hashes match index.json), {report.samples} "
+        f"samples, {len(report.checked_samples)} decoded and checked"
+    )
     if budget is not None:
         print(f"verify-data: {args.for_run}: {budget}")
     return 0
@@ -100,38 +111,38 @@ def _verify(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     prep = subparsers.add_parser(
-        "prepare-data", help="tokenize FineWeb-Edu-schema text into packed MDS shards",
+        "prepare-data",
+        help="tokenize FineWeb-Edu-schema text into packed MDS shards",
         description="Tokenize documents, append eos (bos per --bos), pack into --seq-len samples "
-                    "with document boundaries, write MDS shards (zstd, sha1+xxh64) and manifest.json.")
+        "with document boundaries, write MDS shards (zstd, sha1+xxh64) and manifest.json.",
+    )
     prep.add_argument("--out", required=True, help="output folder (must not hold finished data)")
     prep.add_argument("--config", help="YAML with PrepareConfig fields; flags and key=value override it")
-    prep.add_argument("--input", nargs="+",
-                      help="parquet/jsonl files, folders or globs; 'embedded' = shipped corpus")
+    prep.add_argument("--input", nargs="+", help="parquet/jsonl files, folders or globs; 'embedded' = shipped corpus")
     prep.add_argument("--hf-dataset", help="hub dataset id, e.g. HuggingFaceFW/fineweb-edu")
     prep.add_argument("--hf-config", help="hub config name, e.g. sample-100BT")
     prep.add_argument("--hf-split")
     prep.add_argument("--tokenizer", help="tokenizer folder or hub id; 'embedded' (default) = shipped BPE")
     prep.add_argument("--seq-len", type=int)
-    prep.add_argument("--bos", choices=["none", "document"],
-                      help="prepend bos to each document (default none)")
+    prep.add_argument("--bos", choices=["none", "document"], help="prepend bos to each document (default none)")
     prep.add_argument("--max-documents", type=int)
     prep.add_argument("--text-column")
     prep.add_argument("--size-limit", help="shard size before compression, e.g. 64mb")
-    prep.add_argument("--workers", type=int,
-                      help="processes over contiguous groups of input files (default 1)")
+    prep.add_argument("--workers", type=int, help="processes over contiguous groups of input files (default 1)")
     prep.add_argument("--no-progress", action="store_true", help="no progress bar")
-    prep.add_argument("--for-run", metavar="RUN.yaml",
-                      help="training config: check that the data holds the samples it reads")
+    prep.add_argument(
+        "--for-run", metavar="RUN.yaml", help="training config: check that the data holds the samples it reads"
+    )
     prep.add_argument("overrides", nargs="*", metavar="key=value", help="any PrepareConfig field")
     prep.set_defaults(func=_prepare)
 
-    ver = subparsers.add_parser("verify-data",
-                                help="check prepared shards against index.json and manifest.json")
+    ver = subparsers.add_parser("verify-data", help="check prepared shards against index.json and manifest.json")
     ver.add_argument("dir", help="a prepare-data output folder")
     ver.add_argument("--samples", type=int, default=8, help="samples to decode and check (default 8)")
     ver.add_argument("--no-decode", action="store_true", help="do not load the tokenizer for text previews")
-    ver.add_argument("--for-run", metavar="RUN.yaml",
-                     help="training config: check that the data holds the samples it reads")
+    ver.add_argument(
+        "--for-run", metavar="RUN.yaml", help="training config: check that the data holds the samples it reads"
+    )
     ver.set_defaults(func=_verify)
 
 

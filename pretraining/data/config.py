@@ -1,5 +1,6 @@
 """DataConfig: where the prepared shards are and how StreamingDataset orders them (no heavy imports),
 and the check that a run's samples fit in the prepared data (docs/data_continuation.md)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,15 +59,21 @@ def data_budget(available: int, cfg: DataConfig, steps: int, global_batch_size: 
     base run that itself repeated data cannot be continued exactly)."""
     start, end = cfg.start_sample, cfg.start_sample + steps * global_batch_size
     epochs = end / available if available else float("inf")
-    line = (f"data: {cfg.path} holds {available:,} samples; this run reads samples "
-            f"{start:,} to {end - 1:,} ({steps:,} steps x {global_batch_size:,}) = {epochs:.3g} epochs")
+    line = (
+        f"data: {cfg.path} holds {available:,} samples; this run reads samples "
+        f"{start:,} to {end - 1:,} ({steps:,} steps x {global_batch_size:,}) = {epochs:.3g} epochs"
+    )
     if start >= available:
-        raise DataBudgetError(f"{line}: data.start_sample lies beyond the data, so the run it "
-                              "continues read it more than once and cannot be continued exactly; "
-                              "prepare data that holds the base run's and this run's samples before "
-                              "training the base run")
+        raise DataBudgetError(
+            f"{line}: data.start_sample lies beyond the data, so the run it "
+            "continues read it more than once and cannot be continued exactly; "
+            "prepare data that holds the base run's and this run's samples before "
+            "training the base run"
+        )
     if end > available and not cfg.allow_repeats:
-        raise DataBudgetError(f"{line}: samples would repeat; prepare more documents (e.g. a larger "
-                              "--max-documents or --hf-config), shorten the run, or set "
-                              "data.allow_repeats=true")
+        raise DataBudgetError(
+            f"{line}: samples would repeat; prepare more documents (e.g. a larger "
+            "--max-documents or --hf-config), shorten the run, or set "
+            "data.allow_repeats=true"
+        )
     return line + ("; samples repeat (data.allow_repeats)" if end > available else "")

@@ -12,6 +12,7 @@ data (CC BY-SA; redirects dropped, wikitext markup stripped with the rules below
 3.11 documentation sources shipped by Debian's python3.11-doc (PSF licence; reStructuredText as
 is). Same inputs -> byte-identical parquet.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,18 +30,20 @@ from pretraining.assets import EMBEDDED_CORPUS, EMBEDDED_TOKENIZER_DIR
 
 # FineWeb-Edu's columns and types (dataset card of HuggingFaceFW/fineweb-edu). FineWeb also has a
 # `date` column (crawl date); FineWeb-Edu does not. Our reader needs only `text`.
-FINEWEB_EDU_SCHEMA = pa.schema([
-    ("text", pa.string()),
-    ("id", pa.string()),
-    ("dump", pa.string()),
-    ("url", pa.string()),
-    ("file_path", pa.string()),
-    ("language", pa.string()),
-    ("language_score", pa.float64()),
-    ("token_count", pa.int64()),
-    ("score", pa.float64()),
-    ("int_score", pa.int64()),
-])
+FINEWEB_EDU_SCHEMA = pa.schema(
+    [
+        ("text", pa.string()),
+        ("id", pa.string()),
+        ("dump", pa.string()),
+        ("url", pa.string()),
+        ("file_path", pa.string()),
+        ("language", pa.string()),
+        ("language_score", pa.float64()),
+        ("token_count", pa.int64()),
+        ("score", pa.float64()),
+        ("int_score", pa.int64()),
+    ]
+)
 _ID_NAMESPACE = uuid.UUID("5b0c1f0e-7d0b-4c55-9a59-6a4f3f6c2d11")
 MIN_CHARS = 500  # drop stubs: a document shorter than this is mostly markup left-overs
 
@@ -66,8 +69,8 @@ def _strip_nested(text: str, open_: str, close: str) -> str:
 
 # [[File:...]], [[Category:...]], interlanguage [[de:...]] links, with links nested in captions
 _LINK_DROP = re.compile(
-    r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):[^\[\]]*(?:\[\[[^\]]*\]\][^\[\]]*)*\]\]",
-    re.IGNORECASE)
+    r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):[^\[\]]*(?:\[\[[^\]]*\]\][^\[\]]*)*\]\]", re.IGNORECASE
+)
 _LINK = re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]")
 _EXTLINK = re.compile(r"\[(?:https?|ftp)://[^\s\]]+\s*([^\]]*)\]")
 _REF = re.compile(r"<ref[^>/]*/>|<ref[^>]*>.*?</ref>", re.DOTALL | re.IGNORECASE)
@@ -151,8 +154,7 @@ def write_corpus(docs: list[dict], out: Path, tokenizer=None) -> Path:
         docs = [{**d, "token_count": len(e.ids)} for d, e in zip(docs, encodings)]
     table = pa.Table.from_pylist(docs, schema=FINEWEB_EDU_SCHEMA)
     out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out, compression="zstd", compression_level=19, row_group_size=256,
-                   write_statistics=False)
+    pq.write_table(table, out, compression="zstd", compression_level=19, row_group_size=256, write_statistics=False)
     return out
 
 
@@ -161,8 +163,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wiki", type=Path, required=True, help="gensim's enwiki sample .xml.bz2")
     parser.add_argument("--python-docs", type=Path, required=True, help="python3.11-doc _sources dir")
     parser.add_argument("--out", type=Path, default=EMBEDDED_CORPUS)
-    parser.add_argument("--tokenizer", default=None,
-                        help="fill token_count with this tokenizer (default: the embedded one if it exists)")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="fill token_count with this tokenizer (default: the embedded one if it exists)",
+    )
     args = parser.parse_args(argv)
     docs = wikipedia_documents(args.wiki) + python_doc_documents(args.python_docs)
     tokenizer = None

@@ -9,6 +9,7 @@ Shared memory: streaming names its shared memory per dataset; a process that may
 blocks from a killed run should call `streaming.base.util.clean_stale_shared_memory()` once at
 start-up, before creating any dataset (never while one is alive: it also removes live blocks).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,31 +45,40 @@ class PackedCollator:
     def __call__(self, samples: list[dict]) -> dict[str, torch.Tensor]:
         for sample in samples:
             if len(sample["input_ids"]) != self.seq_len:
-                raise ValueError(f"a sample has {len(sample['input_ids'])} tokens but data.seq_len is "
-                                 f"{self.seq_len}: prepare the data with this seq_len or change the config")
+                raise ValueError(
+                    f"a sample has {len(sample['input_ids'])} tokens but data.seq_len is "
+                    f"{self.seq_len}: prepare the data with this seq_len or change the config"
+                )
         input_ids = np.stack([s["input_ids"] for s in samples]).astype(np.int64)
         doc_ids = np.stack([document_ids(s["doc_lengths"]) for s in samples])
-        return {"input_ids": torch.from_numpy(input_ids), "document_ids": torch.from_numpy(doc_ids),
-                SAMPLE_INDEX: torch.tensor([int(s[SAMPLE_INDEX]) for s in samples], dtype=torch.int64)}
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "document_ids": torch.from_numpy(doc_ids),
+            SAMPLE_INDEX: torch.tensor([int(s[SAMPLE_INDEX]) for s in samples], dtype=torch.int64),
+        }
 
 
 def _streaming_locations(cfg: DataConfig) -> tuple[str | None, str]:
     """(remote, local) for StreamingDataset, with clear errors for missing or mismatched data."""
     if cfg.is_remote:
-        cache = cfg.cache_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-mds"
-                                     / hashlib.sha256(cfg.path.encode()).hexdigest()[:16])
+        cache = cfg.cache_dir or str(
+            Path(tempfile.gettempdir()) / "mlm-vs-clm-mds" / hashlib.sha256(cfg.path.encode()).hexdigest()[:16]
+        )
         return cfg.path, cache
     root = Path(cfg.path)
     if not (root / "index.json").is_file():
         raise FileNotFoundError(
             f"no prepared data at {root} (index.json missing): run `python -m pretraining prepare-data "
-            f"--out {root} ...` first, or set data.path to its output folder")
+            f"--out {root} ...` first, or set data.path to its output folder"
+        )
     manifest = root / MANIFEST
     if manifest.is_file():
         prepared_len = json.loads(manifest.read_text())["seq_len"]
         if prepared_len != cfg.seq_len:
-            raise ValueError(f"{root} holds samples of {prepared_len} tokens but data.seq_len is "
-                             f"{cfg.seq_len}: set data.seq_len={prepared_len} or prepare the data again")
+            raise ValueError(
+                f"{root} holds samples of {prepared_len} tokens but data.seq_len is "
+                f"{cfg.seq_len}: set data.seq_len={prepared_len} or prepare the data again"
+            )
     if cfg.cache_dir is not None:  # copy (e.g. from a shared file system) into a node-local cache
         return str(root), cfg.cache_dir
     return None, str(root)
@@ -93,9 +103,14 @@ class ContinuedStreamingDataset(StreamingDataset):
         super().__init__(**kwargs)
         self.start_sample = start_sample
         if start_sample:
-            self.load_state_dict({"epoch": 0, "sample_in_epoch": start_sample,
-                                  "num_canonical_nodes": self.num_canonical_nodes,
-                                  "shuffle_seed": self.shuffle_seed})
+            self.load_state_dict(
+                {
+                    "epoch": 0,
+                    "sample_in_epoch": start_sample,
+                    "num_canonical_nodes": self.num_canonical_nodes,
+                    "shuffle_seed": self.shuffle_seed,
+                }
+            )
 
     def get_item(self, sample_id: int, retry: int = 7) -> dict:
         sample = super().get_item(sample_id, retry)
@@ -114,11 +129,19 @@ def build_train_dataset(cfg: DataConfig, device_batch_size: int) -> StreamingDat
     for attempt in range(SHM_PREFIX_ATTEMPTS):
         try:
             return ContinuedStreamingDataset(
-                start_sample=cfg.start_sample, remote=remote, local=local, batch_size=device_batch_size,
-                shuffle=cfg.shuffle, shuffle_seed=cfg.shuffle_seed, shuffle_algo=cfg.shuffle_algo,
-                shuffle_block_size=cfg.shuffle_block_size, num_canonical_nodes=cfg.num_canonical_nodes,
-                predownload=cfg.predownload, cache_limit=cfg.cache_limit,
-                download_retry=cfg.download_retry, download_timeout=cfg.download_timeout,
+                start_sample=cfg.start_sample,
+                remote=remote,
+                local=local,
+                batch_size=device_batch_size,
+                shuffle=cfg.shuffle,
+                shuffle_seed=cfg.shuffle_seed,
+                shuffle_algo=cfg.shuffle_algo,
+                shuffle_block_size=cfg.shuffle_block_size,
+                num_canonical_nodes=cfg.num_canonical_nodes,
+                predownload=cfg.predownload,
+                cache_limit=cfg.cache_limit,
+                download_retry=cfg.download_retry,
+                download_timeout=cfg.download_timeout,
             )
         except FileExistsError:
             # Two jobs on one node can pick the same free shared-memory prefix at once (streaming
@@ -130,14 +153,19 @@ def build_train_dataset(cfg: DataConfig, device_batch_size: int) -> StreamingDat
     raise AssertionError("unreachable")
 
 
-def build_train_dataloader(cfg: DataConfig, device_batch_size: int,
-                           num_workers: int = 0) -> tuple[DataLoader, StreamingDataset]:
+def build_train_dataloader(
+    cfg: DataConfig, device_batch_size: int, num_workers: int = 0
+) -> tuple[DataLoader, StreamingDataset]:
     if device_batch_size < 1:
         raise ValueError("device_batch_size must be >= 1")
     dataset = build_train_dataset(cfg, device_batch_size)
     loader = DataLoader(
-        dataset, batch_size=device_batch_size, collate_fn=PackedCollator(cfg.seq_len),
-        num_workers=num_workers, drop_last=cfg.drop_last, pin_memory=torch.cuda.is_available(),
+        dataset,
+        batch_size=device_batch_size,
+        collate_fn=PackedCollator(cfg.seq_len),
+        num_workers=num_workers,
+        drop_last=cfg.drop_last,
+        pin_memory=torch.cuda.is_available(),
         persistent_workers=num_workers > 0,
     )
     return loader, dataset

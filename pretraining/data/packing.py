@@ -6,6 +6,7 @@ document that crosses a sample boundary is split; its pieces count as separate d
 sample (attention never crosses a sample). Tokens left after the last full sample are dropped and
 reported as `leftover_tokens`: no padding, as in llm-foundry's ConcatTokensDataset.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,7 +52,7 @@ class SamplePacker:
         start = 0
         while start < len(tokens):
             take = min(len(tokens) - start, self.seq_len - self._filled)
-            self._pieces.append(tokens[start:start + take])
+            self._pieces.append(tokens[start : start + take])
             self._filled += take
             start += take
             if self._filled == self.seq_len:
@@ -60,8 +61,7 @@ class SamplePacker:
     def _emit(self) -> PackedSample:
         sample = PackedSample(
             input_ids=np.concatenate(self._pieces),
-            doc_lengths=np.fromiter((len(p) for p in self._pieces), dtype=TOKEN_DTYPE,
-                                    count=len(self._pieces)),
+            doc_lengths=np.fromiter((len(p) for p in self._pieces), dtype=TOKEN_DTYPE, count=len(self._pieces)),
         )
         self._pieces, self._filled = [], 0
         self.samples += 1
@@ -86,8 +86,9 @@ def document_ids(doc_lengths: Sequence[int]) -> np.ndarray:
     return np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
 
 
-def check_sample(input_ids: np.ndarray, doc_lengths: np.ndarray, seq_len: int, eos_id: int,
-                 vocab_size: int | None = None) -> None:
+def check_sample(
+    input_ids: np.ndarray, doc_lengths: np.ndarray, seq_len: int, eos_id: int, vocab_size: int | None = None
+) -> None:
     """Raise ValueError when a stored sample breaks the packing invariants.
 
     Every document piece but the last of a sample ends with eos (only the last can be cut by the

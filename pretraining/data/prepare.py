@@ -7,6 +7,7 @@ process packs a contiguous group of the input files into its own part folder. Sa
 byte-identical shards and index.json. The output appears only when complete: shards are written to
 `<out>.partial` and renamed at the end, and a finished output is never overwritten.
 """
+
 from __future__ import annotations
 
 import glob
@@ -80,8 +81,9 @@ class PrepareConfig:
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
         if self.workers > 1 and (self.hf_dataset or self.max_documents is not None):
-            raise ValueError("workers > 1 splits local input files: it cannot be combined with "
-                             "hf_dataset or max_documents")
+            raise ValueError(
+                "workers > 1 splits local input files: it cannot be combined with hf_dataset or max_documents"
+            )
 
 
 def resolve_inputs(inputs: tuple[str, ...]) -> list[Path]:
@@ -116,8 +118,7 @@ def _file_texts(path: Path, column: str, batch_size: int) -> Iterator[list[str]]
 
         parquet = pq.ParquetFile(path)
         if column not in parquet.schema_arrow.names:
-            raise PrepareError(f"{path}: no column {column!r} (columns: {parquet.schema_arrow.names}); "
-                               "set text_column")
+            raise PrepareError(f"{path}: no column {column!r} (columns: {parquet.schema_arrow.names}); set text_column")
         for batch in parquet.iter_batches(batch_size=batch_size, columns=[column]):
             yield batch.column(0).to_pylist()
         return
@@ -130,8 +131,7 @@ def _file_texts(path: Path, column: str, batch_size: int) -> Iterator[list[str]]
             try:
                 text = json.loads(line)[column]
             except (json.JSONDecodeError, KeyError, TypeError):
-                raise PrepareError(f"{path}:{number}: expected a JSON object with a {column!r} "
-                                   "string") from None
+                raise PrepareError(f"{path}:{number}: expected a JSON object with a {column!r} string") from None
             batch.append(text)
             if len(batch) == batch_size:
                 yield batch
@@ -143,8 +143,9 @@ def _file_texts(path: Path, column: str, batch_size: int) -> Iterator[list[str]]
 def _hub_texts(cfg: PrepareConfig) -> Iterator[list[str]]:
     import datasets
 
-    dataset = datasets.load_dataset(cfg.hf_dataset, name=cfg.hf_config, split=cfg.hf_split,
-                                    revision=cfg.hf_revision, streaming=cfg.hf_streaming)
+    dataset = datasets.load_dataset(
+        cfg.hf_dataset, name=cfg.hf_config, split=cfg.hf_split, revision=cfg.hf_revision, streaming=cfg.hf_streaming
+    )
     batch: list[str] = []
     for row in dataset:
         batch.append(row[cfg.text_column])
@@ -211,8 +212,10 @@ def tokenizer_record(tokenizer, name: str) -> dict:
 def _check_output(out: Path) -> Path:
     if out.exists() and any(out.iterdir()):
         if (out / MANIFEST).exists():
-            raise PrepareError(f"{out} already holds finished prepared data ({MANIFEST}); refusing to "
-                               "overwrite it: delete the folder or choose another --out")
+            raise PrepareError(
+                f"{out} already holds finished prepared data ({MANIFEST}); refusing to "
+                "overwrite it: delete the folder or choose another --out"
+            )
         raise PrepareError(f"{out} exists and is not empty; choose an empty or new --out")
     partial = out.with_name(out.name + ".partial")
     if partial.exists():
@@ -232,8 +235,14 @@ def _pack_and_write(batches: Iterator[list[str]], cfg: PrepareConfig, tokenizer,
     bos_id = special.bos if cfg.bos == "document" else None
     packer = SamplePacker(cfg.seq_len)
     empty = 0
-    with MDSWriter(out=str(out), columns=MDS_COLUMNS, compression=cfg.compression,
-                   hashes=list(cfg.hashes), size_limit=cfg.size_limit, progress_bar=False) as writer:
+    with MDSWriter(
+        out=str(out),
+        columns=MDS_COLUMNS,
+        compression=cfg.compression,
+        hashes=list(cfg.hashes),
+        size_limit=cfg.size_limit,
+        progress_bar=False,
+    ) as writer:
         for texts in batches:
             kept = [t for t in texts if t and t.strip()]
             empty += len(texts) - len(kept)
@@ -243,9 +252,14 @@ def _pack_and_write(batches: Iterator[list[str]], cfg: PrepareConfig, tokenizer,
             if bar is not None:
                 bar.update(len(texts))
                 bar.set_postfix(samples=packer.samples, refresh=False)
-    return {"documents": packer.documents, "empty_documents_skipped": empty, "tokens": packer.tokens,
-            "samples": packer.samples, "tokens_in_samples": packer.samples * cfg.seq_len,
-            "leftover_tokens": packer.leftover_tokens}
+    return {
+        "documents": packer.documents,
+        "empty_documents_skipped": empty,
+        "tokens": packer.tokens,
+        "samples": packer.samples,
+        "tokens_in_samples": packer.samples * cfg.seq_len,
+        "leftover_tokens": packer.leftover_tokens,
+    }
 
 
 def _prepare_part(files: list[str], cfg: PrepareConfig, out: str) -> dict:
@@ -300,8 +314,15 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
         inputs = [{"path": str(p), "bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in files]
     else:
         files = []
-        inputs = [{"hub": cfg.hf_dataset, "config": cfg.hf_config, "split": cfg.hf_split,
-                   "revision": cfg.hf_revision, "streaming": cfg.hf_streaming}]
+        inputs = [
+            {
+                "hub": cfg.hf_dataset,
+                "config": cfg.hf_config,
+                "split": cfg.hf_split,
+                "revision": cfg.hf_revision,
+                "streaming": cfg.hf_streaming,
+            }
+        ]
     if cfg.workers > 1 and len(files) > 1:
         counts = _prepare_parallel(files, cfg, partial, progress)
     else:
@@ -318,8 +339,9 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
         bar.close()
     if counts["samples"] == 0:
         shutil.rmtree(partial)
-        raise PrepareError(f"the inputs hold {counts['tokens']} tokens, fewer than one sample of "
-                           f"{cfg.seq_len}: nothing written")
+        raise PrepareError(
+            f"the inputs hold {counts['tokens']} tokens, fewer than one sample of {cfg.seq_len}: nothing written"
+        )
 
     manifest = {
         "format": FORMAT,

@@ -6,6 +6,7 @@
    `seq_len`, eos at every inner document end and ids inside the vocabulary; with the tokenizer
    available they are also decoded to text for a look.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,14 +55,18 @@ def _check_shard_file(root: Path, shard: dict) -> bytes:
         raise DataVerificationError(f"shard {info['basename']} is missing from {root}")
     data = path.read_bytes()
     if len(data) != info["bytes"]:
-        raise DataVerificationError(f"shard {info['basename']} has {len(data)} bytes, index.json says "
-                                    f"{info['bytes']}: the file is truncated or replaced; "
-                                    "re-run prepare-data")
+        raise DataVerificationError(
+            f"shard {info['basename']} has {len(data)} bytes, index.json says "
+            f"{info['bytes']}: the file is truncated or replaced; "
+            "re-run prepare-data"
+        )
     for algo, expected in sorted(info["hashes"].items()):
         got = get_hash(algo, data)
         if got != expected:
-            raise DataVerificationError(f"shard {info['basename']}: {algo} is {got}, index.json says "
-                                        f"{expected}: the file is corrupted; re-run prepare-data")
+            raise DataVerificationError(
+                f"shard {info['basename']}: {algo} is {got}, index.json says "
+                f"{expected}: the file is corrupted; re-run prepare-data"
+            )
     return data
 
 
@@ -84,8 +89,7 @@ def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = 
     index = _read_json(root / "index.json", "not an MDS dataset (run prepare-data)")
     manifest = _read_json(root / MANIFEST, "prepare-data did not finish here")
     if manifest.get("format") != FORMAT:
-        raise DataVerificationError(f"{root / MANIFEST}: format {manifest.get('format')!r}, "
-                                    f"expected {FORMAT!r}")
+        raise DataVerificationError(f"{root / MANIFEST}: format {manifest.get('format')!r}, expected {FORMAT!r}")
     seq_len, counts = manifest["seq_len"], manifest["counts"]
     special = manifest["tokenizer"]["special_tokens"]
 
@@ -93,8 +97,10 @@ def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = 
     total = sum(s["samples"] for s in shards)
     if total != counts["samples"]:
         raise DataVerificationError(f"index.json holds {total} samples, {MANIFEST} says {counts['samples']}")
-    if counts["tokens_in_samples"] != counts["samples"] * seq_len or \
-            counts["tokens"] != counts["tokens_in_samples"] + counts["leftover_tokens"]:
+    if (
+        counts["tokens_in_samples"] != counts["samples"] * seq_len
+        or counts["tokens"] != counts["tokens_in_samples"] + counts["leftover_tokens"]
+    ):
         raise DataVerificationError(f"{MANIFEST} counts do not add up: {counts}")
 
     wanted = sorted({int(round(x)) for x in np.linspace(0, total - 1, num=max(1, min(num_samples, total)))})
@@ -115,8 +121,7 @@ def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = 
         for sample_index in here:
             sample = read_sample(raw, shard, sample_index - start)
             try:
-                check_sample(sample["input_ids"], sample["doc_lengths"], seq_len, special["eos"],
-                             special["vocab_size"])
+                check_sample(sample["input_ids"], sample["doc_lengths"], seq_len, special["eos"], special["vocab_size"])
             except ValueError as exc:
                 name = _shard_file(shard)["basename"]
                 raise DataVerificationError(f"sample {sample_index} (shard {name}): {exc}") from None

@@ -5,6 +5,7 @@ has no mask token: like EuroBERT, we give its first reserved special token (id 1
 `<|mask|>`, so the vocabulary keeps its 128,256 entries. `load_tokenizer("embedded")` returns the
 small byte-level BPE trained on the embedded corpus (pretraining/assets/tokenizer).
 """
+
 from __future__ import annotations
 
 import json
@@ -79,8 +80,9 @@ def load_tokenizer(name_or_path: str = EMBEDDED) -> PreTrainedTokenizerFast:
             f"a hub id available offline, or {EMBEDDED!r}"
         ) from None
     if not isinstance(tokenizer, PreTrainedTokenizerFast):
-        raise TokenizerError(f"tokenizer {name_or_path!r} is not a fast (Rust) tokenizer; "
-                             "convert it and save tokenizer.json")
+        raise TokenizerError(
+            f"tokenizer {name_or_path!r} is not a fast (Rust) tokenizer; convert it and save tokenizer.json"
+        )
     vocab = tokenizer.get_vocab()
     if tokenizer.mask_token is None:
         if MASK_TOKEN in vocab:
@@ -96,19 +98,24 @@ def load_tokenizer(name_or_path: str = EMBEDDED) -> PreTrainedTokenizerFast:
 def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> SpecialTokens:
     """The ids of the roles pretraining needs; a missing role is an error that says how to fix it."""
     name = tokenizer.name_or_path or type(tokenizer).__name__
-    roles = {"bos": tokenizer.bos_token_id, "eos": tokenizer.eos_token_id,
-             "pad": tokenizer.pad_token_id, "mask": tokenizer.mask_token_id}
+    roles = {
+        "bos": tokenizer.bos_token_id,
+        "eos": tokenizer.eos_token_id,
+        "pad": tokenizer.pad_token_id,
+        "mask": tokenizer.mask_token_id,
+    }
     missing = [role for role, token_id in roles.items() if token_id is None]
     if missing:
         fixes = {
             "mask": f"MLM needs a mask token: use a tokenizer that has one (EuroBERT's, a Llama-3 "
-                    f"tokenizer through load_tokenizer, or {EMBEDDED!r}), or add it with "
-                    f"tokenizer.add_special_tokens({{'mask_token': '{MASK_TOKEN}'}}) and save_pretrained "
-                    "(this adds an embedding row)",
+            f"tokenizer through load_tokenizer, or {EMBEDDED!r}), or add it with "
+            f"tokenizer.add_special_tokens({{'mask_token': '{MASK_TOKEN}'}}) and save_pretrained "
+            "(this adds an embedding row)",
             "bos": "set bos_token in tokenizer_config.json",
             "eos": "set eos_token in tokenizer_config.json (documents are separated by eos)",
             "pad": "set pad_token (or eos_token, which load_tokenizer then uses as pad)",
         }
-        raise TokenizerError(f"tokenizer {name!r} has no {', '.join(missing)} token: "
-                             + "; ".join(fixes[m] for m in missing))
+        raise TokenizerError(
+            f"tokenizer {name!r} has no {', '.join(missing)} token: " + "; ".join(fixes[m] for m in missing)
+        )
     return SpecialTokens(**roles, vocab_size=len(tokenizer))

@@ -5,6 +5,7 @@
 Ids 0, 1, 2 are `<|begin_of_text|>` (bos), `<|end_of_text|>` (eos = pad) and `<|mask|>`; like Llama-3,
 `add_special_tokens=True` prepends bos. Training is deterministic: same corpus -> same tokenizer.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,25 +22,31 @@ DEFAULT_VOCAB_SIZE = 8192
 MODEL_MAX_LENGTH = 2048
 
 
-def train_byte_level_bpe(texts: Iterable[str],
-                         vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
+def train_byte_level_bpe(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=2, show_progress=False,
+        vocab_size=vocab_size,
+        min_frequency=2,
+        show_progress=False,
         special_tokens=[BOS_TOKEN, EOS_TOKEN, MASK_TOKEN],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     backend.train_from_iterator(texts, trainer)
     bos_id = backend.token_to_id(BOS_TOKEN)
     backend.post_processor = processors.TemplateProcessing(
-        single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A {BOS_TOKEN}:1 $B:1",
+        single=f"{BOS_TOKEN} $A",
+        pair=f"{BOS_TOKEN} $A {BOS_TOKEN}:1 $B:1",
         special_tokens=[(BOS_TOKEN, bos_id)],
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN,
-        mask_token=MASK_TOKEN, model_max_length=MODEL_MAX_LENGTH,
+        tokenizer_object=backend,
+        bos_token=BOS_TOKEN,
+        eos_token=EOS_TOKEN,
+        pad_token=EOS_TOKEN,
+        mask_token=MASK_TOKEN,
+        model_max_length=MODEL_MAX_LENGTH,
     )
 
 

@@ -1,5 +1,6 @@
 """Test oracle: the loop-based seeds x instances bootstrap the aggregation used before the
 vectorised one (analysis/intervals.py), kept only to check that both agree."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,9 @@ import numpy as np
 _CHUNK_VALUES = 2**22
 
 
-def hierarchical_bootstrap_ci(instance_scores, reps: int = 10000, rng_seed=0,
-                              confidence: float = 0.95) -> tuple[float, float]:
+def hierarchical_bootstrap_ci(
+    instance_scores, reps: int = 10000, rng_seed=0, confidence: float = 0.95
+) -> tuple[float, float]:
     """Percentile CI of the mean over seeds of the mean over datasets of per-instance scores.
 
     `instance_scores[d]` is a (seeds x instances) array for dataset d. Each replicate draws the

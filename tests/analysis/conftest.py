@@ -1,5 +1,6 @@
 """Fixtures: the released MLDR runs of 610m-mlm40-42k (read from shared/paper beside the clone, see
 analysis_testlib.DATA) rebuilt in the release's raw layout."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -11,7 +11,7 @@ from tests.analysis.analysis_testlib import make_record
 
 def test_mldr_reproduces_the_published_cell(mldr_records):
     cells = aggregate_runs(mldr_records, reps=10000, rng_seed=0)
-    assert list(cells.columns[:len(CELL_COLUMNS)]) == CELL_COLUMNS
+    assert list(cells.columns[: len(CELL_COLUMNS)]) == CELL_COLUMNS
     assert len(cells) == 1  # one dataset of IR: no category average
     cell = cells.iloc[0]
     assert (cell.model, cell.task_type, cell.dataset, cell.n_seeds) == ("610m-mlm40-42k", "IR", "mldr_en", 5)
@@ -41,8 +41,11 @@ def test_cell_bootstrap_does_not_depend_on_other_cells(mldr_records):
 
 
 def _sc_records(per_dataset_scores, model="m"):
-    return [make_record(model=model, dataset=d, seed=s, lr=1e-5, val=50, test=score)
-            for d, scores in per_dataset_scores.items() for s, score in enumerate(scores)]
+    return [
+        make_record(model=model, dataset=d, seed=s, lr=1e-5, val=50, test=score)
+        for d, scores in per_dataset_scores.items()
+        for s, score in enumerate(scores)
+    ]
 
 
 def test_category_average_is_computed_per_seed():

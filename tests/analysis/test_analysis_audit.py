@@ -11,6 +11,7 @@ from analysis.published import load_published_cells
 def _strict_json(path):
     def refuse(constant):
         raise AssertionError(f"non-standard JSON constant {constant}")
+
     return json.loads(path.read_text(), parse_constant=refuse)
 
 

@@ -39,16 +39,25 @@ def published_report():
 
 def test_every_claim_of_the_issue_is_a_spec():
     assert set(CLAIM) == {
-        "mlm_beats_clm_sc", "mlm_beats_clm_qa", "mlm_beats_clm_ir", "clm_matches_mlm_tc",
-        "gap_widens_with_size_sc", "gap_narrows_with_size_ir", "u_shape_masking_610m_1b",
-        "clm_leads_early", "clm_less_lr_sensitive", "biphasic_beats_mlm",
-        "biphasic_less_ratio_sensitive", "cpt_clm_base_beats_mlm_base"}
+        "mlm_beats_clm_sc",
+        "mlm_beats_clm_qa",
+        "mlm_beats_clm_ir",
+        "clm_matches_mlm_tc",
+        "gap_widens_with_size_sc",
+        "gap_narrows_with_size_ir",
+        "u_shape_masking_610m_1b",
+        "clm_leads_early",
+        "clm_less_lr_sensitive",
+        "biphasic_beats_mlm",
+        "biphasic_less_ratio_sensitive",
+        "cpt_clm_base_beats_mlm_base",
+    }
     assert CLAIM["clm_matches_mlm_tc"].margin == 0.5
 
 
 def test_published_report(published_report):
     report = published_report.set_index("claim")
-    assert list(published_report.columns[:len(CSV_COLUMNS)]) == CSV_COLUMNS
+    assert list(published_report.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS
     untestable = report[report.verdict == NOT_TESTABLE]
     assert set(untestable.index) == {"clm_less_lr_sensitive", "biphasic_less_ratio_sensitive"}
     assert "Figure 5" in untestable.loc["clm_less_lr_sensitive", "reason"]
@@ -106,9 +115,21 @@ def test_crossovers_interpolate_in_log_steps():
 
 def test_holm_matches_statsmodels_on_a_fixed_vector():
     p = [0.001, 0.04, 0.03, 0.2, 0.012]
-    rows = [{"claim": f"c{i}", "estimate": 1.0, "ci_low": 0.5, "ci_high": 1.5, "p_value": v,
-             "direction": "greater", "margin": None, "verdict": "", "n_runs": 10, "source": "test"}
-            for i, v in enumerate(p)]
+    rows = [
+        {
+            "claim": f"c{i}",
+            "estimate": 1.0,
+            "ci_low": 0.5,
+            "ci_high": 1.5,
+            "p_value": v,
+            "direction": "greater",
+            "margin": None,
+            "verdict": "",
+            "n_runs": 10,
+            "source": "test",
+        }
+        for i, v in enumerate(p)
+    ]
     report = with_verdicts(rows)
     assert np.allclose(report.p_holm, multipletests(p, method="holm")[1])
     # By hand: the sorted p-values times 5, 4, 3, 2, 1, then their running maximum.
@@ -130,8 +151,9 @@ def _simulation(truth: pd.DataFrame, sims: int, seed: int):
     """`sims` simulated ClaimInputs: 5 seeds per cell of `truth` (model, task_type, dataset, mean,
     sd), scores normal around the cell mean with the cell's sd."""
     keys = zip(truth.model, truth.task_type, truth.dataset)
-    template = pd.DataFrame([(m, t, d, "", 1e-5, s, 50.0) for m, t, d in keys for s in range(5)],
-                            columns=RUN_COLUMNS[:-1])
+    template = pd.DataFrame(
+        [(m, t, d, "", 1e-5, s, 50.0) for m, t, d in keys for s in range(5)], columns=RUN_COLUMNS[:-1]
+    )
     template = template.sort_values(["model", "task_type", "dataset", "train_set", "seed"]).reset_index(drop=True)
     order = truth.set_index(["model", "dataset"]).loc[list(zip(template.model, template.dataset))]
     rng = np.random.default_rng(seed)
@@ -143,8 +165,9 @@ def _simulation(truth: pd.DataFrame, sims: int, seed: int):
     for values in scores:  # the same runs with other scores: only the scores and cell statistics change
         mean = np.bincount(cell, weights=values) / n
         sd = np.sqrt(np.bincount(cell, weights=(values - mean[cell]) ** 2) / (n - 1))
-        yield replace(first, seed_scores=first.seed_scores.assign(score=values),
-                      cells=first.cells.assign(mean=mean, sd=sd))
+        yield replace(
+            first, seed_scores=first.seed_scores.assign(score=values), cells=first.cells.assign(mean=mean, sd=sd)
+        )
 
 
 def _paper_noise_truth(effect) -> pd.DataFrame:
@@ -157,8 +180,9 @@ def _paper_noise_truth(effect) -> pd.DataFrame:
     truth = cells.loc[sorted(weights), columns]
     clm = truth[truth.objective == "clm"].set_index(["size", "dataset"])["mean"]
     mlm = truth.objective == "mlm"
-    truth.loc[mlm, "mean"] = [clm[(s, d)] + effect(x) for s, d, x in
-                              zip(truth["size"][mlm], truth.dataset[mlm], truth.log2_params[mlm])]
+    truth.loc[mlm, "mean"] = [
+        clm[(s, d)] + effect(x) for s, d, x in zip(truth["size"][mlm], truth.dataset[mlm], truth.log2_params[mlm])
+    ]
     return truth
 
 
@@ -172,10 +196,13 @@ def _simulated_rows(claim_id: str, effect, sims: int, seed: int) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("claim_id, effect, true_value", [
-    ("mlm_beats_clm_sc", lambda x: 2.0, 2.0),  # +2 points at every size
-    ("gap_widens_with_size_sc", lambda x: 2.0 + (x - 9.0), 1.0),  # the gap grows 1 point per doubling
-])
+@pytest.mark.parametrize(
+    "claim_id, effect, true_value",
+    [
+        ("mlm_beats_clm_sc", lambda x: 2.0, 2.0),  # +2 points at every size
+        ("gap_widens_with_size_sc", lambda x: 2.0 + (x - 9.0), 1.0),  # the gap grows 1 point per doubling
+    ],
+)
 def test_known_effect_is_found_and_covered(claim_id, effect, true_value):
     """400 simulations with the paper's seed noise: right sign, supported, and the 95% interval
     covers the true value in 93-97% of them."""
@@ -218,8 +245,11 @@ def test_runs_that_cannot_test_a_claim_say_why(mldr_records):
     assert (report.verdict == NOT_TESTABLE).all()
     assert report.reason.str.len().gt(0).all()
     assert "no cells match the control (objective=clm" in report.set_index("claim").loc["mlm_beats_clm_ir", "reason"]
-    one_seed = [make_record(model=m, task_type="SC", dataset=d, seed=0, test=80)
-                for m in ("610m-mlm40-42k", "610m-clm-42k") for d in ("sst2", "qqp", "mnli")]
+    one_seed = [
+        make_record(model=m, task_type="SC", dataset=d, seed=0, test=80)
+        for m in ("610m-mlm40-42k", "610m-clm-42k")
+        for d in ("sst2", "qqp", "mnli")
+    ]
     report = evaluate_claims(inputs_from_records(one_seed, "one seed", reps=50), reps=50)
     row = report.set_index("claim").loc["mlm_beats_clm_sc"]
     assert row.verdict == NOT_TESTABLE and "fewer than 2 seeds" in row.reason

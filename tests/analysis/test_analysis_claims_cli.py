@@ -20,13 +20,28 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):
     out = tmp_path / "claims"
-    assert main(["claims", "--published", "--csv", str(out / "claims.csv"), "--md", str(out / "claims.md"),
-                 "--figure", str(out / "forest.png"), "--reps", "500"]) == 0
+    assert (
+        main(
+            [
+                "claims",
+                "--published",
+                "--csv",
+                str(out / "claims.csv"),
+                "--md",
+                str(out / "claims.md"),
+                "--figure",
+                str(out / "forest.png"),
+                "--reps",
+                "500",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     assert "mlm_beats_clm_sc" in printed.out and "supported" in printed.out
     assert "2 claim(s) not testable from this source" in printed.err
     report = pd.read_csv(out / "claims.csv")
-    assert list(report.columns[:len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == 12
+    assert list(report.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == 12
     markdown = (out / "claims.md").read_text()
     assert "| `clm_matches_mlm_tc` |" in markdown and "## Not testable from this source" in markdown
     assert (out / "forest.png").read_bytes()[:4] == b"\x89PNG" and (out / "forest.pdf").read_bytes()[:4] == b"%PDF"
@@ -41,11 +56,14 @@ def test_claims_on_the_released_fixture_and_on_run_files(tmp_path, released_root
     assert (report.verdict == NOT_TESTABLE).all() and (report.reason != "").all()
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["claims"], "exactly one"),
-    (["claims", "--published", "--released", "x"], "exactly one"),
-    (["claims", "absent.jsonl"], "absent.jsonl: no such run-record file"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["claims"], "exactly one"),
+        (["claims", "--published", "--released", "x"], "exactly one"),
+        (["claims", "absent.jsonl"], "absent.jsonl: no such run-record file"),
+    ],
+)
 def test_claims_usage_errors_are_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -60,8 +78,9 @@ def test_claims_protocol_without_scores_is_an_error(tmp_path, mldr_records, caps
 
 
 def test_help_lists_the_claims_commands():
-    result = subprocess.run([sys.executable, "-m", "analysis", "--help"], cwd=REPO,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "analysis", "--help"], cwd=REPO, capture_output=True, text=True, check=True
+    )
     assert "claims" in result.stdout and "bench-claims" in result.stdout
 
 
@@ -81,12 +100,24 @@ def test_synthetic_records_have_the_release_shape():
     assert len(release_models()) == 50 and set(FIGURE7_MODELS) <= set(release_models())
     records = synthetic_records(["610m-clm-40k-mlm20-42k"], instances=10, rng_seed=1)
     assert len(records) == 12 * 6 * 5 and {r.dataset for r in records} == {
-        "sst2", "qqp", "mnli", "ontonotes5", "conll2003", "uner", "squad", "squad_v2", "record", "nq",
-        "msmarco", "mldr_en"}
+        "sst2",
+        "qqp",
+        "mnli",
+        "ontonotes5",
+        "conll2003",
+        "uner",
+        "squad",
+        "squad_v2",
+        "record",
+        "nq",
+        "msmarco",
+        "mldr_en",
+    }
     assert all(abs(np.mean(r.test_instance_scores) - r.test_score) < 1e-3 for r in records)
     assert {r.train_set for r in records if r.task_type == "IR"} == {"msmarco_pairs"}
-    shifted = synthetic_records(["610m-clm-40k-mlm20-42k"], instances=10, rng_seed=1,
-                                shift={"610m-clm-40k-mlm20-42k": 3.0})
+    shifted = synthetic_records(
+        ["610m-clm-40k-mlm20-42k"], instances=10, rng_seed=1, shift={"610m-clm-40k-mlm20-42k": 3.0}
+    )
     gain = np.mean([s.validation_score - r.validation_score for r, s in zip(records, shifted)])
     assert gain == pytest.approx(3.0, abs=0.2)
 

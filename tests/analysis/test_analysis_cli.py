@@ -26,8 +26,9 @@ def _one_line_error(capsys, *needles):
 
 
 def test_help_lists_the_subcommands():
-    result = subprocess.run([sys.executable, "-m", "analysis", "--help"], cwd=REPO,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "analysis", "--help"], cwd=REPO, capture_output=True, text=True, check=True
+    )
     for command in ("import-released", "table", "tables", "audit"):
         assert command in result.stdout
 
@@ -38,7 +39,7 @@ def test_table_prints_and_writes_cells(tmp_path, runs_file, capsys):
     printed = capsys.readouterr().out
     assert "60.25 ± 0.76" in printed and "1e-04;2e-05;5e-05;2e-05;2e-05" in printed
     cells = pd.read_csv(out)
-    assert list(cells.columns[:len(CELL_COLUMNS)]) == CELL_COLUMNS and len(cells) == 1
+    assert list(cells.columns[: len(CELL_COLUMNS)]) == CELL_COLUMNS and len(cells) == 1
 
 
 def test_tables_published_and_from_runs(tmp_path, runs_file):
@@ -49,8 +50,9 @@ def test_tables_published_and_from_runs(tmp_path, runs_file):
 
 
 def test_audit_exit_codes(tmp_path, runs_file, mldr_records, capsys):
-    assert main(["audit", str(runs_file), "--out", str(tmp_path / "a"), "--reps", "200",
-                 "--fail-on", "any-mismatch"]) == 0
+    assert (
+        main(["audit", str(runs_file), "--out", str(tmp_path / "a"), "--reps", "200", "--fail-on", "any-mismatch"]) == 0
+    )
     assert "3 match, 0 mismatch" in capsys.readouterr().out
     shifted = tmp_path / "shifted.jsonl"
     lines = [json.loads(line) for line in runs_file.read_text().splitlines()]
@@ -69,8 +71,21 @@ def test_errors_are_one_line_with_exit_2(tmp_path, capsys):
     assert main(["table", str(tmp_path / "missing.jsonl")]) == 2
     _one_line_error(capsys, "missing.jsonl")
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"schema_version": 1, "model": "m", "task_type": "SC", "dataset": "sst2",
-                               "lr": 1e-5, "seed": 0, "validation_score": 0.5, "test_score": 150}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "model": "m",
+                "task_type": "SC",
+                "dataset": "sst2",
+                "lr": 1e-5,
+                "seed": 0,
+                "validation_score": 0.5,
+                "test_score": 150,
+            }
+        )
+        + "\n"
+    )
     assert main(["audit", str(bad), "--out", str(tmp_path / "o")]) == 2
     _one_line_error(capsys, f"{bad}:1", "test_score")
     assert main(["tables", "--out", str(tmp_path / "o")]) == 2

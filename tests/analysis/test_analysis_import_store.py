@@ -1,5 +1,6 @@
 """import-released into a run store: streaming, resuming, bad files; the fast results.json reader;
 the release-scale benchmark on a tiny tree."""
+
 import json
 
 import numpy as np
@@ -23,18 +24,28 @@ def tiny_release(tmp_path_factory):
 
 @pytest.mark.parametrize("indent", [None, 4])
 def test_fast_reader_equals_json(indent):
-    data = {"test": {"scores_i": [1.0, 0.0, 0.6309297535714573, 5e-05, 1, 0.3333333333333335],
-                     "score": 0.5}, "validation": {"score": 0.25, "scores_i": [0.5, 1.0]}, "extra": [1, 2]}
+    data = {
+        "test": {"scores_i": [1.0, 0.0, 0.6309297535714573, 5e-05, 1, 0.3333333333333335], "score": 0.5},
+        "validation": {"score": 0.25, "scores_i": [0.5, 1.0]},
+        "extra": [1, 2],
+    }
     fast = parse_results_json(json.dumps(data, indent=indent).encode())
     assert fast["validation"] == {"score": 0.25, "scores_i": None}  # never parsed: not used
     assert fast["test"]["scores_i"].tolist() == data["test"]["scores_i"] and fast["extra"] == [1, 2]
     assert parse_results_json(b'{"test": {"score": 0.5, "scores_i": []}}')["test"]["scores_i"].size == 0
 
 
-@pytest.mark.parametrize("text", [
-    b'{"test": {"score": 0.5, "scores_i": [0.1, true]}}', b'{"test": {"score": 0.5, "scores_i": [0.1, "x"]}}',
-    b'{"test": {"score": 0.5, "scores_i": [0.1, null]}}', b'{"test": {"score": 0.5, "scores_i": [[0.1], [0.2]]}}',
-    b'{"test": {"score": 0.5, "scores_i": null}}', b'{"test": {"score": 0.5, "scores_i": [0.1, 0.2}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"test": {"score": 0.5, "scores_i": [0.1, true]}}',
+        b'{"test": {"score": 0.5, "scores_i": [0.1, "x"]}}',
+        b'{"test": {"score": 0.5, "scores_i": [0.1, null]}}',
+        b'{"test": {"score": 0.5, "scores_i": [[0.1], [0.2]]}}',
+        b'{"test": {"score": 0.5, "scores_i": null}}',
+        b'{"test": {"score": 0.5, "scores_i": [0.1, 0.2}}',
+    ],
+)
 def test_fast_reader_leaves_other_shapes_to_json(text):
     assert parse_results_json(text) is None
 
@@ -59,8 +70,10 @@ def test_store_import_matches_the_jsonl_import(tmp_path, tiny_release, capsys):
     from_store = list(iter_store_records(tmp_path / "runs.parquet"))
     assert [r.key for r in from_store] == [r.key for r in from_jsonl]
     assert [r.test_score for r in from_store] == [r.test_score for r in from_jsonl]
-    assert all(np.array_equal(np.float32(a.test_instance_scores), np.float32(b.test_instance_scores))
-               for a, b in zip(from_store, from_jsonl))
+    assert all(
+        np.array_equal(np.float32(a.test_instance_scores), np.float32(b.test_instance_scores))
+        for a, b in zip(from_store, from_jsonl)
+    )
 
 
 def test_interrupted_import_resumes_to_the_same_store(tmp_path, tiny_release, monkeypatch):
@@ -73,6 +86,7 @@ def test_interrupted_import_resumes_to_the_same_store(tmp_path, tiny_release, mo
         if len(calls) == 150:
             raise KeyboardInterrupt
         return real(path, root)
+
     monkeypatch.setattr(released, "parse_released_run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         import_released_to_store(tiny_release, tmp_path / "resumed", part_values=500)
@@ -83,13 +97,15 @@ def test_interrupted_import_resumes_to_the_same_store(tmp_path, tiny_release, mo
     resumed = import_released_to_store(tiny_release, tmp_path / "resumed", part_values=500)
     assert (resumed.parts_kept, resumed.parts_written) == (kept, clean.parts_written - kept)
     assert resumed.runs == 360 and resumed.with_instances == 360
-    assert [p.read_bytes() for p in store_parts(tmp_path / "resumed")] == \
-        [p.read_bytes() for p in store_parts(tmp_path / "clean")]
+    assert [p.read_bytes() for p in store_parts(tmp_path / "resumed")] == [
+        p.read_bytes() for p in store_parts(tmp_path / "clean")
+    ]
     assert not list((tmp_path / "resumed").glob(".*.tmp"))
 
 
 def _with_bad_files(tmp_path, tiny_release):
     import shutil
+
     tree = tmp_path / "results"
     shutil.copytree(tiny_release, tree)
     bad = tree / "210m-mlm40-42k/SC/sst2/lr1e-05_sd0/results.json"

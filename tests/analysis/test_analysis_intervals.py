@@ -73,9 +73,20 @@ def test_identical_seeds_give_the_instance_bootstrap():
 
 def _records(matrices, model="m", task_type="SC"):
     """Selected runs (one LR) of `model`: matrices[dataset] is (seeds x instances)."""
-    return [make_record(model=model, task_type=task_type, dataset=d, seed=s, lr=1e-5, val=50,
-                        test=float(np.mean(row)), instances=list(row))
-            for d, matrix in matrices.items() for s, row in enumerate(matrix)]
+    return [
+        make_record(
+            model=model,
+            task_type=task_type,
+            dataset=d,
+            seed=s,
+            lr=1e-5,
+            val=50,
+            test=float(np.mean(row)),
+            instances=list(row),
+        )
+        for d, matrix in matrices.items()
+        for s, row in enumerate(matrix)
+    ]
 
 
 def test_constant_instances_reduce_to_the_seed_bootstrap():
@@ -90,8 +101,9 @@ def test_models_on_one_test_set_share_its_instance_resample():
     # B = A + 5 on every instance and every seed is identical: the seeds x instances replicates of
     # B - A are exactly 5 (test-set error cancels in a difference), though each cell varies.
     row = np.random.default_rng(0).uniform(0, 90, size=300)
-    records = _records({"mnli": np.vstack([row] * 3)}, model="a") + \
-        _records({"mnli": np.vstack([row + 5] * 3)}, model="b")
+    records = _records({"mnli": np.vstack([row] * 3)}, model="a") + _records(
+        {"mnli": np.vstack([row + 5] * 3)}, model="b"
+    )
     (group,) = iter_cell_replicates(select_best_lr_per_seed(records), reps=2000, averages=False)
     assert [c.key[0] for c in group.cells] == ["a", "b"]
     assert np.allclose(group.design[:, 1] - group.design[:, 0], 5.0)
@@ -133,14 +145,17 @@ def test_agrees_with_the_loop_implementation_within_mc_error(n_datasets, instanc
     reported Monte-Carlo error matches the spread of the bounds across draws."""
     rng = np.random.default_rng(42)
     datasets = ["sst2", "qqp", "mnli"][:n_datasets]
-    matrices = {d: np.clip(rng.normal(60 + 5 * i, 20, size=(5, 80)) + rng.normal(0, 2, size=(5, 1)), 0, 100)
-                for i, d in enumerate(datasets)}
+    matrices = {
+        d: np.clip(rng.normal(60 + 5 * i, 20, size=(5, 80)) + rng.normal(0, 2, size=(5, 1)), 0, 100)
+        for i, d in enumerate(datasets)
+    }
     records = _records(matrices)
     draws, reps = 12, 2000
     ours = [aggregate_runs(records, reps=reps, rng_seed=k).iloc[-1] for k in range(draws)]
     assert all(c.bootstrap == "seeds+instances" for c in ours)
-    oracle = np.array([hierarchical_bootstrap_ci(list(matrices.values()), reps=reps, rng_seed=100 + k)
-                       for k in range(draws)])
+    oracle = np.array(
+        [hierarchical_bootstrap_ci(list(matrices.values()), reps=reps, rng_seed=100 + k) for k in range(draws)]
+    )
     for j, (bound, mcse) in enumerate((("boot_low", "boot_low_mcse"), ("boot_high", "boot_high_mcse"))):
         mine = np.array([c[bound] for c in ours])
         se = math.sqrt(mine.var(ddof=1) / draws + oracle[:, j].var(ddof=1) / draws)
@@ -154,14 +169,25 @@ def test_coverage_on_simulated_seeds_and_instances(instance_weights):
     seeds x instances 95% interval covers the true mean in 93-97% of them."""
     rng = np.random.default_rng(7)
     sims, seeds, n, truth = 400, 5, 200, 60.0
-    scores = (truth + rng.normal(0, 0.8, size=(sims, seeds, 1)) + rng.normal(0, 20, size=(sims, 1, n))
-              + rng.normal(0, 5, size=(sims, seeds, n)))
-    selected = pd.DataFrame({
-        "model": np.repeat([f"sim{i}" for i in range(sims)], seeds), "task_type": "IR",
-        "dataset": np.repeat([f"test{i}" for i in range(sims)], seeds), "train_set": "",
-        "seed": np.tile(np.arange(seeds), sims), "lr": 1e-5, "validation_score": 50.0,
-        "test_score": scores.mean(axis=2).ravel(), "test_instance_scores": list(scores.reshape(-1, n)),
-    })
+    scores = (
+        truth
+        + rng.normal(0, 0.8, size=(sims, seeds, 1))
+        + rng.normal(0, 20, size=(sims, 1, n))
+        + rng.normal(0, 5, size=(sims, seeds, n))
+    )
+    selected = pd.DataFrame(
+        {
+            "model": np.repeat([f"sim{i}" for i in range(sims)], seeds),
+            "task_type": "IR",
+            "dataset": np.repeat([f"test{i}" for i in range(sims)], seeds),
+            "train_set": "",
+            "seed": np.tile(np.arange(seeds), sims),
+            "lr": 1e-5,
+            "validation_score": 50.0,
+            "test_score": scores.mean(axis=2).ravel(),
+            "test_instance_scores": list(scores.reshape(-1, n)),
+        }
+    )
     (group,) = iter_cell_replicates(selected, reps=1000, averages=False)
     bounds = percentile_bounds(group.design)
     covered = (bounds.low <= truth) & (truth <= bounds.high)

@@ -9,8 +9,12 @@ from contracts.run_record import read_run_records
 
 # The dataset folders of the released tree (hgissbkh/EncodEval results/210m-mlm40-42k, listed with
 # the search tool's find_files), written out here rather than taken from contracts.paper.
-RELEASED_TREE = {"SC": ("sst2", "qqp", "mnli_m"), "TC": ("conll2003_en", "ontonotes", "uner_en"),
-                 "QA": ("squad", "squad_v2", "record", "qed"), "IR": ("msmarco", "nq", "mldr_en")}
+RELEASED_TREE = {
+    "SC": ("sst2", "qqp", "mnli_m"),
+    "TC": ("conll2003_en", "ontonotes", "uner_en"),
+    "QA": ("squad", "squad_v2", "record", "qed"),
+    "IR": ("msmarco", "nq", "mldr_en"),
+}
 
 
 def _write(root, rel, payload):
@@ -27,7 +31,11 @@ def test_imports_the_released_mldr_runs(released_root, mldr_records):
     assert len(mldr_records) == 30
     first = next(r for r in mldr_records if r.lr == 1e-4 and r.seed == 0)
     assert (first.model, first.task_type, first.dataset, first.train_set) == (
-        "610m-mlm40-42k", "IR", "mldr_en", "msmarco_pairs")
+        "610m-mlm40-42k",
+        "IR",
+        "mldr_en",
+        "msmarco_pairs",
+    )
     assert first.test_score == pytest.approx(59.66, abs=0.005)
     assert first.pretraining.masking_ratio == 0.4 and first.pretraining.mlm_steps == 42000
     assert first.provenance["source"] == "released"
@@ -48,13 +56,16 @@ def test_missing_scores_i_and_plain_run_folder(tmp_path):
     assert record.pretraining is None  # "m" is not a release-style name
 
 
-@pytest.mark.parametrize("payload, message", [
-    ("{not json", "not valid JSON"),
-    ({"validation": {"score": 0.5}}, "missing object 'test'"),
-    ({"validation": {"score": 0.5}, "test": {}}, "'test.score' is None"),
-    ({"validation": {"score": 50.0}, "test": {"score": 0.5}}, "released scores are in \\[0, 1\\]"),
-    ({"validation": {"score": 0.5}, "test": {"score": 0.5, "scores_i": [0.1, "x"]}}, "scores_i"),
-])
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        ("{not json", "not valid JSON"),
+        ({"validation": {"score": 0.5}}, "missing object 'test'"),
+        ({"validation": {"score": 0.5}, "test": {}}, "'test.score' is None"),
+        ({"validation": {"score": 50.0}, "test": {"score": 0.5}}, "released scores are in \\[0, 1\\]"),
+        ({"validation": {"score": 0.5}, "test": {"score": 0.5, "scores_i": [0.1, "x"]}}, "scores_i"),
+    ],
+)
 def test_malformed_files_name_the_file(tmp_path, payload, message):
     path = _write(tmp_path, "m/SC/sst2/lr1e-05_sd0", payload)
     with pytest.raises(ReleasedImportError, match=message) as error:
@@ -62,14 +73,20 @@ def test_malformed_files_name_the_file(tmp_path, payload, message):
     assert str(path) in str(error.value)
 
 
-@pytest.mark.parametrize("rel, message", [
-    ("m/XX/sst2/lr1e-05_sd0", "task type folder 'XX'"),
-    ("m/SC/sst2/run0", "is not \\[<train_set>_\\]lr<LR>_sd<SEED>"),
-    ("m/TC/sst2/lr1e-05_sd0", "folder 'sst2' belongs under SC/, not TC/"),
-    ("m/SC/mnli/lr1e-05_sd0", "unknown released dataset folder 'SC/mnli'; the known folders are "
-                              "SC/sst2, SC/qqp, SC/mnli_m, TC/ontonotes, TC/conll2003_en, TC/uner_en"),
-    ("m/SC/sst2/extra/lr1e-05_sd0", "expected <model>/<task type>"),
-])
+@pytest.mark.parametrize(
+    "rel, message",
+    [
+        ("m/XX/sst2/lr1e-05_sd0", "task type folder 'XX'"),
+        ("m/SC/sst2/run0", "is not \\[<train_set>_\\]lr<LR>_sd<SEED>"),
+        ("m/TC/sst2/lr1e-05_sd0", "folder 'sst2' belongs under SC/, not TC/"),
+        (
+            "m/SC/mnli/lr1e-05_sd0",
+            "unknown released dataset folder 'SC/mnli'; the known folders are "
+            "SC/sst2, SC/qqp, SC/mnli_m, TC/ontonotes, TC/conll2003_en, TC/uner_en",
+        ),
+        ("m/SC/sst2/extra/lr1e-05_sd0", "expected <model>/<task type>"),
+    ],
+)
 def test_bad_layout_names_the_file(tmp_path, rel, message):
     _write(tmp_path, rel, GOOD)
     with pytest.raises(ReleasedImportError, match=message):
@@ -121,5 +138,9 @@ def test_a_whole_released_model_tree_maps_every_folder(tmp_path, capsys):
     assert "imported 390 runs of 1 models" in captured.out
     assert captured.err.count("\n") == 1 and "'qed' (30 runs, task type QA)" in captured.err
     metrics = {(r.task_type, r.metric) for r in read_run_records(out)}
-    assert metrics == {("SC", "accuracy"), ("TC", "sentence_macro_f1"), ("QA", "answer_token_f1"),
-                       ("IR", "retrieved_ndcg@10")}
+    assert metrics == {
+        ("SC", "accuracy"),
+        ("TC", "sentence_macro_f1"),
+        ("QA", "answer_token_f1"),
+        ("IR", "retrieved_ndcg@10"),
+    }

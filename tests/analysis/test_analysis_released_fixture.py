@@ -3,6 +3,7 @@
 import-released + table over 4 datasets x 6 LRs x 5 seeds of 210m-mlm40-42k must give the printed
 Table 2-5 cells (mean and 95% half-width, 2 decimals) of one dataset per task type.
 """
+
 from pathlib import Path
 
 import pandas as pd
@@ -52,7 +53,8 @@ def test_import_released_and_table_reproduce_the_published_210m_cells(tmp_path, 
         assert ours.loc[dataset, "n_seeds"] == 5
         assert round(ours.loc[dataset, "mean"], 2) == pytest.approx(published.loc[dataset, "mean"], abs=1e-9)
         assert round(ours.loc[dataset, "ci_halfwidth"], 2) == pytest.approx(
-            published.loc[dataset, "ci_halfwidth"], abs=1e-9), dataset
+            published.loc[dataset, "ci_halfwidth"], abs=1e-9
+        ), dataset
     # The printed values, written out: MNLI 78.72 ± 0.20, CoNLL 91.70 ± 0.19, SQuAD 73.73 ± 0.11,
     # MLDR 56.56 ± 0.62 (Tables 2-5, 210M MLM-40).
     assert [published.loc[d, "mean"] for d in DATASETS.values()] == [78.72, 91.70, 73.73, 56.56]

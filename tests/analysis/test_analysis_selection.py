@@ -8,8 +8,10 @@ from tests.analysis.analysis_testlib import make_record
 
 def test_each_seed_gets_its_own_best_lr():
     records = [
-        make_record(lr=1e-5, seed=0, val=80, test=70), make_record(lr=1e-4, seed=0, val=85, test=60),
-        make_record(lr=1e-5, seed=1, val=90, test=75), make_record(lr=1e-4, seed=1, val=82, test=99),
+        make_record(lr=1e-5, seed=0, val=80, test=70),
+        make_record(lr=1e-4, seed=0, val=85, test=60),
+        make_record(lr=1e-5, seed=1, val=90, test=75),
+        make_record(lr=1e-4, seed=1, val=82, test=99),
     ]
     selected = select_best_lr_per_seed(records).set_index("seed")
     assert selected.loc[0, "lr"] == 1e-4 and selected.loc[0, "test_score"] == 60
@@ -27,8 +29,10 @@ def test_ties_go_to_the_smallest_lr_whatever_the_order():
 
 def test_groups_are_separate_per_model_dataset_and_train_set():
     records = [
-        make_record(model="a", lr=1e-5, val=1), make_record(model="a", lr=1e-4, val=2),
-        make_record(model="b", lr=1e-5, val=3), make_record(model="b", lr=1e-4, val=2),
+        make_record(model="a", lr=1e-5, val=1),
+        make_record(model="a", lr=1e-4, val=2),
+        make_record(model="b", lr=1e-5, val=3),
+        make_record(model="b", lr=1e-4, val=2),
         make_record(model="a", dataset="qqp", lr=1e-5, val=9),
         make_record(model="a", task_type="IR", dataset="nq", lr=1e-5, val=9, train_set="msmarco_pairs"),
     ]

@@ -1,4 +1,5 @@
 """The run store (contracts/run_store.py) and the analysis reading it (analysis/stored_runs.py)."""
+
 import json
 from dataclasses import replace
 
@@ -35,14 +36,40 @@ def _two_protocol_records():
         for lr in (1e-5, 2e-5):
             for seed in range(3):
                 paper, standard = rng.uniform(0, 100, 40), rng.uniform(0, 100, 40)
-                records.append(make_record(
-                    model=model, task_type="TC", dataset="conll2003", lr=lr, seed=seed,
-                    val=float(rng.uniform(40, 60)), test=float(paper.mean()), instances=list(paper),
-                    protocol="paper", metric="word_macro_f1", other_scores={"standard": {
-                        "metric": "seqeval_f1", "validation_score": float(rng.uniform(40, 60)),
-                        "test_score": float(standard.mean()), "test_instance_scores": list(standard)}}))
-                records.append(make_record(model=model, task_type="SC", dataset="sst2", lr=lr, seed=seed,
-                                           val=float(rng.uniform(40, 60)), test=50.0, protocol="standard"))
+                records.append(
+                    make_record(
+                        model=model,
+                        task_type="TC",
+                        dataset="conll2003",
+                        lr=lr,
+                        seed=seed,
+                        val=float(rng.uniform(40, 60)),
+                        test=float(paper.mean()),
+                        instances=list(paper),
+                        protocol="paper",
+                        metric="word_macro_f1",
+                        other_scores={
+                            "standard": {
+                                "metric": "seqeval_f1",
+                                "validation_score": float(rng.uniform(40, 60)),
+                                "test_score": float(standard.mean()),
+                                "test_instance_scores": list(standard),
+                            }
+                        },
+                    )
+                )
+                records.append(
+                    make_record(
+                        model=model,
+                        task_type="SC",
+                        dataset="sst2",
+                        lr=lr,
+                        seed=seed,
+                        val=float(rng.uniform(40, 60)),
+                        test=50.0,
+                        protocol="standard",
+                    )
+                )
     return records
 
 
@@ -71,7 +98,8 @@ def test_store_round_trip(tmp_path, mixed_records, both_forms):
             assert read.test_instance_scores is None
         else:  # float32 in the store
             assert read.test_instance_scores == tuple(
-                np.asarray(original.test_instance_scores, dtype=np.float32).astype(float).tolist())
+                np.asarray(original.test_instance_scores, dtype=np.float32).astype(float).tolist()
+            )
     assert [r.key for r in iter_records_in([store])] == [r.key for r in mixed_records]
     without = next(iter_store_records(store, instance_scores=False))
     assert without.test_instance_scores is None and without.key == mixed_records[0].key
@@ -105,8 +133,9 @@ def test_jsonl_and_store_give_identical_tables(tmp_path, both_forms, protocol):
     assert (cells["bootstrap"] == "seeds+instances").any()  # the instance bootstrap was exercised
     for name in ("cells.csv", "tables/tables.md", "tables/table_05.csv", "audit/audit.json"):
         # The outputs name their source: the same placeholder for both.
-        first, second = ((o / name).read_text().replace(str(source), "SOURCE")
-                         for o, source in zip(outputs, both_forms))
+        first, second = (
+            (o / name).read_text().replace(str(source), "SOURCE") for o, source in zip(outputs, both_forms)
+        )
         if name.endswith(".json"):  # and the time it was written
             first, second = ({**json.loads(t), "written": None} for t in (first, second))
         assert first == second, name

@@ -1,4 +1,5 @@
 """Loading and the split protocol on the committed toy mirror; the generator's guarantees."""
+
 import dataclasses
 import json
 import math
@@ -35,8 +36,7 @@ def test_toy_mirror_has_the_hub_schema(key):
 
 
 def test_glue_hidden_test_labels_and_class_labels():
-    for config, splits in (("sst2", ["test"]), ("qqp", ["test"]),
-                           ("mnli", ["test_matched", "test_mismatched"])):
+    for config, splits in (("sst2", ["test"]), ("qqp", ["test"]), ("mnli", ["test_matched", "test_mismatched"])):
         for split in splits:
             ds = load_hub_split(HubSource("nyu-mll/glue", config), split, TOY_DATA_ROOT)
             assert set(ds["label"]) == {-1}
@@ -101,7 +101,7 @@ def test_qa_answers_are_exact_spans(loaded, name):
         assert len(set(ds["id"])) == len(ds)
         for context, answers in zip(ds["context"], ds["answers"]):
             for text, start in zip(answers["text"], answers["answer_start"]):
-                assert context[start:start + len(text)] == text
+                assert context[start : start + len(text)] == text
     n_answers = Counter(len(a["text"]) for a in data.test["answers"])
     if name == "squad_v2":
         assert n_answers[0] > 0 and n_answers[3] > 0
@@ -138,8 +138,9 @@ def test_nq_query_halves_are_seeded_disjoint_and_recorded(loaded):
 def test_ir_candidate_pools(loaded):
     data = loaded["msmarco"]  # default pool: one per dataset, as released
     test = data.test
-    raw = {split: load_hub_split(HubSource("BeIR/msmarco-qrels"), split, TOY_DATA_ROOT)
-           for split in ("validation", "test")}
+    raw = {
+        split: load_hub_split(HubSource("BeIR/msmarco-qrels"), split, TOY_DATA_ROOT) for split in ("validation", "test")
+    }
     assert len(set(raw["test"]["query-id"])) == len(test.qrels) + 1, "the all-grade-0 query is not evaluated"
     named = {str(d) for split in raw.values() for d in split["corpus-id"]}
     assert set(test.corpus) == set(data.validation.corpus) == named, "every document of both qrels"
@@ -167,8 +168,7 @@ def test_missing_column_names_dataset_split_and_column(tmp_path):
     root = _copy_mirror(tmp_path, "nyu-mll/glue/sst2")
     path = root / "nyu-mll/glue/sst2/validation.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "sentence"}) + "\n"
-                            for r in rows))
+    path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "sentence"}) + "\n" for r in rows))
     with pytest.raises(DatasetError) as info:
         load_task_data(TASKS["sst2"], root)
     message = str(info.value)
@@ -186,8 +186,7 @@ def test_mirror_may_omit_columns_the_task_does_not_read(tmp_path):
     root = _copy_mirror(tmp_path, "hgissbkh/uner_en")
     for path in (root / "hgissbkh/uner_en/default").glob("*.jsonl"):
         rows = [json.loads(line) for line in path.read_text().splitlines()]
-        path.write_text("".join(json.dumps({"tokens": r["tokens"], "ner_tags": r["ner_tags"]})
-                                + "\n" for r in rows))
+        path.write_text("".join(json.dumps({"tokens": r["tokens"], "ner_tags": r["ner_tags"]}) + "\n" for r in rows))
     data = load_task_data(TASKS["uner"], root)
     assert data.label_names == TASKS["uner"].label_names and len(data.test) == 64
 
@@ -197,9 +196,9 @@ def test_generator_is_deterministic_and_matches_the_committed_copy(tmp_path):
     committed = sorted(p.relative_to(TOY_DATA_ROOT) for p in TOY_DATA_ROOT.rglob("*.jsonl"))
     fresh = sorted(p.relative_to(tmp_path / "toy") for p in (tmp_path / "toy").rglob("*.jsonl"))
     assert fresh == committed
-    assert make_toy.tree_digest(tmp_path / "toy") == make_toy.tree_digest(TOY_DATA_ROOT), \
-        "regenerate the committed copy: python -m benchmarks.datasets.make_toy " \
-        "benchmarks/datasets/toy --clean"
+    assert make_toy.tree_digest(tmp_path / "toy") == make_toy.tree_digest(TOY_DATA_ROOT), (
+        "regenerate the committed copy: python -m benchmarks.datasets.make_toy benchmarks/datasets/toy --clean"
+    )
     assert sum((TOY_DATA_ROOT / p).stat().st_size for p in committed) < 3_000_000
     assert make_toy.build(seed=1) != make_toy.build(seed=0)
 
@@ -220,8 +219,13 @@ def _naive_bayes(train_texts, train_labels, test_texts, n_labels):
     totals = [sum(c.values()) for c in counts]
 
     def predict(text):
-        return max(range(n_labels), key=lambda k: math.log(priors[k] + 1) + sum(
-            math.log((counts[k][w] + 1) / (totals[k] + len(vocab))) for w in _words(text)))
+        return max(
+            range(n_labels),
+            key=lambda k: (
+                math.log(priors[k] + 1)
+                + sum(math.log((counts[k][w] + 1) / (totals[k] + len(vocab))) for w in _words(text))
+            ),
+        )
 
     return [predict(t) for t in test_texts]
 
@@ -238,9 +242,32 @@ def test_sc_toy_is_learnable_from_words(loaded, name, minimum):
 
 def test_qqp_toy_duplicates_follow_topic_overlap(loaded):
     data = loaded["qqp"]
-    template = {"how", "do", "i", "what", "is", "the", "best", "way", "to", "can", "quickly",
-                "should", "any", "tips", "does", "one", "well", "question", "1:", "2:", "a", "an",
-                "for", "my"}
+    template = {
+        "how",
+        "do",
+        "i",
+        "what",
+        "is",
+        "the",
+        "best",
+        "way",
+        "to",
+        "can",
+        "quickly",
+        "should",
+        "any",
+        "tips",
+        "does",
+        "one",
+        "well",
+        "question",
+        "1:",
+        "2:",
+        "a",
+        "an",
+        "for",
+        "my",
+    }
     hits = 0
     for text, label in zip(data.test["text"], data.test["label"]):
         q1, q2 = text.split("\n")
@@ -257,8 +284,10 @@ def test_ner_toy_is_learnable_from_a_gazetteer(loaded):
         for tokens, tags in zip(data.train["tokens"], data.train["tags"]):
             for tok, tag in zip(tokens, tags):
                 memory.setdefault(tok, Counter())[tag] += 1
-        preds = [[names[memory[t].most_common(1)[0][0]] if t in memory else "O" for t in tokens]
-                 for tokens in data.test["tokens"]]
+        preds = [
+            [names[memory[t].most_common(1)[0][0]] if t in memory else "O" for t in tokens]
+            for tokens in data.test["tokens"]
+        ]
         gold = [[names[t] for t in tags] for tags in data.test["tags"]]
         assert seqeval_f1(preds, gold).score > 60, name
 
@@ -268,10 +297,8 @@ def test_ir_toy_is_learnable_from_lexical_overlap(loaded):
         split = loaded[name].test
         run = {}
         for qid, query in split.queries.items():
-            q = set(_words(query)) - set(make_toy.FILLER) - {"what", "how", "does", "work",
-                                                             "definition"}
-            run[qid] = dict(rank_documents(
-                {d: len(q & set(_words(text))) for d, text in split.corpus.items()}, 100))
+            q = set(_words(query)) - set(make_toy.FILLER) - {"what", "how", "does", "work", "definition"}
+            run[qid] = dict(rank_documents({d: len(q & set(_words(text))) for d, text in split.corpus.items()}, 100))
         assert ndcg_at_10(run, split.qrels).score > 60, name
 
 
@@ -286,8 +313,9 @@ def test_raw_beir_files_tsv_qrels_and_gzipped_jsonl_load_the_same(tmp_path, load
     corpus.unlink()
     qrels = tmp_path / "BeIR/nq-qrels/default/test.jsonl"
     rows = [json.loads(line) for line in qrels.read_text().splitlines()]
-    qrels.with_suffix(".tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{r['query-id']}\t{r['corpus-id']}\t{r['score']}\n" for r in rows))
+    qrels.with_suffix(".tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{r['query-id']}\t{r['corpus-id']}\t{r['score']}\n" for r in rows)
+    )
     qrels.unlink()
     data = load_task_data(TASKS["nq"], tmp_path, roles=("validation", "test"), query_split_seed=0)
     assert data.test.qrels == loaded["nq"].test.qrels

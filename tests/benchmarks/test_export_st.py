@@ -1,4 +1,5 @@
 """A fine-tuned IR model saved as a sentence-transformers folder gives the harness's embeddings."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,18 @@ def ir_run(tmp_path_factory, request):
     torch.manual_seed(0)
     model = MlmClmForLM(config_from_preset("toy_s", vocab_size=len(tokenizer), is_causal=True))
     base = save_hf_directory(model, None, root / "tiny-clm", tokenizer, {"name": "tiny-clm", "step": 0})
-    values = {"model": str(base), "task": "msmarco", "lr": 1e-3, "seed": 0, "data_root": str(TOY_DATA_ROOT),
-              "out": str(root / "runs"), "max_steps": 2, "max_length": 32, "save_sentence_transformers": True,
-              "protocol": request.param}
+    values = {
+        "model": str(base),
+        "task": "msmarco",
+        "lr": 1e-3,
+        "seed": 0,
+        "data_root": str(TOY_DATA_ROOT),
+        "out": str(root / "runs"),
+        "max_steps": 2,
+        "max_length": 32,
+        "save_sentence_transformers": True,
+        "protocol": request.param,
+    }
     cfg = load_run_config(values, CONFIG_DIR / "toy.yaml")
     run(cfg)
     return cfg.run_dir
@@ -43,8 +53,9 @@ def ir_run(tmp_path_factory, request):
 def _harness_embeddings(model_dir, texts, prefix, max_length, protocol):
     encoder = BiEncoder(load_backbone(str(model_dir))).eval()
     tokenizer = load_tokenizer(str(model_dir))
-    return encode_texts(encoder, [prefix + t for t in texts], tokenizer, max_length, EvalContext(torch.device("cpu")),
-                        protocol=protocol)
+    return encode_texts(
+        encoder, [prefix + t for t in texts], tokenizer, max_length, EvalContext(torch.device("cpu")), protocol=protocol
+    )
 
 
 def _cosines(a, b):
@@ -82,8 +93,9 @@ def test_the_cli_exports_a_run_and_never_overwrites(ir_run, tmp_path, capsys):
     assert cli(["export-st", str(ir_run), str(out)]) == 0
     reference = SentenceTransformer(str(ir_run / SENTENCE_TRANSFORMERS_DIR), trust_remote_code=True, device="cpu")
     exported = SentenceTransformer(str(out), trust_remote_code=True, device="cpu")
-    assert torch.equal(torch.as_tensor(exported.encode_query(QUERIES)),
-                       torch.as_tensor(reference.encode_query(QUERIES)))
+    assert torch.equal(
+        torch.as_tensor(exported.encode_query(QUERIES)), torch.as_tensor(reference.encode_query(QUERIES))
+    )
     assert cli(["export-st", str(ir_run), str(out)]) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     assert cli(["export-st", str(tmp_path / "missing"), str(tmp_path / "x")]) == 2

@@ -1,4 +1,5 @@
 """Composer glue: step budget, schedule, seeding, micro-batching, precision."""
+
 from __future__ import annotations
 
 import pytest
@@ -61,8 +62,13 @@ def test_schedule_warms_up_then_decays_to_zero(setup):
     lrs = []
     path, features, collate = setup
     module = sc.SequenceClassifier(load_backbone(str(path)), 2)
-    fit(module, features, collate, TrainSettings(lr=1e-3, seed=0, batch_size=8, max_steps=20),
-        callbacks=[record_step_lrs(lrs)])
+    fit(
+        module,
+        features,
+        collate,
+        TrainSettings(lr=1e-3, seed=0, batch_size=8, max_steps=20),
+        callbacks=[record_step_lrs(lrs)],
+    )
     # 10% of 20 steps = 2 warmup steps, then linear decay to 0: optimizer step n (1-based) runs at
     # the schedule's value at n, so the first step is above 0, the second at the peak, the last at 0.
     multiplier = [n / 2 if n < 2 else 1 - (n - 2) / 18 for n in range(1, 21)]

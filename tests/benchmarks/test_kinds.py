@@ -1,4 +1,5 @@
 """Task kinds: bidirectional attention, GradCache, QA windows and post-processing, TC alignment."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,6 +24,7 @@ def tiny_dirs(tmp_path_factory):
 
 
 # --- bidirectional attention --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
 def test_llama_is_made_bidirectional(tiny_dirs, impl):
@@ -55,9 +57,16 @@ def test_a_causal_reference_does_not_see_the_future(tiny_dirs):
 def test_our_own_clm_model_type_is_made_bidirectional(tmp_path):
     """`mlmclm_llama` (pretraining.modeling) reads `config.is_causal`; a CLM export has it True."""
     modeling = pytest.importorskip("pretraining.modeling")
-    config = modeling.MlmClmConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-                                   is_causal=True)
+    config = modeling.MlmClmConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        is_causal=True,
+    )
     torch.manual_seed(0)
     modeling.MlmClmForLM(config).save_pretrained(tmp_path)
     backbone = load_backbone(str(tmp_path)).eval()
@@ -89,6 +98,7 @@ def test_model_folder_without_weights_is_a_clear_error(tmp_path):
 
 # --- IR: InfoNCE and gradient caching -----------------------------------------------------------
 
+
 def test_info_nce_is_scaled_cosine_cross_entropy():
     q, d = torch.randn(4, 8), torch.randn(4, 8)
     cos = torch.nn.functional.cosine_similarity(q[:, None], d[None], dim=-1)
@@ -98,10 +108,12 @@ def test_info_nce_is_scaled_cosine_cross_entropy():
 
 def _ir_batch(n: int) -> dict:
     g = torch.Generator().manual_seed(1)
-    batch = {"query_input_ids": torch.randint(1000, 5000, (n, 7), generator=g),
-             "query_attention_mask": torch.ones(n, 7, dtype=torch.long),
-             "doc_input_ids": torch.randint(1000, 5000, (n, 12), generator=g),
-             "doc_attention_mask": torch.ones(n, 12, dtype=torch.long)}
+    batch = {
+        "query_input_ids": torch.randint(1000, 5000, (n, 7), generator=g),
+        "query_attention_mask": torch.ones(n, 7, dtype=torch.long),
+        "doc_input_ids": torch.randint(1000, 5000, (n, 12), generator=g),
+        "doc_attention_mask": torch.ones(n, 12, dtype=torch.long),
+    }
     batch["doc_attention_mask"][::2, 9:] = 0  # some padding
     return batch
 
@@ -143,6 +155,7 @@ def test_grad_cache_replays_dropout(tiny_dirs, tmp_path):
 
 # --- QA -----------------------------------------------------------------------------------------
 
+
 def _feature(example_index, offsets):
     return {"example_index": example_index, "offsets": offsets, "input_ids": list(range(len(offsets)))}
 
@@ -176,8 +189,7 @@ def test_qa_no_answer_decision():
     assert qa.postprocess([example], features, starts, ends, version_2=True) == ["alpha"]
     starts[1][0] = ends[1][0] = 3.0  # null 6 > span 2: no answer
     assert qa.postprocess([example], features, starts, ends, version_2=True) == [""]
-    assert qa.postprocess([example], features, starts, ends, version_2=True,
-                          null_score_diff_threshold=5.0) == ["alpha"]
+    assert qa.postprocess([example], features, starts, ends, version_2=True, null_score_diff_threshold=5.0) == ["alpha"]
     assert qa.postprocess([example], features, starts, ends, version_2=False) == ["alpha"]
 
 
@@ -192,7 +204,7 @@ def test_qa_windows_label_a_straddling_answer_only_where_it_fits(tokenizer):
     negatives = [f for f in features if f["start_positions"] == 0]
     assert positives and negatives
     for feat in positives:
-        span = feat["input_ids"][feat["start_positions"]:feat["end_positions"] + 1]
+        span = feat["input_ids"][feat["start_positions"] : feat["end_positions"] + 1]
         assert tokenizer.decode(span) == answer
     for feat in negatives:
         assert feat["end_positions"] == 0
@@ -210,11 +222,18 @@ def test_qa_eval_features_mark_only_context_offsets(tokenizer):
 
 def test_record_cast_uses_the_first_mention_of_a_gold_entity():
     passage = "Acme Corp hired Alice Smith in Berlin.\n@highlight\nAlice Smith joins Acme Corp"
-    row = {"passage": passage, "query": "@placeholder announced the hire.",
-           "entities": ["Acme Corp", "Alice Smith", "Berlin"],
-           "entity_spans": {"text": ["Acme Corp", "Alice Smith", "Berlin", "Alice Smith", "Acme Corp"],
-                            "start": [0, 16, 31, 50, 68], "end": [9, 27, 37, 61, 77]},
-           "answers": ["Alice Smith"], "idx": {"passage": 3, "query": 7}}
+    row = {
+        "passage": passage,
+        "query": "@placeholder announced the hire.",
+        "entities": ["Acme Corp", "Alice Smith", "Berlin"],
+        "entity_spans": {
+            "text": ["Acme Corp", "Alice Smith", "Berlin", "Alice Smith", "Acme Corp"],
+            "start": [0, 16, 31, 50, 68],
+            "end": [9, 27, 37, 61, 77],
+        },
+        "answers": ["Alice Smith"],
+        "idx": {"passage": 3, "query": 7},
+    }
     example = qa.record_to_example(row, 0)
     assert example.answer_starts == (16,) and passage[16:27] == "Alice Smith"
     assert example.question.startswith("@placeholder") and example.id == "3-7"
@@ -226,12 +245,14 @@ def test_record_cast_uses_the_first_mention_of_a_gold_entity():
 
 # --- TC -----------------------------------------------------------------------------------------
 
+
 def test_tc_standard_labels_only_first_subtokens(tokenizer):
     words = ["Unaffable", "Zorblax", "visited", "Berlin"]
     tags = [1, 3, 0, 5]
     (feat,) = tc.encode([words], [tags], tokenizer, max_length=64, protocol="standard")
-    labelled = [(tokenizer.convert_ids_to_tokens(t), tag) for t, tag in zip(feat["input_ids"], feat["labels"])
-                if tag != -100]
+    labelled = [
+        (tokenizer.convert_ids_to_tokens(t), tag) for t, tag in zip(feat["input_ids"], feat["labels"]) if tag != -100
+    ]
     assert [tag for _, tag in labelled] == tags
     assert all(not tok.startswith("##") for tok, _ in labelled)
     assert len(feat["input_ids"]) > len(words) + 2, "some words split into several sub-tokens"
@@ -270,14 +291,16 @@ def test_tc_truncated_words_get_no_prediction(tokenizer, tiny_dirs, protocol):
 
     model = tc.TokenClassifier(load_backbone(str(tiny_dirs["bert"])), 3).eval()
     sentences = [["word"] * 30, ["short", "one"]]
-    preds = tc.predict(model, sentences, tokenizer, max_length=10, ctx=EvalContext(torch.device("cpu")),
-                       protocol=protocol)
+    preds = tc.predict(
+        model, sentences, tokenizer, max_length=10, ctx=EvalContext(torch.device("cpu")), protocol=protocol
+    )
     assert [len(p) for p in preds] == [30, 2]
     assert preds[0][20:] == [None] * 10 and None not in preds[1]
     assert all(p in (0, 1, 2) for p in preds[0][:8])
 
 
 # --- QA, paper protocol ---------------------------------------------------------------------------
+
 
 def test_qa_paper_input_and_answer_labels(tokenizer):
     context = "the cat sat on the mat near Berlin"

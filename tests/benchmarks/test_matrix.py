@@ -1,4 +1,5 @@
 """`benchmarks matrix`: expansion, Slurm script, local runner resumable after a kill."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,8 +23,16 @@ def model(tmp_path_factory):
 
 
 def _base(out, **kw):
-    values = {"model": "-", "task": "-", "lr": 1.0, "seed": 0, "out": str(out), "data_root": str(TOY_DATA_ROOT),
-              "max_steps": 1, **kw}
+    values = {
+        "model": "-",
+        "task": "-",
+        "lr": 1.0,
+        "seed": 0,
+        "out": str(out),
+        "data_root": str(TOY_DATA_ROOT),
+        "max_steps": 1,
+        **kw,
+    }
     return load_run_config(values, CONFIG_DIR / "toy.yaml")
 
 
@@ -61,13 +70,22 @@ def test_job_configs_hold_absolute_paths(model, tmp_path, monkeypatch):
 def test_ir_evaluation_implies_its_training_run(model, tmp_path):
     jobs = matrix.expand(_base(tmp_path), [str(model)], tasks=["nq"], lrs=[1e-4], seeds=[0, 1])
     assert [(j["config"]["task"], j["group"], j["index"]) for j in jobs] == [
-        ("msmarco", "ir_train", 0), ("msmarco", "ir_train", 1), ("nq", "ir_eval", 0), ("nq", "ir_eval", 1)]
+        ("msmarco", "ir_train", 0),
+        ("msmarco", "ir_train", 1),
+        ("nq", "ir_eval", 0),
+        ("nq", "ir_eval", 1),
+    ]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"lrs": []}, "empty LR grid"), ({"seeds": []}, "empty seeds"), ({"lrs": [0.0]}, "not > 0"),
-    ({"tasks": ["sst2", "nope"]}, "unknown task 'nope'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"lrs": []}, "empty LR grid"),
+        ({"seeds": []}, "empty seeds"),
+        ({"lrs": [0.0]}, "not > 0"),
+        ({"tasks": ["sst2", "nope"]}, "unknown task 'nope'"),
+    ],
+)
 def test_bad_matrices_are_refused(model, tmp_path, kwargs, message):
     with pytest.raises((matrix.MatrixError, KeyError), match=message):
         matrix.expand(_base(tmp_path), [str(model)], **kwargs)
@@ -91,10 +109,31 @@ def test_slurm_script_is_valid_bash_with_arrays_and_dependency(model, tmp_path):
 
 def test_cli_writes_the_job_list_and_script(model, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "matrix", "--models", str(model), "--tasks", "sst2,nq,mldr_en",
-         "--lrs", "1e-5,2e-5", "--seeds", "0,1,2", "--out", str(tmp_path / "runs"),
-         "--slurm-script", str(tmp_path / "submit.sh"), "--array-throttle", "4"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "matrix",
+            "--models",
+            str(model),
+            "--tasks",
+            "sst2,nq,mldr_en",
+            "--lrs",
+            "1e-5,2e-5",
+            "--seeds",
+            "0,1,2",
+            "--out",
+            str(tmp_path / "runs"),
+            "--slurm-script",
+            str(tmp_path / "submit.sh"),
+            "--array-throttle",
+            "4",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "24 runs" in result.stdout  # sst2 6 + msmarco 6 (implied) + nq 6 + mldr 6
     assert subprocess.run(["bash", "-n", str(tmp_path / "submit.sh")]).returncode == 0
@@ -133,7 +172,8 @@ def test_local_runner_resumes_after_a_kill(model, tmp_path, monkeypatch):
     assert not list(tmp_path.rglob("partial.bin"))
     records = list(iter_records_in([tmp_path]))
     assert sorted((r.dataset, r.seed) for r in records) == sorted(
-        [(t, s) for t in ("msmarco", "sst2", "nq") for s in (0, 1)])
+        [(t, s) for t in ("msmarco", "sst2", "nq") for s in (0, 1)]
+    )
     assert done  # the records of the first pass are among them
     # the Slurm array task entry point runs (here: skips) the jobs of one index
     assert matrix.run_array_task(jobs, "ir_eval", 1) == 0
@@ -183,9 +223,30 @@ def test_local_matrix_survives_a_real_sigkill(model, tmp_path):
     import time
 
     out = tmp_path / "runs"
-    argv = [sys.executable, "-m", "benchmarks", "matrix", "--models", str(model), "--tasks", "sst2",
-            "--lrs", "1e-3", "--seeds", "0,1,2,3", "--data-root", str(TOY_DATA_ROOT), "--out", str(out),
-            "--config", str(CONFIG_DIR / "toy.yaml"), "--max-steps", "1", "--local", "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks",
+        "matrix",
+        "--models",
+        str(model),
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "1e-3",
+        "--seeds",
+        "0,1,2,3",
+        "--data-root",
+        str(TOY_DATA_ROOT),
+        "--out",
+        str(out),
+        "--config",
+        str(CONFIG_DIR / "toy.yaml"),
+        "--max-steps",
+        "1",
+        "--local",
+        "--no-progress",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240

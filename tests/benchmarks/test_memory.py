@@ -1,5 +1,6 @@
 """A long-lived process runs fine-tuning runs back to back without growing (the toy reproduce and
 `benchmarks matrix --local` run hundreds in one process)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,18 @@ def _rss_mb() -> float:
 @pytest.mark.skipif(not STATM.exists(), reason="reads the resident set size from /proc (Linux)")
 def test_300_fine_tuning_runs_in_one_process_grow_its_memory_by_less_than_50_mb(tmp_path):
     model = save_tiny_model(tmp_path / "bert", "bert")
-    base = load_run_config({"model": str(model), "task": "sst2", "lr": 1e-3, "seed": 0, "out": str(tmp_path / "runs"),
-                            "data_root": str(TOY_DATA_ROOT), "max_steps": 1}, CONFIG_DIR / "toy.yaml")
+    base = load_run_config(
+        {
+            "model": str(model),
+            "task": "sst2",
+            "lr": 1e-3,
+            "seed": 0,
+            "out": str(tmp_path / "runs"),
+            "data_root": str(TOY_DATA_ROOT),
+            "max_steps": 1,
+        },
+        CONFIG_DIR / "toy.yaml",
+    )
     for seed in range(10):  # warm-up: imports, allocator pools, caches that fill once
         run(dataclasses.replace(base, seed=seed))
     gc.collect()

@@ -1,4 +1,5 @@
 """Metrics against hand-computed values and the official definitions on tricky inputs."""
+
 import math
 
 import pytest
@@ -49,8 +50,11 @@ def test_seqeval_type_change_inside_a_chunk_and_adjacent_entities():
     # predicted entities: ORG(0,0), LOC(1,1), ORG(2,2), MISC(0,0 of s2); gold: ORG(0,1), ORG(2,2)
     tp, n_pred, n_gold = 1, 4, 2
     assert result.score == pytest.approx(100 * 2 * tp / (n_pred + n_gold))
-    assert (result.details["true_positives"], result.details["predicted_entities"],
-            result.details["gold_entities"]) == (tp, n_pred, n_gold)
+    assert (
+        result.details["true_positives"],
+        result.details["predicted_entities"],
+        result.details["gold_entities"],
+    ) == (tp, n_pred, n_gold)
     assert result.instance_scores == pytest.approx((100 * 2 * 1 / 5, 0.0))
 
 
@@ -90,10 +94,11 @@ def test_token_f1_hand_computed():
 
 
 def test_squad_v1_max_over_duplicated_gold_answers_and_missing_prediction():
-    refs = {"q1": {"text": ["Denver Broncos", "Denver Broncos", "Broncos"],
-                   "answer_start": [0, 0, 7]},
-            "q2": {"text": ["1990"], "answer_start": [3]},
-            "q3": {"text": ["Paris"], "answer_start": [0]}}
+    refs = {
+        "q1": {"text": ["Denver Broncos", "Denver Broncos", "Broncos"], "answer_start": [0, 0, 7]},
+        "q2": {"text": ["1990"], "answer_start": [3]},
+        "q3": {"text": ["Paris"], "answer_start": [0]},
+    }
     preds = {"q1": "the Broncos", "q2": "in 1990", "extra": "ignored"}
     result = squad_v1(preds, refs)
     f1_q2 = 2 * (1 / 2 * 1) / (1 / 2 + 1)
@@ -106,10 +111,12 @@ def test_squad_v1_max_over_duplicated_gold_answers_and_missing_prediction():
 
 
 def test_squad_v2_no_answer_rules():
-    refs = {"has": {"text": ["Paris", "paris"], "answer_start": [0, 0]},
-            "none": {"text": [], "answer_start": []},
-            "punct": ["."],  # normalises to "": treated as unanswerable
-            "has2": ["blue whale"]}
+    refs = {
+        "has": {"text": ["Paris", "paris"], "answer_start": [0, 0]},
+        "none": {"text": [], "answer_start": []},
+        "punct": ["."],  # normalises to "": treated as unanswerable
+        "has2": ["blue whale"],
+    }
     preds = {"has": "Paris", "none": "", "punct": "something", "has2": ""}
     result = squad_v2(preds, refs)
     assert result.instance_scores == (100.0, 100.0, 0.0, 0.0)
@@ -118,8 +125,7 @@ def test_squad_v2_no_answer_rules():
     # threshold: a probability above it turns the prediction into "no answer"
     probs = {"has": 0.9, "none": 0.9, "punct": 0.9, "has2": 0.1}
     assert squad_v2(preds, refs, probs).instance_scores == (100.0, 100.0, 0.0, 0.0)  # 1.0 = never
-    assert squad_v2(preds, refs, probs, no_answer_threshold=0.5).instance_scores == \
-        (0.0, 100.0, 100.0, 0.0)
+    assert squad_v2(preds, refs, probs, no_answer_threshold=0.5).instance_scores == (0.0, 100.0, 100.0, 0.0)
 
 
 def test_record_max_f1_over_answers_with_squad_normalisation():

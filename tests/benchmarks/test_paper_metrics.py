@@ -1,4 +1,5 @@
 """The `paper` protocol's metrics (docs/protocol.md) against scikit-learn and hand-computed values."""
+
 import pytest
 from sklearn.metrics import f1_score, ndcg_score
 

@@ -1,5 +1,6 @@
 """The harness on checkpoints that ship their own model code (like the paper's released ones),
 behind the one remote-code switch."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,16 @@ def released_style(tmp_path_factory):
 
 
 def _values(model, out, **kw):
-    return {"model": str(model), "task": "sst2", "lr": 1e-3, "seed": 0, "data_root": str(TOY_DATA_ROOT),
-            "out": str(out), "max_steps": 2, **kw}
+    return {
+        "model": str(model),
+        "task": "sst2",
+        "lr": 1e-3,
+        "seed": 0,
+        "data_root": str(TOY_DATA_ROOT),
+        "out": str(out),
+        "max_steps": 2,
+        **kw,
+    }
 
 
 def test_the_checkpoint_really_needs_its_shipped_code(released_style):
@@ -33,8 +42,9 @@ def test_the_checkpoint_really_needs_its_shipped_code(released_style):
 
 
 def test_the_harness_fine_tunes_a_remote_code_checkpoint_with_the_switch(released_style, tmp_path):
-    record, computed = run(load_run_config(_values(released_style, tmp_path, trust_remote_code=True),
-                                           CONFIG_DIR / "toy.yaml"))
+    record, computed = run(
+        load_run_config(_values(released_style, tmp_path, trust_remote_code=True), CONFIG_DIR / "toy.yaml")
+    )
     assert computed and record.dataset == "sst2" and record.provenance["train"]["steps"] == 2
     assert 0 <= record.test_score <= 100 and record.test_instance_scores
 
@@ -44,8 +54,23 @@ def test_without_the_switch_it_is_a_one_line_error_naming_it(released_style, tmp
     assert cfg.trust_remote_code is False  # off unless asked for
     with pytest.raises(ModelLoadError, match="--trust-remote-code"):
         run(cfg)
-    argv = ["run", "--model", str(released_style), "--task", "sst2", "--lr", "1e-3", "--seed", "0",
-            "--data-root", str(TOY_DATA_ROOT), "--out", str(tmp_path), "--config", str(CONFIG_DIR / "toy.yaml")]
+    argv = [
+        "run",
+        "--model",
+        str(released_style),
+        "--task",
+        "sst2",
+        "--lr",
+        "1e-3",
+        "--seed",
+        "0",
+        "--data-root",
+        str(TOY_DATA_ROOT),
+        "--out",
+        str(tmp_path),
+        "--config",
+        str(CONFIG_DIR / "toy.yaml"),
+    ]
     assert cli(argv) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "--trust-remote-code" in lines[0] and "trust_remote_code: true" in lines[0]
@@ -54,16 +79,39 @@ def test_without_the_switch_it_is_a_one_line_error_naming_it(released_style, tmp
     assert "--trust-remote-code" in capsys.readouterr().err
     # The flag is the switch: `matrix` takes it too, and it reaches every job's config.
     jobs = tmp_path / "jobs.jsonl"
-    assert cli(["matrix", "--models", str(released_style), "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0",
-                "--out", str(tmp_path), "--jobs-file", str(jobs), "--slurm-script", str(tmp_path / "s.sh"),
-                "--trust-remote-code"]) == 0
+    assert (
+        cli(
+            [
+                "matrix",
+                "--models",
+                str(released_style),
+                "--tasks",
+                "sst2",
+                "--lrs",
+                "1e-3",
+                "--seeds",
+                "0",
+                "--out",
+                str(tmp_path),
+                "--jobs-file",
+                str(jobs),
+                "--slurm-script",
+                str(tmp_path / "s.sh"),
+                "--trust-remote-code",
+            ]
+        )
+        == 0
+    )
     assert json.loads(jobs.read_text().splitlines()[0])["config"]["trust_remote_code"] is True
 
 
 def test_a_hub_checkpoint_refused_by_transformers_gets_the_same_message():
-    refused = ValueError("The repository org/model contains custom code which must be executed to correctly "
-                         "load the model.\nPlease pass the argument `trust_remote_code=True` to allow custom code.")
+    refused = ValueError(
+        "The repository org/model contains custom code which must be executed to correctly "
+        "load the model.\nPlease pass the argument `trust_remote_code=True` to allow custom code."
+    )
     assert "--trust-remote-code" in str(model_load_error("org/model", refused, trust_remote_code=False))
     other = OSError("org/model is not a local folder and is not a valid model identifier\nmore")
     assert str(model_load_error("org/model", other, trust_remote_code=False)) == (
-        "cannot load model org/model: org/model is not a local folder and is not a valid model identifier")
+        "cannot load model org/model: org/model is not a local folder and is not a valid model identifier"
+    )

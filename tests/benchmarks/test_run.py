@@ -1,4 +1,5 @@
 """`benchmarks run`: every task end to end on the toy data, records, skip/no-overwrite, errors."""
+
 from __future__ import annotations
 
 import json
@@ -24,20 +25,33 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
-    return {"bert": save_tiny_model(root / "bert", "bert"), "llama": save_tiny_model(root / "llama", "llama"),
-            "out": root / "runs"}
+    return {
+        "bert": save_tiny_model(root / "bert", "bert"),
+        "llama": save_tiny_model(root / "llama", "llama"),
+        "out": root / "runs",
+    }
 
 
 def _cfg(model, out, task, **kw) -> RunConfig:
-    values = {"model": str(model), "task": task, "lr": 1e-3, "seed": 0, "data_root": str(TOY_DATA_ROOT),
-              "out": str(out), **kw}
+    values = {
+        "model": str(model),
+        "task": task,
+        "lr": 1e-3,
+        "seed": 0,
+        "data_root": str(TOY_DATA_ROOT),
+        "out": str(out),
+        **kw,
+    }
     return load_run_config(values, CONFIG_DIR / "toy.yaml")
 
 
 # One task per type under both protocols runs in `make test-fast`; the other eight are slow.
 FAST_TASKS = ("sst2", "conll2003", "squad_v2", "nq")  # nq trains the msmarco model it evaluates
-END_TO_END = [pytest.param(task, protocol, marks=() if task in FAST_TASKS else pytest.mark.slow)
-              for protocol in PROTOCOLS for task in TASKS]
+END_TO_END = [
+    pytest.param(task, protocol, marks=() if task in FAST_TASKS else pytest.mark.slow)
+    for protocol in PROTOCOLS
+    for task in TASKS
+]
 
 
 @pytest.mark.parametrize("task, protocol", END_TO_END)
@@ -70,8 +84,9 @@ def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task,
             assert mirrored.test_score == record.test_score
     if spec.task_type == "IR":
         model_dir = finetune_run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
-        evaluated = all((finetune_run_dir(cfg.out, "bert", t, 1e-3, 0) / "record.json").is_file()
-                        for t in ("nq", "mldr_en"))
+        evaluated = all(
+            (finetune_run_dir(cfg.out, "bert", t, 1e-3, 0) / "record.json").is_file() for t in ("nq", "mldr_en")
+        )
         # the MS MARCO run saves the IR model; it is removed once nq and mldr_en have records
         assert (model_dir / "config.json").is_file() != evaluated
         assert record.provenance["splits"]["candidate_pool"] == "qrels_pool_all_splits"
@@ -144,7 +159,8 @@ def test_runs_keep_config_and_record_and_weights_only_when_asked(tiny, tmp_path)
         run(_cfg(tiny["bert"], out, "mldr_en", max_steps=1, save_weights=keep))
         assert model_dir.is_dir() == keep and not model_dir.with_name("model.removing").exists()
         assert sorted(p.name for p in model_dir.parent.iterdir()) == sorted(
-            ["config.yaml", "record.json"] + (["model"] if keep else []))
+            ["config.yaml", "record.json"] + (["model"] if keep else [])
+        )
     with pytest.raises(ExportError, match="model/ was removed once nq and mldr_en were evaluated; rerun it"):
         export_run(finetune_run_dir(tmp_path / "plain", "bert", "msmarco", 1e-3, 0), tmp_path / "st")
 
@@ -192,7 +208,13 @@ def test_release_style_names_carry_their_pretraining(tiny, tmp_path):
 
 def test_lr_names_match_the_release():
     assert [format_lr(x) for x in (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)] == [
-        "1e-05", "2e-05", "5e-05", "1e-04", "2e-04", "5e-04"]
+        "1e-05",
+        "2e-05",
+        "5e-05",
+        "1e-04",
+        "2e-04",
+        "5e-04",
+    ]
     assert format_lr(3.5e-5) == "3.5e-05"
 
 
@@ -204,8 +226,9 @@ def test_paper_config_file_equals_the_defaults():
 
 
 def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_errors_are_one_line(tiny, tmp_path):
@@ -214,12 +237,16 @@ def test_cli_errors_are_one_line(tiny, tmp_path):
     (empty / "config.json").write_text("{}")
     cases = [
         (["run", "--model", str(tiny["bert"]), "--task", "nope", "--lr", "1e-4", "--seed", "0"], "unknown task 'nope'"),
-        (["run", "--model", str(empty), "--task", "sst2", "--lr", "1e-4", "--seed", "0", "--out", str(tmp_path)],
-         "has no weights"),
+        (
+            ["run", "--model", str(empty), "--task", "sst2", "--lr", "1e-4", "--seed", "0", "--out", str(tmp_path)],
+            "has no weights",
+        ),
         (["run", "--model", str(tiny["bert"]), "--task", "sst2", "--lr", "0", "--seed", "0"], "lr must be > 0"),
         (["matrix", "--models", str(tiny["bert"]), "--lrs", "", "--out", str(tmp_path), "--local"], "empty LR grid"),
-        (["matrix", "--models", str(tiny["bert"]), "--tasks", "sst2,bogus", "--out", str(tmp_path), "--local"],
-         "unknown task 'bogus'"),
+        (
+            ["matrix", "--models", str(tiny["bert"]), "--tasks", "sst2,bogus", "--out", str(tmp_path), "--local"],
+            "unknown task 'bogus'",
+        ),
         (["matrix", "--models", str(empty), "--out", str(tmp_path), "--local"], "has no weights"),
     ]
     for argv, message in cases:
@@ -231,9 +258,29 @@ def test_cli_errors_are_one_line(tiny, tmp_path):
 
 
 def test_cli_run_writes_then_skips(tiny, tmp_path):
-    argv = ["run", "--model", str(tiny["bert"]), "--task", "sst2", "--lr", "1e-3", "--seed", "0",
-            "--data-root", str(TOY_DATA_ROOT), "--out", str(tmp_path), "--max-steps", "1", "--batch-size", "4",
-            "--max-length", "32", "--set", "eval_batch_size=16"]
+    argv = [
+        "run",
+        "--model",
+        str(tiny["bert"]),
+        "--task",
+        "sst2",
+        "--lr",
+        "1e-3",
+        "--seed",
+        "0",
+        "--data-root",
+        str(TOY_DATA_ROOT),
+        "--out",
+        str(tmp_path),
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--set",
+        "eval_batch_size=16",
+    ]
     first = _cli(*argv)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "done" in first.stdout

@@ -3,6 +3,7 @@
 The default protocol is `paper` (the released harness's metrics); the community metrics need
 `--protocol standard`.
 """
+
 import argparse
 import json
 
@@ -23,35 +24,58 @@ def _run(capsys, *argv):
 
 
 def test_squad_scores_and_per_instance_file(tmp_path, capsys):
-    preds = _write(tmp_path / "p.jsonl", [{"id": "a", "prediction_text": "the Broncos"},
-                                          {"id": "b", "prediction_text": "Paris"}])
-    refs = _write(tmp_path / "r.jsonl", [
-        {"id": "a", "answers": {"text": ["Broncos", "Denver Broncos"], "answer_start": [7, 0]}},
-        {"id": "b", "answers": {"text": ["London"], "answer_start": [0]}}])
+    preds = _write(
+        tmp_path / "p.jsonl", [{"id": "a", "prediction_text": "the Broncos"}, {"id": "b", "prediction_text": "Paris"}]
+    )
+    refs = _write(
+        tmp_path / "r.jsonl",
+        [
+            {"id": "a", "answers": {"text": ["Broncos", "Denver Broncos"], "answer_start": [7, 0]}},
+            {"id": "b", "answers": {"text": ["London"], "answer_start": [0]}},
+        ],
+    )
     out = tmp_path / "per" / "instances.jsonl"
     code, result = _run(capsys, "squad", preds, refs, "--per-instance", out, "--protocol", "standard")
     assert code == 0
     assert result == {"task": "squad", "protocol": "standard", "metric": "squad_f1", "score": 50.0, "n": 2}
     assert [json.loads(line) for line in out.read_text().splitlines()] == [
-        {"id": "a", "score": 100.0}, {"id": "b", "score": 0.0}]
+        {"id": "a", "score": 100.0},
+        {"id": "b", "score": 0.0},
+    ]
 
 
 def test_squad_v2_no_answer_probability_and_threshold(tmp_path, capsys):
-    preds = _write(tmp_path / "p.jsonl", [
-        {"id": "a", "prediction_text": "Paris", "no_answer_probability": 0.8},
-        {"id": "b", "prediction_text": "", "no_answer_probability": 0.0}])
-    refs = _write(tmp_path / "r.jsonl", [{"id": "a", "answers": {"text": [], "answer_start": []}},
-                                         {"id": "b", "answers": {"text": [], "answer_start": []}}])
+    preds = _write(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "a", "prediction_text": "Paris", "no_answer_probability": 0.8},
+            {"id": "b", "prediction_text": "", "no_answer_probability": 0.0},
+        ],
+    )
+    refs = _write(
+        tmp_path / "r.jsonl",
+        [
+            {"id": "a", "answers": {"text": [], "answer_start": []}},
+            {"id": "b", "answers": {"text": [], "answer_start": []}},
+        ],
+    )
     assert _run(capsys, "squad_v2", preds, refs, "--protocol", "standard")[1]["score"] == 50.0
-    assert _run(capsys, "squad_v2", preds, refs, "--protocol", "standard",
-                "--no-answer-threshold", "0.5")[1]["score"] == 100.0
+    assert (
+        _run(capsys, "squad_v2", preds, refs, "--protocol", "standard", "--no-answer-threshold", "0.5")[1]["score"]
+        == 100.0
+    )
 
 
 def test_record_keys_by_idx(tmp_path, capsys):
     preds = _write(tmp_path / "p.jsonl", [{"idx": {"passage": 0, "query": 1}, "prediction_text": "ACME"}])
     refs = _write(tmp_path / "r.jsonl", [{"idx": {"query": 1, "passage": 0}, "answers": ["Acme", "Acme Corp"]}])
     assert _run(capsys, "record", preds, refs, "--protocol", "standard")[1] == {
-        "task": "record", "protocol": "standard", "metric": "record_f1", "score": 100.0, "n": 1}
+        "task": "record",
+        "protocol": "standard",
+        "metric": "record_f1",
+        "score": 100.0,
+        "n": 1,
+    }
 
 
 def test_seqeval_lines_of_tags(tmp_path, capsys):
@@ -70,8 +94,13 @@ def test_accuracy_by_id_or_by_line(tmp_path, capsys):
     assert _run(capsys, "sst2", preds, refs)[1]["score"] == 50.0
     preds = _write(tmp_path / "p2.jsonl", ["entailment", "neutral"])
     refs = _write(tmp_path / "r2.jsonl", ["entailment", "contradiction"])
-    assert _run(capsys, "mnli", preds, refs)[1] == {"task": "mnli", "protocol": "paper", "metric": "accuracy",
-                                                     "score": 50.0, "n": 2}
+    assert _run(capsys, "mnli", preds, refs)[1] == {
+        "task": "mnli",
+        "protocol": "paper",
+        "metric": "accuracy",
+        "score": 50.0,
+        "n": 2,
+    }
     assert _run(capsys, "mnli", preds, refs, "--protocol", "standard")[1]["score"] == 50.0
 
 
@@ -82,8 +111,13 @@ def test_ndcg_trec_files_and_queries_without_hits(tmp_path, capsys):
     qrels.write_text("q1 0 d1 1\nq2 0 d9 1\nq3 0 d4 0\n")
     code, result = _run(capsys, "msmarco", run, qrels, "--protocol", "standard")
     assert result == {"task": "msmarco", "protocol": "standard", "metric": "ndcg@10", "score": 50.0, "n": 2}
-    assert _run(capsys, "msmarco", run, qrels)[1] == {"task": "msmarco", "protocol": "paper",
-                                                      "metric": "retrieved_ndcg@10", "score": 50.0, "n": 2}
+    assert _run(capsys, "msmarco", run, qrels)[1] == {
+        "task": "msmarco",
+        "protocol": "paper",
+        "metric": "retrieved_ndcg@10",
+        "score": 50.0,
+        "n": 2,
+    }
     js = tmp_path / "run.json"
     js.write_text(json.dumps({"q1": {"d1": 2.0}, "q2": {"d9": 1.0}}))
     assert _run(capsys, "nq", js, qrels, "--protocol", "standard")[1]["score"] == 100.0
@@ -96,24 +130,41 @@ def test_qa_paper_positions_by_id(tmp_path, capsys):
     code, result = _run(capsys, "squad_v2", preds, refs, "--per-instance", out)
     assert result == {"task": "squad_v2", "protocol": "paper", "metric": "answer_token_f1", "score": 75.0, "n": 2}
     assert [json.loads(line) for line in out.read_text().splitlines()] == [
-        {"id": "a", "score": 50.0}, {"id": "b", "score": 100.0}]
+        {"id": "a", "score": 50.0},
+        {"id": "b", "score": 100.0},
+    ]
 
 
-@pytest.mark.parametrize("task, protocol, preds, refs, message", [
-    ("conll2003", "paper", [["O"]], [["O"], ["B-PER"]], "p.jsonl: 1 sentences (lines), but"),
-    ("uner", "standard", [["O"], ["O"]], [["O"]], "p.jsonl: 2 sentences (lines), but"),
-    ("ontonotes5", "paper", [["O"]], [["O", "O"]], "p.jsonl:1: 1 tags for the 2 words"),
-    ("squad", "paper", [{"id": "a", "positions": [1]}], [{"id": "a", "positions": [1]}, {"id": "b", "positions": []}],
-     "p.jsonl: 1 lines for the 2 of"),
-    ("record", "paper", [{"id": "a", "positions": [1]}, {"id": "z", "positions": []}],
-     [{"id": "a", "positions": [1]}], "id 'z' is not in"),
-    ("squad_v2", "paper", [{"id": "a", "positions": "1"}], [{"id": "a", "positions": [1]}], "must be a list"),
-    ("sst2", "paper", [1, 0, 1], [1, 0], "p.jsonl has 3 lines"),
-])
+@pytest.mark.parametrize(
+    "task, protocol, preds, refs, message",
+    [
+        ("conll2003", "paper", [["O"]], [["O"], ["B-PER"]], "p.jsonl: 1 sentences (lines), but"),
+        ("uner", "standard", [["O"], ["O"]], [["O"]], "p.jsonl: 2 sentences (lines), but"),
+        ("ontonotes5", "paper", [["O"]], [["O", "O"]], "p.jsonl:1: 1 tags for the 2 words"),
+        (
+            "squad",
+            "paper",
+            [{"id": "a", "positions": [1]}],
+            [{"id": "a", "positions": [1]}, {"id": "b", "positions": []}],
+            "p.jsonl: 1 lines for the 2 of",
+        ),
+        (
+            "record",
+            "paper",
+            [{"id": "a", "positions": [1]}, {"id": "z", "positions": []}],
+            [{"id": "a", "positions": [1]}],
+            "id 'z' is not in",
+        ),
+        ("squad_v2", "paper", [{"id": "a", "positions": "1"}], [{"id": "a", "positions": [1]}], "must be a list"),
+        ("sst2", "paper", [1, 0, 1], [1, 0], "p.jsonl has 3 lines"),
+    ],
+)
 def test_prediction_files_that_do_not_match_the_references_are_one_clear_error(
-        tmp_path, capsys, task, protocol, preds, refs, message):
-    code, err = _run(capsys, task, _write(tmp_path / "p.jsonl", preds), _write(tmp_path / "r.jsonl", refs),
-                     "--protocol", protocol)
+    tmp_path, capsys, task, protocol, preds, refs, message
+):
+    code, err = _run(
+        capsys, task, _write(tmp_path / "p.jsonl", preds), _write(tmp_path / "r.jsonl", refs), "--protocol", protocol
+    )
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 

@@ -1,4 +1,5 @@
 """The task table: one spec per paper dataset, the released protocol's facts, clear errors."""
+
 import pytest
 
 from benchmarks.datasets.schemas import HUB_SCHEMAS
@@ -17,12 +18,18 @@ def test_one_spec_per_paper_dataset_in_table_order():
 
 def test_hub_ids_are_those_of_the_released_configs():
     expected = {
-        "sst2": ("nyu-mll/glue", "sst2"), "qqp": ("nyu-mll/glue", "qqp"),
-        "mnli": ("nyu-mll/glue", "mnli"), "conll2003": ("hgissbkh/conll2003-en", None),
-        "ontonotes5": ("hgissbkh/ontonotes5", None), "uner": ("hgissbkh/uner_en", None),
-        "squad": ("rajpurkar/squad", "plain_text"), "squad_v2": ("rajpurkar/squad_v2", "squad_v2"),
-        "record": ("hgissbkh/record", None), "msmarco": ("BeIR/msmarco-qrels", None),
-        "nq": ("BeIR/nq-qrels", None), "mldr_en": ("hgissbkh/mldr-en", "default"),
+        "sst2": ("nyu-mll/glue", "sst2"),
+        "qqp": ("nyu-mll/glue", "qqp"),
+        "mnli": ("nyu-mll/glue", "mnli"),
+        "conll2003": ("hgissbkh/conll2003-en", None),
+        "ontonotes5": ("hgissbkh/ontonotes5", None),
+        "uner": ("hgissbkh/uner_en", None),
+        "squad": ("rajpurkar/squad", "plain_text"),
+        "squad_v2": ("rajpurkar/squad_v2", "squad_v2"),
+        "record": ("hgissbkh/record", None),
+        "msmarco": ("BeIR/msmarco-qrels", None),
+        "nq": ("BeIR/nq-qrels", None),
+        "mldr_en": ("hgissbkh/mldr-en", "default"),
     }
     assert {n: (s.hub_id, s.hub_config) for n, s in TASKS.items()} == expected
     assert TASKS["msmarco"].ir.corpus.hub_id == "BeIR/msmarco"
@@ -68,19 +75,19 @@ def test_ir_tasks_share_the_msmarco_pairs_training_set():
 
 def test_input_templates():
     assert TASKS["sst2"].format_input({"sentence": "a fine film . "}) == "a fine film . "
-    assert TASKS["mnli"].format_input({"premise": "P", "hypothesis": "H"}) == \
-        "Premise: P\nHypothesis: H"
-    assert TASKS["qqp"].format_input({"question1": "A?", "question2": "B?"}) == \
-        "Question 1: A?\nQuestion 2: B?"
+    assert TASKS["mnli"].format_input({"premise": "P", "hypothesis": "H"}) == "Premise: P\nHypothesis: H"
+    assert TASKS["qqp"].format_input({"question1": "A?", "question2": "B?"}) == "Question 1: A?\nQuestion 2: B?"
     with pytest.raises(ValueError, match="no input template"):
         TASKS["squad"].format_input({})
 
 
 def test_every_source_has_a_declared_schema():
     for spec in TASKS.values():
-        sources = [spec.source] if spec.task_type != "IR" else [
-            spec.train_source, spec.ir.corpus, spec.ir.qrels] + (
-            [spec.ir.queries] if spec.ir.queries else [])
+        sources = (
+            [spec.source]
+            if spec.task_type != "IR"
+            else [spec.train_source, spec.ir.corpus, spec.ir.qrels] + ([spec.ir.queries] if spec.ir.queries else [])
+        )
         for src in sources:
             assert (src.hub_id, src.config) in HUB_SCHEMAS, src
             schema = HUB_SCHEMAS[(src.hub_id, src.config)]

@@ -5,6 +5,7 @@ with [CLS]/[SEP]); the models are 2-layer BERT or Llama configs with hidden size
 one-layer model whose code ships beside its weights (remote code, like the paper's released
 checkpoints).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,14 +26,21 @@ def save_tiny_model(path: Path, arch: str = "bert", dropout: float = 0.0, seed: 
     from transformers import AutoTokenizer, BertConfig, BertModel, LlamaConfig, LlamaModel
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
-    common = dict(vocab_size=tokenizer.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, max_position_embeddings=128)
+    common = dict(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(seed)
     if arch == "bert":
         model = BertModel(BertConfig(**common, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout))
     elif arch == "llama":
-        model = LlamaModel(LlamaConfig(**common, num_key_value_heads=2, attention_dropout=dropout,
-                                       pad_token_id=tokenizer.pad_token_id))
+        model = LlamaModel(
+            LlamaConfig(**common, num_key_value_heads=2, attention_dropout=dropout, pad_token_id=tokenizer.pad_token_id)
+        )
     else:
         raise ValueError(arch)
     model.save_pretrained(path)
@@ -55,7 +63,7 @@ def one_torch_thread():
 # A checkpoint shaped like the paper's released ones (model_type `sl_model`, hf.co/MLMvsCLM): its
 # config class and model live in files beside the weights, named by config.json's `auto_map`, so
 # only trust_remote_code=True loads it. The model is a one-layer bidirectional transformer encoder.
-_REMOTE_CONFIGURATION = '''
+_REMOTE_CONFIGURATION = """
 from transformers import PretrainedConfig
 
 
@@ -68,8 +76,8 @@ class SLModelConfig(PretrainedConfig):
         self.num_attention_heads, self.intermediate_size = num_attention_heads, intermediate_size
         self.max_position_embeddings = max_position_embeddings
         super().__init__(**kwargs)
-'''
-_REMOTE_MODELING = '''
+"""
+_REMOTE_MODELING = """
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -102,7 +110,7 @@ class SLModel(PreTrainedModel):
         hidden = self.embed_tokens(input_ids) + self.embed_positions(positions)
         padding = None if attention_mask is None else attention_mask == 0
         return BaseModelOutput(last_hidden_state=self.layer(hidden, src_key_padding_mask=padding))
-'''
+"""
 
 
 def save_remote_code_model(path: Path, seed: int = 0) -> Path:
@@ -117,8 +125,9 @@ def save_remote_code_model(path: Path, seed: int = 0) -> Path:
     (path / "modeling_sl_model.py").write_text(_REMOTE_MODELING)
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     auto_map = {"AutoConfig": "configuration_sl_model.SLModelConfig", "AutoModel": "modeling_sl_model.SLModel"}
-    (path / "config.json").write_text(json.dumps({"model_type": "sl_model", "auto_map": auto_map,
-                                                  "vocab_size": tokenizer.vocab_size}))
+    (path / "config.json").write_text(
+        json.dumps({"model_type": "sl_model", "auto_map": auto_map, "vocab_size": tokenizer.vocab_size})
+    )
     torch.manual_seed(seed)
     config = AutoConfig.from_pretrained(path, trust_remote_code=True)
     AutoModel.from_config(config, trust_remote_code=True).save_pretrained(path)

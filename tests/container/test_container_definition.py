@@ -1,4 +1,5 @@
 """The Apptainer definition installs exactly the pinned lock (as CI does) and forwards to the CLIs."""
+
 import os
 import re
 import shutil
@@ -61,8 +62,9 @@ def test_flash_attn_wheel_matches_torch_python_and_abi(recipe, lock):
     wheel = url.split("#")[0].rsplit("/", 1)[1].replace("%2B", "+")
     torch_minor = ".".join(lock["torch"].split(".")[:2])
     # The PyPI torch 2.7 wheels use the C++11 ABI; an abiFALSE wheel fails with an undefined symbol.
-    assert wheel == (f"flash_attn-{GPU_ADDITIONS['flash-attn']}+cu12torch{torch_minor}cxx11abiTRUE"
-                     "-cp311-cp311-linux_x86_64.whl")
+    assert wheel == (
+        f"flash_attn-{GPU_ADDITIONS['flash-attn']}+cu12torch{torch_minor}cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
+    )
     assert re.search(r"#sha256=[0-9a-f]{64}$", url)
 
 
@@ -125,18 +127,21 @@ def mutate(tmp_path, old, new):
     return check_definition(path)
 
 
-@pytest.mark.parametrize("old, new, complaint", [
-    ("nvidia/cuda@sha256:", "nvidia/cuda:12.6.3-cudnn-devel-ubuntu22.04#", "not pinned by digest"),
-    ("--no-deps einops==0.8.1", "--no-deps einops==0.8.1 numpy==2.2.0", "is in the lock"),
-    ("--no-deps einops==0.8.1", "einops==0.8.1", "--no-deps"),
-    ("einops==0.8.1", "einops", "unpinned"),
-    ("-r /opt/mlm_vs_clm/requirements.lock", "-r /opt/mlm_vs_clm/requirements.lock --upgrade", "could move a pin"),
-    ("--no-deps --no-build-isolation /opt/mlm_vs_clm", "/opt/mlm_vs_clm", "as CI does"),
-    ("mlm_vs_clm.torch 2.7.0", "mlm_vs_clm.torch 2.6.0", "mlm_vs_clm.torch"),
-    ("export HF_HUB_OFFLINE=1", "export HF_HUB_OFFLINE=0", "HF_HUB_OFFLINE"),
-    ('exec python -m "$stage" "$@"', 'exec python "$@"', "%runscript"),
-    ("/opt/venv/bin/python -m pip check", "true", "pip check"),
-])
+@pytest.mark.parametrize(
+    "old, new, complaint",
+    [
+        ("nvidia/cuda@sha256:", "nvidia/cuda:12.6.3-cudnn-devel-ubuntu22.04#", "not pinned by digest"),
+        ("--no-deps einops==0.8.1", "--no-deps einops==0.8.1 numpy==2.2.0", "is in the lock"),
+        ("--no-deps einops==0.8.1", "einops==0.8.1", "--no-deps"),
+        ("einops==0.8.1", "einops", "unpinned"),
+        ("-r /opt/mlm_vs_clm/requirements.lock", "-r /opt/mlm_vs_clm/requirements.lock --upgrade", "could move a pin"),
+        ("--no-deps --no-build-isolation /opt/mlm_vs_clm", "/opt/mlm_vs_clm", "as CI does"),
+        ("mlm_vs_clm.torch 2.7.0", "mlm_vs_clm.torch 2.6.0", "mlm_vs_clm.torch"),
+        ("export HF_HUB_OFFLINE=1", "export HF_HUB_OFFLINE=0", "HF_HUB_OFFLINE"),
+        ('exec python -m "$stage" "$@"', 'exec python "$@"', "%runscript"),
+        ("/opt/venv/bin/python -m pip check", "true", "pip check"),
+    ],
+)
 def test_check_catches_departures_from_the_lock(tmp_path, old, new, complaint):
     problems = mutate(tmp_path, old, new)
     assert any(complaint in p for p in problems), problems
@@ -149,13 +154,18 @@ def test_check_follows_a_changed_lock(tmp_path):
 
 
 def test_check_cli_exit_codes(tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "container.build", "--check"], cwd=REPO_ROOT,
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "container.build", "--check"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stderr
     bad = tmp_path / "bad.def"
     bad.write_text(DEFINITION.read_text().replace("einops==0.8.1", "einops"))
-    result = subprocess.run([sys.executable, "-m", "container.build", "--check", "--definition", str(bad)],
-                            cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "container.build", "--check", "--definition", str(bad)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1 and "unpinned" in result.stderr
 
 
@@ -201,12 +211,20 @@ def test_read_lock_rejects_unpinned_lines():
 
 def test_package_problems_name_every_difference():
     lock = {"torch": "2.7.0", "numpy": "2.1.3"}
-    installed = {"torch": "2.7.0", "numpy": "2.2.0", "pip": "25.1.1", "mlm-vs-clm": "0.1.0",
-                 "flash-attn": "2.8.0.post2+cu12torch2.7cxx11abiTRUE", "stray": "1.0"}
+    installed = {
+        "torch": "2.7.0",
+        "numpy": "2.2.0",
+        "pip": "25.1.1",
+        "mlm-vs-clm": "0.1.0",
+        "flash-attn": "2.8.0.post2+cu12torch2.7cxx11abiTRUE",
+        "stray": "1.0",
+    }
     problems = package_problems(lock, installed, {"flash-attn": "2.8.0.post2", "einops": "0.8.1"})
-    assert problems == ["numpy: lock pins 2.1.3, installed 2.2.0",
-                        "einops: expected addition 0.8.1, installed nothing",
-                        "stray==1.0: installed but neither locked nor an addition"]
+    assert problems == [
+        "numpy: lock pins 2.1.3, installed 2.2.0",
+        "einops: expected addition 0.8.1, installed nothing",
+        "stray==1.0: installed but neither locked nor an addition",
+    ]
 
 
 def test_ci_environment_is_the_lock(lock):

@@ -30,11 +30,24 @@ def test_every_published_checkpoint_name_parses_and_matches_its_printed_steps():
 def test_parse_variants(name, objective, ratio, clm, mlm, decayed):
     desc = parse_model_name(name)
     assert (desc.objective, desc.masking_ratio, desc.clm_steps, desc.mlm_steps, desc.decayed) == (
-        objective, ratio, clm, mlm, decayed)
+        objective,
+        ratio,
+        clm,
+        mlm,
+        decayed,
+    )
     assert format_model_name(desc) == name.split("/")[-1]
 
 
-@pytest.mark.parametrize("name", ["bert-base-uncased", "answerdotai/ModernBERT-base",
-                                  "610m-clm-42k-mlm40-42k", "610m-mlm40-42k-50000", "610m-clm-dec42k-mlm40-42k"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bert-base-uncased",
+        "answerdotai/ModernBERT-base",
+        "610m-clm-42k-mlm40-42k",
+        "610m-mlm40-42k-50000",
+        "610m-clm-dec42k-mlm40-42k",
+    ],
+)
 def test_external_or_impossible_names_have_no_description(name):
     assert parse_model_name(name) is None

@@ -7,8 +7,16 @@ from contracts.run_store import iter_records_in
 
 
 def _record(**overrides):
-    fields = dict(task_type="IR", dataset="mldr_en", train_set="msmarco_pairs", lr=1e-4, seed=0,
-                  validation_score=51.1, test_score=48.3, test_instance_scores=[100.0, 0.0, 45.0])
+    fields = dict(
+        task_type="IR",
+        dataset="mldr_en",
+        train_set="msmarco_pairs",
+        lr=1e-4,
+        seed=0,
+        validation_score=51.1,
+        test_score=48.3,
+        test_instance_scores=[100.0, 0.0, 45.0],
+    )
     fields.update(overrides)
     return RunRecord.create("610m-mlm40-42k", **fields)
 
@@ -76,10 +84,21 @@ def test_new_records_are_validated():
 
 
 def _two_protocol_record():
-    return _record(task_type="TC", dataset="conll2003", train_set=None, protocol="paper",
-                   metric="sentence_macro_f1",
-                   other_scores={"standard": {"metric": "seqeval_f1", "validation_score": 80.0,
-                                              "test_score": 70.0, "test_instance_scores": None}})
+    return _record(
+        task_type="TC",
+        dataset="conll2003",
+        train_set=None,
+        protocol="paper",
+        metric="sentence_macro_f1",
+        other_scores={
+            "standard": {
+                "metric": "seqeval_f1",
+                "validation_score": 80.0,
+                "test_score": 70.0,
+                "test_instance_scores": None,
+            }
+        },
+    )
 
 
 def test_protocol_fields_round_trip_and_select_scores(tmp_path):
@@ -103,8 +122,7 @@ def test_version_1_records_are_read_with_their_protocol(tmp_path):
         old.pop(key)
     old["schema_version"] = 1
     path = tmp_path / "v1.jsonl"
-    path.write_text(json.dumps(old) + "\n" + json.dumps({**old, "provenance": {"source": "benchmarks"}})
-                    + "\n")
+    path.write_text(json.dumps(old) + "\n" + json.dumps({**old, "provenance": {"source": "benchmarks"}}) + "\n")
     released, ours = read_run_records(path)
     assert (released.protocol, ours.protocol, released.schema_version) == ("paper", "standard", 2)
     path.write_text(json.dumps({**old, "protocol": "paper"}) + "\n")
@@ -112,13 +130,18 @@ def test_version_1_records_are_read_with_their_protocol(tmp_path):
         read_run_records(path)
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"protocol": "glue"}, "protocol"),
-    ({"other_scores": {"paper": {"validation_score": 1.0, "test_score": 1.0}}}, "other_scores.paper"),
-    ({"other_scores": {"standard": {"test_score": 1.0}}}, "other_scores.standard"),
-    ({"other_scores": {"standard": {"validation_score": 1.0, "test_score": 101.0}}},
-     "other_scores.standard.test_score"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"protocol": "glue"}, "protocol"),
+        ({"other_scores": {"paper": {"validation_score": 1.0, "test_score": 1.0}}}, "other_scores.paper"),
+        ({"other_scores": {"standard": {"test_score": 1.0}}}, "other_scores.standard"),
+        (
+            {"other_scores": {"standard": {"validation_score": 1.0, "test_score": 101.0}}},
+            "other_scores.standard.test_score",
+        ),
+    ],
+)
 def test_bad_protocol_fields_are_named(tmp_path, change, field):
     bad = {**_two_protocol_record().to_dict(), **change}
     path = tmp_path / "runs.jsonl"

@@ -1,4 +1,5 @@
 """The claims table in README.md is what `python -m analysis claims --published` computes."""
+
 import re
 from pathlib import Path
 

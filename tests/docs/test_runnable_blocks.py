@@ -3,6 +3,7 @@ opening fence) runs and exits 0; `<!-- runnable slow -->` marks one that takes m
 (pytest -m slow). Blocks run with bash -euo pipefail in a scratch folder that links
 the repository's top-level entries, so relative paths to the repository work and outputs (outputs/,
 runs/, ...) land in the scratch folder."""
+
 import os
 import subprocess
 import sys
@@ -32,14 +33,16 @@ def runnable_blocks(text: str, where: str) -> list[tuple[int, str, bool]]:
         end = next((j for j in range(i + 2, len(lines)) if lines[j].strip() == "```"), None)
         if end is None:
             raise MarkError(f"{where}:{i + 2}: the ```bash block is never closed")
-        blocks.append((i + 2, "\n".join(lines[i + 2:end]) + "\n", line.strip() == SLOW_MARK))
+        blocks.append((i + 2, "\n".join(lines[i + 2 : end]) + "\n", line.strip() == SLOW_MARK))
     return blocks
 
 
 def _all_blocks():
-    return [pytest.param(body, id=f"{doc.relative_to(ROOT)}:{line}", marks=[pytest.mark.slow] if slow else [])
-            for doc in DOCUMENTS
-            for line, body, slow in runnable_blocks(doc.read_text(), str(doc.relative_to(ROOT)))]
+    return [
+        pytest.param(body, id=f"{doc.relative_to(ROOT)}:{line}", marks=[pytest.mark.slow] if slow else [])
+        for doc in DOCUMENTS
+        for line, body, slow in runnable_blocks(doc.read_text(), str(doc.relative_to(ROOT)))
+    ]
 
 
 def test_the_docs_mark_some_blocks_runnable():
@@ -58,8 +61,13 @@ def test_runnable_block(body, tmp_path):
     for entry in ROOT.iterdir():
         if entry.name not in SCRATCH_EXCLUDES:
             (tmp_path / entry.name).symlink_to(entry)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", body], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, f"{body}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"

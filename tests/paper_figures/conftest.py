@@ -1,4 +1,5 @@
 """Shared inputs of the paper_figures tests: the published cells and small synthetic run records."""
+
 import pytest
 
 from contracts.run_record import RunRecord
@@ -21,5 +22,12 @@ def published_raw():
 def run(model, dataset, lr, seed, test, validation=50.0, task_type=None):
     from contracts.paper import DATASET_BY_ID
 
-    return RunRecord.create(model, task_type=task_type or DATASET_BY_ID[dataset].task_type, dataset=dataset,
-                            lr=lr, seed=seed, validation_score=validation, test_score=test)
+    return RunRecord.create(
+        model,
+        task_type=task_type or DATASET_BY_ID[dataset].task_type,
+        dataset=dataset,
+        lr=lr,
+        seed=seed,
+        validation_score=validation,
+        test_score=test,
+    )

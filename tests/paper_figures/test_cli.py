@@ -1,4 +1,5 @@
 """`python -m paper_figures`: files written, sources, clear errors."""
+
 import json
 import subprocess
 import sys
@@ -26,8 +27,13 @@ def _outputs(out: Path, name: str):
 def test_reproduce_figure3_command_writes_png_pdf_csv(tmp_path):
     """The command behind `make reproduce-figure3 SOURCE=published`."""
     out = tmp_path / "figure3"
-    result = subprocess.run([sys.executable, "-m", "paper_figures", "figure3", "--source", "published",
-                             "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "paper_figures", "figure3", "--source", "published", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     points = _outputs(out, "figure3")
     assert len(points) == 60 and points["mean"].notna().all()
@@ -54,10 +60,12 @@ def test_figure12_needs_training_logs(tmp_path, capsys):
 
 def _loss_log(run_dir, losses, repeat_from=None):
     run_dir.mkdir(parents=True)
-    lines = [{"step": i + 1, "loss": loss, "lr": 1e-3, "objective": "mlm", "tokens": 1024 * (i + 1)}
-             for i, loss in enumerate(losses)]
+    lines = [
+        {"step": i + 1, "loss": loss, "lr": 1e-3, "objective": "mlm", "tokens": 1024 * (i + 1)}
+        for i, loss in enumerate(losses)
+    ]
     if repeat_from is not None:  # a resumed run logs the steps after its checkpoint again
-        lines = lines[:repeat_from + 2] + [dict(line, loss=line["loss"] + 1) for line in lines[repeat_from:]]
+        lines = lines[: repeat_from + 2] + [dict(line, loss=line["loss"] + 1) for line in lines[repeat_from:]]
     (run_dir / "loss.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return run_dir
 
@@ -124,8 +132,9 @@ def test_cell_figures_from_run_records(tmp_path):
 
 def test_all_from_published_skips_the_run_figures(tmp_path, capsys, monkeypatch):
     saved = []  # rendering is tested above; here only which figures `all` makes
-    monkeypatch.setattr("paper_figures.cli.save_figure",
-                        lambda fig, points, out, name, provenance, dpi: saved.append(name) or [])
+    monkeypatch.setattr(
+        "paper_figures.cli.save_figure", lambda fig, points, out, name, provenance, dpi: saved.append(name) or []
+    )
     assert main(["all", "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "skipped figure5" in err and "skipped figure7" in err

@@ -1,4 +1,5 @@
 """Parameter counts from the paper's Table 1 shapes, checked by hand, and 6*N*D FLOPs."""
+
 import pytest
 
 from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT, ModelShape

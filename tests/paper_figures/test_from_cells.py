@@ -1,4 +1,5 @@
 """Figures from cells: the published source gives exactly the printed table values, missing stays missing."""
+
 import math
 
 import pandas as pd
@@ -27,7 +28,8 @@ def test_figure3_points_are_the_published_table_2_5_averages(published_cells, pu
     got = points[~points["reference"]]
     assert len(got) == len(mlm) == 3 * 4 * 4
     mlm = mlm.assign(x=mlm["objective"].str[4:].astype(float)).rename(
-        columns={"value": "printed", "ci_halfwidth": "printed_ci"})
+        columns={"value": "printed", "ci_halfwidth": "printed_ci"}
+    )
     merged = got.merge(mlm, on=["size", "x", "task_type"])
     assert len(merged) == len(got)
     assert merged["mean"].tolist() == merged["printed"].tolist()  # exact, no rounding
@@ -50,8 +52,9 @@ def test_figure2_points_are_the_published_mlm40_and_clm_averages(published_cells
     _, points = from_cells.figure_2(published_cells)
     expected = _averages(published_raw, [2, 3, 4, 5])
     expected = expected[expected["objective"].isin(["MLM-40", "CLM"])]
-    merged = points.merge(expected, left_on=["size", "series", "task_type"],
-                          right_on=["size", "objective", "task_type"])
+    merged = points.merge(
+        expected, left_on=["size", "series", "task_type"], right_on=["size", "objective", "task_type"]
+    )
     assert len(merged) == len(points) == 24
     assert (merged["mean"] == merged["value"]).all()
 
@@ -62,8 +65,9 @@ def test_figure4_points_are_tables_6_9_plus_the_42k_models(published_cells, publ
     final = _averages(published_raw, [2, 3, 4, 5])
     final = final[(final["size"] == "610m") & final["objective"].isin(["MLM-40", "CLM"])]
     expected = pd.concat([inter, final])
-    merged = points.merge(expected, left_on=["series", "step", "task_type"],
-                          right_on=["objective", "pretraining_steps", "task_type"])
+    merged = points.merge(
+        expected, left_on=["series", "step", "task_type"], right_on=["objective", "pretraining_steps", "task_type"]
+    )
     assert len(merged) == len(points) == 2 * 7 * 4
     assert (merged["mean"] == merged["value"]).all()
 
@@ -71,9 +75,13 @@ def test_figure4_points_are_tables_6_9_plus_the_42k_models(published_cells, publ
 def test_figure6_points_are_tables_10_13(published_cells, published_raw):
     _, points = from_cells.figure_6(published_cells)
     expected = _averages(published_raw, [10, 11, 12, 13]).drop_duplicates(
-        ["pretraining_steps", "clm_steps", "task_type"])
-    merged = points.merge(expected, left_on=["budget_steps", "clm_steps", "task_type"],
-                          right_on=["pretraining_steps", "clm_steps", "task_type"])
+        ["pretraining_steps", "clm_steps", "task_type"]
+    )
+    merged = points.merge(
+        expected,
+        left_on=["budget_steps", "clm_steps", "task_type"],
+        right_on=["pretraining_steps", "clm_steps", "task_type"],
+    )
     assert len(merged) == len(points) == 3 * 5 * 4
     assert (merged["mean"] == merged["value"]).all()
     # 42k budget: 10k CLM steps is plotted at the nominal 25% and says so
@@ -134,8 +142,7 @@ def test_figure11_draws_the_middle_point_when_the_source_has_it(published_cells)
 
 
 def test_missing_cells_stay_missing_with_a_note(published_cells):
-    cells = published_cells[~((published_cells["model"] == "610m-mlm30-42k")
-                              & (published_cells["task_type"] == "QA"))]
+    cells = published_cells[~((published_cells["model"] == "610m-mlm30-42k") & (published_cells["task_type"] == "QA"))]
     _, points = from_cells.figure_3(cells)
     gone = points[(points["model"] == "610m-mlm30-42k") & (points["task_type"] == "QA")]
     assert len(gone) == 1 and math.isnan(gone["mean"].iloc[0])
@@ -150,8 +157,11 @@ def test_missing_average_is_the_mean_of_its_three_datasets(published_cells):
     cells = published_cells[~((published_cells["model"] == "210m-clm-42k") & (published_cells["dataset"] == "average"))]
     _, points = from_cells.figure_2(cells)
     row = points[(points["model"] == "210m-clm-42k") & (points["task_type"] == "SC")].iloc[0]
-    parts = published_cells[(published_cells["model"] == "210m-clm-42k") & (published_cells["task_type"] == "SC")
-                            & (published_cells["dataset"] != "average")].drop_duplicates("dataset")["mean"]
+    parts = published_cells[
+        (published_cells["model"] == "210m-clm-42k")
+        & (published_cells["task_type"] == "SC")
+        & (published_cells["dataset"] != "average")
+    ].drop_duplicates("dataset")["mean"]
     assert row["mean"] == pytest.approx(parts.mean())
     assert math.isnan(row["ci_halfwidth"]) and "computed here" in row["note"]
 

@@ -1,4 +1,5 @@
 """Figures 5 and 7 from small synthetic run records whose answers can be checked by hand."""
+
 import math
 
 import numpy as np
@@ -65,8 +66,7 @@ def test_figure5_and_7_refuse_a_cells_table(published_cells):
         from_runs.figure_7(published_cells)
 
 
-def masking_records(mlm_averages=(80.0, 82.0, 84.0, 86.0), biphasic_averages=(85.0, 85.0, 85.0, 85.0),
-                    skip=()):
+def masking_records(mlm_averages=(80.0, 82.0, 84.0, 86.0), biphasic_averages=(85.0, 85.0, 85.0, 85.0), skip=()):
     """SC runs: per model and seed, sst2/qqp/mnli = avg-1, avg, avg+1 at the best-validation LR.
 
     A second LR has a worse validation score and a test score of 0: picking it would show.

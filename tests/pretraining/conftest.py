@@ -1,5 +1,6 @@
 """Shared fixtures of the pretraining tests: a tiny in-memory packed dataset in the data
 pipeline's batch format (`input_ids`, `document_ids` LongTensor[B, L]) and tiny configs."""
+
 from __future__ import annotations
 
 import pytest
@@ -61,14 +62,15 @@ def toy_run_config(tmp_path, name="toy", **sections):
     from pretraining.config import PretrainConfig
 
     data = {
-        "name": name, "run_dir": str(tmp_path / name), "tokenizer": "embedded",
+        "name": name,
+        "run_dir": str(tmp_path / name),
+        "tokenizer": "embedded",
         "data": {"path": str(tmp_path / "unused-data")},  # the tests inject an in-memory loader
         "model": {"preset": "toy_s"},
         "objective": {"kind": "mlm", "mlm_ratio": 0.4},
         "optimizer": {"lr": 5e-3},
         "schedule": {"warmup": 3, "decay": 5},
-        "train": {"max_steps": 24, "global_batch_size": 8, "resume_interval": 8,
-                  "progress_bar": False, "seed": 3},
+        "train": {"max_steps": 24, "global_batch_size": 8, "resume_interval": 8, "progress_bar": False, "seed": 3},
     }
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value

@@ -1,4 +1,5 @@
 """`python -m pretraining` end to end on the embedded corpus, and its clear errors."""
+
 import json
 
 import pytest
@@ -16,21 +17,38 @@ from pretraining.config import ConfigError, load_pretrain_config
 @pytest.fixture(scope="module")
 def embedded_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "embedded-64"
-    assert cli(["prepare-data", "--input", "embedded", "--seq-len", "64", "--max-documents", "30",
-                "--out", str(out), "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "prepare-data",
+                "--input",
+                "embedded",
+                "--seq-len",
+                "64",
+                "--max-documents",
+                "30",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def _write_config(tmp_path, data_path, name="e2e", **extra):
     from pretraining import registry
 
-    body = registry.config_dict(registry.RUNS["610m-clm-3k-mlm40-12k"],
-                                "toy", runs_root=str(tmp_path), data_path=str(data_path))
+    body = registry.config_dict(
+        registry.RUNS["610m-clm-3k-mlm40-12k"], "toy", runs_root=str(tmp_path), data_path=str(data_path)
+    )
     body["name"], body["run_dir"] = name, str(tmp_path / name)
     body["data"]["seq_len"] = 64
     body["model"]["preset"] = "toy_s"
     body["train"].update(progress_bar=False, **extra)
     import yaml
+
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(body))
     return path
@@ -63,8 +81,9 @@ def test_clear_errors(tmp_path, embedded_data, capsys):
 
     backend = Tokenizer(models.WordLevel({"<s>": 0, "</s>": 1, "a": 2, "<unk>": 3}, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(tmp_path / "no-mask-tok")
+    PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    ).save_pretrained(tmp_path / "no-mask-tok")
     no_mask = _write_config(tmp_path, embedded_data, name="nomask")
     assert cli(["train", str(no_mask), f"tokenizer={tmp_path / 'no-mask-tok'}"]) == 2
     assert "no mask token" in capsys.readouterr().err
@@ -77,8 +96,10 @@ def test_resume_on_the_streaming_loader_gives_the_uninterrupted_losses(tmp_path,
 
     losses = {}
     for name in ("straight", "resumed"):
-        cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name=name),
-                              ["train.max_steps=8", "objective.switch_at=3", "train.resume_interval=4"])
+        cfg = load_pretrain_config(
+            _write_config(tmp_path, embedded_data, name=name),
+            ["train.max_steps=8", "objective.switch_at=3", "train.resume_interval=4"],
+        )
         if name == "resumed":
             with pytest.raises(KeyboardInterrupt):
                 train(cfg, extra_callbacks=[interrupt_at(6)])
@@ -111,8 +132,15 @@ def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, em
     train(base_cfg, extra_callbacks=[base_batches])
     assert "this run reads samples 0 to 47 (6 steps x 8)" in capsys.readouterr().out
 
-    cpt = [*clm, "train.max_steps=2", "schedule.warmup=0", "schedule.decay=1", "train.resume_interval=1",
-           "data.start_sample=32", f"init.path={tmp_path / 'base' / 'hf' / 'step-6'}"]
+    cpt = [
+        *clm,
+        "train.max_steps=2",
+        "schedule.warmup=0",
+        "schedule.decay=1",
+        "train.resume_interval=1",
+        "data.start_sample=32",
+        f"init.path={tmp_path / 'base' / 'hf' / 'step-6'}",
+    ]
     straight = Batches()
     train(load_pretrain_config(_write_config(tmp_path, embedded_data, name="cpt"), cpt), extra_callbacks=[straight])
     assert "this run reads samples 32 to 47 (2 steps x 8)" in capsys.readouterr().out

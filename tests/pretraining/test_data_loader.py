@@ -1,4 +1,5 @@
 """The training DataLoader: batch format, deterministic order, resumption mid-epoch, clear errors."""
+
 import json
 from dataclasses import FrozenInstanceError, replace
 
@@ -142,7 +143,8 @@ def test_cache_dir_copies_shards_and_leaves_the_prepared_folder_alone(shards, tm
             shutil.copy(path, prepared / path.name)
     before = sorted(p.name for p in prepared.iterdir())
     loader, _ = build_train_dataloader(
-        DataConfig(path=str(prepared), cache_dir=str(tmp_path / "cache"), seq_len=SEQ_LEN, shuffle=False), 4)
+        DataConfig(path=str(prepared), cache_dir=str(tmp_path / "cache"), seq_len=SEQ_LEN, shuffle=False), 4
+    )
     assert tags(loader) == list(range(64))
     assert any(p.name.endswith(".mds") for p in (tmp_path / "cache").iterdir())
     assert sorted(p.name for p in prepared.iterdir()) == before
@@ -199,11 +201,16 @@ def test_a_continued_run_resumes_after_its_start(shards):
 
 def test_data_budget_states_the_epochs_and_refuses_repeats():
     cfg = DataConfig(path="d", start_sample=40)
-    assert data_budget(100, cfg, 5, 8) == \
-        "data: d holds 100 samples; this run reads samples 40 to 79 (5 steps x 8) = 0.8 epochs"
+    assert (
+        data_budget(100, cfg, 5, 8)
+        == "data: d holds 100 samples; this run reads samples 40 to 79 (5 steps x 8) = 0.8 epochs"
+    )
     assert data_budget(100, DataConfig(path="d"), 12, 8).endswith("= 0.96 epochs")
-    with pytest.raises(DataBudgetError, match=r"samples 40 to 119 .* = 1.2 epochs: samples would "
-                                              r"repeat; prepare more documents"):
+    with pytest.raises(
+        DataBudgetError,
+        match=r"samples 40 to 119 .* = 1.2 epochs: samples would "
+        r"repeat; prepare more documents",
+    ):
         data_budget(100, cfg, 10, 8)
     allowed = DataConfig(path="d", start_sample=40, allow_repeats=True)
     assert data_budget(100, allowed, 10, 8).endswith("= 1.2 epochs; samples repeat (data.allow_repeats)")

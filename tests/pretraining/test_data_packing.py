@@ -1,4 +1,5 @@
 """Packing documents into fixed-length samples (pure numpy; no streaming or torch needed)."""
+
 import numpy as np
 import pytest
 
@@ -99,8 +100,10 @@ def test_pure_modules_import_only_stdlib_and_numpy():
 
     for module in (packing_module, config_module):
         tree = ast.parse(open(module.__file__).read())
-        names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names}
-        names |= {node.module.split(".")[0] for node in ast.walk(tree)
-                  if isinstance(node, ast.ImportFrom) and node.module}
+        names = {
+            alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        }
+        names |= {
+            node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+        }
         assert names <= {"__future__", "collections", "dataclasses", "typing", "numpy"}, (module.__name__, names)

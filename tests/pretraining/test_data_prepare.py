@@ -1,4 +1,5 @@
 """prepare-data and verify-data on tiny jsonl input, a slice of the embedded corpus, and a mocked hub."""
+
 import hashlib
 import json
 
@@ -98,8 +99,9 @@ def test_prepare_is_deterministic_and_refuses_to_overwrite(embedded_slice, tmp_p
 
 def test_verify_detects_a_corrupted_shard(embedded_slice, tmp_path):
     out = tmp_path / "out"
-    prepare_data(PrepareConfig(out=str(out), inputs=(str(embedded_slice),), seq_len=64, size_limit="16kb"),
-                 progress=False)
+    prepare_data(
+        PrepareConfig(out=str(out), inputs=(str(embedded_slice),), seq_len=64, size_limit="16kb"), progress=False
+    )
     verify_prepared(out)
     shard = sorted(out.glob("shard.*.mds.zstd"))[1]
     data = bytearray(shard.read_bytes())
@@ -127,8 +129,19 @@ def test_verify_detects_manifest_mismatch(jsonl, tmp_path):
 
 def test_cli_prepare_and_verify(embedded_slice, tmp_path, capsys):
     out = tmp_path / "cli"
-    code = data_cli(["prepare-data", "--input", str(embedded_slice), "--seq-len", "128", "--out", str(out),
-                     "--no-progress", "max_documents=5"])
+    code = data_cli(
+        [
+            "prepare-data",
+            "--input",
+            str(embedded_slice),
+            "--seq-len",
+            "128",
+            "--out",
+            str(out),
+            "--no-progress",
+            "max_documents=5",
+        ]
+    )
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["counts"]["documents"] == 5 and manifest["config"]["max_documents"] == 5
@@ -144,8 +157,9 @@ def test_cli_reads_a_yaml_config_completed_by_flags(jsonl, tmp_path):
     config = tmp_path / "prep.yaml"
     config.write_text(f"inputs: [{jsonl}]\nseq_len: 32\nsize_limit: 1048576\n")
     out = tmp_path / "yaml-out"
-    assert data_cli(["prepare-data", "--config", str(config), "--out", str(out), "--seq-len", "16",
-                     "--no-progress"]) == 0
+    assert (
+        data_cli(["prepare-data", "--config", str(config), "--out", str(out), "--seq-len", "16", "--no-progress"]) == 0
+    )
     saved = json.loads((out / "manifest.json").read_text())["config"]
     assert (saved["seq_len"], saved["size_limit"], saved["inputs"]) == (16, 1048576, [str(jsonl)])
     config.write_text("inputs: [a]\nseq_lenn: 3\n")
@@ -173,15 +187,27 @@ def test_prepare_from_hub_dataset_streams_and_stops_at_max_documents(monkeypatch
         return datasets.Dataset.from_dict({"text": TEXTS * 10, "score": [3.0] * 60}).to_iterable_dataset()
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    cfg = PrepareConfig(out=str(tmp_path / "hub"), hf_dataset="HuggingFaceFW/fineweb-edu",
-                        hf_config="sample-100BT", seq_len=16, max_documents=25, tokenize_batch_size=4)
+    cfg = PrepareConfig(
+        out=str(tmp_path / "hub"),
+        hf_dataset="HuggingFaceFW/fineweb-edu",
+        hf_config="sample-100BT",
+        seq_len=16,
+        max_documents=25,
+        tokenize_batch_size=4,
+    )
     manifest = prepare_data(cfg, progress=False)
-    assert calls == {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-100BT", "split": "train",
-                     "streaming": True}
+    assert calls == {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-100BT", "split": "train", "streaming": True}
     counts = manifest["counts"]
     assert counts["documents"] + counts["empty_documents_skipped"] == 25
-    assert manifest["inputs"] == [{"hub": "HuggingFaceFW/fineweb-edu", "config": "sample-100BT",
-                                   "split": "train", "revision": None, "streaming": True}]
+    assert manifest["inputs"] == [
+        {
+            "hub": "HuggingFaceFW/fineweb-edu",
+            "config": "sample-100BT",
+            "split": "train",
+            "revision": None,
+            "streaming": True,
+        }
+    ]
     verify_prepared(tmp_path / "hub")
 
 
@@ -207,8 +233,9 @@ def test_parallel_workers_write_parts_under_one_index(embedded_slice, tmp_path):
     cfg = dict(inputs=(str(folder),), seq_len=64, workers=2)
     one = prepare_data(PrepareConfig(out=str(tmp_path / "one"), **cfg), progress=False)
     prepare_data(PrepareConfig(out=str(tmp_path / "two"), **cfg), progress=False)
-    serial = prepare_data(PrepareConfig(out=str(tmp_path / "serial"), inputs=(str(folder),), seq_len=64),
-                          progress=False)
+    serial = prepare_data(
+        PrepareConfig(out=str(tmp_path / "serial"), inputs=(str(folder),), seq_len=64), progress=False
+    )
     parts = one["counts"]["parts"]
     assert [p["inputs"] for p in parts] == [2, 1]
     assert one["counts"]["documents"] == serial["counts"]["documents"] == 12
@@ -218,8 +245,11 @@ def test_parallel_workers_write_parts_under_one_index(embedded_slice, tmp_path):
     assert {s["raw_data"]["basename"].split("/")[0] for s in index["shards"]} == {"part-00000", "part-00001"}
 
     def part_files(root):
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-                and p.name != "manifest.json"}
+        return {
+            str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"
+        }
 
     assert part_files(tmp_path / "one") == part_files(tmp_path / "two")
     assert verify_prepared(tmp_path / "one").samples == one["counts"]["samples"]
@@ -244,8 +274,23 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
     fits.write_text(yaml.safe_dump({**body, "data": {**body["data"], "start_sample": 8}}))
 
     out = tmp_path / "data"
-    assert data_cli(["prepare-data", "--input", str(embedded_slice), "--seq-len", "128", "--out", str(out),
-                     "--no-progress", "--for-run", str(cpt)]) == 2
+    assert (
+        data_cli(
+            [
+                "prepare-data",
+                "--input",
+                str(embedded_slice),
+                "--seq-len",
+                "128",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--for-run",
+                str(cpt),
+            ]
+        )
+        == 2
+    )
     samples = json.loads((out / "manifest.json").read_text())["counts"]["samples"]
     assert 24 <= samples < 42 * 8
     err = capsys.readouterr().err
@@ -255,7 +300,8 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(fits)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"verify-data: {fits}: data: {out} holds {samples} samples; this run reads samples 8 to 23 "
-        f"(2 steps x 8) = {24 / samples:.3g} epochs")
+        f"(2 steps x 8) = {24 / samples:.3g} epochs"
+    )
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(cpt)]) == 1
     assert "verify-data: FAILED: " in capsys.readouterr().err
     assert data_cli(["verify-data", str(out), "--for-run", str(tmp_path / "none.yaml")]) == 2

@@ -1,5 +1,6 @@
 """Export to Hugging Face directories (self-contained, with a model card) and weights from
 Llama-architecture decoders."""
+
 import json
 import subprocess
 import sys
@@ -19,9 +20,19 @@ from tests.pretraining.conftest import TOY_IDS, toy_dataloader, toy_run_config
 
 def _tiny_llama(tmp_path, **overrides):
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, **overrides)
+    cfg = LlamaConfig(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        **overrides,
+    )
     llama = LlamaForCausalLM(cfg).eval()
     llama.save_pretrained(tmp_path / "llama")
     return llama, tmp_path / "llama"
@@ -52,8 +63,9 @@ def test_export_round_trip_gives_the_same_logits(tmp_path, capsys):
     from pretraining.export import read_composer_weights
     from pretraining.train import train
 
-    cfg = toy_run_config(tmp_path, "run", train={"max_steps": 4, "resume_interval": 4},
-                         schedule={"warmup": 1, "decay": 1})
+    cfg = toy_run_config(
+        tmp_path, "run", train={"max_steps": 4, "resume_interval": 4}, schedule={"warmup": 1, "decay": 1}
+    )
     run_dir = train(cfg, dataloader=toy_dataloader(), token_ids=TOY_IDS)
     checkpoint = run_dir / "checkpoints" / "latest-rank0.pt"
     out = tmp_path / "exported"
@@ -71,9 +83,15 @@ def test_export_round_trip_gives_the_same_logits(tmp_path, capsys):
     with torch.no_grad():
         assert torch.equal(during(ids).logits, reference(ids).logits)
     card = (out / "README.md").read_text()
-    for fact in ("Objective: masked language modeling (MLM) with a masking ratio of 40%",
-                 "Steps: 4 of a 4-step run", "Data: prepared data", "arXiv:2507.00994",
-                 "@inproceedings{gisserotboukhlef2026should", "@software{", "trust_remote_code=True"):
+    for fact in (
+        "Objective: masked language modeling (MLM) with a masking ratio of 40%",
+        "Steps: 4 of a 4-step run",
+        "Data: prepared data",
+        "arXiv:2507.00994",
+        "@inproceedings{gisserotboukhlef2026should",
+        "@software{",
+        "trust_remote_code=True",
+    ):
         assert fact in card, fact
     # An export never overwrites.
     assert cli(["export", str(checkpoint), str(out)]) == 2
@@ -137,10 +155,20 @@ def test_an_export_loads_with_plain_transformers_where_our_package_is_absent(tmp
     assert auto_map["AutoModelForCausalLM"] == "modeling_mlmclm.MlmClmForLM"
     scratch = tmp_path / "elsewhere"
     scratch.mkdir()
-    env = {"HF_MODULES_CACHE": str(tmp_path / "hf_modules"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
-           "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-I", "-c", _WITHOUT_PACKAGE, str(path), str(tmp_path / "out.pt")],
-                          cwd=scratch, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        "HF_MODULES_CACHE": str(tmp_path / "hf_modules"),
+        "HF_HUB_OFFLINE": "1",
+        "PATH": "/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _WITHOUT_PACKAGE, str(path), str(tmp_path / "out.pt")],
+        cwd=scratch,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = torch.load(tmp_path / "out.pt")
     assert all(m.startswith("transformers_modules.") for m in theirs["modules"])  # the shipped code ran

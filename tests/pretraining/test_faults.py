@@ -1,6 +1,7 @@
 """Faults during pretraining: a kill or a full disk in the middle of a checkpoint write, a
 truncated checkpoint. The run resumes from the newest complete checkpoint with the losses of an
 uninterrupted run, and every error names its file (docs/pretraining.md, "Faults and recovery")."""
+
 from __future__ import annotations
 
 import errno
@@ -46,6 +47,7 @@ def _assert_same_run(run_dir, reference):
 def failing_writes(name: str, after: int, fail):
     """An `open` for Composer's checkpoint module: writing file `name`, the write call number
     `after` calls `fail()` first (a kill, a full disk); other files open as usual."""
+
     class Failing(io.FileIO):
         calls = 0
 
@@ -59,6 +61,7 @@ def failing_writes(name: str, after: int, fail):
         if Path(file).name == name and "w" in mode:
             return Failing(file, mode.replace("b", ""))
         return open(file, mode, *args, **kwargs)
+
     return fake_open
 
 
@@ -79,8 +82,9 @@ train(toy_run_config(Path({tmp!r}), "killed", objective=OBJECTIVE), dataloader=t
 def test_a_kill_during_a_checkpoint_write_resumes_from_the_last_complete_one(tmp_path, reference, capsys):
     script = KILLED_WHILE_SAVING.format(root=str(ROOT), tmp=str(tmp_path))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    killed = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     checkpoints = tmp_path / "killed" / "checkpoints"
     assert os.readlink(checkpoints / "latest-rank0.pt") == "ba8-rank0.pt"  # Composer links after writing
@@ -109,16 +113,16 @@ def test_a_truncated_latest_checkpoint_is_named_and_the_previous_one_resumes(tmp
     _assert_same_run(run_dir, reference)
 
 
-def test_a_full_disk_during_a_checkpoint_write_is_a_clear_error_and_earlier_files_stay(tmp_path, reference,
-                                                                                       monkeypatch):
+def test_a_full_disk_during_a_checkpoint_write_is_a_clear_error_and_earlier_files_stay(
+    tmp_path, reference, monkeypatch
+):
     import composer.utils.checkpoint
 
     def disk_full():
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     cfg = toy_run_config(tmp_path, "full", objective=OBJECTIVE)
-    monkeypatch.setattr(composer.utils.checkpoint, "open", failing_writes("ba16-rank0.pt", 3, disk_full),
-                        raising=False)
+    monkeypatch.setattr(composer.utils.checkpoint, "open", failing_writes("ba16-rank0.pt", 3, disk_full), raising=False)
     with pytest.raises(PretrainError, match="no space left on the device while training"):
         _run(cfg)
     checkpoints = tmp_path / "full" / "checkpoints"

@@ -1,4 +1,5 @@
 """The model: preset sizes, attention switch, document isolation, HF registration."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,10 +18,20 @@ def test_preset_parameter_count_matches_closed_form(name):
 
 def test_paper_presets_have_the_table_1_shapes_and_sizes():
     cfg = config_from_preset("610m")
-    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
-            cfg.num_attention_heads, cfg.num_key_value_heads) == (26, 1152, 4096, 18, 6)
-    assert (cfg.vocab_size, cfg.max_position_embeddings, cfg.rms_norm_eps, cfg.rope_theta,
-            cfg.initializer_range) == (128256, 2048, 1e-5, 10000.0, 0.02)
+    assert (
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+    ) == (26, 1152, 4096, 18, 6)
+    assert (cfg.vocab_size, cfg.max_position_embeddings, cfg.rms_norm_eps, cfg.rope_theta, cfg.initializer_range) == (
+        128256,
+        2048,
+        1e-5,
+        10000.0,
+        0.02,
+    )
     # 210m and 610m name embedding + body (the untied LM head comes on top); the "1b" shapes give
     # 1.19B that way and 0.97B without the embedding (documented in the readme).
     sizes = {n: count_parameters_on_meta(config_from_preset(n)) for n in ("210m", "610m", "1b")}

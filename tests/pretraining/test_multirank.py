@@ -5,6 +5,7 @@ run stopped at step 10 on 2 ranks continues on 4 (and the reverse) exactly as an
 samples are ordered by mosaicml-streaming independently of the ranks and every MLM mask is drawn
 from (seed, the sample's global index) (docs/pretraining.md, "Several ranks and nodes").
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,20 @@ def free_port() -> int:
 def launch(ranks: int, config: Path, *overrides: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`composer -n RANKS -m pretraining train CONFIG OVERRIDES` on CPU (gloo)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    command = [sys.executable, "-m", "composer.cli.launcher", "-n", str(ranks), "--master_port",
-               str(free_port()), "-m", "pretraining", "train", str(config), *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "composer.cli.launcher",
+        "-n",
+        str(ranks),
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "pretraining",
+        "train",
+        str(config),
+        *overrides,
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{ranks} ranks: rc {result.returncode}\n{result.stderr[-3000:]}"
     return result
@@ -77,15 +90,39 @@ def toy_config(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("multirank")
     data = root / "data"
-    assert cli(["prepare-data", "--input", "embedded", "--seq-len", "64", "--max-documents", "30",
-                "--out", str(data), "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "prepare-data",
+                "--input",
+                "embedded",
+                "--seq-len",
+                "64",
+                "--max-documents",
+                "30",
+                "--out",
+                str(data),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     config = {
-        "name": "toy", "run_dir": str(root / "unused"), "tokenizer": "embedded",
+        "name": "toy",
+        "run_dir": str(root / "unused"),
+        "tokenizer": "embedded",
         "data": {"path": str(data), "seq_len": 64},
-        "model": {"preset": "toy_s"}, "objective": {"kind": "mlm", "mlm_ratio": 0.4},
-        "optimizer": {"lr": 3e-3}, "schedule": {"warmup": 2, "decay": 2},
-        "train": {"max_steps": STEPS, "global_batch_size": 8, "resume_interval": STOP,
-                  "progress_bar": False, "seed": 5},
+        "model": {"preset": "toy_s"},
+        "objective": {"kind": "mlm", "mlm_ratio": 0.4},
+        "optimizer": {"lr": 3e-3},
+        "schedule": {"warmup": 2, "decay": 2},
+        "train": {
+            "max_steps": STEPS,
+            "global_batch_size": 8,
+            "resume_interval": STOP,
+            "progress_bar": False,
+            "seed": 5,
+        },
     }
     path = root / "toy.yaml"
     path.write_text(yaml.safe_dump(config))

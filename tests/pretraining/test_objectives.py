@@ -1,4 +1,5 @@
 """MLM masking statistics and determinism, CLM labels at document boundaries, the phase switch."""
+
 import pytest
 import torch
 
@@ -32,8 +33,9 @@ def test_selection_rate_and_specials_never_selected(ratio):
 
 def test_80_10_10_bands_and_random_tokens_from_the_regular_vocabulary():
     ids = _tokens()
-    masked, labels = mask_for_mlm(ids, sample_generators(1, range(len(ids))), 0.4, MASK, SPECIAL, VOCAB,
-                                  replace=(0.8, 0.1, 0.1))
+    masked, labels = mask_for_mlm(
+        ids, sample_generators(1, range(len(ids))), 0.4, MASK, SPECIAL, VOCAB, replace=(0.8, 0.1, 0.1)
+    )
     selected = labels != -100
     n = selected.sum().item()
     as_mask = (masked[selected] == MASK).float().mean().item()
@@ -52,9 +54,9 @@ def test_a_sample_mask_depends_only_on_the_seed_and_its_global_index():
     same mask: masks do not depend on the number of ranks or on the micro-batch size."""
     ids = _tokens(8 * 500)
     index = torch.arange(100, 108)
+
     def draw(seed, rows, idx):
-        return mask_for_mlm(ids[rows], sample_generators(seed, idx), 0.4, MASK, SPECIAL, VOCAB,
-                            replace=(0.8, 0.1, 0.1))
+        return mask_for_mlm(ids[rows], sample_generators(seed, idx), 0.4, MASK, SPECIAL, VOCAB, replace=(0.8, 0.1, 0.1))
 
     whole = draw(3, slice(None), index)
     for parts in ([slice(0, 4), slice(4, 8)], [slice(0, 1), slice(1, 3), slice(3, 8)]):  # 2 ranks, micro-batches

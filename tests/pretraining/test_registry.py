@@ -1,4 +1,5 @@
 """The paper's 50 checkpoints, their runs, and the configs written for them."""
+
 import pytest
 import yaml
 
@@ -44,8 +45,13 @@ def test_paper_config_has_the_paper_hyperparameters():
     cfg = config_from_dict(PretrainConfig, registry.config_dict(registry.RUNS["610m-clm-10k-mlm40-42k"]))
     assert (cfg.schedule.warmup, cfg.schedule.decay, cfg.train.max_steps) == (2000, 2000, 42000)
     assert cfg.objective.kind == "clm_then_mlm" and cfg.objective.switch_at == 10000
-    assert (cfg.optimizer.lr, cfg.optimizer.betas, cfg.optimizer.eps, cfg.optimizer.weight_decay,
-            cfg.optimizer.grad_clip_norm) == (5e-4, (0.9, 0.95), 1e-5, 0.1, 1.0)
+    assert (
+        cfg.optimizer.lr,
+        cfg.optimizer.betas,
+        cfg.optimizer.eps,
+        cfg.optimizer.weight_decay,
+        cfg.optimizer.grad_clip_norm,
+    ) == (5e-4, (0.9, 0.95), 1e-5, 0.1, 1.0)
     assert cfg.train.global_batch_size * cfg.data.seq_len == 2_359_296  # Table 1
     cpt = config_from_dict(PretrainConfig, registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"]))
     assert cpt.init.path.endswith("610m-clm-42k/hf/step-42000") and cpt.train.max_steps == 2000
@@ -73,8 +79,7 @@ def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
             continue
         cfg = registry.config_dict(run, scale)
         base = registry.config_dict(registry.RUNS[run.cpt_base], scale)
-        assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}",
-                               "kind": "weights"}
+        assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}", "kind": "weights"}
         # ... and read the data after the base run's last sample (docs/data_continuation.md).
         assert cfg["data"]["start_sample"] == base["train"]["max_steps"] * base["train"]["global_batch_size"]
         assert "start_sample" not in base["data"]

@@ -1,4 +1,5 @@
 """WSD schedule: paper values, shape properties, and the Composer adapter on a real State."""
+
 import pytest
 import torch
 from composer.core import State, Time
@@ -15,7 +16,7 @@ def test_paper_schedule_values():
     assert wsd_multiplier(39999, **PAPER) == 1.0
     assert wsd_multiplier(41000, **PAPER) == 0.5
     assert wsd_multiplier(42000, **PAPER) == 0.0
-    assert wsd_multiplier(41000, **PAPER, decay_shape="1-sqrt") == pytest.approx(1 - 0.5 ** 0.5)
+    assert wsd_multiplier(41000, **PAPER, decay_shape="1-sqrt") == pytest.approx(1 - 0.5**0.5)
 
 
 @pytest.mark.parametrize("shape", ["linear", "1-sqrt"])
@@ -38,8 +39,14 @@ def test_stable_only_run_never_decays_and_bad_arguments_fail():
 
 def _state(max_duration="100ba"):
     model = torch.nn.Linear(2, 2)
-    return State(model=model, rank_zero_seed=0, run_name="t", device="cpu",
-                 max_duration=max_duration, optimizers=torch.optim.SGD(model.parameters(), lr=1.0))
+    return State(
+        model=model,
+        rank_zero_seed=0,
+        run_name="t",
+        device="cpu",
+        max_duration=max_duration,
+        optimizers=torch.optim.SGD(model.parameters(), lr=1.0),
+    )
 
 
 def test_composer_adapter_reads_the_batch_count():

@@ -1,4 +1,5 @@
 """Tokenizer roles: the embedded default, a Llama-3-style tokenizer, and one without a mask token."""
+
 import hashlib
 
 import pytest
@@ -44,8 +45,12 @@ def test_embedded_tokenizer_roles():
 
 
 def test_llama3_style_tokenizer_gets_mask_in_reserved_slot(tmp_path):
-    path = save_word_level(tmp_path, [BOS_TOKEN, EOS_TOKEN, LLAMA3_MASK_SLOT, "<|reserved_special_token_1|>"],
-                           bos_token=BOS_TOKEN, eos_token=EOS_TOKEN)
+    path = save_word_level(
+        tmp_path,
+        [BOS_TOKEN, EOS_TOKEN, LLAMA3_MASK_SLOT, "<|reserved_special_token_1|>"],
+        bos_token=BOS_TOKEN,
+        eos_token=EOS_TOKEN,
+    )
     before = PreTrainedTokenizerFast.from_pretrained(path)
     slot = before.convert_tokens_to_ids(LLAMA3_MASK_SLOT)
     assert before.mask_token is None and before.pad_token is None
@@ -62,8 +67,7 @@ def test_llama3_style_tokenizer_gets_mask_in_reserved_slot(tmp_path):
 
 
 def test_tokenizer_with_mask_token_in_vocab_resolves_it(tmp_path):
-    path = save_word_level(tmp_path, [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN],
-                           bos_token=BOS_TOKEN, eos_token=EOS_TOKEN)
+    path = save_word_level(tmp_path, [BOS_TOKEN, EOS_TOKEN, MASK_TOKEN], bos_token=BOS_TOKEN, eos_token=EOS_TOKEN)
     ids = special_token_ids(load_tokenizer(path))
     assert ids.mask == load_tokenizer(path).convert_tokens_to_ids(MASK_TOKEN)
 

@@ -1,4 +1,5 @@
 """Short Composer runs on CPU: every objective learns, the switch flips, resume is exact."""
+
 import json
 
 import pytest
@@ -49,14 +50,18 @@ def test_finished_run_is_never_overwritten(tmp_path):
 
 
 def test_biphasic_run_switches_objective_and_attention(tmp_path):
-    cfg = toy_run_config(tmp_path, objective={"kind": "clm_then_mlm", "switch_at": 12},
-                         train={"max_steps": 30})
+    cfg = toy_run_config(tmp_path, objective={"kind": "clm_then_mlm", "switch_at": 12}, train={"max_steps": 30})
     seen = []
 
     class Spy(Callback):
         def before_forward(self, state, logger):
-            seen.append((int(state.timestamp.batch), state.model.is_causal,
-                         int((state.batch["input_ids"] == TOY_IDS.mask).sum())))
+            seen.append(
+                (
+                    int(state.timestamp.batch),
+                    state.model.is_causal,
+                    int((state.batch["input_ids"] == TOY_IDS.mask).sum()),
+                )
+            )
 
     rows = _losses(_run(cfg, extra_callbacks=[Spy()]))
     assert [r["objective"] for r in rows] == ["clm"] * 12 + ["mlm"] * 18
@@ -93,10 +98,13 @@ def test_cpt_continues_from_a_decayed_checkpoint(tmp_path):
 def test_biphasic_branch_from_a_pre_decay_clm_checkpoint_equals_the_single_run(tmp_path):
     objective = {"kind": "clm_then_mlm", "switch_at": 8}
     single = _losses(_run(toy_run_config(tmp_path, "single", objective=objective)))
-    base = _run(toy_run_config(tmp_path, "clm", objective={"kind": "clm"},
-                               train={"keep_resume_checkpoints": -1}))
-    branch = toy_run_config(tmp_path, "branch", objective=objective,
-                            init={"kind": "full_state", "path": str(base / "checkpoints" / "ba8-rank0.pt")})
+    base = _run(toy_run_config(tmp_path, "clm", objective={"kind": "clm"}, train={"keep_resume_checkpoints": -1}))
+    branch = toy_run_config(
+        tmp_path,
+        "branch",
+        objective=objective,
+        init={"kind": "full_state", "path": str(base / "checkpoints" / "ba8-rank0.pt")},
+    )
     rows = _losses(_run(branch))
     assert [r["step"] for r in rows] == list(range(9, 25))
     assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in single[8:]], abs=1e-6)
@@ -113,25 +121,30 @@ def test_fsdp_is_a_parallelism_config_for_multi_gpu_runs(tmp_path, monkeypatch):
     fsdp = train_module.parallelism_config(cfg)["fsdp"]
     assert fsdp["sharding_strategy"] == "FULL_SHARD" and fsdp["state_dict_type"] == "full"
     from composer.utils.parallelism import FSDPConfig
+
     FSDPConfig(**fsdp)  # Composer accepts it
     assert train_module.parallelism_config(toy_run_config(tmp_path, train={"fsdp": False})) is None
 
 
 @pytest.mark.slow  # inductor compiles C++ kernels: ~40 s on 2 cores
 def test_compiled_body_trains_and_exports_under_the_usual_names(tmp_path):
-    eager = _losses(_run(toy_run_config(tmp_path, "eager", train={"max_steps": 3},
-                                        schedule={"warmup": 1, "decay": 1})))
-    run_dir = _run(toy_run_config(tmp_path, "compiled", train={"max_steps": 3, "compile": True},
-                                  schedule={"warmup": 1, "decay": 1}))
+    eager = _losses(_run(toy_run_config(tmp_path, "eager", train={"max_steps": 3}, schedule={"warmup": 1, "decay": 1})))
+    run_dir = _run(
+        toy_run_config(
+            tmp_path, "compiled", train={"max_steps": 3, "compile": True}, schedule={"warmup": 1, "decay": 1}
+        )
+    )
     compiled = _losses(run_dir)
     assert [r["loss"] for r in compiled] == pytest.approx([r["loss"] for r in eager], rel=1e-3)
     from safetensors.torch import load_file
+
     keys = load_file(run_dir / "hf" / "step-3" / "model.safetensors").keys()
     assert "model.layers.0.self_attn.q_proj.weight" in keys and not any("_orig_mod" in k for k in keys)
 
 
 def test_paper_preset_refuses_a_tokenizer_larger_than_its_embedding(tmp_path):
     from pretraining.objectives import TokenIds
+
     cfg = toy_run_config(tmp_path, model={"preset": "210m"})
     with pytest.raises(PretrainError, match="embedding rows"):
         train(cfg, dataloader=toy_dataloader(), token_ids=TokenIds(mask=2, special=(0, 1, 2), vocab_size=200_000))
@@ -142,8 +155,11 @@ def test_a_world_size_that_does_not_divide_the_global_batch_is_one_clear_error()
     from pretraining.train import per_rank_batch_size
 
     assert per_rank_batch_size(1152, 192) == 6 and per_rank_batch_size(8, 1) == 8
-    with pytest.raises(PretrainError, match=r"train.global_batch_size 1152 is not divisible by the world size "
-                                       r"5 \(ranks launched\): launch a number of ranks that divides it"):
+    with pytest.raises(
+        PretrainError,
+        match=r"train.global_batch_size 1152 is not divisible by the world size "
+        r"5 \(ranks launched\): launch a number of ranks that divides it",
+    ):
         per_rank_batch_size(1152, 5)
 
 
@@ -152,12 +168,15 @@ def test_a_checkpoint_of_another_model_config_is_one_clear_error(tmp_path):
 
     base = _run(toy_run_config(tmp_path, "small", train={"max_steps": 8}, schedule={"warmup": 1, "decay": 1}))
     checkpoint = base / "checkpoints" / "ba8-rank0.pt"
-    other = toy_run_config(tmp_path, "bigger", model={"preset": "toy_m"},
-                           init={"kind": "full_state", "path": str(checkpoint)})
+    other = toy_run_config(
+        tmp_path, "bigger", model={"preset": "toy_m"}, init={"kind": "full_state", "path": str(checkpoint)}
+    )
     with pytest.raises(CheckpointError) as error:
         _run(other)
     message = str(error.value)
-    assert message.startswith(f"{checkpoint}: written by another model config: model.preset is 'toy_s' "
-                              f"there, 'toy_m' here ({base / 'config.yaml'})")
+    assert message.startswith(
+        f"{checkpoint}: written by another model config: model.preset is 'toy_s' "
+        f"there, 'toy_m' here ({base / 'config.yaml'})"
+    )
     assert "load it with that run's model.preset and tokenizer" in message
     assert not other.run_dir.exists()  # nothing written for a run that cannot start

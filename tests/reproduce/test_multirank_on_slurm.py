@@ -1,6 +1,7 @@
 """A generated pretraining sbatch script on the local Slurm cluster: 2 ranks launched with srun and
 the Composer launcher (gloo, no container), requeued by the time-limit signal mid-run, resumed by
 autoresume, and finishing with the per-step losses of the single-process run (docs/pretraining.md)."""
+
 import json
 import os
 import sys
@@ -19,28 +20,66 @@ STEPS, CHECKPOINT_EVERY = 40, 10
 @pytest.mark.slurm
 @pytest.mark.multiprocess
 @pytest.mark.slow
-def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exactly(local_slurm, tmp_path,
-                                                                                     monkeypatch):
+def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exactly(local_slurm, tmp_path, monkeypatch):
     from pretraining.__main__ import main as cli
     from pretraining.config import load_pretrain_config
     from pretraining.train import train
     from tests.slurm.cluster import PARTITION
 
     data = tmp_path / "data"
-    assert cli(["prepare-data", "--input", "embedded", "--seq-len", "64", "--max-documents", "30",
-                "--out", str(data), "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "prepare-data",
+                "--input",
+                "embedded",
+                "--seq-len",
+                "64",
+                "--max-documents",
+                "30",
+                "--out",
+                str(data),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     config = tmp_path / "toy.yaml"
-    config.write_text(yaml.safe_dump({
-        "name": "toy", "run_dir": str(tmp_path / "runs" / "toy"), "tokenizer": "embedded",
-        "data": {"path": str(data), "seq_len": 64}, "model": {"preset": "toy_s"},
-        "objective": {"kind": "mlm", "mlm_ratio": 0.4}, "optimizer": {"lr": 3e-3},
-        "schedule": {"warmup": 2, "decay": 4},
-        "train": {"max_steps": STEPS, "global_batch_size": 8, "resume_interval": CHECKPOINT_EVERY,
-                  "progress_bar": False, "seed": 5}}))
-    cluster = ClusterConfig(partition=PARTITION, image=str(tmp_path / "absent.sif"), data_dir=str(data),
-                               runs_dir=str(tmp_path / "runs"), hf_cache=str(tmp_path / "hf"),
-                               gpus_per_node=0, cpu_ranks_per_node=2, pretraining_nodes=1, cpus_per_task=1,
-                               pretraining_time="00:30:00", master_port=29613, python=sys.executable)
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "toy",
+                "run_dir": str(tmp_path / "runs" / "toy"),
+                "tokenizer": "embedded",
+                "data": {"path": str(data), "seq_len": 64},
+                "model": {"preset": "toy_s"},
+                "objective": {"kind": "mlm", "mlm_ratio": 0.4},
+                "optimizer": {"lr": 3e-3},
+                "schedule": {"warmup": 2, "decay": 4},
+                "train": {
+                    "max_steps": STEPS,
+                    "global_batch_size": 8,
+                    "resume_interval": CHECKPOINT_EVERY,
+                    "progress_bar": False,
+                    "seed": 5,
+                },
+            }
+        )
+    )
+    cluster = ClusterConfig(
+        partition=PARTITION,
+        image=str(tmp_path / "absent.sif"),
+        data_dir=str(data),
+        runs_dir=str(tmp_path / "runs"),
+        hf_cache=str(tmp_path / "hf"),
+        gpus_per_node=0,
+        cpu_ranks_per_node=2,
+        pretraining_nodes=1,
+        cpus_per_task=1,
+        pretraining_time="00:30:00",
+        master_port=29613,
+        python=sys.executable,
+    )
     reproduce_cfg = ReproduceConfig(out=str(tmp_path / "out"), scale="toy", runs_dir=str(tmp_path / "runs"))
     writer = SlurmWriter(reproduce_cfg, cluster, container=False)
     writer.logs.mkdir(parents=True)
@@ -56,8 +95,9 @@ def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exac
     run_dir = tmp_path / "runs" / "toy"
     deadline = time.monotonic() + 300
     while not (run_dir / "checkpoints" / f"ba{CHECKPOINT_EVERY}-rank0.pt").exists():
-        assert time.monotonic() < deadline and local_slurm.job_state(job) in ("PENDING", "RUNNING"), \
+        assert time.monotonic() < deadline and local_slurm.job_state(job) in ("PENDING", "RUNNING"), (
             local_slurm.log_tail()
+        )
         time.sleep(0.2)
     # What Slurm sends 10 min before the time limit (--signal=B:USR1@600), sent now.
     local_slurm.command("scancel", "--batch", "--signal=USR1", job)

@@ -1,4 +1,5 @@
 """CLI wiring and option errors of `python -m reproduce` (no training here)."""
+
 import subprocess
 import sys
 
@@ -8,17 +9,19 @@ from reproduce import cli, plan
 
 
 def test_help():
-    result = subprocess.run([sys.executable, "-m", "reproduce", "--help"],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-m", "reproduce", "--help"], capture_output=True, text=True, check=True)
     assert "--pretrain-steps" in result.stdout and "--reduced" in result.stdout
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["--sizes", "toy_x"], "sizes"),
-    (["--tasks", "sst2,nope"], "tasks"),
-    (["--lrs", "0"], "lrs"),
-    (["--pretrain-steps", "2"], "pretrain_steps"),
-])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--sizes", "toy_x"], "sizes"),
+        (["--tasks", "sst2,nope"], "tasks"),
+        (["--lrs", "0"], "lrs"),
+        (["--pretrain-steps", "2"], "pretrain_steps"),
+    ],
+)
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
     assert cli.main(["--out", str(tmp_path / "o"), *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -43,9 +46,19 @@ def test_figure3_accepts_toy_sizes_and_steps():
 
     from paper_figures.from_cells import figure_3
 
-    cells = pd.DataFrame([{"model": f"toy_m-{obj}-42", "task_type": "SC", "dataset": "average",
-                           "mean": 50.0 + i, "ci_halfwidth": 1.0, "n_seeds": 2}
-                          for i, obj in enumerate(["mlm20", "mlm30", "mlm40", "mlm50", "clm"])])
+    cells = pd.DataFrame(
+        [
+            {
+                "model": f"toy_m-{obj}-42",
+                "task_type": "SC",
+                "dataset": "average",
+                "mean": 50.0 + i,
+                "ci_halfwidth": 1.0,
+                "n_seeds": 2,
+            }
+            for i, obj in enumerate(["mlm20", "mlm30", "mlm40", "mlm50", "clm"])
+        ]
+    )
     _, points = figure_3(cells, sizes=("toy_m",), steps=42)
     sc = points[points["panel"] == "SC"]
     assert list(sc["mean"]) == [50.0, 51.0, 52.0, 53.0, 54.0]

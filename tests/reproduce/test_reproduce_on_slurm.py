@@ -3,6 +3,7 @@
 No container here (`--no-container`, apptainer is absent): the jobs run the same commands with this
 Python. sbatch, arrays, `afterok`/`aftercorr` dependencies and the final analysis job all run.
 """
+
 import json
 import re
 import sys
@@ -21,18 +22,54 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
     from tests.slurm.cluster import PARTITION
 
     cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump({
-        "partition": PARTITION, "image": str(tmp_path / "absent.sif"), "data_dir": str(tmp_path / "data"),
-        "runs_dir": str(tmp_path / "runs"), "hf_cache": str(tmp_path / "hf"), "gpus_per_node": 0,
-        "data_cache_dir": str(tmp_path / "node_cache"),
-        "cpus_per_task": 1, "pretraining_time": "00:30:00", "finetune_time": "00:30:00",
-        "analysis_time": "00:30:00", "data_time": "00:30:00", "python": sys.executable}))
+    cluster.write_text(
+        yaml.safe_dump(
+            {
+                "partition": PARTITION,
+                "image": str(tmp_path / "absent.sif"),
+                "data_dir": str(tmp_path / "data"),
+                "runs_dir": str(tmp_path / "runs"),
+                "hf_cache": str(tmp_path / "hf"),
+                "gpus_per_node": 0,
+                "data_cache_dir": str(tmp_path / "node_cache"),
+                "cpus_per_task": 1,
+                "pretraining_time": "00:30:00",
+                "finetune_time": "00:30:00",
+                "analysis_time": "00:30:00",
+                "data_time": "00:30:00",
+                "python": sys.executable,
+            }
+        )
+    )
     for key in ("SLURM_CONF", "PATH"):
         monkeypatch.setenv(key, local_slurm.env[key])
     out = tmp_path / "out"
-    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
-            "--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli,msmarco,nq",
-            "--lrs", "5e-4", "--seeds", "0,1", "--pretrain-steps", "8", "--reps", "200"]
+    argv = [
+        "--figure",
+        "3",
+        "--scale",
+        "toy",
+        "--slurm",
+        "--no-container",
+        "--cluster",
+        str(cluster),
+        "--out",
+        str(out),
+        "--sizes",
+        "toy_s",
+        "--ratios",
+        "0.4",
+        "--tasks",
+        "sst2,qqp,mnli,msmarco,nq",
+        "--lrs",
+        "5e-4",
+        "--seeds",
+        "0,1",
+        "--pretrain-steps",
+        "8",
+        "--reps",
+        "200",
+    ]
     assert cli.main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     ids = re.search(r"submitted: data (\d+), pretraining ([\d ]+), analysis (\d+)", stdout)
@@ -66,16 +103,46 @@ def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, 
     from tests.slurm.cluster import PARTITION
 
     cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump({
-        "partition": PARTITION, "image": str(tmp_path / "absent.sif"), "data_dir": str(tmp_path / "data"),
-        "runs_dir": str(tmp_path / "runs"), "hf_cache": str(tmp_path / "hf"), "gpus_per_node": 0,
-        "data_cache_dir": str(tmp_path / "node_cache"), "cpus_per_task": 1, "python": sys.executable}))
+    cluster.write_text(
+        yaml.safe_dump(
+            {
+                "partition": PARTITION,
+                "image": str(tmp_path / "absent.sif"),
+                "data_dir": str(tmp_path / "data"),
+                "runs_dir": str(tmp_path / "runs"),
+                "hf_cache": str(tmp_path / "hf"),
+                "gpus_per_node": 0,
+                "data_cache_dir": str(tmp_path / "node_cache"),
+                "cpus_per_task": 1,
+                "python": sys.executable,
+            }
+        )
+    )
     for key in ("SLURM_CONF", "PATH"):
         monkeypatch.setenv(key, local_slurm.env[key])
     out = tmp_path / "out"
-    argv = ["--figure", "8", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster),
-            "--out", str(out), "--checkpoints", "610m-mlm40-42k,610m-mlm40-dec42k-mlm40-44k",
-            "--tasks", "sst2", "--lrs", "5e-4", "--seeds", "0,1", "--reps", "100"]
+    argv = [
+        "--figure",
+        "8",
+        "--scale",
+        "toy",
+        "--slurm",
+        "--no-container",
+        "--cluster",
+        str(cluster),
+        "--out",
+        str(out),
+        "--checkpoints",
+        "610m-mlm40-42k,610m-mlm40-dec42k-mlm40-44k",
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "5e-4",
+        "--seeds",
+        "0,1",
+        "--reps",
+        "100",
+    ]
     assert cli.main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     ids = re.search(r"submitted: data (\d+), pretraining (\d+) (\d+), analysis (\d+)", stdout)

@@ -1,4 +1,5 @@
 """`--scale paper --dry-run`: the Slurm scripts of the whole DAG (15 pretraining jobs, 5,400 runs)."""
+
 import json
 import re
 import subprocess
@@ -13,8 +14,23 @@ EXAMPLE = slurm.CONFIG_DIR / "cluster.example.yaml"
 
 
 def dry_run(out, *extra):
-    result = subprocess.run([sys.executable, "-m", "reproduce", "--figure", "3", "--scale", "paper",
-                             "--out", str(out), "--dry-run", *extra], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reproduce",
+            "--figure",
+            "3",
+            "--scale",
+            "paper",
+            "--out",
+            str(out),
+            "--dry-run",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -37,11 +53,12 @@ def test_complete_set_of_scripts(paper):
     scripts_dir = out / "slurm"
     pretraining = sorted(scripts_dir.glob("pretrain_*.sbatch"))
     assert len(pretraining) == 15
-    names = {p.name[len("pretrain_"):-len(".sbatch")] for p in pretraining}
+    names = {p.name[len("pretrain_") : -len(".sbatch")] for p in pretraining}
     objectives = ("mlm20", "mlm30", "mlm40", "mlm50", "clm")
     assert names == {f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in objectives}
-    jobs = [json.loads(line) for f in (out / "finetune" / "jobs").glob("*.jsonl")
-            for line in f.read_text().splitlines()]
+    jobs = [
+        json.loads(line) for f in (out / "finetune" / "jobs").glob("*.jsonl") for line in f.read_text().splitlines()
+    ]
     assert len(jobs) == 15 * 12 * 6 * 5 == 5400
     assert len({j["id"] for j in jobs}) == 5400
     assert {j["config"]["lr"] for j in jobs} == {1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4}
@@ -73,16 +90,27 @@ def test_scripts_are_valid_bash_and_run_in_the_image(paper):
         result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert result.returncode == 0, f"{script}: {result.stderr}"
     binds = [cluster.data_dir, cluster.runs_dir, cluster.hf_cache, str(out), str(plan.REPO_ROOT)]
-    for script in [*(out / "slurm").glob("pretrain_*.sbatch"), out / "slurm" / "python.sh",
-                   out / "slurm" / "analysis.sbatch", out / "slurm" / "data.sbatch"]:
+    for script in [
+        *(out / "slurm").glob("pretrain_*.sbatch"),
+        out / "slurm" / "python.sh",
+        out / "slurm" / "analysis.sbatch",
+        out / "slurm" / "data.sbatch",
+    ]:
         text = script.read_text()
         assert "apptainer exec --nv --cleanenv --bind " in text and cluster.image in text, script
         bind = re.search(r"--bind (\S+)", text).group(1).split(",")
         assert all(b in bind for b in binds), script
     pt = (out / "slurm" / "pretrain_1b-clm-42k.sbatch").read_text()
-    for needle in ("#SBATCH --nodes=24", "#SBATCH --gpus-per-node=8", "#SBATCH --requeue", "--partition=gpu",
-                   "composer -n 8 --world_size 192 --node_rank \"$SLURM_NODEID\"", "-m pretraining train",
-                   "scontrol requeue", "FINISHED.json"):
+    for needle in (
+        "#SBATCH --nodes=24",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --requeue",
+        "--partition=gpu",
+        'composer -n 8 --world_size 192 --node_rank "$SLURM_NODEID"',
+        "-m pretraining train",
+        "scontrol requeue",
+        "FINISHED.json",
+    ):
         assert needle in pt
     ft = (out / "slurm" / "finetune_1b-clm-42k.sh").read_text()
     assert f"PYTHON=${{PYTHON:-{out}/slurm/python.sh}}" in ft and "#SBATCH --gpus=1" in ft
@@ -100,8 +128,14 @@ def test_no_container_runs_the_same_commands(tmp_path, capsys):
         with_image = (image / script.name).read_text().replace(str(tmp_path / "image"), str(tmp_path / "bare"))
         commands = [line for line in script.read_text().splitlines() if "pretraining train" in line]
         for line in commands:  # the same command line, only without the `apptainer exec ... IMAGE` prefix
-            assert re.sub(r"apptainer exec .*?\.sif ", "", next(
-                text for text in with_image.splitlines() if "pretraining train" in text)) == line
+            assert (
+                re.sub(
+                    r"apptainer exec .*?\.sif ",
+                    "",
+                    next(text for text in with_image.splitlines() if "pretraining train" in text),
+                )
+                == line
+            )
     assert "composer -n 8" in (bare / "pretrain_210m-clm-42k.sbatch").read_text()
 
 

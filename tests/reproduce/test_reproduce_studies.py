@@ -1,6 +1,7 @@
 """`reproduce --figure N / --table N` for the studies beyond Figure 3: data efficiency (intermediate
 exports), biphasic, CPT (base run first, then the CPT run from its decayed export). Toy subsets end to
 end here (about 90 s); every study at paper scale as Slurm scripts (dry run)."""
+
 import json
 import re
 from dataclasses import replace
@@ -35,8 +36,9 @@ def _reproduce(tmp_path_factory, data, argv):
 
 @pytest.fixture(scope="module")
 def cpt(tmp_path_factory, data):
-    return _reproduce(tmp_path_factory, data,
-                      ["--figure", "8", "--checkpoints", "610m-clm-42k,610m-clm-dec42k-mlm40-44k"])
+    return _reproduce(
+        tmp_path_factory, data, ["--figure", "8", "--checkpoints", "610m-clm-42k,610m-clm-dec42k-mlm40-44k"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +126,17 @@ def test_a_second_run_reuses_everything(cpt):
     assert lines[3].startswith("analysis: unchanged records")
 
 
-@pytest.mark.parametrize("argv, error", [
-    (["--figure", "11"], "1B 25/75"),
-    (["--table", "1"], "Table 1"),
-    (["--figure", "8", "--sizes", "toy_m"], "sizes selects models of the masking study"),
-    (["--figure", "4", "--pretrain-steps", "8"], "pretrain_steps"),
-    (["--figure", "4", "--checkpoints", "610m-mlm20-42k"], "not in study data-efficiency"),
-    (["--figure", "6", "--reduced"], "--reduced is the toy-scale CI mode of Figure 3"),
-])
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["--figure", "11"], "1B 25/75"),
+        (["--table", "1"], "Table 1"),
+        (["--figure", "8", "--sizes", "toy_m"], "sizes selects models of the masking study"),
+        (["--figure", "4", "--pretrain-steps", "8"], "pretrain_steps"),
+        (["--figure", "4", "--checkpoints", "610m-mlm20-42k"], "not in study data-efficiency"),
+        (["--figure", "6", "--reduced"], "--reduced is the toy-scale CI mode of Figure 3"),
+    ],
+)
 def test_bad_targets_are_one_line_errors(tmp_path, capsys, argv, error):
     assert cli.main(["--out", str(tmp_path / "o"), *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -139,12 +144,19 @@ def test_bad_targets_are_one_line_errors(tmp_path, capsys, argv, error):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("figure, runs, checkpoints", [
-    (4, 2, 14), (6, 15, 15), (7, 8, 8), (8, 8, 8),
-])
+@pytest.mark.parametrize(
+    "figure, runs, checkpoints",
+    [
+        (4, 2, 14),
+        (6, 15, 15),
+        (7, 8, 8),
+        (8, 8, 8),
+    ],
+)
 def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, checkpoints):
-    cfg = cli.config_from_args(cli.build_parser().parse_args(
-        ["--figure", str(figure), "--scale", "paper", "--out", str(tmp_path)]))
+    cfg = cli.config_from_args(
+        cli.build_parser().parse_args(["--figure", str(figure), "--scale", "paper", "--out", str(tmp_path)])
+    )
     written = slurm.reproduce_slurm(cfg, slurm.CONFIG_DIR / "cluster.example.yaml", dry_run=True, log=lambda _: None)
     assert written["pretraining_jobs"] == runs and written["checkpoints"] == checkpoints
     assert written["finetune_runs"] == checkpoints * 12 * 6 * 5
@@ -153,8 +165,14 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
     assert len(list((tmp_path / "slurm").glob("finetune_*.sh"))) == checkpoints
     if figure == 8:  # each CPT job waits for its base's job; the bases wait for the data job
         cluster = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml")
-        var = {m.group(2): m.group(1) for m in re.finditer(r'(pt\d+)=\$\(sbatch --parsable --dependency=afterok:'
-                                                             r'"\$\w+" pretrain_(\S+)\.sbatch', submit)}
+        var = {
+            m.group(2): m.group(1)
+            for m in re.finditer(
+                r"(pt\d+)=\$\(sbatch --parsable --dependency=afterok:"
+                r'"\$\w+" pretrain_(\S+)\.sbatch',
+                submit,
+            )
+        }
         assert len(var) == 8
         deps = dict(re.findall(r'(pt\d+)=\$\(sbatch --parsable --dependency=afterok:"\$(\w+)"', submit))
         assert deps[var["610m-clm-42k"]] == "data"
@@ -163,7 +181,9 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
         assert body["init"]["path"] == f"{cluster.runs_dir}/610m-clm-42k/hf/step-42000"
         assert body["train"]["max_steps"] == 22000
     if figure == 4:  # the intermediate exports of Tables 6-9 are fine-tuned from the runs' hf folders
-        jobs = [json.loads(line) for line in (tmp_path / "finetune" / "jobs" / "610m-clm-42k-5000.jsonl")
-                .read_text().splitlines()]
+        jobs = [
+            json.loads(line)
+            for line in (tmp_path / "finetune" / "jobs" / "610m-clm-42k-5000.jsonl").read_text().splitlines()
+        ]
         runs_dir = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml").runs_dir
         assert {j["config"]["model"] for j in jobs} == {f"{runs_dir}/610m-clm-42k/hf/step-5000"}

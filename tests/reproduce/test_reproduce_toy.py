@@ -1,4 +1,5 @@
 """The reduced toy reproduction of Figure 3, end to end, then cached and resumed (about 60 s)."""
+
 import json
 import shutil
 
@@ -84,8 +85,13 @@ def test_end_to_end_outputs(reproduction):
 def test_second_run_is_cached_and_changes_nothing(reproduction):
     cfg, out, _, _ = reproduction
     before = _mtimes(out)
-    watched = [out / "cells.csv", out / "figure" / "figure3.png", out / "audit" / "audit.json",
-               out / "finetune" / "jobs.jsonl", out / "reproduce.yaml"]
+    watched = [
+        out / "cells.csv",
+        out / "figure" / "figure3.png",
+        out / "audit" / "audit.json",
+        out / "finetune" / "jobs.jsonl",
+        out / "reproduce.yaml",
+    ]
     watched += [out / "pretraining" / n / "FINISHED.json" for n in plan.model_names(cfg)]
     watched_before = [p.stat().st_mtime_ns for p in watched]
     lines = []

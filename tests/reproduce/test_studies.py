@@ -1,4 +1,5 @@
 """reproduce.studies: which checkpoints each figure and table needs, and their toy names (pure logic)."""
+
 import pytest
 
 from analysis.published import load_published_raw
@@ -7,21 +8,41 @@ from pretraining import registry
 from reproduce import studies as st
 
 
-@pytest.mark.parametrize("kind, number, study", [
-    ("figure", 2, "masking"), ("figure", 3, "masking"), ("figure", 5, "masking"), ("table", 4, "masking"),
-    ("figure", 4, "data-efficiency"), ("figure", 10, "data-efficiency"), ("table", 9, "data-efficiency"),
-    ("figure", 6, "biphasic"), ("table", 10, "biphasic"), ("table", 13, "biphasic"),
-    ("figure", 7, "masking-after-clm"),
-    ("figure", 8, "cpt"), ("figure", 9, "cpt"), ("figure", 12, "cpt"), ("table", 14, "cpt"), ("table", 17, "cpt"),
-])
+@pytest.mark.parametrize(
+    "kind, number, study",
+    [
+        ("figure", 2, "masking"),
+        ("figure", 3, "masking"),
+        ("figure", 5, "masking"),
+        ("table", 4, "masking"),
+        ("figure", 4, "data-efficiency"),
+        ("figure", 10, "data-efficiency"),
+        ("table", 9, "data-efficiency"),
+        ("figure", 6, "biphasic"),
+        ("table", 10, "biphasic"),
+        ("table", 13, "biphasic"),
+        ("figure", 7, "masking-after-clm"),
+        ("figure", 8, "cpt"),
+        ("figure", 9, "cpt"),
+        ("figure", 12, "cpt"),
+        ("table", 14, "cpt"),
+        ("table", 17, "cpt"),
+    ],
+)
 def test_every_figure_and_table_maps_to_its_study(kind, number, study):
     assert st.study_for(**{kind: number}).name == study
 
 
-@pytest.mark.parametrize("kind, number, words", [
-    ("figure", 11, "1B 25/75"), ("figure", 1, "not one of the paper.s result figures"), ("table", 1, "settings"),
-    ("figure", 13, "not in the paper's reproducible figures"), ("table", 18, r"tables \[2, 3"),
-])
+@pytest.mark.parametrize(
+    "kind, number, words",
+    [
+        ("figure", 11, "1B 25/75"),
+        ("figure", 1, "not one of the paper.s result figures"),
+        ("table", 1, "settings"),
+        ("figure", 13, "not in the paper's reproducible figures"),
+        ("table", 18, r"tables \[2, 3"),
+    ],
+)
 def test_others_are_one_line_errors(kind, number, words):
     with pytest.raises(st.StudyError, match=words) as error:
         st.study_for(**{kind: number})
@@ -44,14 +65,17 @@ def test_each_table_lists_only_checkpoints_of_its_study():
             assert rows
 
 
-@pytest.mark.parametrize("paper, toy", [
-    ("610m-mlm40-42k", "toy_m-mlm40-42"),
-    ("610m-clm-42k-1000", "toy_m-clm-42-1"),
-    ("610m-clm-3k-mlm40-12k", "toy_m-clm-3-mlm40-12"),
-    ("610m-clm-40k-mlm20-42k", "toy_m-clm-40-mlm20-42"),
-    ("610m-mlm40-dec42k-mlm40-64k", "toy_m-mlm40-dec42-mlm40-64"),
-    ("1b-clm-42k", "toy_l-clm-42"),
-])
+@pytest.mark.parametrize(
+    "paper, toy",
+    [
+        ("610m-mlm40-42k", "toy_m-mlm40-42"),
+        ("610m-clm-42k-1000", "toy_m-clm-42-1"),
+        ("610m-clm-3k-mlm40-12k", "toy_m-clm-3-mlm40-12"),
+        ("610m-clm-40k-mlm20-42k", "toy_m-clm-40-mlm20-42"),
+        ("610m-mlm40-dec42k-mlm40-64k", "toy_m-mlm40-dec42-mlm40-64"),
+        ("1b-clm-42k", "toy_l-clm-42"),
+    ],
+)
 def test_toy_names_divide_every_step_count_by_1000(paper, toy):
     assert st.scaled_name(paper, "toy") == toy
     assert st.scaled_name(paper, "paper") == paper
@@ -68,11 +92,14 @@ def test_masking_runs_can_be_shortened():
 def test_checkpoints_come_from_registry_runs_and_cpt_bases_train_first():
     cpt = st.checkpoints(st.STUDIES["cpt"], "toy", only=("610m-mlm40-dec42k-mlm40-54k",))
     assert [(c.name, c.run_name, c.step) for c in cpt] == [
-        ("toy_m-mlm40-dec42-mlm40-54", "toy_m-mlm40-dec42-mlm40-54", 12)]  # 12 CPT steps after the base
+        ("toy_m-mlm40-dec42-mlm40-54", "toy_m-mlm40-dec42-mlm40-54", 12)
+    ]  # 12 CPT steps after the base
     assert st.runs_to_train(cpt) == ["610m-mlm40-42k", "610m-mlm40-dec42k-mlm40-54k"]
     eff = st.checkpoints(st.STUDIES["data-efficiency"], "paper", only=("610m-clm-42k-5000", "610m-clm-42k"))
-    assert [(c.name, c.run_name, c.step) for c in eff] == [("610m-clm-42k-5000", "610m-clm-42k", 5000),
-                                                            ("610m-clm-42k", "610m-clm-42k", 42000)]
+    assert [(c.name, c.run_name, c.step) for c in eff] == [
+        ("610m-clm-42k-5000", "610m-clm-42k", 5000),
+        ("610m-clm-42k", "610m-clm-42k", 42000),
+    ]
     assert st.runs_to_train(eff) == ["610m-clm-42k"]
     with pytest.raises(st.StudyError, match="not in study cpt"):
         st.checkpoints(st.STUDIES["cpt"], "toy", only=("610m-mlm20-42k",))

@@ -12,6 +12,7 @@ machine, as on CI). When not root, or when the install or the start fails, the f
 the reason; set ``MLM_VS_CLM_REQUIRE_SLURM=1`` to turn those skips into failures. Nothing is
 written outside the temp folder except the Debian package files themselves.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,10 +35,19 @@ NODE_CPUS = 8
 PARTITION = "debug"
 POLL_S = 0.2
 # States after which a job never runs again (scontrol's JobState values).
-FINISHED_STATES = frozenset({
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-    "BOOT_FAIL", "DEADLINE",
-})
+FINISHED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
+)
 _SBIN_PATH = os.pathsep.join(["/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 
 
@@ -73,7 +83,8 @@ def ensure_installed() -> None:
     if result.returncode != 0 or _missing_binaries():
         raise SlurmUnavailable(
             f"apt-get install {' '.join(DEBIAN_PACKAGES)} failed (rc {result.returncode}): "
-            f"{result.stderr.strip()[-500:]}")
+            f"{result.stderr.strip()[-500:]}"
+        )
 
 
 def _free_ports(count: int) -> list[int]:
@@ -178,9 +189,14 @@ class LocalSlurm:
         key = root / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        munged = [_which("munged"), f"--socket={self.munge_socket}", f"--key-file={key}",
-                  f"--pid-file={root}/munge/munged.pid", f"--log-file={root}/log/munged.log",
-                  f"--seed-file={root}/munge/munged.seed"]
+        munged = [
+            _which("munged"),
+            f"--socket={self.munge_socket}",
+            f"--key-file={key}",
+            f"--pid-file={root}/munge/munged.pid",
+            f"--log-file={root}/log/munged.log",
+            f"--seed-file={root}/munge/munged.seed",
+        ]
         self._daemon(munged, "munged")
         host = socket.gethostname().split(".")[0]
         ctld_port, slurmd_port = _free_ports(2)
@@ -200,7 +216,8 @@ class LocalSlurm:
         result = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60)
         if result.returncode != 0:
             raise SlurmUnavailable(
-                f"{name} did not start (rc {result.returncode}): {result.stderr.strip()[-500:]}\n{self.log_tail()}")
+                f"{name} did not start (rc {result.returncode}): {result.stderr.strip()[-500:]}\n{self.log_tail()}"
+            )
 
     def log_tail(self, lines: int = 15) -> str:
         out = []
@@ -222,17 +239,18 @@ class LocalSlurm:
         for name in ("slurmctld", "slurmd"):
             _terminate(self.root / f"{name}.pid")
         if self.munge_socket.exists():
-            subprocess.run([_which("munged"), "--stop", f"--socket={self.munge_socket}"],
-                           capture_output=True, timeout=30)
+            subprocess.run(
+                [_which("munged"), "--stop", f"--socket={self.munge_socket}"], capture_output=True, timeout=30
+            )
         _terminate(self.root / "munge" / "munged.pid")  # no-op once --stop has worked
         shutil.rmtree(self.root, ignore_errors=True)
 
     # -- clients ---------------------------------------------------------------------------------
-    def command(self, *argv: str, check: bool = True, cwd: str | Path | None = None,
-                timeout: float = 60) -> subprocess.CompletedProcess:
+    def command(
+        self, *argv: str, check: bool = True, cwd: str | Path | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         """Run a Slurm client (sbatch, squeue, scontrol, ...) against this cluster."""
-        result = subprocess.run(list(argv), env=self.env, cwd=cwd, capture_output=True, text=True,
-                                timeout=timeout)
+        result = subprocess.run(list(argv), env=self.env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed (rc {result.returncode}): {result.stderr.strip()}")
         return result

@@ -1,4 +1,5 @@
 """The local Slurm test cluster runs job arrays, dependencies and failures as a real cluster does."""
+
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,7 @@ def test_array_dependency_and_failure(local_slurm, tmp_path):
 
     assert local_slurm.job_states(array) == {f"{array}_{i}": "COMPLETED" for i in range(3)}
     assert local_slurm.job_state(f"{array}_1") == "COMPLETED"
-    assert sorted(p.name for p in tmp_path.glob(f"parts_{array}_*.out")) == [
-        f"parts_{array}_{i}.out" for i in range(3)]
+    assert sorted(p.name for p in tmp_path.glob(f"parts_{array}_*.out")) == [f"parts_{array}_{i}.out" for i in range(3)]
     assert local_slurm.job_state(join) == "COMPLETED"
     assert (tmp_path / "joined.txt").read_text() == "part 0\npart 1\npart 2\n"
 
@@ -60,8 +60,10 @@ def test_array_dependency_and_failure(local_slurm, tmp_path):
 
 
 def test_scontrol_records_keep_values_with_equals_and_spaces():
-    line = ("JobId=7 ArrayJobId=5 ArrayTaskId=2 JobName=x JobState=COMPLETED Reason=None "
-            "ExitCode=0:0 TRES=cpu=1,node=1 ReqB:S:C:T=0:0:*:* Command=/tmp/a b.sh WorkDir=/tmp")
+    line = (
+        "JobId=7 ArrayJobId=5 ArrayTaskId=2 JobName=x JobState=COMPLETED Reason=None "
+        "ExitCode=0:0 TRES=cpu=1,node=1 ReqB:S:C:T=0:0:*:* Command=/tmp/a b.sh WorkDir=/tmp"
+    )
     (record,) = parse_scontrol_records(line + "\n")
     assert record["TRES"] == "cpu=1,node=1"
     assert record["ReqB:S:C:T"] == "0:0:*:*"

@@ -1,5 +1,6 @@
 """Figures and tables are written with the usual file mode (0666 minus the umask: 0644 under 022), not
 the owner-only 0600 of a temporary file, so collaborators on a shared folder can read them."""
+
 import os
 import stat
 

@@ -1,6 +1,7 @@
 """The stages import one way (docs/architecture.md): contracts < pretraining < benchmarks < analysis <
 paper_figures < reproduce, and no module imports itself back through others. Every import counts,
 also the ones inside functions; imports are read with `ast`, nothing is executed."""
+
 import ast
 from pathlib import Path
 
@@ -106,9 +107,17 @@ def test_no_import_cycles():
 
 
 def test_the_checks_catch_what_they_are_for():
-    graph = {"paper_figures.cli": {"reproduce.plan"}, "reproduce.plan": {"paper_figures.cli"},
-             "contracts.paper": {"pretraining.registry"}, "pretraining.registry": {"contracts.paper"}}
-    assert stage_violations(graph) == ["contracts.paper imports pretraining.registry",
-                                       "paper_figures.cli imports reproduce.plan"]
-    assert sorted(cycles(graph)) == [["contracts.paper", "pretraining.registry"],
-                                     ["paper_figures.cli", "reproduce.plan"]]
+    graph = {
+        "paper_figures.cli": {"reproduce.plan"},
+        "reproduce.plan": {"paper_figures.cli"},
+        "contracts.paper": {"pretraining.registry"},
+        "pretraining.registry": {"contracts.paper"},
+    }
+    assert stage_violations(graph) == [
+        "contracts.paper imports pretraining.registry",
+        "paper_figures.cli imports reproduce.plan",
+    ]
+    assert sorted(cycles(graph)) == [
+        ["contracts.paper", "pretraining.registry"],
+        ["paper_figures.cli", "reproduce.plan"],
+    ]

@@ -1,6 +1,7 @@
 """Each paper fact is stated once (contracts.paper; the checkpoint-name grammar in contracts.model_names,
 the run-directory layout in contracts.layout) and imported everywhere else: its literal appears in no
 other source module. The literals searched for are taken from the home modules themselves."""
+
 import ast
 
 import pytest
@@ -17,9 +18,17 @@ STANDALONE_MODEL_CODE = "pretraining/modeling.py"
 def _numbers() -> dict[float, str]:
     facts = [(shape.hidden, f"hidden size of {size}") for size, shape in paper.PAPER_SHAPES.items()]
     facts += [(shape.ffn, f"FFN size of {size}") for size, shape in paper.PAPER_SHAPES.items()]
-    facts += [(getattr(paper, name), name) for name in ("PRETRAIN_STEPS", "CLM_STEPS_BEFORE_MASKING", "VOCAB_SIZE",
-                                                        "TOKENS_PER_STEP_TABLE1", "TOKENS_PER_STEP_TEXT",
-                                                        "PRETRAIN_BATCH_SEQUENCES")]
+    facts += [
+        (getattr(paper, name), name)
+        for name in (
+            "PRETRAIN_STEPS",
+            "CLM_STEPS_BEFORE_MASKING",
+            "VOCAB_SIZE",
+            "TOKENS_PER_STEP_TABLE1",
+            "TOKENS_PER_STEP_TEXT",
+            "PRETRAIN_BATCH_SEQUENCES",
+        )
+    ]
     found = {}
     for value, label in facts:
         if value & (value - 1) == 0:  # a power of two (610M's FFN 4096) is also a common block size
@@ -29,17 +38,28 @@ def _numbers() -> dict[float, str]:
 
 
 def _sequences() -> dict[tuple, str]:
-    found = {paper.INTERMEDIATE_STEPS: "INTERMEDIATE_STEPS", paper.MASKING_RATIOS: "MASKING_RATIOS",
-             tuple(round(r * 100) for r in paper.MASKING_RATIOS): "MASKING_RATIOS in percent",
-             paper.CPT_STEPS: "CPT_STEPS", tuple(paper.BIPHASIC_SPLITS): "the biphasic budgets",
-             paper.PAPER_SIZES: "PAPER_SIZES", paper.TOY_SIZES: "TOY_SIZES", paper.FINETUNE_LRS: "FINETUNE_LRS"}
+    found = {
+        paper.INTERMEDIATE_STEPS: "INTERMEDIATE_STEPS",
+        paper.MASKING_RATIOS: "MASKING_RATIOS",
+        tuple(round(r * 100) for r in paper.MASKING_RATIOS): "MASKING_RATIOS in percent",
+        paper.CPT_STEPS: "CPT_STEPS",
+        tuple(paper.BIPHASIC_SPLITS): "the biphasic budgets",
+        paper.PAPER_SIZES: "PAPER_SIZES",
+        paper.TOY_SIZES: "TOY_SIZES",
+        paper.FINETUNE_LRS: "FINETUNE_LRS",
+    }
     for budget, splits in paper.BIPHASIC_SPLITS.items():
         found[splits] = f"the biphasic splits of {budget}"
     return found
 
 
-LAYOUT_NAMES = {layout.RECORD_FILE, layout.LOSS_LOG_FILE, layout.FINISHED_FILE, layout.EXPORTS_DIR,
-                layout.LATEST_CHECKPOINT_PATTERN.format(rank=0)}
+LAYOUT_NAMES = {
+    layout.RECORD_FILE,
+    layout.LOSS_LOG_FILE,
+    layout.FINISHED_FILE,
+    layout.EXPORTS_DIR,
+    layout.LATEST_CHECKPOINT_PATTERN.format(rank=0),
+}
 # Pieces of checkpoint names and export folders that only the grammar and the layout build.
 NAME_BUILDING = ("mlm", "-dec", "step-")
 
@@ -71,8 +91,11 @@ def find_fact_literals(tree: ast.AST, numbers=None, sequences=None) -> list[str]
                 hits.append(f"{where}: {value} ({sequences[value]})")
         elif isinstance(node, ast.JoinedStr):  # f"...mlm{ratio}..." builds a checkpoint name
             for part, following in zip(node.values, node.values[1:]):
-                if (isinstance(part, ast.Constant) and isinstance(following, ast.FormattedValue)
-                        and part.value.endswith(NAME_BUILDING)):
+                if (
+                    isinstance(part, ast.Constant)
+                    and isinstance(following, ast.FormattedValue)
+                    and part.value.endswith(NAME_BUILDING)
+                ):
                     hits.append(f"{where}: f-string {part.value!r}{{...}} (contracts.model_names / layout)")
     return hits
 
@@ -82,13 +105,16 @@ def test_no_paper_fact_is_written_outside_its_home():
     assert hits == []
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("steps = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)", "INTERMEDIATE_STEPS"),
-    ("shape = dict(hidden=1152)", "hidden size of 610m"),
-    ("name = f'610m-mlm{ratio}-42k'", "contracts.model_names"),
-    ("path = run_dir / 'hf' / f'step-{n}'", "contracts.layout"),
-    ("ratios = [20, 30, 40, 50]", "MASKING_RATIOS in percent"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("steps = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)", "INTERMEDIATE_STEPS"),
+        ("shape = dict(hidden=1152)", "hidden size of 610m"),
+        ("name = f'610m-mlm{ratio}-42k'", "contracts.model_names"),
+        ("path = run_dir / 'hf' / f'step-{n}'", "contracts.layout"),
+        ("ratios = [20, 30, 40, 50]", "MASKING_RATIOS in percent"),
+    ],
+)
 def test_the_search_finds_known_literals(source, expected):
     hits = find_fact_literals(ast.parse(source))
     assert hits and any(expected in hit for hit in hits), hits
