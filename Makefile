@@ -12,7 +12,7 @@ DRY_RUN ?=
 FIGURE ?=
 TABLE ?=
 
-.PHONY: help setup test test-fast lint reproduce reproduce-figure3 tables audit claims clean container container-check
+.PHONY: help setup test test-fast lint reproduce reproduce-figure3 tables audit claims clean distclean container container-check
 
 help:
 	@echo "make setup                       create .venv from requirements.lock (idempotent)"
@@ -25,6 +25,8 @@ help:
 	@echo "make tables [RUNS=runs.jsonl]    regenerate Tables 2-17 (published values when RUNS is empty)"
 	@echo "make audit RUNS=runs.jsonl       compare run records with the published tables"
 	@echo "make claims [RUNS=runs.jsonl]    test the paper's claims (published values when RUNS is empty) -> OUT/claims"
+	@echo "make clean [OUT=outputs]         remove the resume checkpoints of finished runs of finished studies"
+	@echo "make distclean [OUT=outputs]     remove the whole output folder"
 	@echo "make container [IMAGE=x.sif]     build the Apptainer image (needs apptainer, e.g. an HPC login node)"
 	@echo "make container-check             check container/mlm_vs_clm.def against requirements.lock"
 
@@ -85,5 +87,10 @@ container:
 container-check: setup
 	$(PY) -m container.build --check
 
+# Only the resume checkpoints (weights + optimizer state) of finished runs of finished studies; the
+# Hugging Face exports, records, tables and figures stay. distclean removes the whole output folder.
 clean:
+	$(PY) -m reproduce --clean --out-root $(OUT)
+
+distclean:
 	rm -rf $(OUT)

@@ -13,7 +13,7 @@ CPT runs start from the decayed 42k export (`<runs>/610m-<obj>-42k/hf/step-42000
 with a fresh optimizer and their own WSD schedule (the paper gives none): warmup = min(2000, 10% of the CPT
 steps), decay = min(2000, half of the CPT steps), both exposed in the config. They read the data
 stream after the base run's last sample (`data.start_sample` = base steps x global batch;
-docs/data_continuation.md), so the prepared data must hold the base run's and the CPT samples.
+docs/data.md), so the prepared data must hold the base run's and the CPT samples.
 
 Scales: `paper` (Table 1 shapes, 42k steps, 1,152 packed samples x 2,048 tokens = Table 1's
 2,359,296 tokens per step; the paper's "12 sequences x 192 GPUs" with a 1,024 mean length is the

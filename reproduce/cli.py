@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from contracts.config import ConfigError, config_from_dict
+from reproduce.housekeeping import clean_checkpoints
 from reproduce.local import STAGE_NAMES, reproduce
 from reproduce.plan import DEFAULT_LRS, DEFAULT_SEEDS, REDUCED, SCALE_DEFAULTS, ReproduceConfig, ReproduceError
 from reproduce.slurm import default_cluster_file, reproduce_slurm
@@ -34,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
         "figures (next to the published ones), tabulate, audit. Toy scale runs here (cached: a "
         "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
         f"paper writes Slurm jobs for a cluster. Studies: {studies}.",
+    )
+    p.add_argument(
+        "--clean",
+        action="store_true",
+        help="only remove the resume checkpoints (weights + optimizer state) of the finished pretraining runs "
+        "of finished studies under --out or --out-root (make clean); exports, records, figures stay",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--figure", type=int, help="a figure number (default 3); its study is reproduced")
@@ -145,6 +152,9 @@ def config_from_args(args) -> ReproduceConfig:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.clean:
+            clean_checkpoints(Path(args.out or args.out_root))
+            return 0
         cfg = config_from_args(args)
         if args.slurm or args.dry_run or (cfg.scale == "paper" and args.stage == "all"):
             reproduce_slurm(cfg, args.cluster or default_cluster_file(), dry_run=args.dry_run, container=args.container)

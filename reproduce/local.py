@@ -17,6 +17,7 @@ from contracts.config import config_from_dict, config_to_dict
 from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import draw_figures, figure_files
+from reproduce.housekeeping import output_lock
 from reproduce.plan import (
     ReproduceConfig,
     ReproduceError,
@@ -242,6 +243,17 @@ STAGES = (
 )
 
 
+def _resources(out: Path) -> dict:
+    """Peak resident memory of this process and of its largest finished worker (getrusage), and the
+    size of the output folder: the numbers docs/timings.md quotes."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    return {"peak_rss_mb": round(own, 1), "peak_worker_rss_mb": round(workers, 1), "output_mb": round(size / 1e6, 1)}
+
+
 def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
     """Run (or resume) the stages here; returns {stage: seconds}. Writes `<out>/reproduce.yaml`."""
     if cfg.scale != "toy" and set(stages) != {"analysis"}:
@@ -250,19 +262,23 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
             "--cluster FILE; only --stage analysis runs here"
         )
     out = out_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    write_reproduce_config(cfg)
     timings = {}
-    for name, stage in STAGES:
-        if name not in stages:
-            continue
-        t0 = time.perf_counter()
-        log(stage(cfg))
-        timings[name] = round(time.perf_counter() - t0, 2)
-    log(
-        f"reproduce: done in {sum(timings.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})"
-        f"; figures and tables: {out / 'figure'}, {out / 'tables'}"
-    )
-    if set(stages) == set(STAGE_NAMES):
-        atomic_write_json(out / "timings.json", {"finished": utc_now(), "seconds": timings})
+    with output_lock(out):  # a second reproduce on this folder refuses before writing anything
+        write_reproduce_config(cfg)
+        for name, stage in STAGES:
+            if name not in stages:
+                continue
+            t0 = time.perf_counter()
+            log(stage(cfg))
+            timings[name] = round(time.perf_counter() - t0, 2)
+        resources = _resources(out)
+        log(
+            f"reproduce: done in {sum(timings.values()):.1f} s "
+            f"({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())}); "
+            f"peak memory {resources['peak_rss_mb']:.0f} MB "
+            f"(largest worker {resources['peak_worker_rss_mb']:.0f} MB); {resources['output_mb']:.0f} MB in {out}; "
+            f"figures and tables: {out / 'figure'}, {out / 'tables'}"
+        )
+        if set(stages) == set(STAGE_NAMES):
+            atomic_write_json(out / "timings.json", {"finished": utc_now(), "seconds": timings, **resources})
     return timings

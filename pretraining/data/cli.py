@@ -2,7 +2,7 @@
 
 `register(subparsers)` adds both to an argparse sub-parser group; each sets `func(args) -> int`.
 With `--for-run RUN.yaml` both also check that the data holds the samples that run reads
-(pretraining.data.config.data_budget; docs/data_continuation.md).
+(pretraining.data.config.data_budget; docs/data.md).
 """
 
 from __future__ import annotations

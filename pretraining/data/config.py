@@ -1,5 +1,5 @@
 """DataConfig: where the prepared shards are and how StreamingDataset orders them (no heavy imports),
-and the check that a run's samples fit in the prepared data (docs/data_continuation.md)."""
+and the check that a run's samples fit in the prepared data (docs/data.md)."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def test_resume_on_the_streaming_loader_gives_the_uninterrupted_losses(tmp_path,
 
 def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, embedded_data, capsys):
     """data.start_sample = base steps x batch: the CPT run's first batch is the base run's next one,
-    also after an interruption (docs/data_continuation.md)."""
+    also after an interruption (docs/data.md)."""
     from composer import Callback
 
     from pretraining.train import train

@@ -261,7 +261,7 @@ def test_parallel_workers_write_parts_under_one_index(embedded_slice, tmp_path):
 
 
 def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path, capsys):
-    """--for-run RUN.yaml: the samples a run reads must fit in one epoch (docs/data_continuation.md)."""
+    """--for-run RUN.yaml: the samples a run reads must fit in one epoch (docs/data.md)."""
     import yaml
 
     from pretraining import registry

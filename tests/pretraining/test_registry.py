@@ -80,7 +80,7 @@ def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
         cfg = registry.config_dict(run, scale)
         base = registry.config_dict(registry.RUNS[run.cpt_base], scale)
         assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}", "kind": "weights"}
-        # ... and read the data after the base run's last sample (docs/data_continuation.md).
+        # ... and read the data after the base run's last sample (docs/data.md).
         assert cfg["data"]["start_sample"] == base["train"]["max_steps"] * base["train"]["global_batch_size"]
         assert "start_sample" not in base["data"]
         assert cfg["data"]["path"] == base["data"]["path"]

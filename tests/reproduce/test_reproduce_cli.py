@@ -66,7 +66,7 @@ def test_figure3_accepts_toy_sizes_and_steps():
 
 
 def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
-    """Table 14's CPT runs continue the base run's data stream (docs/data_continuation.md)."""
+    """Table 14's CPT runs continue the base run's data stream (docs/data.md)."""
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--table", "14", "--out", str(tmp_path)]))
     cpt = [name for name, run in plan.pretraining_runs(cfg).items() if "dec" in run]
     assert cpt

@@ -1,0 +1,78 @@
+"""Housekeeping of a reproduce output folder: one reproduce at a time per folder, and removing the
+resume checkpoints of finished runs (docs/reproduce.md, "Disk, locks and cleaning")."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from contracts.config import load_config
+from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE
+from contracts.provenance import utc_now
+from reproduce.plan import ReproduceConfig, ReproduceError, pretraining_dir
+
+LOCK_FILE = ".reproduce.lock"
+CONFIG_FILE = "reproduce.yaml"
+FINISHED_STUDY_FILE = "timings.json"  # written by a reproduce that ran every stage to the end
+
+
+@contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold `<out>/.reproduce.lock` (an flock: released by the kernel when the process ends, even on
+    kill -9, so it never goes stale); a second reproduce on the same folder refuses at once, before
+    writing anything. flock is per host: on a cluster, give each concurrent study its own folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    handle = (out / LOCK_FILE).open("a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ReproduceError(
+                f"{out} is in use by another reproduce ({holder}): wait for it to finish (a rerun then "
+                "reuses its results), or give another output folder (--out, make ... OUT=)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # closing the file releases the lock
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def finished_checkpoint_dirs(out_root: Path) -> Iterator[Path]:
+    """`checkpoints/` of every finished pretraining run (FINISHED.json) of every finished study
+    (timings.json) under `out_root` (a study folder or a folder of them)."""
+    for config_file in sorted(out_root.glob(CONFIG_FILE)) + sorted(out_root.glob(f"*/{CONFIG_FILE}")):
+        study_out = config_file.parent
+        if not (study_out / FINISHED_STUDY_FILE).is_file():
+            continue
+        cfg = load_config(ReproduceConfig, config_file)
+        for run in sorted(pretraining_dir(cfg).iterdir()) if pretraining_dir(cfg).is_dir() else ():
+            if (run / FINISHED_FILE).is_file() and (run / CHECKPOINTS_DIR).is_dir():
+                yield run / CHECKPOINTS_DIR
+
+
+def clean_checkpoints(out_root: Path, dry_run: bool = False, log=print) -> int:
+    """Remove the Composer resume checkpoints (weights + optimizer state) of finished runs of finished
+    studies; the Hugging Face exports (hf/step-N), records, tables and figures stay. Returns bytes freed."""
+    freed = 0
+    for folder in finished_checkpoint_dirs(out_root):
+        size = _size(folder)
+        freed += size
+        log(f"{'would remove' if dry_run else 'removing'} {folder} ({size / 1e6:.1f} MB)")
+        if not dry_run:
+            shutil.rmtree(folder)
+    log(f"clean: {'would free' if dry_run else 'freed'} {freed / 1e6:.1f} MB under {out_root}")
+    return freed
