@@ -48,7 +48,7 @@ def output_lock(out: Path) -> Iterator[None]:
 
 
 def _size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def finished_checkpoint_dirs(out_root: Path) -> Iterator[Path]:

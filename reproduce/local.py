@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from contracts.config import config_from_dict, config_to_dict
-from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
+from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import draw_figures, figure_files
 from reproduce.housekeeping import output_lock
@@ -142,7 +143,24 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
                 "finished: delete that run's folder and rerun to train it again"
             )
     done = sum(state == "done" for _, state in results)
-    return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}"
+    freed = _drop_toy_resume_checkpoints(cfg) if cfg.scale == "toy" else 0
+    return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}" + (
+        f" (resume checkpoints of finished toy runs removed: {freed / 1e6:.0f} MB)" if freed else ""
+    )
+
+
+def _drop_toy_resume_checkpoints(cfg: ReproduceConfig) -> int:
+    """A finished run is never resumed, and every later stage (CPT init, fine-tuning) reads its
+    Hugging Face export: at toy scale its Composer resume checkpoints (weights + optimizer state,
+    most of a toy study's disk) are removed at once. At paper scale `make clean` does it
+    (docs/reproduce.md, "Disk, locks and cleaning")."""
+    freed = 0
+    for run in pretraining_runs(cfg):
+        folder = pretraining_dir(cfg) / run / CHECKPOINTS_DIR
+        if (folder.parent / FINISHED_FILE).is_file() and folder.is_dir():
+            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(folder)
+    return freed
 
 
 def stage_finetune(cfg: ReproduceConfig) -> str:
@@ -250,7 +268,7 @@ def _resources(out: Path) -> dict:
 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file() and not f.is_symlink())
     return {"peak_rss_mb": round(own, 1), "peak_worker_rss_mb": round(workers, 1), "output_mb": round(size / 1e6, 1)}
 
 

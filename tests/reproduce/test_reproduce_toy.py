@@ -45,6 +45,9 @@ def test_end_to_end_outputs(reproduction):
         assert (out / "pretraining" / name / "config.yaml").is_file()
         assert (out / "pretraining" / name / "FINISHED.json").is_file()
         assert (plan.model_path(cfg, name) / "config.json").is_file()
+        # a finished toy run is never resumed: its resume checkpoints are removed (docs/reproduce.md)
+        assert not (out / "pretraining" / name / "checkpoints").exists()
+    assert "resume checkpoints of finished toy runs removed" in lines[1]
     # run records: 3 models x 12 tasks x 1 LR x 2 seeds, each with its pretraining description
     records = list(iter_records_in([out / "finetune"]))
     assert len(records) == 3 * 12 * 1 * 2
@@ -109,7 +112,8 @@ def test_interrupted_run_resumes(reproduction):
     lost = sorted((out / "finetune").rglob("record.json"))[-1]
     lost.unlink()
     (lost.parent / "partial.bin").write_bytes(b"half")
-    # a pretraining run killed after its last checkpoint, before FINISHED.json and the export
+    # a pretraining run killed before FINISHED.json and its export (here without resume checkpoints:
+    # it trains again from step 0, deterministically)
     name = plan.model_names(cfg)[0]
     run_dir = out / "pretraining" / name
     (run_dir / "FINISHED.json").unlink()
