@@ -164,15 +164,20 @@ def _cmd_tables(args) -> int:
         raise UsageError(f"--format: unknown format(s) {unknown or formats}; choose from {','.join(FORMATS)}")
     if args.published == bool(args.runs):
         raise UsageError("tables: give run-record files or --published (exactly one of them)")
+    _write_tables(args, args.out, formats)
+    return 0
+
+
+def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
+    """Tables 2-17 from args.runs (or the published values) under args.protocol/reps/rng_seed."""
     if args.published:
         cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
     else:
         selected, _ = _selected_runs(args.runs, args.protocol)
         cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
         source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
-    written = write_tables(cells, args.out, formats, source=source)
-    print(f"wrote {len(written)} files -> {args.out}")
-    return 0
+    written = write_tables(cells, out, formats, source=source)
+    print(f"wrote {len(written)} files -> {out}")
 
 
 def _cmd_audit(args) -> int:
@@ -211,6 +216,10 @@ def _cmd_claims(args) -> int:
     sources = [bool(args.runs), bool(args.released), args.published]
     if sum(sources) != 1:
         raise UsageError("claims: give run-record files, --released DIR or --published (exactly one)")
+    if args.tables and args.released:
+        raise UsageError(
+            "claims --tables: import the release first (import-released DIR -o runs.parquet), then pass that store"
+        )
     if args.published:
         inputs = inputs_from_published()
     elif args.runs and all(is_run_store(p) for p in args.runs):
@@ -230,6 +239,9 @@ def _cmd_claims(args) -> int:
     print(verdict_table(report))
     for path in write_claims_report(report, args.csv, args.md, args.figure, args.reps, args.rng_seed):
         print(f"wrote {path}")
+    if args.tables:  # in this process: the libraries are loaded once (docs/claims.md, "Scale")
+        del inputs  # the claims' instance scores: the tables read their own selection
+        _write_tables(args, args.tables, FORMATS)
     untestable = int((report["verdict"] == NOT_TESTABLE).sum())
     if untestable:
         print(
@@ -343,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write the report as CSV here")
     p.add_argument("--md", help="write the report as Markdown here")
     p.add_argument("--figure", help="write the forest plot here (path stem: .png and .pdf)")
+    p.add_argument("--tables", metavar="DIR", help="also write Tables 2-17 (as the tables command, all formats) here")
     p.add_argument(
         "--protocol",
         choices=PROTOCOLS,

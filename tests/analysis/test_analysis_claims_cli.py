@@ -127,3 +127,17 @@ def test_benchmark_writes_its_numbers(tmp_path):
     assert result["records"] == 2 * 360 and result["claims"]["seconds"] > 0 and result["tables"]["peak_mb"] > 0
     assert json.loads((tmp_path / "benchmark.json").read_text())["records"] == 720
     assert (tmp_path / "claims.md").exists() and (tmp_path / "tables" / "tables.md").exists()
+
+
+def test_claims_writes_the_tables_in_the_same_process_as_the_tables_command(tmp_path):
+    """`claims RUNS --tables DIR` = `tables RUNS --out DIR` (one library load for both reports)."""
+    records = synthetic_records(["610m-mlm40-42k", "610m-clm-42k"], instances=20, rng_seed=2)
+    runs = write_run_records(tmp_path / "runs.jsonl", records)
+    common = ["--reps", "200", "--rng-seed", "3"]
+    assert main(["claims", str(runs), "--tables", str(tmp_path / "together"), *common]) == 0
+    assert main(["tables", str(runs), "--out", str(tmp_path / "alone"), *common]) == 0
+    alone = sorted(p.name for p in (tmp_path / "alone").iterdir())
+    assert alone and alone == sorted(p.name for p in (tmp_path / "together").iterdir())
+    for name in alone:
+        assert (tmp_path / "together" / name).read_bytes() == (tmp_path / "alone" / name).read_bytes(), name
+    assert main(["claims", "--released", "x", "--tables", str(tmp_path / "t")]) == 2
