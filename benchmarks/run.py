@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -146,11 +147,24 @@ def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
     return record
 
 
+def _refuse_several_ranks() -> None:
+    """A fine-tuning run is one process (one GPU): under a multi-rank launcher each rank would take
+    the whole batch (N ranks = N x the protocol's batch), write the record, and the IR in-batch
+    negatives would differ; docs/benchmarks.md, "One process per run"."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        raise RunError(
+            f"WORLD_SIZE is {world}: a fine-tuning run is one process (one GPU); launch `python -m benchmarks run` "
+            "without composer -n / torchrun, and parallelise over runs (matrix --slurm-script, --local workers)"
+        )
+
+
 def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     """Run (or skip) one job; returns its record and whether it was computed now."""
     from benchmarks.tasks import get_task
 
     spec = get_task(cfg.task)  # an unknown task fails before anything is written
+    _refuse_several_ranks()
     out_dir = cfg.run_dir
     record_path = out_dir / RECORD_FILE
     done = existing_record(record_path)

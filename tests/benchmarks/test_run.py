@@ -288,3 +288,11 @@ def test_cli_run_writes_then_skips(tiny, tmp_path):
     assert second.returncode == 0 and "skipped" in second.stdout
     saved = yaml.safe_load((tmp_path / "bert/sst2/lr1e-03_sd0/config.yaml").read_text())
     assert saved["config"]["max_length"] == 32 and saved["config"]["eval_batch_size"] == 16 and saved["git_sha"]
+
+
+def test_a_run_under_several_ranks_is_refused_before_writing(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as composer -n 2 / torchrun set it
+    cfg = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1)
+    with pytest.raises(RunError, match="WORLD_SIZE is 2: a fine-tuning run is one process"):
+        run(cfg)
+    assert not tmp_path.joinpath("bert").exists()
