@@ -47,8 +47,15 @@ def output_lock(out: Path) -> Iterator[None]:
         handle.close()  # closing the file releases the lock
 
 
-def _size(path: Path) -> int:
+def folder_size(path: Path) -> int:
+    """Bytes of the files under `path` (links not followed: latest-rank0.pt names a checkpoint)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def finished_run_checkpoints(run_dir: Path) -> Path | None:
+    """`run_dir/checkpoints/` when the run has finished (FINISHED.json): it is never resumed again."""
+    folder = run_dir / CHECKPOINTS_DIR
+    return folder if (run_dir / FINISHED_FILE).is_file() and folder.is_dir() else None
 
 
 def finished_checkpoint_dirs(out_root: Path) -> Iterator[Path]:
@@ -60,8 +67,8 @@ def finished_checkpoint_dirs(out_root: Path) -> Iterator[Path]:
             continue
         cfg = load_config(ReproduceConfig, config_file)
         for run in sorted(pretraining_dir(cfg).iterdir()) if pretraining_dir(cfg).is_dir() else ():
-            if (run / FINISHED_FILE).is_file() and (run / CHECKPOINTS_DIR).is_dir():
-                yield run / CHECKPOINTS_DIR
+            if folder := finished_run_checkpoints(run):
+                yield folder
 
 
 def clean_checkpoints(out_root: Path, dry_run: bool = False, log=print) -> int:
@@ -69,7 +76,7 @@ def clean_checkpoints(out_root: Path, dry_run: bool = False, log=print) -> int:
     studies; the Hugging Face exports (hf/step-N), records, tables and figures stay. Returns bytes freed."""
     freed = 0
     for folder in finished_checkpoint_dirs(out_root):
-        size = _size(folder)
+        size = folder_size(folder)
         freed += size
         log(f"{'would remove' if dry_run else 'removing'} {folder} ({size / 1e6:.1f} MB)")
         if not dry_run:

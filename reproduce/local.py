@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts.config import config_from_dict, config_to_dict
-from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE, RECORD_FILE, export_dir
+from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import draw_figures, figure_files
-from reproduce.housekeeping import output_lock
+from reproduce.housekeeping import finished_run_checkpoints, folder_size, output_lock
 from reproduce.plan import (
     ReproduceConfig,
     ReproduceError,
@@ -156,9 +156,8 @@ def _drop_toy_resume_checkpoints(cfg: ReproduceConfig) -> int:
     (docs/reproduce.md, "Disk, locks and cleaning")."""
     freed = 0
     for run in pretraining_runs(cfg):
-        folder = pretraining_dir(cfg) / run / CHECKPOINTS_DIR
-        if (folder.parent / FINISHED_FILE).is_file() and folder.is_dir():
-            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+        if folder := finished_run_checkpoints(pretraining_dir(cfg) / run):
+            freed += folder_size(folder)
             shutil.rmtree(folder)
     return freed
 
@@ -268,7 +267,7 @@ def _resources(out: Path) -> dict:
 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file() and not f.is_symlink())
+    size = folder_size(out)
     return {"peak_rss_mb": round(own, 1), "peak_worker_rss_mb": round(workers, 1), "output_mb": round(size / 1e6, 1)}
 
 
