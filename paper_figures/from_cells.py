@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from contracts.model_names import biphasic_name, cpt_name, objective_token, single_objective_name
 from contracts.model_names import format_steps as _k
 from contracts.paper import (
+    AVERAGE,
     BIPHASIC_CLM_SHARES,
     BIPHASIC_SPLITS,
     CPT_STEPS,
@@ -28,7 +29,7 @@ from contracts.paper import (
     TOKENS_PER_STEP_TEXT,
 )
 from paper_figures.flops import DEFAULT_TOKENS_PER_STEP, count_parameters, training_flops
-from paper_figures.lookup import CellIndex, point, points_frame
+from paper_figures.lookup import POINT_COLUMNS, CellIndex, point, points_frame
 from paper_figures.plotting import (
     SIZE_LABELS,
     add_caption,
@@ -102,12 +103,18 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
 
 # --- Figure 3 -------------------------------------------------------------------------------------
 def figure_3(
-    cells: pd.DataFrame, sizes=PAPER_SIZES, ratios=MASKING_RATIOS, steps: int = PRETRAIN_STEPS
+    cells: pd.DataFrame,
+    sizes=PAPER_SIZES,
+    ratios=MASKING_RATIOS,
+    steps: int = PRETRAIN_STEPS,
+    chance: dict[str, float] | None = None,
 ) -> tuple[Figure, pd.DataFrame]:
     """Category average vs masking ratio, one line per size, CLM of each size as dashed reference.
 
     `sizes` may be toy sizes (`toy_s`...) and `steps` their step count: the models looked up are
-    `<size>-mlm<p>-<steps>` and `<size>-clm-<steps>` (e.g. `toy_s-mlm40-42`).
+    `<size>-mlm<p>-<steps>` and `<size>-clm-<steps>` (e.g. `toy_s-mlm40-42`). `chance`: task type ->
+    chance level (benchmarks.chance, averaged over the type's datasets), drawn dotted and kept as
+    `series == "chance"` rows of the points table.
     """
     index = CellIndex(cells)
     rows = []
@@ -147,6 +154,8 @@ def figure_3(
                     note="CLM reference (dashed horizontal line)",
                 )
             )
+        if chance and task in chance:
+            rows.append(_chance_row("3", task, chance[task]))
     points = pd.DataFrame(rows)
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     panels = task_panels(fig)
@@ -161,6 +170,8 @@ def figure_3(
             else:
                 missing.append(f"CLM {label}")
         ax.plot([], [], linestyle="--", color="0.4", label="CLM of the same size (dashed)")
+        if chance and task in chance:
+            ax.axhline(chance[task], linestyle=":", lw=1.5, color="0.5", label="chance (input-ignoring predictor)")
         note_missing(ax, missing)
         ax.set_xticks([round(r * 100) for r in ratios], [f"{round(r * 100)}%" for r in ratios])
         ax.set_xlabel("masking ratio")
@@ -171,8 +182,18 @@ def figure_3(
         fig,
         rows,
         "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
-        "of the same size (Tables 2-5). Error bars = 95% CI half-width.",
+        "of the same size (Tables 2-5). Error bars = 95% CI half-width."
+        + (" Dotted: chance level (a predictor that ignores its input, docs/benchmarks.md)." if chance else ""),
     )
+
+
+def _chance_row(figure: str, task_type: str, level: float) -> dict:
+    """A points row for a chance level (no model, no interval)."""
+    row = dict.fromkeys(POINT_COLUMNS, math.nan)
+    note = "chance level (dotted horizontal line)"
+    row.update(figure=figure, panel=task_type, series="chance", x_label="chance", model="", task_type=task_type)
+    row.update(dataset=AVERAGE, mean=level, note=note, reference=True)
+    return row
 
 
 # --- Figures 4 and 10 -----------------------------------------------------------------------------

@@ -27,10 +27,11 @@ def figure_files(cfg: ReproduceConfig) -> list[str]:
     return names
 
 
-def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str]) -> list[str]:
+def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str], chance=None) -> list[str]:
     """The study's figures from our cells / records (toy runs drawn as the paper checkpoints they stand
     in for, and said so on the figure), each next to the published one where the paper has the numbers.
-    Returns one summary per figure."""
+    `chance` (reproduce.local.chance_levels: one row per dataset) is drawn on Figure 3 as the mean
+    chance level of each task type. Returns one summary per figure."""
     from dataclasses import replace as replace_record
 
     from analysis.published import load_published_cells
@@ -54,6 +55,8 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             kwargs["sizes"] = paper_sizes
         if number == 3:
             kwargs["ratios"] = cfg.ratios or MASKING_RATIOS
+            if chance is not None:
+                kwargs["chance"] = chance.groupby("task_type")["chance"].mean().to_dict()
         if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
             kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
         if name in LOG_FIGURES:  # our runs' training logs, under our names
@@ -70,7 +73,7 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
             points["model"] = points["model"].map(lambda m: back.get(m, m))
         value = "mean" if "mean" in points else "std"
-        drawn = int(points[value].notna().sum())
+        drawn = int((points[value].notna() & (points["series"] != "chance")).sum())
         save_figure(
             fig,
             points,

@@ -223,6 +223,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         out / "tables" / "tables.md",
         out / "audit" / "audit.md",
         *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
+        *([out / "chance.csv"] if cfg.data_root else []),
     ]
     if (
         stamp.exists()
@@ -242,7 +243,10 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         cells, out / "tables", source=source, only=study.tables, rename={paper: ours for ours, paper in renamed.items()}
     )
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
-    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")])
+    chance = chance_levels(cfg, records)
+    if chance is not None:
+        atomic_write_text(out / "chance.csv", chance.to_csv(index=False))
+    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance)
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
     c = summary["cells"]
     return (
@@ -250,6 +254,38 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
         f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}"
     )
+
+
+def chance_levels(cfg: ReproduceConfig, records):
+    """Per task of the runs: the chance level under their protocol, tokenizer and length
+    (benchmarks.chance); None when the data come from the Hub (paper scale: not downloaded here)."""
+    import pandas as pd
+
+    from benchmarks.chance import chance_score
+    from benchmarks.kinds.common import load_tokenizer
+    from benchmarks.run import RunConfig
+    from benchmarks.tasks import get_task
+
+    if cfg.data_root is None or not records:
+        return None
+    run_config = config_from_dict(RunConfig, finetune_jobs(cfg)[0]["config"], "fine-tuning job")
+    tokenizer = load_tokenizer(run_config.model)
+    rows = []
+    for task in cfg.tasks:
+        spec = get_task(task)
+        protocols = sorted({r.protocol for r in records if r.dataset == task})
+        for protocol in protocols:
+            level = chance_score(task, cfg.data_root, protocol, tokenizer, run_config.max_length)
+            rows.append(
+                {
+                    "task_type": spec.task_type,
+                    "dataset": task,
+                    "protocol": protocol,
+                    "metric": spec.metric_under(protocol),
+                    "chance": level,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 STAGES = (

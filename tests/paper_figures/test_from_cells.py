@@ -183,3 +183,16 @@ def test_dynamics_figures_draw_panels_without_any_value():
         fig, points = draw(empty)
         assert points["mean"].isna().all()
         fig.savefig(io.BytesIO(), format="png")
+
+
+def test_figure3_draws_the_chance_levels_given(published_cells):
+    chance = {"SC": 47.4, "TC": 22.7, "QA": 39.6, "IR": 6.0}
+    fig, points = from_cells.figure_3(published_cells, chance=chance)
+    rows = points[points["series"] == "chance"].set_index("panel")["mean"]
+    assert rows.to_dict() == chance
+    for ax in fig.axes[:4]:  # the four task panels, each with one dotted line at its level
+        dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+        assert [line.get_ydata()[0] for line in dotted] == [chance[ax.get_title().split(":")[0]]]
+    assert "chance level" in points.attrs["caption"]
+    _, plain = from_cells.figure_3(published_cells)
+    assert "chance" not in set(plain["series"])

@@ -77,9 +77,16 @@ def test_end_to_end_outputs(reproduction):
             assert (out / "figure" / f"{stem}{suffix}").stat().st_size > 0
     assert (out / "figure" / "figure3_vs_published.png").stat().st_size > 0
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
+    chance_points = points[points["series"] == "chance"]
+    points = points[points["series"] != "chance"]
     assert set(points["model"]) == set(plan.model_names(cfg))
     assert set(points["stand_in_for"]) == {"210m-mlm20-42k", "210m-mlm40-42k", "210m-clm-42k"}
     assert len(points) == 4 * 3 and points["mean"].notna().all()
+    # chance levels: one per task under the runs' protocol (benchmarks.chance), their type means drawn
+    chance = pd.read_csv(out / "chance.csv")
+    assert sorted(chance["dataset"]) == sorted(cfg.tasks) and set(chance["protocol"]) == {"paper"}
+    by_type = chance.groupby("task_type")["chance"].mean()
+    assert chance_points.set_index("panel")["mean"].to_dict() == pytest.approx(by_type.to_dict())
     published = pd.read_csv(out / "figure" / "figure3_published_points.csv")
     assert len(published) == 4 * 3 * 5 and published["mean"].notna().all()
     assert any(line.startswith("reproduce: done") for line in lines)
