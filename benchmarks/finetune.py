@@ -10,17 +10,26 @@ the end of training are the ones evaluated (no checkpoint selection). SC/TC/QA s
 device micro-batches with Composer's `device_train_microbatch_size` (gradient accumulation); IR
 keeps the batch whole for Composer and micro-batches inside the loss with gradient caching
 (benchmarks/kinds/ir.py), so every query still sees the 31 other documents as negatives.
+
+Several ranks (docs/benchmarks.md, "Several ranks"): `batch_size` is the global batch. Every rank
+takes its contiguous share of each single-process batch (`GlobalBatches`), so step k trains on the
+same examples on any number of ranks. The loss of a step is the mean over all its loss terms
+(labelled tokens for TC and QA `paper`, one per sequence or query otherwise, `loss_terms`):
+Composer weighs each micro-batch by its loss terms over their count summed over ranks
+(`accumulate_train_batch_on_tokens`) and averages the ranks' gradients, which gives the gradient
+of that global mean; IR gathers the documents of all ranks (benchmarks/kinds/ir.py).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.data import DistributedSampler
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,64 @@ def training_steps(settings: TrainSettings, n_examples: int) -> int:
     return settings.max_steps
 
 
+def rank_share(batch: Sequence[int], rank: int, world_size: int) -> list[int]:
+    """The contiguous part of a global batch that `rank` trains on; shares differ by at most one
+    example (only a last, shorter batch of an epoch does not split evenly)."""
+    size, extra = divmod(len(batch), world_size)
+    start = rank * size + min(rank, extra)
+    return list(batch[start : start + size + (rank < extra)])
+
+
+def check_last_batch(n_examples: int, settings: TrainSettings, world_size: int) -> None:
+    """Every rank needs an example of every step: refuse a last batch of an epoch, when trained,
+    that has fewer examples than there are ranks (ValueError)."""
+    last = n_examples % settings.batch_size
+    trained = training_steps(settings, n_examples) >= math.ceil(n_examples / settings.batch_size)
+    if trained and 0 < last < world_size:
+        raise ValueError(
+            f"{n_examples} training examples leave {last} for the last batch of an epoch, fewer than the "
+            f"{world_size} ranks launched: launch at most {last} ranks (a divisor of batch_size "
+            f"{settings.batch_size})"
+        )
+
+
+class GlobalBatches(DistributedSampler):
+    """A batch sampler: this rank's share (`rank_share`) of the single-process batches, i.e. of an
+    epoch's permutation seeded by (seed, epoch), as DistributedSampler draws it, cut into
+    `batch_size` runs. A DistributedSampler, so Composer sets its epoch."""
+
+    def __init__(self, n_examples: int, batch_size: int, seed: int, rank: int, world_size: int):
+        super().__init__(range(n_examples), num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+        self.batch_size = batch_size
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.dataset) / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(len(self.dataset), generator=generator).tolist()
+        for start in range(0, len(order), self.batch_size):
+            yield rank_share(order[start : start + self.batch_size], self.rank, self.num_replicas)
+
+
+def loss_terms(batch: dict) -> int:
+    """How many terms a task module's mean loss averages over: the labelled tokens (TC, QA `paper`;
+    SC has one label per sequence), else one per sequence (QA `standard`) or query (IR)."""
+    from benchmarks.kinds.tc import IGNORE
+
+    labels = batch.get("labels")
+    if labels is not None:
+        return int((labels != IGNORE).sum())
+    return len(next(iter(batch.values())))
+
+
+def token_counts(batch: dict) -> dict[str, int]:
+    """Composer's token counts of a batch: `total` for its clock (padded input tokens, as its
+    default), `loss_generating` to weigh micro-batches and ranks (`loss_terms`)."""
+    total = int(batch["input_ids"].numel()) if "input_ids" in batch else 0
+    return {"total": total, "loss_generating": loss_terms(batch)}
+
+
 def composer_model(module: nn.Module):
     """Wrap a task module whose forward(batch) returns the training loss."""
     from composer.models import ComposerModel
@@ -87,7 +154,9 @@ def composer_model(module: nn.Module):
 def fit(
     module: nn.Module, features: Sequence[dict], collate: Callable, settings: TrainSettings, callbacks: Sequence = ()
 ) -> dict:
-    """Train `module` in place with Composer; returns what was run (steps, precision, device, ...)."""
+    """Train `module` in place with Composer on the ranks launched (`batch_size` is the batch over
+    all of them); returns what was run (steps, precision, device, per-step losses, ...)."""
+    from composer.core import DataSpec
     from composer.utils import dist, reproducibility
     from torch.utils.data import DataLoader
 
@@ -96,20 +165,17 @@ def fit(
     device = resolve_device(settings.device)
     precision = resolve_precision(settings.precision, device)
     steps = training_steps(settings, len(features))
+    world_size = dist.get_world_size()
+    check_last_batch(len(features), settings, world_size)
     reproducibility.seed_all(settings.seed)
-    loader = DataLoader(
-        list(features),
-        batch_size=settings.batch_size,
-        collate_fn=collate,
-        num_workers=0,
-        sampler=dist.get_sampler(list(features), shuffle=True, seed=settings.seed),
-        drop_last=False,
+    batches = GlobalBatches(len(features), settings.batch_size, settings.seed, dist.get_global_rank(), world_size)
+    loader = DataSpec(
+        DataLoader(list(features), batch_sampler=batches, collate_fn=collate, num_workers=0),
+        get_num_tokens_in_batch=token_counts,
     )
-    microbatch = (
-        settings.batch_size
-        if settings.accumulate_inside_loss
-        else (settings.device_microbatch_size or settings.batch_size)
-    )
+    microbatch = math.ceil(settings.batch_size / world_size)  # this rank's share of a batch
+    if settings.device_microbatch_size and not settings.accumulate_inside_loss:
+        microbatch = min(settings.device_microbatch_size, microbatch)
     decay, no_decay = [], []
     for param in module.parameters():  # no weight decay on biases and norm weights
         (no_decay if param.ndim < 2 else decay).append(param)
@@ -121,15 +187,24 @@ def fit(
     )
     with warnings.catch_warnings():  # a few-step smoke run has a 0-step warmup, on purpose
         warnings.filterwarnings("ignore", message="The warmup duration is 0")
-        return _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks)
+        info = _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks)
+    return {**info, "ranks": world_size}
 
 
 def _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks) -> dict:
-    from composer import Trainer
+    from composer import Callback, Trainer
     from composer.optim import LinearWithWarmupScheduler
 
     from pretraining.schedule import AtStepEnd
     from pretraining.train import close_trainer
+
+    losses: list[float] = []
+
+    class StepLosses(Callback):
+        """The loss of every step: the mean over the global batch, all-reduced by Composer."""
+
+        def batch_end(self, state, logger):
+            losses.append(state.total_loss_dict["loss/train/total"])
 
     trainer = Trainer(
         model=composer_model(module),
@@ -141,18 +216,22 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         device=device,
         precision=precision,
         seed=settings.seed,
-        device_train_microbatch_size=min(microbatch, settings.batch_size),
+        device_train_microbatch_size=microbatch,
+        accumulate_train_batch_on_tokens=True,  # weights = loss terms (`loss_terms`), exact means
+        # Several ranks: gradients are all-reduced after the backward pass, not by DDP's hooks
+        # during it: IR's gradient caching back-propagates each cached micro-batch inside
+        # backward (the hooks would fire once per micro-batch), and some parameters get no
+        # gradient at all (BERT's pooler), which DDP's hooks wait for
+        ddp_sync_strategy="forced_sync",
         progress_bar=False,
         log_to_console=False,
         loggers=[],
-        callbacks=list(callbacks),
+        callbacks=[StepLosses(), *callbacks],
         save_folder=None,
         python_log_level=None,
     )
     try:
         trainer.fit()
-        final_loss = trainer.state.loss
-        final_loss = float(final_loss.detach().float().mean()) if isinstance(final_loss, torch.Tensor) else None
     finally:
         close_trainer(trainer)  # frees the model and optimizer state (a long-lived process runs many)
     return {
@@ -160,5 +239,6 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         "device": device,
         "precision": precision,
         "device_microbatch_size": microbatch,
-        "final_train_loss": final_loss,
+        "final_train_loss": losses[-1] if losses else None,
+        "step_losses": losses,  # for callers; benchmarks.run keeps only the final one in the record
     }

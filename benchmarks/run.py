@@ -34,7 +34,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -147,24 +149,56 @@ def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
     return record
 
 
-def _refuse_several_ranks() -> None:
-    """A fine-tuning run is one process (one GPU): under a multi-rank launcher each rank would take
-    the whole batch (N ranks = N x the protocol's batch), write the record, and the IR in-batch
-    negatives would differ; docs/benchmarks.md, "One process per run"."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
+def launched_ranks() -> tuple[int, int]:
+    """(this process's rank, the number of ranks), as a launcher (composer -n, torchrun) sets them."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _check_batch_splits(cfg: RunConfig, world_size: int) -> None:
+    """`batch_size` is the batch over all ranks; each takes an equal share of it."""
+    if cfg.batch_size % world_size:
+        fits = [n for n in range(1, cfg.batch_size + 1) if cfg.batch_size % n == 0]
         raise RunError(
-            f"WORLD_SIZE is {world}: a fine-tuning run is one process (one GPU); launch `python -m benchmarks run` "
-            "without composer -n / torchrun, and parallelise over runs (matrix --slurm-script, --local workers)"
+            f"batch_size {cfg.batch_size} (the batch over all ranks) is not divisible by the world size "
+            f"{world_size} (ranks launched): launch a number of ranks that divides it ({', '.join(map(str, fits))})"
         )
 
 
+RANK_ZERO_WAIT = timedelta(hours=6)  # the other ranks wait this long for rank 0's evaluation
+
+
+def _rank_zero_handoff(device: str) -> Callable[[RunRecord | None], RunRecord]:
+    """Several ranks: join the process group (as Composer's Trainer would), and make a gloo group
+    with a long timeout through which rank 0, once it has evaluated and written the record, hands
+    it to the other ranks; they wait for it (the process group's own timeout is 5 minutes). Every
+    rank calls this at the same point, before any of them works alone."""
+    import torch.distributed
+    from composer.utils import dist
+
+    from benchmarks.finetune import resolve_device
+
+    dist.initialize_dist(resolve_device(device))
+    group = torch.distributed.new_group(backend="gloo", timeout=RANK_ZERO_WAIT)
+
+    def handoff(record: RunRecord | None) -> RunRecord:
+        box = [None if record is None else record.to_dict()]
+        torch.distributed.broadcast_object_list(box, src=0, group=group)
+        return RunRecord.from_dict(box[0], "the record of rank 0")
+
+    return handoff
+
+
 def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
-    """Run (or skip) one job; returns its record and whether it was computed now."""
+    """Run (or skip) one job; returns its record and whether it was computed now.
+
+    Under a launcher with several ranks (docs/benchmarks.md, "Several ranks"), every rank trains
+    its share of each batch; rank 0 alone writes the run directory and evaluates, and hands the
+    record to the others."""
     from benchmarks.tasks import get_task
 
     spec = get_task(cfg.task)  # an unknown task fails before anything is written
-    _refuse_several_ranks()
+    rank, world_size = launched_ranks()
+    _check_batch_splits(cfg, world_size)
     out_dir = cfg.run_dir
     record_path = out_dir / RECORD_FILE
     done = existing_record(record_path)
@@ -192,16 +226,19 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     else:
         check_model_path(cfg.model)
         check_remote_code(cfg.model, cfg.trust_remote_code)
-    if out_dir.exists():
-        log.info("clearing %s: leftover of an interrupted run", out_dir)
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    save_resolved_config(cfg, out_dir)
+    handoff = _rank_zero_handoff(cfg.device) if world_size > 1 else None
+    if rank == 0:
+        if out_dir.exists():
+            log.info("clearing %s: leftover of an interrupted run", out_dir)
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
+        save_resolved_config(cfg, out_dir)
     record = _execute(cfg, spec, out_dir)
-    atomic_write_json(record_path, record.to_dict())
-    if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
-        _drop_evaluated_ir_model(cfg)
-    return record, True
+    if rank == 0:
+        atomic_write_json(record_path, record.to_dict())
+        if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
+            _drop_evaluated_ir_model(cfg)
+    return (record if handoff is None else handoff(record)), True
 
 
 def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
@@ -226,12 +263,13 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
         shutil.rmtree(doomed)
 
 
-def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
+def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
+    """Train (every rank) and evaluate (rank 0): the record on rank 0, None on the others."""
     import torch
 
     from benchmarks import metrics
     from benchmarks.datasets import load_task_data
-    from benchmarks.finetune import TrainSettings, fit, resolve_device, resolve_precision
+    from benchmarks.finetune import TrainSettings, check_last_batch, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind
     from benchmarks.kinds.common import (
         EvalContext,
@@ -244,6 +282,9 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     started, t0 = utc_now(), time.time()
     kind = get_kind(spec.task_type)
     trains = spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK
+    rank, world_size = launched_ranks()
+    if rank != 0 and not trains:
+        return None
     source = str(cfg.model) if trains else str(trained_ir_model(cfg))
     tokenizer = load_tokenizer(source, cfg.trust_remote_code)
     backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
@@ -283,27 +324,30 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord:
     extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
     if trains:
         features, collate = kind.training_features(data, tokenizer, settings)
-        extra["train"] = fit(
-            module,
-            features,
-            collate,
-            TrainSettings(
-                lr=cfg.lr,
-                seed=cfg.seed,
-                batch_size=cfg.batch_size,
-                device_microbatch_size=cfg.device_microbatch_size,
-                max_steps=cfg.max_steps or spec.max_steps,
-                one_epoch=spec.one_epoch,
-                warmup_fraction=cfg.warmup_fraction,
-                betas=tuple(cfg.betas),
-                eps=cfg.eps,
-                weight_decay=cfg.weight_decay,
-                precision=cfg.precision,
-                device=cfg.device,
-                accumulate_inside_loss=spec.task_type == "IR",
-            ),
+        train_settings = TrainSettings(
+            lr=cfg.lr,
+            seed=cfg.seed,
+            batch_size=cfg.batch_size,
+            device_microbatch_size=cfg.device_microbatch_size,
+            max_steps=cfg.max_steps or spec.max_steps,
+            one_epoch=spec.one_epoch,
+            warmup_fraction=cfg.warmup_fraction,
+            betas=tuple(cfg.betas),
+            eps=cfg.eps,
+            weight_decay=cfg.weight_decay,
+            precision=cfg.precision,
+            device=cfg.device,
+            accumulate_inside_loss=spec.task_type == "IR",
         )
-        extra["train"]["n_examples"] = len(features)
+        try:
+            check_last_batch(len(features), train_settings, world_size)
+        except ValueError as exc:
+            raise RunError(f"{cfg.task}: {exc}") from None
+        train = fit(module, features, collate, train_settings)
+        train.pop("step_losses")
+        extra["train"] = {**train, "n_examples": len(features)}
+        if rank != 0:
+            return None
         if spec.task_type == "IR" or cfg.save_weights:
             _save_model(module, tokenizer, out_dir / IR_MODEL_DIR)  # IR: = trained_ir_model(cfg)
             if cfg.save_sentence_transformers:

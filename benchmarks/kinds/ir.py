@@ -15,6 +15,13 @@ gradient is back-propagated through it. It is written as an autograd Function, s
 training step (`loss.backward()`) is unchanged. RNG states are replayed so that dropout masks of
 the two passes agree, and the autocast state of the forward pass is restored for the re-run.
 
+On several ranks (benchmarks.finetune: each rank holds its share of the batch) the documents of all
+ranks are gathered with gradient (`gather_documents`, torch.distributed.nn's all_gather, whose
+backward sums every rank's gradient for a rank's documents), so every query is scored against all
+documents of the global batch, as on one rank. The queries need no gathering: a query's loss term
+only reads its own embedding. Each rank's loss is the mean over its queries; Composer weighs ranks
+by their number of queries and averages their gradients, which gives the global mean's gradient.
+
 Evaluation ranks, for every query, the dataset's candidate pool (benchmarks.datasets: by default
 every document named in the validation and test qrels, as released) by cosine similarity of
 L2-normalised embeddings and keeps the top `ir_top_k` documents; the one ranking is scored under
@@ -92,10 +99,29 @@ def cached_embed(
     return _CachedEmbedding.apply(anchor, embed, chunks)
 
 
-def info_nce(queries: torch.Tensor, documents: torch.Tensor, scale: float) -> torch.Tensor:
-    """MNRL: cross-entropy of scaled cosine similarities, the i-th document is the i-th query's positive."""
+def info_nce(queries: torch.Tensor, documents: torch.Tensor, scale: float, first: int = 0) -> torch.Tensor:
+    """MNRL: cross-entropy of scaled cosine similarities; the positive of the i-th query is document
+    `first + i` (`first`: where this rank's documents start among the gathered ones)."""
     scores = scale * nn.functional.normalize(queries, dim=-1) @ nn.functional.normalize(documents, dim=-1).T
-    return nn.functional.cross_entropy(scores, torch.arange(len(scores), device=scores.device))
+    return nn.functional.cross_entropy(scores, first + torch.arange(len(scores), device=scores.device))
+
+
+def gather_documents(documents: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(the documents of every rank in rank order, the index of this rank's first), with gradient; on one
+    rank (no process group) the documents as they are. Ranks may hold different numbers (the last,
+    shorter batch of an epoch): each is padded to the largest for the all_gather, then cut back."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return documents, 0
+    from torch.distributed.nn.functional import all_gather
+
+    counts = [torch.zeros((), dtype=torch.long, device=documents.device) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, torch.tensor(len(documents), device=documents.device))
+    counts = [int(n) for n in counts]
+    padded = nn.functional.pad(documents, (0, 0, 0, max(counts) - len(documents)))
+    parts = all_gather(padded)
+    return torch.cat([part[:n] for part, n in zip(parts, counts)]), sum(counts[: dist.get_rank()])
 
 
 class BiEncoder(nn.Module):
@@ -113,7 +139,8 @@ class BiEncoder(nn.Module):
         anchor = torch.zeros((), requires_grad=True)  # only links the cached embeddings to the graph
         q = cached_embed(self.embed, _side(batch, "query"), self.micro_batch, anchor)
         d = cached_embed(self.embed, _side(batch, "doc"), self.micro_batch, anchor)
-        return info_nce(q, d, self.scale)
+        documents, first = gather_documents(d)
+        return info_nce(q, documents, self.scale, first)
 
 
 def _side(batch: dict, prefix: str) -> dict:

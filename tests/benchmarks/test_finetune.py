@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.finetune import TrainSettings, fit, resolve_precision, training_steps
+from benchmarks.finetune import (
+    GlobalBatches,
+    TrainSettings,
+    check_last_batch,
+    fit,
+    loss_terms,
+    rank_share,
+    resolve_precision,
+    training_steps,
+)
 from benchmarks.kinds import sc
 from benchmarks.kinds.common import load_backbone, load_tokenizer
 from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
@@ -25,6 +34,43 @@ def test_precision_follows_the_device():
     assert resolve_precision("auto", "gpu") == "amp_bf16"
     with pytest.raises(ValueError, match="GPU"):
         resolve_precision("amp_bf16", "cpu")
+
+
+def test_one_rank_takes_the_batches_composer_s_distributed_sampler_gave():
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    batches = GlobalBatches(21, 8, seed=3, rank=0, world_size=1)
+    before = DataLoader(range(21), batch_size=8, sampler=DistributedSampler(range(21), 1, 0, seed=3))
+    for epoch in (0, 1):
+        batches.set_epoch(epoch)
+        before.sampler.set_epoch(epoch)
+        assert list(batches) == [batch.tolist() for batch in before]
+    assert len(batches) == 3
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_step_k_on_several_ranks_covers_the_single_process_batch_k(world_size):
+    single = list(GlobalBatches(22, 8, seed=3, rank=0, world_size=1))  # 8, 8, 6
+    shares = [list(GlobalBatches(22, 8, seed=3, rank=r, world_size=world_size)) for r in range(world_size)]
+    for k, batch in enumerate(single):
+        assert sum((share[k] for share in shares), []) == batch  # contiguous shares, in rank order
+    assert [len(share[2]) for share in shares] == ([3, 3] if world_size == 2 else [2, 2, 1, 1])
+    assert rank_share(range(8), 1, 4) == [2, 3]
+
+
+def test_a_last_batch_smaller_than_the_world_is_refused_only_when_trained():
+    settings = TrainSettings(lr=1e-3, seed=0, batch_size=8, max_steps=3)
+    with pytest.raises(ValueError, match="18 training examples leave 2 for the last batch of an epoch, fewer than"):
+        check_last_batch(18, settings, 4)
+    check_last_batch(18, settings, 2)
+    check_last_batch(26, settings, 4)  # 3 steps end before the last batch (2 examples)
+
+
+def test_loss_terms_count_what_a_module_averages_over():
+    labels = torch.tensor([[1, 0, -100], [2, -100, -100]])
+    assert loss_terms({"input_ids": torch.zeros(2, 3), "labels": labels}) == 3  # TC: labelled tokens
+    assert loss_terms({"input_ids": torch.zeros(2, 3), "labels": torch.tensor([1, 0])}) == 2  # SC
+    assert loss_terms({"query_input_ids": torch.zeros(5, 3), "doc_input_ids": torch.zeros(5, 4)}) == 5  # IR
 
 
 @pytest.fixture(scope="module")

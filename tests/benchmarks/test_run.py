@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import fields
@@ -290,9 +291,13 @@ def test_cli_run_writes_then_skips(tiny, tmp_path):
     assert saved["config"]["max_length"] == 32 and saved["config"]["eval_batch_size"] == 16 and saved["git_sha"]
 
 
-def test_a_run_under_several_ranks_is_refused_before_writing(tiny, tmp_path, monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "2")  # as composer -n 2 / torchrun set it
-    cfg = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1)
-    with pytest.raises(RunError, match="WORLD_SIZE is 2: a fine-tuning run is one process"):
+def test_a_world_size_that_does_not_divide_the_batch_is_refused_before_writing(tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "3")  # as composer -n 3 / torchrun set it
+    cfg = _cfg(tiny["bert"], tmp_path, "sst2", max_steps=1)  # toy.yaml: batch_size 8
+    message = (
+        "batch_size 8 (the batch over all ranks) is not divisible by the world size 3 (ranks launched): "
+        "launch a number of ranks that divides it (1, 2, 4, 8)"
+    )
+    with pytest.raises(RunError, match=re.escape(message)):
         run(cfg)
     assert not tmp_path.joinpath("bert").exists()
