@@ -88,7 +88,8 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
     assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8"}
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
     sc = points[points["panel"] == "SC"]
-    assert sc["mean"].notna().all() and len(sc) == 2
+    assert sc["mean"].notna().all() and sorted(sc["series"]) == ["210M", "210M", "chance"]
+    assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["mnli", "msmarco", "nq", "qqp", "sst2"]
     for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
         assert (out / "figure" / name).stat().st_size > 0
     assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["published"] == 800
