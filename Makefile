@@ -16,7 +16,7 @@ TABLE ?=
 
 help:
 	@echo "make setup                       create .venv from requirements.lock (idempotent)"
-	@echo "make test                        setup if needed, then the whole test suite"
+	@echo "make test [TEST_WORKERS=2]       setup if needed, then the whole test suite (2 pytest-xdist workers; 0: one process)"
 	@echo "make lint                        ruff check and ruff format --check (settings in pyproject.toml)"
 	@echo "make reproduce FIGURE=N|TABLE=N [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   whole pipeline of N's study"
 	@echo "                                 (Figures 2-10, Tables 2-17; toy: minutes here -> OUT/<study>)"
@@ -43,11 +43,16 @@ $(SETUP_STAMP): requirements.lock pyproject.toml
 
 setup: $(SETUP_STAMP)
 
+# Two pytest-xdist workers (the suite uses about one core on average): tests/conftest.py keeps
+# a module's tests on one worker and every Slurm / multi-process test on one worker. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not slurm" tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow and not slurm" tests
 
 lint: setup
 	$(PY) -m ruff check .

@@ -5,6 +5,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -18,3 +20,22 @@ if "HF_MODULES_CACHE" not in os.environ:
 
 # The local single-node Slurm cluster fixture (`local_slurm`), usable by tests in any folder.
 pytest_plugins = ["tests.slurm.cluster"]
+
+
+def _needs_slurm(item) -> bool:
+    return "local_slurm" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slurm") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every module stays on one worker, so
+    its module fixtures (e.g. a reduced reproduction) are built once; the modules that start the
+    local Slurm cluster share one worker (one cluster per session, one such test at a time), and so
+    do the modules that launch several training processes (the launcher picks free ports)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    slurm = {item.module.__name__ for item in items if _needs_slurm(item)}
+    ranks = {item.module.__name__ for item in items if item.get_closest_marker("multiprocess")} - slurm
+    for item in items:
+        module = item.module.__name__
+        group = "slurm" if module in slurm else "multiprocess" if module in ranks else module
+        item.add_marker(pytest.mark.xdist_group(group))
