@@ -73,7 +73,8 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
             points["model"] = points["model"].map(lambda m: back.get(m, m))
         value = "mean" if "mean" in points else "std"
-        drawn = int((points[value].notna() & (points["series"] != "chance")).sum())
+        model_points = points[points["series"] != "chance"]  # chance rows are no model's
+        drawn = int(model_points[value].notna().sum())
         save_figure(
             fig,
             points,
@@ -81,7 +82,7 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             name,
             {"source": "runs", "runs": sources, "scale": cfg.scale, "study": cfg.study, "stand_ins": renamed, **kwargs},
         )
-        summaries.append(f"{name} {drawn}/{len(points)} points")
+        summaries.append(f"{name} {drawn}/{len(model_points)} points")
         if name in CELL_FIGURES:
             fig, published = CELL_FIGURES[name](load_published_cells())
             save_figure(fig, published, folder, f"{name}_published", {"source": "published"})
