@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -149,11 +148,6 @@ def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
     return record
 
 
-def launched_ranks() -> tuple[int, int]:
-    """(this process's rank, the number of ranks), as a launcher (composer -n, torchrun) sets them."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-
-
 def _check_batch_splits(cfg: RunConfig, world_size: int) -> None:
     """`batch_size` is the batch over all ranks; each takes an equal share of it."""
     if cfg.batch_size % world_size:
@@ -194,10 +188,12 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     Under a launcher with several ranks (docs/benchmarks.md, "Several ranks"), every rank trains
     its share of each batch; rank 0 alone writes the run directory and evaluates, and hands the
     record to the others."""
+    from composer.utils import dist
+
     from benchmarks.tasks import get_task
 
     spec = get_task(cfg.task)  # an unknown task fails before anything is written
-    rank, world_size = launched_ranks()
+    rank, world_size = dist.get_global_rank(), dist.get_world_size()  # as the launcher set them
     _check_batch_splits(cfg, world_size)
     out_dir = cfg.run_dir
     record_path = out_dir / RECORD_FILE
@@ -266,6 +262,7 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
 def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     """Train (every rank) and evaluate (rank 0): the record on rank 0, None on the others."""
     import torch
+    from composer.utils import dist, reproducibility
 
     from benchmarks import metrics
     from benchmarks.datasets import load_task_data
@@ -282,7 +279,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     started, t0 = utc_now(), time.time()
     kind = get_kind(spec.task_type)
     trains = spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK
-    rank, world_size = launched_ranks()
+    rank, world_size = dist.get_global_rank(), dist.get_world_size()
     if rank != 0 and not trains:
         return None
     source = str(cfg.model) if trains else str(trained_ir_model(cfg))
@@ -313,8 +310,6 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
             )
     else:
         data = load_task_data(spec, data_root, roles=roles)
-    from composer.utils import reproducibility
-
     device_type = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device_type)
     reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too

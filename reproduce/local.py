@@ -268,7 +268,8 @@ def chance_levels(cfg: ReproduceConfig, records):
 
     if cfg.data_root is None or not records:
         return None
-    run_config = config_from_dict(RunConfig, finetune_jobs(cfg)[0]["config"], "fine-tuning job")
+    first_job = finetune_jobs(cfg, model_names(cfg)[0])[0]  # every model shares tokenizer and length
+    run_config = config_from_dict(RunConfig, first_job["config"], "fine-tuning job")
     tokenizer = load_tokenizer(run_config.model)
     rows = []
     for task in cfg.tasks:

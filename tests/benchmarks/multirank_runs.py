@@ -52,9 +52,9 @@ def run_tasks(tasks: Sequence[str], options: Sequence[str]) -> dict[str, list[fl
 
 
 if __name__ == "__main__":
-    from benchmarks.run import launched_ranks
+    from composer.utils import dist
 
     losses_file, tasks, *run_options = sys.argv[1:]
     losses_by_task = run_tasks(tasks.split(","), run_options)
-    if launched_ranks()[0] == 0:
+    if dist.get_global_rank() == 0:
         Path(losses_file).write_text(json.dumps(losses_by_task))
