@@ -59,19 +59,38 @@ def _configs(args) -> int:
     return 0
 
 
-def _export(args) -> int:
-    from pretraining.export import CheckpointError, export_checkpoint
+def _write_export(command: str, write, note: str) -> int:
+    """Run `write()` (returns the folder written); a CheckpointError is a one-line error, exit 2."""
+    from pretraining.export import CheckpointError
 
     try:
-        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, preset=args.preset)
+        out = write()
     except CheckpointError as exc:
-        print(f"export: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"export: wrote {out} (self-contained: `AutoModel.from_pretrained(path, trust_remote_code=True)`; "
-        "see its README.md and docs/export.md)"
-    )
+    print(f"{command}: wrote {out} ({note})")
     return 0
+
+
+def _export(args) -> int:
+    from pretraining.export import export_checkpoint
+
+    return _write_export(
+        "export",
+        lambda: export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, preset=args.preset),
+        "self-contained: `AutoModel.from_pretrained(path, trust_remote_code=True)`; see its README.md and "
+        "docs/export.md",
+    )
+
+
+def _random_init(args) -> int:
+    from pretraining.export import export_random_init
+
+    return _write_export(
+        "random-init",
+        lambda: export_random_init(args.preset, args.out, tokenizer=args.tokenizer, seed=args.seed),
+        f"untrained {args.preset}, seed {args.seed}; fine-tune it as any export",
+    )
 
 
 def _bench(args) -> int:
@@ -110,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--tokenizer", help="default: the run config's tokenizer")
     export.add_argument("--preset", help="default: the run config's model.preset")
     export.set_defaults(func=_export)
+
+    random_init = sub.add_parser("random-init", help="the untrained model of a preset as an export (a baseline)")
+    random_init.add_argument("preset", help="e.g. toy_s or 210m")
+    random_init.add_argument("out", help="output directory (must not exist)")
+    random_init.add_argument("--tokenizer", default="embedded", help="default: the embedded toy tokenizer")
+    random_init.add_argument("--seed", type=int, default=17, help="default 17, the seed of the registry's runs")
+    random_init.set_defaults(func=_random_init)
 
     bench = sub.add_parser("bench", help="tokens/s of a pretraining step: Composer vs plain PyTorch")
     from pretraining.bench import add_arguments

@@ -314,3 +314,30 @@ def export_checkpoint(
         "git_sha": document.get("git_sha"),
     }
     return save_hf_directory(model, None, out, tok, metadata)
+
+
+def export_random_init(preset: str, out: str | Path, tokenizer: str = "embedded", seed: int = 17) -> Path:
+    """The untrained model of `preset` as an export: the weights a pretraining run of that preset
+    starts from (`pretraining.train.build_model`: same seed, same initialisation), fine-tuned as the
+    "random initialisation" reference (docs/reproduce.md, "Toy learning")."""
+    from contracts.provenance import git_sha
+    from pretraining.presets import PRESETS
+    from pretraining.tokenizer import load_tokenizer
+
+    out = Path(out)
+    if preset not in PRESETS:
+        raise CheckpointError(f"preset {preset!r} is not one of {', '.join(PRESETS)}")
+    if out.exists():
+        raise CheckpointError(f"{out} exists; refusing to overwrite an export")
+    tok = load_tokenizer(tokenizer)
+    vocab = PRESETS[preset].vocab or len(tok)
+    torch.manual_seed(seed)
+    model = MlmClmForLM(config_from_preset(preset, vocab_size=vocab))
+    metadata = {
+        "name": f"{preset}-random-init",
+        "step": 0,
+        "random_init": {"preset": preset, "seed": seed, "tokenizer": tokenizer},
+        "run_config": None,
+        "git_sha": git_sha(),
+    }
+    return save_hf_directory(model, None, out, tok, metadata)

@@ -112,7 +112,13 @@ def model_card(metadata: dict, parameters: int, config: dict) -> str:
         "## Pretraining",
         "",
     ]
-    if run is None:
+    if metadata.get("random_init"):
+        init = metadata["random_init"]
+        lines.append(
+            f"Not pretrained: the random initialisation (seed {init['seed']}) that a pretraining run of preset "
+            f"`{init['preset']}` starts from, the reference that shows what pretraining adds."
+        )
+    elif run is None:
         lines.append(
             "The run config was not available at export time (exported with an explicit "
             "preset): objective, steps and data are unknown."

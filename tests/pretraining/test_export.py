@@ -202,3 +202,23 @@ def test_the_shipped_model_code_is_a_copy_of_the_package_file(tmp_path):
 
     _, path = _tiny_export(tmp_path)
     assert (path / REMOTE_CODE_FILE).read_bytes() == Path(modeling.__file__).read_bytes()
+
+
+def test_random_init_export_holds_the_weights_a_run_starts_from(tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from pretraining.tokenizer import load_tokenizer
+    from pretraining.train import build_model
+
+    for objective in ({"kind": "mlm", "mlm_ratio": 0.4}, {"kind": "clm"}):
+        cfg = toy_run_config(tmp_path, objective=objective, train={"seed": 17})
+        start = build_model(cfg, len(load_tokenizer("embedded"))).state_dict()
+        out = tmp_path / f"init-{objective['kind']}"
+        assert cli(["random-init", "toy_s", str(out)]) == 0
+        saved = load_file(out / "model.safetensors")
+        assert saved.keys() == start.keys()
+        assert all(torch.equal(saved[k], start[k]) for k in start)
+        assert json.loads((out / "pretraining.json").read_text())["random_init"]["seed"] == 17
+        assert "Not pretrained" in (out / "README.md").read_text()
+    assert cli(["random-init", "toy_s", str(out)]) == 2  # never overwrites
+    assert "exists; refusing to overwrite" in capsys.readouterr().err
