@@ -316,9 +316,17 @@ def export_checkpoint(
     return save_hf_directory(model, None, out, tok, metadata)
 
 
+def untrained_model(preset: str, vocab_size: int, seed: int, **overrides) -> MlmClmForLM:
+    """The seeded initial weights of a run of `preset` (toy presets take the tokenizer's `vocab_size`)."""
+    from pretraining.presets import PRESETS
+
+    torch.manual_seed(seed)
+    return MlmClmForLM(config_from_preset(preset, vocab_size=PRESETS[preset].vocab or vocab_size, **overrides))
+
+
 def export_random_init(preset: str, out: str | Path, tokenizer: str = "embedded", seed: int = 17) -> Path:
     """The untrained model of `preset` as an export: the weights a pretraining run of that preset
-    starts from (`pretraining.train.build_model`: same seed, same initialisation), fine-tuned as the
+    starts from (`untrained_model`, as `pretraining.train.build_model` draws them), fine-tuned as the
     "random initialisation" reference (docs/reproduce.md, "Toy learning")."""
     from contracts.provenance import git_sha
     from pretraining.presets import PRESETS
@@ -330,9 +338,7 @@ def export_random_init(preset: str, out: str | Path, tokenizer: str = "embedded"
     if out.exists():
         raise CheckpointError(f"{out} exists; refusing to overwrite an export")
     tok = load_tokenizer(tokenizer)
-    vocab = PRESETS[preset].vocab or len(tok)
-    torch.manual_seed(seed)
-    model = MlmClmForLM(config_from_preset(preset, vocab_size=vocab))
+    model = untrained_model(preset, len(tok), seed)
     metadata = {
         "name": f"{preset}-random-init",
         "step": 0,

@@ -50,7 +50,7 @@ from pretraining.objectives import (
     phase_at,
     sample_generators,
 )
-from pretraining.presets import PRESETS, config_from_preset
+from pretraining.presets import PRESETS
 from pretraining.resume import newest_complete_checkpoint
 from pretraining.schedule import AtStepEnd, WSDScheduler
 
@@ -268,7 +268,7 @@ def _checkpoint_to_load(cfg: PretrainConfig) -> Path | None:
 
 
 def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
-    from pretraining.export import load_initial_weights
+    from pretraining.export import load_initial_weights, untrained_model
 
     preset_vocab = PRESETS[cfg.model.preset].vocab  # None: the tokenizer's size (toy presets)
     if preset_vocab is not None and vocab_size > preset_vocab:
@@ -276,14 +276,13 @@ def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
             f"tokenizer {cfg.tokenizer!r} has {vocab_size} ids but model.preset "
             f"{cfg.model.preset} has {preset_vocab} embedding rows; use a matching tokenizer"
         )
-    model_cfg = config_from_preset(
+    model = untrained_model(
         cfg.model.preset,
-        vocab_size=preset_vocab or vocab_size,
+        vocab_size,
+        cfg.train.seed,
         is_causal=cfg.objective.kind != "mlm",
         attention_backend=cfg.model.attn_implementation,
     )
-    torch.manual_seed(cfg.train.seed)
-    model = MlmClmForLM(model_cfg)
     if cfg.init.path is not None and cfg.init.kind == "weights":
         load_initial_weights(model, cfg.init.path)
     return model

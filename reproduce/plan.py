@@ -185,10 +185,9 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
     if cfg.scale == "toy":  # only the steps this study fine-tunes: each export is a full fp32 copy (disk)
         body["train"]["checkpoint_steps"] = sorted(exports)
+        body["train"]["progress_bar"] = False  # one bar over the runs instead
     else:  # the registry's steps too: a paper run's exports are kept for every study that reads them
         body["train"]["checkpoint_steps"] = sorted(set(body["train"]["checkpoint_steps"]) | exports)
-    if cfg.scale == "toy":
-        body["train"]["progress_bar"] = False  # one bar over the runs instead
     return body
 
 
