@@ -138,12 +138,53 @@ def trained_ir_model(cfg: RunConfig) -> Path:
     return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / IR_MODEL_DIR
 
 
-def _same_protocol(record: RunRecord, path: Path, cfg: RunConfig) -> RunRecord:
-    """A complete record of another protocol is not this run: one run directory, one protocol."""
+# Settings that change how a run is computed or where it is kept, not what it measures: a complete
+# run is reused whatever they are (a moved output folder, another GPU kind, a larger micro-batch).
+NOT_RESULT_SETTINGS = frozenset(
+    {
+        "out",
+        "model",
+        "model_name",
+        "data_root",
+        "device",
+        "device_microbatch_size",
+        "precision",
+        "attn_implementation",
+        "trust_remote_code",
+        "save_sentence_transformers",
+        "save_weights",
+    }
+)
+# What an IR evaluation (NQ, MLDR) may change about the MS MARCO model it reuses: its own task and
+# how it is evaluated, not how the model was trained.
+IR_EVALUATION_SETTINGS = frozenset({"task", "eval_batch_size", "ir_top_k", "candidate_pool", "ir_query_split_seed"})
+
+
+def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: frozenset = frozenset()) -> RunRecord:
+    """A complete record is reused only for the run it was made by: same protocol, and the same
+    settings (its config.yaml, except NOT_RESULT_SETTINGS and `also_free`). Otherwise a changed
+    --max-steps or batch size would silently return the old score (docs/benchmarks.md, "Reruns")."""
+    import yaml
+
+    from contracts.config import config_to_dict
+
     if record.protocol != cfg.protocol:
         raise RunError(
             f"{path}: holds a complete run under protocol {record.protocol!r}; write "
             f"protocol {cfg.protocol!r} runs to another --out"
+        )
+    saved_path = path.parent / RUN_CONFIG_FILE
+    try:
+        saved = yaml.safe_load(saved_path.read_text())["config"]
+    except (OSError, yaml.YAMLError, TypeError, KeyError):
+        return record  # a record without its config (copied by hand, an older release): nothing to compare
+    wanted = yaml.safe_load(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    for field, value in wanted.items():
+        if field in NOT_RESULT_SETTINGS or field in also_free or field not in saved or saved[field] == value:
+            continue
+        raise RunError(
+            f"{path}: holds a complete run with {field}={saved[field]!r} ({saved_path}); this run has "
+            f"{field}={value!r}: write it to another --out, or remove {path.parent} to redo it"
         )
     return record
 
@@ -200,7 +241,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     done = existing_record(record_path)
     if done is not None:
         log.info("skip %s: complete record exists", record_path)
-        return _same_protocol(done, record_path, cfg), False
+        return _same_settings(done, record_path, cfg), False
     from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
@@ -212,7 +253,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
             )
             run(dataclasses.replace(cfg, task=IR_TRAIN_TASK))
         else:
-            _same_protocol(trained, model_dir.parent / RECORD_FILE, cfg)
+            _same_settings(trained, model_dir.parent / RECORD_FILE, cfg, IR_EVALUATION_SETTINGS)
         if not model_dir.is_dir():
             raise RunError(
                 f"{model_dir}: the trained MS MARCO model is missing although its record "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import fields
@@ -110,6 +111,35 @@ def test_a_run_directory_holds_one_protocol_and_the_nq_split_seed_can_be_fixed(t
     assert (splits["query_split_seed"], splits["query_split_seed_from"]) == (5, "ir_query_split_seed")
     with pytest.raises(RunError, match="msmarco/lr1e-03_sd3/record.json: holds a complete run under protocol"):
         run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=1, seed=3, protocol="standard"))
+
+
+def test_a_complete_run_is_reused_only_with_the_settings_it_was_made_with(tiny, tmp_path):
+    first, _ = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    # where and how it was computed may change: the record is reused as it is
+    moved_model = tmp_path / "moved-model"
+    shutil.copytree(tiny["bert"], moved_model)
+    again, computed = run(_cfg(moved_model, tmp_path, "sst2", max_steps=1, model_name=Path(tiny["bert"]).name))
+    assert not computed and again == first
+    reused, computed = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, device_microbatch_size=2))
+    assert not computed and reused == first
+    # what it measures may not: a longer run would otherwise silently return the 1-step score
+    record_path = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0) / "record.json"
+    before = record_path.read_bytes()
+    with pytest.raises(
+        RunError,
+        match=r"sst2/lr1e-03_sd0/record.json: holds a complete run with max_steps=1 .*"
+        r"this run has max_steps=3: write it to another --out, or remove .*lr1e-03_sd0 to redo it",
+    ):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=3))
+    with pytest.raises(RunError, match="with batch_size=8 .* this run has batch_size=4"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, batch_size=4))
+    assert record_path.read_bytes() == before
+    # an IR evaluation reuses the MS MARCO model of its (lr, seed) only if trained with its settings
+    run(_cfg(tiny["bert"], tmp_path, "nq", max_steps=1))
+    with pytest.raises(RunError, match="msmarco/lr1e-03_sd0/record.json: holds a complete run with max_steps=1"):
+        run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=2))
+    _, computed = run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=1, ir_top_k=50, eval_batch_size=16))
+    assert computed  # evaluation settings of its own
 
 
 @pytest.mark.parametrize("task", ["sst2", "squad_v2", "conll2003", "msmarco"])
