@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE
+from contracts.layout import IR_MODEL_DIR, RECORD_FILE
 from contracts.provenance import atomic_write_text
 
 
@@ -124,16 +124,16 @@ def cmd_job(args) -> int:
 def export_run(run_dir: Path, out: Path) -> Path:
     """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
     max_length, prefixes, remote-code switch and input protocol."""
-    import yaml
 
     from benchmarks.export_st import ExportError, save_sentence_transformer
     from benchmarks.run import IR_TRAIN_TASK, existing_record
     from benchmarks.tasks import get_task
+    from contracts.config import saved_config
 
     record = existing_record(run_dir / RECORD_FILE)
     if record is None:
         raise ExportError(f"{run_dir}: no {RECORD_FILE}; give a complete run directory")
-    config = yaml.safe_load((run_dir / RUN_CONFIG_FILE).read_text())["config"]
+    config = saved_config(run_dir)
     if config["task"] != IR_TRAIN_TASK:
         raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run; only the {IR_TRAIN_TASK} runs train an IR model")
     if not (run_dir / IR_MODEL_DIR).is_dir():

@@ -166,7 +166,7 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
     --max-steps or batch size would silently return the old score (docs/benchmarks.md, "Reruns")."""
     import yaml
 
-    from contracts.config import config_to_dict
+    from contracts.config import config_to_dict, saved_config
 
     if record.protocol != cfg.protocol:
         raise RunError(
@@ -175,7 +175,7 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
         )
     saved_path = path.parent / RUN_CONFIG_FILE
     try:
-        saved = yaml.safe_load(saved_path.read_text())["config"]
+        saved = saved_config(path.parent)
     except (OSError, yaml.YAMLError, TypeError, KeyError):
         return record  # a record without its config (copied by hand, an older release): nothing to compare
     wanted = yaml.safe_load(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
@@ -281,12 +281,11 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
 def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
     """Remove the MS MARCO model of (lr, seed) once every IR evaluation of it has its record, unless
     this run or the MS MARCO run asked to keep weights (`save_weights`)."""
-    import yaml
-
     from benchmarks.tasks import tasks_of
+    from contracts.config import saved_config
 
     model_dir = trained_ir_model(cfg)
-    trained_config = yaml.safe_load((model_dir.parent / RUN_CONFIG_FILE).read_text())["config"]
+    trained_config = saved_config(model_dir.parent)
     if cfg.save_weights or trained_config.get("save_weights") or not model_dir.is_dir():
         return
     evaluations = [spec.name for spec in tasks_of("IR") if spec.name != IR_TRAIN_TASK]

@@ -153,3 +153,8 @@ def save_resolved_config(cfg, out_dir: str | os.PathLike, name: str = RUN_CONFIG
         "written": utc_now(),
     }
     return atomic_write_text(Path(out_dir) / name, yaml.safe_dump(document, sort_keys=False))
+
+
+def saved_config(out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE) -> dict:
+    """The config body that save_resolved_config wrote in `out_dir` (OSError if absent, KeyError if not one)."""
+    return yaml.safe_load((Path(out_dir) / name).read_text())["config"]

@@ -122,6 +122,6 @@ def test_toy_runs_export_only_the_steps_their_study_fine_tunes(tmp_path):
     efficiency = ReproduceConfig(out=str(tmp_path / "d"), study="data-efficiency", checkpoints=("610m-mlm40-42k-5000",))
     assert pretraining_config(efficiency, "toy_m-mlm40-42")["train"]["checkpoint_steps"] == [5]
     paper = ReproduceConfig(out=str(tmp_path / "p"), scale="paper", sizes=("610m",), ratios=(0.4,), clm=False)
-    assert pretraining_config(paper, "610m-mlm40-42k")["train"]["checkpoint_steps"] == [
-        s for s in registry.RUNS["610m-mlm40-42k"].checkpoint_steps
-    ]
+    assert pretraining_config(paper, "610m-mlm40-42k")["train"]["checkpoint_steps"] == list(
+        registry.RUNS["610m-mlm40-42k"].checkpoint_steps
+    )
