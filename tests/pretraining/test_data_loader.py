@@ -166,7 +166,9 @@ def test_a_shared_memory_prefix_race_is_retried(shards, monkeypatch):
     monkeypatch.setattr(loader, "ContinuedStreamingDataset", racing)
     root, _ = shards
     dataset = loader.build_train_dataset(DataConfig(path=str(root), seq_len=SEQ_LEN), 2)
-    assert len(calls) == 2 and len(dataset) > 0
+    # >= 2, not == 2: a test on the other xdist worker can win a real prefix race here too, which
+    # the same retry absorbs (CI on 57a5a8a saw 3 calls).
+    assert len(calls) >= 2 and len(dataset) > 0
 
 
 def test_start_sample_continues_the_order_after_a_base_run(shards):
