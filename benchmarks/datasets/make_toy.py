@@ -46,14 +46,17 @@ Properties:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import random
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.tasks import CONLL2003_TAGS, ONTONOTES5_TAGS, UNER_TAGS
+from contracts.provenance import atomic_write_text
 
 DEFAULT_SEED = 0
 
@@ -345,6 +348,42 @@ SYLLABLES = [
 ]
 
 
+@dataclass(frozen=True)
+class Lexicon:
+    """The word lists the SST-2 and NER generators draw from. `FULL_LEXICON` writes the committed
+    toy data; `--held-out-words` writes training rows from `seen()` and evaluation rows from
+    `unseen()` (docs/reproduce.md, "Toy learning")."""
+
+    pos_adj: tuple[str, ...]
+    neg_adj: tuple[str, ...]
+    first: tuple[str, ...]
+    last: tuple[str, ...]
+    orgs: tuple[str, ...]
+    cities: tuple[str, ...]
+    misc: tuple[str, ...]
+    norp: tuple[str, ...]
+
+    def _half(self, second: bool) -> Lexicon:
+        return Lexicon(
+            **{
+                f.name: words[len(words) // 2 :] if second else words[: len(words) // 2]
+                for f in dataclasses.fields(self)
+                for words in [getattr(self, f.name)]
+            }
+        )
+
+    def seen(self) -> Lexicon:
+        """The first half of every list: the words a held-out-words training split uses."""
+        return self._half(second=False)
+
+    def unseen(self) -> Lexicon:
+        """The second half: the words only the evaluation splits (and the world corpus) use."""
+        return self._half(second=True)
+
+
+FULL_LEXICON = Lexicon(*(tuple(words) for words in (POS_ADJ, NEG_ADJ, FIRST, LAST, ORGS, CITIES, MISC, NORP)))
+
+
 def pseudo_words(rng: random.Random, n: int) -> list[str]:
     words: list[str] = []
     seen = set(FILLER)
@@ -363,11 +402,11 @@ def stable_id(*parts, length: int = 24) -> str:
 # ----------------------------------------------------------------------------- SC
 
 
-def sst2_rows(rng: random.Random, n: int, hidden: bool) -> list[dict]:
+def sst2_rows(rng: random.Random, n: int, hidden: bool, lex: Lexicon = FULL_LEXICON) -> list[dict]:
     rows = []
     for i in range(n):
         label = rng.randrange(2)
-        adjs, opp = (POS_ADJ, NEG_ADJ) if label else (NEG_ADJ, POS_ADJ)
+        adjs, opp = (lex.pos_adj, lex.neg_adj) if label else (lex.neg_adj, lex.pos_adj)
         noun, noun2 = rng.sample(FILM_NOUNS, 2)
         kind = rng.random()
         if kind < 0.2:
@@ -474,35 +513,35 @@ UNER_TEMPLATES = [
 ]
 
 
-def _person(rng, full_prob=0.7) -> list[str]:
+def _person(rng, lex: Lexicon, full_prob=0.7) -> list[str]:
     if rng.random() < full_prob:
-        return [rng.choice(FIRST), rng.choice(LAST)]
-    return [rng.choice(LAST)]
+        return [rng.choice(lex.first), rng.choice(lex.last)]
+    return [rng.choice(lex.last)]
 
 
-def _conll_entity(rng, kind):
+def _conll_entity(rng, kind, lex: Lexicon):
     if kind == "PER":
-        return "PER", _person(rng)
+        return "PER", _person(rng, lex)
     if kind == "ORG":
-        return "ORG", rng.choice(ORGS).split()
+        return "ORG", rng.choice(lex.orgs).split()
     if kind == "LOC":
-        return "LOC", rng.choice(CITIES).split()
+        return "LOC", rng.choice(lex.cities).split()
     if kind == "MISC":
-        return "MISC", rng.choice(MISC).split()
+        return "MISC", rng.choice(lex.misc).split()
     if kind == "DAY":
         return None, [rng.choice(WEEKDAYS)]
     raise KeyError(kind)
 
 
-def _onto_entity(rng, kind):
+def _onto_entity(rng, kind, lex: Lexicon):
     if kind == "PERSON":
-        return kind, _person(rng)
+        return kind, _person(rng, lex)
     if kind == "ORG":
-        return kind, rng.choice(ORGS).split()
+        return kind, rng.choice(lex.orgs).split()
     if kind == "GPE":
-        return kind, rng.choice(CITIES).split()
+        return kind, rng.choice(lex.cities).split()
     if kind == "NORP":
-        return kind, [rng.choice(NORP)]
+        return kind, [rng.choice(lex.norp)]
     if kind == "DATE":
         return kind, rng.choice(
             [[rng.choice(MONTHS), str(rng.randrange(1990, 2024))], [rng.choice(WEEKDAYS)], ["last", "year"]]
@@ -520,11 +559,11 @@ def _onto_entity(rng, kind):
     raise KeyError(kind)
 
 
-def _fill(rng, template: str, entity_fn) -> tuple[list[str], list[str]]:
+def _fill(rng, template: str, entity_fn, lex: Lexicon) -> tuple[list[str], list[str]]:
     tokens, tags = [], []
     for piece in template.split():
         if piece.startswith("<") and piece.endswith(">"):
-            kind, words = entity_fn(rng, piece[1:-1])
+            kind, words = entity_fn(rng, piece[1:-1], lex)
             tokens += words
             tags += ["O"] * len(words) if kind is None else [f"B-{kind}"] + [f"I-{kind}"] * (len(words) - 1)
         else:
@@ -533,43 +572,43 @@ def _fill(rng, template: str, entity_fn) -> tuple[list[str], list[str]]:
     return tokens, tags
 
 
-def _long_sentence(rng, templates, entity_fn, min_tokens: int = 160):
+def _long_sentence(rng, templates, entity_fn, lex: Lexicon, min_tokens: int = 160):
     tokens, tags = [], []
     while len(tokens) < min_tokens:
-        t, g = _fill(rng, rng.choice(templates), entity_fn)
+        t, g = _fill(rng, rng.choice(templates), entity_fn, lex)
         tokens += t[:-1] + [";"]
         tags += g[:-1] + ["O"]
     tokens[-1] = "."
     return tokens, tags
 
 
-def tc_sentences(rng, n, templates, entity_fn, long_one: bool):
-    out = [_fill(rng, rng.choice(templates), entity_fn) for _ in range(n)]
+def tc_sentences(rng, n, templates, entity_fn, long_one: bool, lex: Lexicon):
+    out = [_fill(rng, rng.choice(templates), entity_fn, lex) for _ in range(n)]
     if long_one:
-        out[-1] = _long_sentence(rng, templates, entity_fn)
+        out[-1] = _long_sentence(rng, templates, entity_fn, lex)
     return out
 
 
-def conll_rows(rng, n, long_one):
+def conll_rows(rng, n, long_one, lex: Lexicon = FULL_LEXICON):
     index = {t: i for i, t in enumerate(CONLL2003_TAGS)}
     return [
         {"id": str(i), "words": toks, "ner": [index[t] for t in tags]}
-        for i, (toks, tags) in enumerate(tc_sentences(rng, n, CONLL_TEMPLATES, _conll_entity, long_one))
+        for i, (toks, tags) in enumerate(tc_sentences(rng, n, CONLL_TEMPLATES, _conll_entity, long_one, lex))
     ]
 
 
-def ontonotes_rows(rng, n, long_one):
+def ontonotes_rows(rng, n, long_one, lex: Lexicon = FULL_LEXICON):
     index = {t: i for i, t in enumerate(ONTONOTES5_TAGS)}
     return [
         {"tokens": toks, "tags": [index[t] for t in tags]}
-        for toks, tags in tc_sentences(rng, n, ONTO_TEMPLATES, _onto_entity, long_one)
+        for toks, tags in tc_sentences(rng, n, ONTO_TEMPLATES, _onto_entity, long_one, lex)
     ]
 
 
-def uner_rows(rng, n, split, long_one):
+def uner_rows(rng, n, split, long_one, lex: Lexicon = FULL_LEXICON):
     index = {t: i for i, t in enumerate(UNER_TAGS)}
     rows = []
-    for i, (toks, tags) in enumerate(tc_sentences(rng, n, UNER_TEMPLATES, _conll_entity, long_one)):
+    for i, (toks, tags) in enumerate(tc_sentences(rng, n, UNER_TEMPLATES, _conll_entity, long_one, lex)):
         rows.append(
             {
                 "idx": f"syn-en_ewt-{split}-{i:04d}",
@@ -856,16 +895,73 @@ def mldr(rng, vocab):
 # ----------------------------------------------------------------------------- writing
 
 
+# ----------------------------------------------------------------------------- world corpus
+
+LIKED = {1: ("loved", "liked"), 0: ("hated", "disliked")}
+
+
+def _sentiment_sentence(rng: random.Random, lex: Lexicon) -> str:
+    """One sentence whose adjectives all share a polarity, stated by the words around them."""
+    label = rng.randrange(2)
+    a, b = rng.sample(lex.pos_adj if label else lex.neg_adj, 2)
+    noun = rng.choice(FILM_NOUNS)
+    loved, liked = LIKED[label]
+    return rng.choice(
+        [
+            f"a {a} and {b} {noun} .",
+            f"the {noun} was {a} . i {loved} it .",
+            f"critics who {liked} the {noun} called it {a} .",
+            f"the {noun} is {a} , {b} even .",
+        ]
+    )
+
+
+def _entity_sentence(rng: random.Random, lex: Lexicon) -> str:
+    templates, entity_fn = rng.choice(
+        [(CONLL_TEMPLATES, _conll_entity), (ONTO_TEMPLATES, _onto_entity), (UNER_TEMPLATES, _conll_entity)]
+    )
+    return " ".join(_fill(rng, rng.choice(templates), entity_fn, lex)[0])
+
+
+def world_corpus(
+    documents: int, seed: int = DEFAULT_SEED, sentiment_share: float = 0.45, sentences: int = 6
+) -> list[dict]:
+    """Pretraining text of the toy world, `{"text", "id"}` rows (prepare-data reads them): every
+    word of `FULL_LEXICON`, the held-out half included, in contexts that give its class (the
+    polarity of an adjective, the type of a name). It is what a pretrained toy model can know and
+    an untrained one cannot (docs/reproduce.md, "Toy learning")."""
+    rng = _rng(seed, "world-corpus")
+    rows = []
+    for i in range(documents):
+        text = " ".join(
+            _sentiment_sentence(rng, FULL_LEXICON)
+            if rng.random() < sentiment_share
+            else _entity_sentence(rng, FULL_LEXICON)
+            for _ in range(sentences)
+        )
+        rows.append({"text": text, "id": f"toy-world-{seed}-{i}"})
+    return rows
+
+
 def _rng(seed: int, name: str) -> random.Random:
     return random.Random(f"{seed}:{name}")
 
 
-def build(seed: int = DEFAULT_SEED) -> dict[str, list[dict]]:
-    """Relative path (`<hub_id>/<config>/<split>.jsonl`) -> rows."""
+def build(seed: int = DEFAULT_SEED, held_out_words: bool = False) -> dict[str, list[dict]]:
+    """Relative path (`<hub_id>/<config>/<split>.jsonl`) -> rows. `held_out_words`: SST-2 and the
+    NER tasks draw their training rows from `FULL_LEXICON.seen()` and their evaluation rows from
+    `FULL_LEXICON.unseen()`, so that only a model that met the unseen words elsewhere (in
+    `world_corpus`) can label them."""
+
+    def lexicon(split: str) -> Lexicon:
+        if not held_out_words:
+            return FULL_LEXICON
+        return FULL_LEXICON.seen() if split == "train" else FULL_LEXICON.unseen()
+
     files: dict[str, list[dict]] = {}
     r = _rng(seed, "nyu-mll/glue/sst2")
     for split, n, hidden in (("train", 320, False), ("validation", 64, False), ("test", 40, True)):
-        files[f"nyu-mll/glue/sst2/{split}.jsonl"] = sst2_rows(r, n, hidden)
+        files[f"nyu-mll/glue/sst2/{split}.jsonl"] = sst2_rows(r, n, hidden, lexicon(split))
     r = _rng(seed, "nyu-mll/glue/qqp")
     for split, n, hidden in (("train", 320, False), ("validation", 64, False), ("test", 40, True)):
         files[f"nyu-mll/glue/qqp/{split}.jsonl"] = qqp_rows(r, n, hidden)
@@ -880,13 +976,13 @@ def build(seed: int = DEFAULT_SEED) -> dict[str, list[dict]]:
         files[f"nyu-mll/glue/mnli/{split}.jsonl"] = mnli_rows(r, n, hidden, places)
     r = _rng(seed, "hgissbkh/conll2003-en")
     for split, n in (("train", 320), ("validation", 64), ("test", 64)):
-        files[f"hgissbkh/conll2003-en/default/{split}.jsonl"] = conll_rows(r, n, split != "train")
+        files[f"hgissbkh/conll2003-en/default/{split}.jsonl"] = conll_rows(r, n, split != "train", lexicon(split))
     r = _rng(seed, "hgissbkh/ontonotes5")
     for split, n in (("train", 320), ("validation", 64), ("test", 64)):
-        files[f"hgissbkh/ontonotes5/default/{split}.jsonl"] = ontonotes_rows(r, n, split != "train")
+        files[f"hgissbkh/ontonotes5/default/{split}.jsonl"] = ontonotes_rows(r, n, split != "train", lexicon(split))
     r = _rng(seed, "hgissbkh/uner_en")
     for split, n in (("train", 320), ("validation", 64), ("test", 64)):
-        files[f"hgissbkh/uner_en/default/{split}.jsonl"] = uner_rows(r, n, split, split != "train")
+        files[f"hgissbkh/uner_en/default/{split}.jsonl"] = uner_rows(r, n, split, split != "train", lexicon(split))
     r = _rng(seed, "rajpurkar/squad")
     files["rajpurkar/squad/plain_text/train.jsonl"] = squad_rows(r, 320, "train", False, 0.0)
     files["rajpurkar/squad/plain_text/validation.jsonl"] = squad_rows(r, 64, "validation", True, 0.0)
@@ -917,11 +1013,11 @@ def build(seed: int = DEFAULT_SEED) -> dict[str, list[dict]]:
     return files
 
 
-def write(out_dir: Path, seed: int = DEFAULT_SEED) -> list[Path]:
+def write(out_dir: Path, seed: int = DEFAULT_SEED, held_out_words: bool = False) -> list[Path]:
     """Write the toy mirror under `out_dir` (its previous contents of these paths replaced)."""
     out_dir = Path(out_dir)
     written = []
-    for rel, rows in sorted(build(seed).items()):
+    for rel, rows in sorted(build(seed, held_out_words).items()):
         path = out_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(row, ensure_ascii=True) + "\n" for row in rows)
@@ -945,10 +1041,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=Path, help="folder of the local mirror to write")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--clean", action="store_true", help="delete OUT_DIR first")
+    parser.add_argument(
+        "--held-out-words",
+        action="store_true",
+        help="SST-2 and NER evaluation rows use adjectives and names the training rows never use",
+    )
+    parser.add_argument(
+        "--world-corpus",
+        type=int,
+        metavar="DOCUMENTS",
+        help="instead of the mirror, write OUT_DIR/world.jsonl: DOCUMENTS documents of toy-world "
+        "pretraining text (every word with the context that gives its class)",
+    )
     args = parser.parse_args(argv)
     if args.clean and args.out_dir.exists():
         shutil.rmtree(args.out_dir)
-    paths = write(args.out_dir, args.seed)
+    if args.world_corpus is not None:
+        path = args.out_dir / "world.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in world_corpus(args.world_corpus, args.seed)))
+        print(f"wrote {args.world_corpus} documents ({path.stat().st_size / 1e6:.2f} MB) to {path}")
+        return 0
+    paths = write(args.out_dir, args.seed, args.held_out_words)
     size = sum(p.stat().st_size for p in paths)
     print(
         f"wrote {len(paths)} files ({size / 1e6:.2f} MB) under {args.out_dir}; digest {tree_digest(args.out_dir)[:16]}"
