@@ -12,29 +12,12 @@ import pretraining  # noqa: F401
 from contracts.layout import FINISHED_FILE
 from pretraining.__main__ import main as cli
 from pretraining.config import ConfigError, load_pretrain_config
+from tests.pretraining.toy_runs import prepare_embedded_data
 
 
 @pytest.fixture(scope="module")
 def embedded_data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data") / "embedded-64"
-    assert (
-        cli(
-            [
-                "prepare-data",
-                "--input",
-                "embedded",
-                "--seq-len",
-                "64",
-                "--max-documents",
-                "30",
-                "--out",
-                str(out),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    return out
+    return prepare_embedded_data(tmp_path_factory.mktemp("data") / "embedded-64")
 
 
 def _write_config(tmp_path, data_path, name="e2e", **extra):

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from reproduce.plan import ReproduceConfig
 from reproduce.slurm import ClusterConfig, SlurmWriter
+from tests.pretraining.toy_runs import prepare_embedded_data, write_toy_mlm_config
 
 STEPS, CHECKPOINT_EVERY = 40, 10
 
@@ -21,50 +21,13 @@ STEPS, CHECKPOINT_EVERY = 40, 10
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exactly(local_slurm, tmp_path, monkeypatch):
-    from pretraining.__main__ import main as cli
     from pretraining.config import load_pretrain_config
     from pretraining.train import train
     from tests.slurm.cluster import PARTITION
 
-    data = tmp_path / "data"
-    assert (
-        cli(
-            [
-                "prepare-data",
-                "--input",
-                "embedded",
-                "--seq-len",
-                "64",
-                "--max-documents",
-                "30",
-                "--out",
-                str(data),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    config = tmp_path / "toy.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "name": "toy",
-                "run_dir": str(tmp_path / "runs" / "toy"),
-                "tokenizer": "embedded",
-                "data": {"path": str(data), "seq_len": 64},
-                "model": {"preset": "toy_s"},
-                "objective": {"kind": "mlm", "mlm_ratio": 0.4},
-                "optimizer": {"lr": 3e-3},
-                "schedule": {"warmup": 2, "decay": 4},
-                "train": {
-                    "max_steps": STEPS,
-                    "global_batch_size": 8,
-                    "resume_interval": CHECKPOINT_EVERY,
-                    "progress_bar": False,
-                    "seed": 5,
-                },
-            }
-        )
+    data = prepare_embedded_data(tmp_path / "data")
+    config = write_toy_mlm_config(
+        tmp_path / "toy.yaml", data, tmp_path / "runs" / "toy", steps=STEPS, resume_interval=CHECKPOINT_EVERY, decay=4
     )
     cluster = ClusterConfig(
         partition=PARTITION,
