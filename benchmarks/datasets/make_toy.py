@@ -46,7 +46,6 @@ Properties:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import random
@@ -364,13 +363,8 @@ class Lexicon:
     norp: tuple[str, ...]
 
     def _half(self, second: bool) -> Lexicon:
-        return Lexicon(
-            **{
-                f.name: words[len(words) // 2 :] if second else words[: len(words) // 2]
-                for f in dataclasses.fields(self)
-                for words in [getattr(self, f.name)]
-            }
-        )
+        halves = {name: (words[: len(words) // 2], words[len(words) // 2 :]) for name, words in vars(self).items()}
+        return Lexicon(**{name: pair[second] for name, pair in halves.items()})
 
     def seen(self) -> Lexicon:
         """The first half of every list: the words a held-out-words training split uses."""
@@ -892,9 +886,6 @@ def mldr(rng, vocab):
     return corpus, splits
 
 
-# ----------------------------------------------------------------------------- writing
-
-
 # ----------------------------------------------------------------------------- world corpus
 
 LIKED = {1: ("loved", "liked"), 0: ("hated", "disliked")}
@@ -941,6 +932,9 @@ def world_corpus(
         )
         rows.append({"text": text, "id": f"toy-world-{seed}-{i}"})
     return rows
+
+
+# ----------------------------------------------------------------------------- writing
 
 
 def _rng(seed: int, name: str) -> random.Random:

@@ -348,17 +348,15 @@ def test_tc_tags_as_plain_ints_or_strings_become_class_labels(tmp_path, loaded):
         _ensure_class_labels(spec, too_big, "train")
 
 
+SST2_AND_NER = ("sst2", "conll2003", "ontonotes5", "uner")
+LEXICON_TYPES = {"PER", "PERSON", "ORG", "LOC", "GPE", "MISC", "NORP"}  # drawn from make_toy.Lexicon
+
+
 @pytest.fixture(scope="module")
 def held_out(tmp_path_factory):
     root = tmp_path_factory.mktemp("held-out")
     make_toy.main([str(root), "--held-out-words"])
     return {name: load_task_data(TASKS[name], root, query_split_seed=0) for name in SST2_AND_NER}
-
-
-SST2_AND_NER = ("sst2", "conll2003", "ontonotes5", "uner")
-
-
-LEXICON_TYPES = {"PER", "PERSON", "ORG", "LOC", "GPE", "MISC", "NORP"}  # drawn from make_toy.Lexicon
 
 
 def _entity_words(data, split) -> set[str]:
@@ -413,9 +411,8 @@ def test_world_corpus_gives_every_word_a_context_of_its_class():
     for sentence in sentences:
         words = set(sentence.split())
         assert not (words & positive and words & negative), sentence
-        polarity_words = {"loved", "liked", "hated", "disliked"} & words
-        if words & positive:
-            assert not polarity_words & {"hated", "disliked"}, sentence
+        opposite = {"hated", "disliked"} if words & positive else {"loved", "liked"}
+        assert not words & opposite, sentence
 
 
 def test_world_corpus_cli_writes_rows_prepare_data_reads(tmp_path):
