@@ -357,19 +357,22 @@ def sentence_macro_f1(predictions: Sequence[Sequence], references: Sequence[Sequ
     """
     import warnings
 
+    from sklearn import config_context
     from sklearn.exceptions import UndefinedMetricWarning
     from sklearn.metrics import f1_score
 
     _require_same_length("sentence_macro_f1", predictions, references, "sentences")
     values = []
-    for i, (pred, gold) in enumerate(zip(predictions, references)):
-        if len(pred) != len(gold) or not gold:
-            raise ValueError(
-                f"sentence_macro_f1: sentence {i} has {len(pred)} predicted tags for "
-                f"{len(gold)} gold tags; give one tag per word of a non-empty sentence"
-            )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UndefinedMetricWarning)
+    # One f1_score call per sentence: skip scikit-learn's own argument validation (a third of each
+    # call; the lengths are checked here), not its arithmetic.
+    with warnings.catch_warnings(), config_context(skip_parameter_validation=True, assume_finite=True):
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        for i, (pred, gold) in enumerate(zip(predictions, references)):
+            if len(pred) != len(gold) or not gold:
+                raise ValueError(
+                    f"sentence_macro_f1: sentence {i} has {len(pred)} predicted tags for "
+                    f"{len(gold)} gold tags; give one tag per word of a non-empty sentence"
+                )
             values.append(float(f1_score(list(gold), list(pred), average="macro", zero_division=0.0)))
     return MetricResult(
         "sentence_macro_f1", _mean100(values), tuple(100.0 * v for v in values), tuple(range(len(values)))
@@ -406,17 +409,19 @@ def retrieved_ndcg_at_10(
     run scores 0; one with a single retrieved document scores its relevance (`ndcg_score` needs
     two documents, and NDCG of one document is its relevance).
     """
+    from sklearn import config_context
     from sklearn.metrics import ndcg_score
 
     queries = relevant_queries(qrels)
     values = []
-    for qid in queries:
-        top = rank_documents(run.get(qid) or {}, k)
-        gains = [int(qrels[qid].get(doc, 0) >= 1) for doc, _ in top]
-        if len(top) < 2:
-            values.append(float(sum(gains)))
-        else:
-            values.append(float(ndcg_score([gains], [[score for _, score in top]])))
+    with config_context(skip_parameter_validation=True, assume_finite=True):  # one call per query
+        for qid in queries:
+            top = rank_documents(run.get(qid) or {}, k)
+            gains = [int(qrels[qid].get(doc, 0) >= 1) for doc, _ in top]
+            if len(top) < 2:
+                values.append(float(sum(gains)))
+            else:
+                values.append(float(ndcg_score([gains], [[score for _, score in top]])))
     return MetricResult(
         f"retrieved_ndcg@{k}",
         _mean100(values),

@@ -396,10 +396,15 @@ def stable_id(*parts, length: int = 24) -> str:
 # ----------------------------------------------------------------------------- SC
 
 
-def sst2_rows(rng: random.Random, n: int, hidden: bool, lex: Lexicon = FULL_LEXICON) -> list[dict]:
+def sst2_rows(
+    rng: random.Random, n: int, hidden: bool, lexicons: tuple[Lexicon, ...] = (FULL_LEXICON,), balanced: bool = False
+) -> list[dict]:
+    """Row i takes its adjectives from `lexicons[i % len(lexicons)]`; `balanced`: labels 0, 1, 1, 0,
+    0, 1, 1, 0, ... (half of each lexicon's rows positive) instead of drawn."""
     rows = []
     for i in range(n):
-        label = rng.randrange(2)
+        lex = lexicons[i % len(lexicons)]
+        label = (i + i // 2) % 2 if balanced else rng.randrange(2)
         adjs, opp = (lex.pos_adj, lex.neg_adj) if label else (lex.neg_adj, lex.pos_adj)
         noun, noun2 = rng.sample(FILM_NOUNS, 2)
         kind = rng.random()
@@ -414,17 +419,32 @@ def sst2_rows(rng: random.Random, n: int, hidden: bool, lex: Lexicon = FULL_LEXI
     return rows
 
 
-def qqp_rows(rng: random.Random, n: int, hidden: bool) -> list[dict]:
+# Questions about a topic that ask something else than how to do it: a toy-world QQP
+# non-duplicate of a how-to question on the same topic (real QQP is full of such pairs).
+QQP_OTHER = [
+    "why do people {v} {o} ?",
+    "where can i {v} {o} ?",
+    "when should i {v} {o} ?",
+    "who can teach me to {v} {o} ?",
+]
+
+
+def qqp_rows(rng: random.Random, n: int, hidden: bool, other_intent: float = 0.0, balanced: bool = False) -> list[dict]:
+    """`other_intent`: the share of non-duplicates that ask another question (QQP_OTHER) about the
+    same topic instead of the same question about another topic. `balanced`: labels alternate 0/1
+    (a majority-class guess then scores 50) instead of 45% duplicates."""
     rows = []
     for i in range(n):
         v, o = rng.choice(QQP_TOPICS)
-        label = int(rng.random() < 0.45)
+        label = i % 2 if balanced else int(rng.random() < 0.45)
         if label:
             v2, o2 = v, o
+        elif other_intent and rng.random() < other_intent:
+            v2, o2 = None, o
         else:
             v2, o2 = rng.choice([t for t in QQP_TOPICS if t[1] != o])
         q1 = rng.choice(QQP_A).format(v=v, o=o)
-        q2 = rng.choice(QQP_B).format(v=v2, o=o2)
+        q2 = rng.choice(QQP_OTHER).format(v=v, o=o) if v2 is None else rng.choice(QQP_B).format(v=v2, o=o2)
         q1, q2 = (q1, q2) if rng.random() < 0.5 else (q2, q1)
         rows.append(
             {"question1": q1.capitalize(), "question2": q2.capitalize(), "label": -1 if hidden else label, "idx": i}
@@ -618,8 +638,10 @@ def uner_rows(rng, n, split, long_one, lex: Lexicon = FULL_LEXICON):
 # ----------------------------------------------------------------------------- QA
 
 
-def _biography(rng):
-    """A shuffled short biography; returns (context, facts) with facts[key] = (answer, start)."""
+def _biography(rng, infobox: bool = False):
+    """A shuffled short biography; returns (context, facts) with facts[key] = (answer, start).
+    `infobox` (toy world): the three facts always in the same order and no distractor sentence
+    about another person, as in an infobox; a small model then learns to extract in ~80 steps."""
     name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
     other = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
     while other.split()[1] == name.split()[1]:
@@ -638,7 +660,10 @@ def _biography(rng):
         [f"In {year2}, {name.split()[0]} founded ", ("org", org), ", a company that makes ", ("product", product), "."],
         [f"{other} was born in {city2} and later moved to {rng.choice(CITIES)}."],
     ]
-    rng.shuffle(sentences)
+    if infobox:
+        sentences = sentences[:3]
+    else:
+        rng.shuffle(sentences)
     context, spans = "", {}
     for sentence in sentences:
         if context:
@@ -672,12 +697,18 @@ UNANSWERABLE = [
 ]
 
 
-def squad_rows(rng, n, split, multi_answers: bool, unanswerable: float):
+# The facts the toy world asks about: one answer of each kind per biography (the subject and the
+# university are both "where/what ... study", which a small model confuses for long).
+WORLD_QUESTIONS = ("city", "org", "product", "year")
+
+
+def squad_rows(rng, n, split, multi_answers: bool, unanswerable: float, infobox: bool = False, asked=QUESTIONS):
+    """`asked`: the fact kinds questions are drawn from (3 per biography); `infobox`: `_biography`'s."""
     rows = []
     while len(rows) < n:
-        name, other, context, spans = _biography(rng)
+        name, other, context, spans = _biography(rng, infobox)
         title = "Syn_" + name.replace(" ", "_")
-        for key in rng.sample(sorted(QUESTIONS), 3):
+        for key in rng.sample(sorted(asked), 3):
             if len(rows) >= n:
                 break
             if rng.random() < unanswerable:
@@ -788,8 +819,9 @@ def msmarco_pairs_rows(rng, vocab, n):
     return rows
 
 
-def beir_msmarco(rng, vocab):
-    """BeIR/msmarco corpus + queries and BeIR/msmarco-qrels train/validation/test."""
+def beir_msmarco(rng, vocab, test_queries: int = 20):
+    """BeIR/msmarco corpus + queries and BeIR/msmarco-qrels train/validation/test (`test_queries`
+    TREC-like queries, the first one with only non-relevant judgements)."""
     docs = TopicDocs(rng, vocab)
     corpus, queries = [], []
     qrels = {"train": [], "validation": [], "test": []}
@@ -812,7 +844,7 @@ def beir_msmarco(rng, vocab):
             qrels[split].append({"query-id": qid, "corpus-id": add_doc(topic), "score": 1})
             if i % 15 == 0:  # a query with two relevant documents
                 qrels[split].append({"query-id": qid, "corpus-id": add_doc(topic), "score": 1})
-    for i in range(20):  # TREC-DL-like graded judgements
+    for i in range(test_queries):  # TREC-DL-like graded judgements
         topic = docs.topic()
         qid = add_query(topic)
         if i == 0:  # only non-relevant judgements: not an evaluated query
@@ -914,23 +946,57 @@ def _entity_sentence(rng: random.Random, lex: Lexicon) -> str:
     return " ".join(_fill(rng, rng.choice(templates), entity_fn, lex)[0])
 
 
-def world_corpus(
-    documents: int, seed: int = DEFAULT_SEED, sentiment_share: float = 0.45, sentences: int = 6
-) -> list[dict]:
-    """Pretraining text of the toy world, `{"text", "id"}` rows (prepare-data reads them): every
-    word of `FULL_LEXICON`, the held-out half included, in contexts that give its class (the
-    polarity of an adjective, the type of a name). It is what a pretrained toy model can know and
-    an untrained one cannot (docs/reproduce.md, "Toy learning")."""
+def _company_sentence(rng: random.Random) -> str:
+    """A sentence of the ReCoRD passages' kind (a company, its new chief executive, a city)."""
+    person = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+    org, city, month = rng.choice(ORGS), rng.choice(CITIES), rng.choice(MONTHS)
+    return rng.choice(
+        [
+            f"{org} hired {person} as its new chief executive, the company said in {city}.",
+            f"{person.split()[1]} previously ran a rival firm. {person} will start in {month}.",
+            f"{org} shares rose in {city}. {person} will lead {org} from {month}.",
+            f"{person} was hired by {org} after a long search.",
+            f"The announcement was made in {city} on {rng.choice(WEEKDAYS)}.",
+        ]
+    )
+
+
+def _question_sentence(rng: random.Random) -> str:
+    v, o = rng.choice(QQP_TOPICS)
+    return rng.choice(QQP_A + QQP_B + QQP_OTHER).format(v=v, o=o).capitalize()
+
+
+def _event_sentence(rng: random.Random) -> str:
+    row = mnli_rows(rng, 1, False, rng.choice([PLACES_M, PLACES_MM]))[0]
+    return rng.choice([row["premise"], row["hypothesis"], f"{row['premise']} {row['hypothesis']}"])
+
+
+# The kinds of toy-world documents and their shares of the documents. Short documents (one or two
+# sentences; packed with block-diagonal attention, docs/data.md) teach a small model far faster
+# than long ones (docs/reproduce.md, "Toy learning").
+WORLD_KINDS = {
+    "sentiment": (0.3, lambda rng: _sentiment_sentence(rng, FULL_LEXICON)),
+    "news": (0.3, lambda rng: _entity_sentence(rng, FULL_LEXICON)),
+    "biography": (0.1, lambda rng: _biography(rng, infobox=True)[2]),
+    "company": (0.1, _company_sentence),
+    "question": (0.1, _question_sentence),
+    "event": (0.1, _event_sentence),
+}
+
+
+def world_corpus(documents: int, seed: int = DEFAULT_SEED) -> list[dict]:
+    """Pretraining text of the toy world, `{"text", "id"}` rows (prepare-data reads them): documents
+    of every kind the tasks use (`WORLD_KINDS`), with every word of `FULL_LEXICON`, the held-out
+    half included, in contexts that give its class (the polarity of an adjective, the type of a
+    name). It is what a pretrained toy model can know and an untrained one cannot (docs/reproduce.md,
+    "Toy learning"). The IR tasks' pseudo-words are not in it: toy retrieval is lexical matching."""
     rng = _rng(seed, "world-corpus")
+    kinds = list(WORLD_KINDS)
+    weights = [WORLD_KINDS[k][0] for k in kinds]
     rows = []
     for i in range(documents):
-        text = " ".join(
-            _sentiment_sentence(rng, FULL_LEXICON)
-            if rng.random() < sentiment_share
-            else _entity_sentence(rng, FULL_LEXICON)
-            for _ in range(sentences)
-        )
-        rows.append({"text": text, "id": f"toy-world-{seed}-{i}"})
+        kind = rng.choices(kinds, weights)[0]
+        rows.append({"text": WORLD_KINDS[kind][1](rng), "id": f"toy-world-{seed}-{i}"})
     return rows
 
 
@@ -941,77 +1007,92 @@ def _rng(seed: int, name: str) -> random.Random:
     return random.Random(f"{seed}:{name}")
 
 
-def build(seed: int = DEFAULT_SEED, held_out_words: bool = False) -> dict[str, list[dict]]:
-    """Relative path (`<hub_id>/<config>/<split>.jsonl`) -> rows. `held_out_words`: SST-2 and the
-    NER tasks draw their training rows from `FULL_LEXICON.seen()` and their evaluation rows from
-    `FULL_LEXICON.unseen()`, so that only a model that met the unseen words elsewhere (in
-    `world_corpus`) can label them."""
+# Training rows per task in the toy world: a small model learns each task in one pass over its
+# training set (batch 16), QQP and the QA tasks need longer (docs/reproduce.md, "Toy learning").
+WORLD_TRAIN_ROWS = {"sc": 640, "qqp": 960, "tc": 640, "qa": 1280, "record": 640, "ir_pairs": 1280}
+
+
+def build(seed: int = DEFAULT_SEED, world: bool = False) -> dict[str, list[dict]]:
+    """Relative path (`<hub_id>/<config>/<split>.jsonl`) -> rows.
+
+    `world`: the toy world's tasks, where a pretrained model has something to add. SST-2 and the NER
+    tasks train on `FULL_LEXICON.seen()`; the NER evaluation rows use `FULL_LEXICON.unseen()` and
+    half the SST-2 ones do, so that only a model that met those words in `world_corpus` can label
+    them. QQP has balanced labels and non-duplicates that ask another question on the same topic,
+    the QA biographies are infoboxes, and the training splits are larger (`WORLD_TRAIN_ROWS`)."""
 
     def lexicon(split: str) -> Lexicon:
-        if not held_out_words:
+        if not world:
             return FULL_LEXICON
         return FULL_LEXICON.seen() if split == "train" else FULL_LEXICON.unseen()
 
+    rows = WORLD_TRAIN_ROWS if world else {"sc": 320, "qqp": 320, "tc": 320, "qa": 320, "record": 320, "ir_pairs": 400}
     files: dict[str, list[dict]] = {}
     r = _rng(seed, "nyu-mll/glue/sst2")
-    for split, n, hidden in (("train", 320, False), ("validation", 64, False), ("test", 40, True)):
-        files[f"nyu-mll/glue/sst2/{split}.jsonl"] = sst2_rows(r, n, hidden, lexicon(split))
+    for split, n, hidden in (("train", rows["sc"], False), ("validation", 64, False), ("test", 40, True)):
+        # toy world: every other evaluation sentence with the training adjectives
+        lexicons = (lexicon(split), FULL_LEXICON.seen()) if world and split != "train" else (lexicon(split),)
+        files[f"nyu-mll/glue/sst2/{split}.jsonl"] = sst2_rows(r, n, hidden, lexicons, world and split != "train")
     r = _rng(seed, "nyu-mll/glue/qqp")
-    for split, n, hidden in (("train", 320, False), ("validation", 64, False), ("test", 40, True)):
-        files[f"nyu-mll/glue/qqp/{split}.jsonl"] = qqp_rows(r, n, hidden)
+    for split, n, hidden in (("train", rows["qqp"], False), ("validation", 64, False), ("test", 40, True)):
+        files[f"nyu-mll/glue/qqp/{split}.jsonl"] = qqp_rows(r, n, hidden, 0.5 if world else 0.0, world)
     r = _rng(seed, "nyu-mll/glue/mnli")
     for split, n, hidden, places in (
-        ("train", 360, False, PLACES_M),
+        ("train", 640 if world else 360, False, PLACES_M),
         ("validation_matched", 64, False, PLACES_M),
         ("validation_mismatched", 64, False, PLACES_MM),
         ("test_matched", 40, True, PLACES_M),
         ("test_mismatched", 40, True, PLACES_MM),
     ):
         files[f"nyu-mll/glue/mnli/{split}.jsonl"] = mnli_rows(r, n, hidden, places)
+    tc_splits = (("train", rows["tc"]), ("validation", 64), ("test", 64))
     r = _rng(seed, "hgissbkh/conll2003-en")
-    for split, n in (("train", 320), ("validation", 64), ("test", 64)):
+    for split, n in tc_splits:
         files[f"hgissbkh/conll2003-en/default/{split}.jsonl"] = conll_rows(r, n, split != "train", lexicon(split))
     r = _rng(seed, "hgissbkh/ontonotes5")
-    for split, n in (("train", 320), ("validation", 64), ("test", 64)):
+    for split, n in tc_splits:
         files[f"hgissbkh/ontonotes5/default/{split}.jsonl"] = ontonotes_rows(r, n, split != "train", lexicon(split))
     r = _rng(seed, "hgissbkh/uner_en")
-    for split, n in (("train", 320), ("validation", 64), ("test", 64)):
+    for split, n in tc_splits:
         files[f"hgissbkh/uner_en/default/{split}.jsonl"] = uner_rows(r, n, split, split != "train", lexicon(split))
+    qa = {"infobox": True, "asked": WORLD_QUESTIONS} if world else {}
     r = _rng(seed, "rajpurkar/squad")
-    files["rajpurkar/squad/plain_text/train.jsonl"] = squad_rows(r, 320, "train", False, 0.0)
-    files["rajpurkar/squad/plain_text/validation.jsonl"] = squad_rows(r, 64, "validation", True, 0.0)
+    files["rajpurkar/squad/plain_text/train.jsonl"] = squad_rows(r, rows["qa"], "train", False, 0.0, **qa)
+    files["rajpurkar/squad/plain_text/validation.jsonl"] = squad_rows(r, 64, "validation", True, 0.0, **qa)
     r = _rng(seed, "rajpurkar/squad_v2")
-    files["rajpurkar/squad_v2/squad_v2/train.jsonl"] = squad_rows(r, 320, "train", False, 0.33)
-    files["rajpurkar/squad_v2/squad_v2/validation.jsonl"] = squad_rows(r, 64, "validation", True, 0.33)
+    unanswerable = 0.25 if world else 0.33
+    files["rajpurkar/squad_v2/squad_v2/train.jsonl"] = squad_rows(r, rows["qa"], "train", False, unanswerable, **qa)
+    files["rajpurkar/squad_v2/squad_v2/validation.jsonl"] = squad_rows(r, 64, "validation", True, unanswerable, **qa)
     r = _rng(seed, "hgissbkh/record")
-    files["hgissbkh/record/default/train.jsonl"] = record_rows(r, 320)
+    files["hgissbkh/record/default/train.jsonl"] = record_rows(r, rows["record"])
     files["hgissbkh/record/default/validation.jsonl"] = record_rows(r, 64)
     r = _rng(seed, "ir-vocabulary")
     vocab = pseudo_words(r, 400)
     files["hgissbkh/msmarco-pairs/default/train.jsonl"] = msmarco_pairs_rows(
-        _rng(seed, "hgissbkh/msmarco-pairs"), vocab, 400
+        _rng(seed, "hgissbkh/msmarco-pairs"), vocab, rows["ir_pairs"]
     )
-    corpus, queries, qrels = beir_msmarco(_rng(seed, "BeIR/msmarco"), vocab)
+    corpus, queries, qrels = beir_msmarco(_rng(seed, "BeIR/msmarco"), vocab, 40 if world else 20)
     files["BeIR/msmarco/corpus/corpus.jsonl"] = corpus
     files["BeIR/msmarco/queries/queries.jsonl"] = queries
-    for split, rows in qrels.items():
-        files[f"BeIR/msmarco-qrels/default/{split}.jsonl"] = rows
+    for split, split_rows in qrels.items():
+        files[f"BeIR/msmarco-qrels/default/{split}.jsonl"] = split_rows
     corpus, queries, qrels = beir_nq(_rng(seed, "BeIR/nq"), vocab)
     files["BeIR/nq/corpus/corpus.jsonl"] = corpus
     files["BeIR/nq/queries/queries.jsonl"] = queries
     files["BeIR/nq-qrels/default/test.jsonl"] = qrels
     corpus, splits = mldr(_rng(seed, "hgissbkh/mldr-en"), vocab)
     files["hgissbkh/mldr-en/corpus/corpus.jsonl"] = corpus
-    for split, rows in splits.items():
-        files[f"hgissbkh/mldr-en/default/{split}.jsonl"] = rows
+    for split, split_rows in splits.items():
+        files[f"hgissbkh/mldr-en/default/{split}.jsonl"] = split_rows
     return files
 
 
-def write(out_dir: Path, seed: int = DEFAULT_SEED, held_out_words: bool = False) -> list[Path]:
-    """Write the toy mirror under `out_dir` (its previous contents of these paths replaced)."""
+def write(out_dir: Path, seed: int = DEFAULT_SEED, world: bool = False) -> list[Path]:
+    """Write the toy mirror (`world`: the toy world's tasks) under `out_dir` (its previous contents
+    of these paths replaced)."""
     out_dir = Path(out_dir)
     written = []
-    for rel, rows in sorted(build(seed, held_out_words).items()):
+    for rel, rows in sorted(build(seed, world).items()):
         path = out_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(row, ensure_ascii=True) + "\n" for row in rows)
@@ -1036,9 +1117,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--clean", action="store_true", help="delete OUT_DIR first")
     parser.add_argument(
-        "--held-out-words",
+        "--world",
         action="store_true",
-        help="SST-2 and NER evaluation rows use adjectives and names the training rows never use",
+        help="the toy world's tasks: SST-2 and NER evaluation rows with words only the world corpus "
+        "uses, learnable QQP and QA, larger training splits (docs/reproduce.md)",
     )
     parser.add_argument(
         "--world-corpus",
@@ -1056,7 +1138,7 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in world_corpus(args.world_corpus, args.seed)))
         print(f"wrote {args.world_corpus} documents ({path.stat().st_size / 1e6:.2f} MB) to {path}")
         return 0
-    paths = write(args.out_dir, args.seed, args.held_out_words)
+    paths = write(args.out_dir, args.seed, args.world)
     size = sum(p.stat().st_size for p in paths)
     print(
         f"wrote {len(paths)} files ({size / 1e6:.2f} MB) under {args.out_dir}; digest {tree_digest(args.out_dir)[:16]}"

@@ -80,6 +80,10 @@ def encode(
     *,
     protocol: str,
 ) -> list[dict]:
+    # Plain lists first: indexing a `datasets` column row by row costs ~0.2 ms a row (the loop
+    # below reads tags[i][w] for every token), iterating it once is cheap.
+    sentences = list(sentences)
+    tags = None if tags is None else list(tags)
     texts = [" ".join(words) for words in sentences]
     enc = tokenize(tokenizer, texts, max_length, protocol=protocol, return_offsets_mapping=True)
     align = token_word_ids if protocol == "paper" else first_subtoken_word_ids

@@ -353,10 +353,11 @@ LEXICON_TYPES = {"PER", "PERSON", "ORG", "LOC", "GPE", "MISC", "NORP"}  # drawn 
 
 
 @pytest.fixture(scope="module")
-def held_out(tmp_path_factory):
-    root = tmp_path_factory.mktemp("held-out")
-    make_toy.main([str(root), "--held-out-words"])
-    return {name: load_task_data(TASKS[name], root, query_split_seed=0) for name in SST2_AND_NER}
+def world(tmp_path_factory):
+    """The toy world's tasks (`make_toy --world`), loaded as a run loads them."""
+    root = tmp_path_factory.mktemp("world")
+    make_toy.main([str(root), "--world"])
+    return {name: load_task_data(spec, root, query_split_seed=0) for name, spec in TASKS.items()}
 
 
 def _entity_words(data, split) -> set[str]:
@@ -370,36 +371,110 @@ def _entity_words(data, split) -> set[str]:
     }
 
 
-def test_held_out_words_keep_evaluation_words_out_of_the_training_split(held_out, loaded):
-    """The words that decide an evaluation label never occur in the training split (they do in
-    the committed mirror), so only knowledge from elsewhere (the world corpus) can label them."""
-    adjectives = set(make_toy.POS_ADJ + make_toy.NEG_ADJ)
+def _adjectives(sentence: str) -> set[str]:
+    return set(sentence.split()) & set(make_toy.POS_ADJ + make_toy.NEG_ADJ)
 
-    def sst2_adjectives(split):
-        return {w for s in split["text"] for w in s.split() if w in adjectives}
 
-    for data, overlap in ((held_out["sst2"], set()), (loaded["sst2"], adjectives)):
-        assert sst2_adjectives(data.train) & sst2_adjectives(data.test) == overlap
-    seen = make_toy.FULL_LEXICON.seen()
-    assert sst2_adjectives(held_out["sst2"].train) == set(seen.pos_adj) | set(seen.neg_adj)
+def test_world_keeps_evaluation_names_out_of_the_training_split(world, loaded):
+    """The names that decide an evaluation tag never occur in the training split (they do in the
+    committed mirror), so only knowledge from elsewhere (the world corpus) can label them."""
     for name in SST2_AND_NER[1:]:
-        data = held_out[name]
+        data = world[name]
         train, test = _entity_words(data, data.train), _entity_words(data, data.test)
         assert train and test and not train & test, name
         assert _entity_words(loaded[name], loaded[name].train) & _entity_words(loaded[name], loaded[name].test), name
 
 
-def test_held_out_words_defeat_a_gazetteer_of_the_training_split(held_out, loaded):
+def test_world_sst2_evaluates_half_on_held_out_adjectives_with_balanced_labels(world, loaded):
+    """Every other SST-2 evaluation sentence uses only adjectives the training split never uses
+    (pretraining must place them), the others only training adjectives (fine-tuning alone can);
+    both halves are balanced, so a majority guess scores 50."""
+    seen, unseen = make_toy.FULL_LEXICON.seen(), make_toy.FULL_LEXICON.unseen()
+    seen_words = set(seen.pos_adj) | set(seen.neg_adj)
+    data = world["sst2"]
+    assert set().union(*map(_adjectives, data.train["text"])) == seen_words
+    test = list(zip(data.test["text"], data.test["label"]))
+    held_out = test[0::2]
+    assert all(_adjectives(text) and not _adjectives(text) & seen_words for text, _ in held_out)
+    assert all(_adjectives(text) <= seen_words for text, _ in test[1::2])
+    for half in (held_out, test[1::2]):
+        assert Counter(label for _, label in half) == {0: len(half) // 2, 1: len(half) // 2}
+    positive = set(unseen.pos_adj) | set(seen.pos_adj)
+    for text, label in test:  # the main clause's adjective decides (the "although" clause the other)
+        assert (
+            text.split(" , ")[-1].split()[-2] in positive if "although" in text else _adjectives(text) <= positive
+        ) == (label == 1), text
+    assert _adjectives(" ".join(loaded["sst2"].train["text"])) & _adjectives(" ".join(loaded["sst2"].test["text"]))
+
+
+def test_world_defeats_a_gazetteer_of_the_training_split(world, loaded):
     """The memorising baseline that tags the committed mirror well tags the held-out names badly:
     they need what pretraining taught."""
     for name in SST2_AND_NER[1:]:
         assert _gazetteer_f1(loaded[name], LEXICON_TYPES) > 60
-        assert _gazetteer_f1(held_out[name], LEXICON_TYPES) < 5, name
+        assert _gazetteer_f1(world[name], LEXICON_TYPES) < 5, name
+
+
+def test_world_training_splits_are_sized_for_one_epoch_budgets(world):
+    rows = make_toy.WORLD_TRAIN_ROWS
+    raw = make_toy.build(world=True)
+    for path, kind in (
+        ("nyu-mll/glue/sst2/train.jsonl", "sc"),
+        ("nyu-mll/glue/qqp/train.jsonl", "qqp"),
+        ("hgissbkh/conll2003-en/default/train.jsonl", "tc"),
+        ("rajpurkar/squad/plain_text/train.jsonl", "qa"),
+        ("rajpurkar/squad_v2/squad_v2/train.jsonl", "qa"),
+        ("hgissbkh/record/default/train.jsonl", "record"),
+        ("hgissbkh/msmarco-pairs/default/train.jsonl", "ir_pairs"),
+    ):
+        assert len(raw[path]) == rows[kind], path
+    assert len(world["msmarco"].test.queries) == 39  # 40 TREC-like queries, one judged only non-relevant
+
+
+def test_world_qqp_pairs_another_question_on_the_same_topic_as_non_duplicates(world):
+    other = [t.split("{v}")[0].strip() for t in make_toy.QQP_OTHER]  # "why do people", "where can i", ...
+    data = world["qqp"]
+    rows = list(zip(data.train["text"], data.train["label"]))
+
+    def topic(question: str) -> str:
+        (found,) = {o for _, o in make_toy.QQP_TOPICS if f" {o} " in f" {question.lower()} "}
+        return found
+
+    same_topic_non_duplicates = 0
+    for text, label in rows:
+        q1, q2 = (line.split(": ", 1)[1] for line in text.split("\n"))
+        asks_other = [any(q.lower().startswith(o) for o in other) for q in (q1, q2)]
+        if label == 1:
+            assert topic(q1) == topic(q2) and not any(asks_other), text
+        elif any(asks_other):
+            assert topic(q1) == topic(q2) and asks_other.count(True) == 1, text
+            same_topic_non_duplicates += 1
+        else:
+            assert topic(q1) != topic(q2), text
+    assert 0.3 < same_topic_non_duplicates / sum(1 - label for _, label in rows) < 0.7
+    labels = list(data.test["label"])
+    assert Counter(labels)[0] == Counter(labels)[1]
+
+
+def test_world_qa_biographies_are_infoboxes(world):
+    """Born, studied, founded, always in that order, no other person; questions on four facts."""
+    data = world["squad"]
+    asked = {make_toy.QUESTIONS[k].split("{n}")[0] for k in make_toy.WORLD_QUESTIONS}
+    for row in data.train:
+        context = row["context"]
+        assert context.index(" was born in ") < context.index(" studied ") < context.index(" founded ")
+        assert context.count(" was born in ") == 1
+        assert any(row["question"].startswith(prefix) for prefix in asked), row["question"]
+        text, start = row["answers"]["text"][0], row["answers"]["answer_start"][0]
+        assert context[start : start + len(text)] == text
+    v2 = world["squad_v2"].train
+    unanswerable = sum(not row["answers"]["text"] for row in v2)
+    assert 0.15 < unanswerable / len(v2) < 0.35
 
 
 def test_world_corpus_gives_every_word_a_context_of_its_class():
-    rows = make_toy.world_corpus(400)
-    assert rows == make_toy.world_corpus(400) and rows != make_toy.world_corpus(400, seed=1)
+    rows = make_toy.world_corpus(3000)
+    assert rows == make_toy.world_corpus(3000) and rows != make_toy.world_corpus(3000, seed=1)
     text = " ".join(row["text"] for row in rows)
     lex = make_toy.FULL_LEXICON
     for words in dataclasses.astuple(lex):
@@ -413,6 +488,20 @@ def test_world_corpus_gives_every_word_a_context_of_its_class():
         assert not (words & positive and words & negative), sentence
         opposite = {"hated", "disliked"} if words & positive else {"loved", "liked"}
         assert not words & opposite, sentence
+
+
+def test_world_corpus_covers_every_task_domain_in_short_documents():
+    """One or two sentences a document, of every kind in WORLD_KINDS in about its share: each task's
+    words and templates occur in pretraining (but not the IR pseudo-words, by design)."""
+    rows = make_toy.world_corpus(3000)
+    text = " ".join(row["text"] for row in rows)
+    for marker in ("was born in", "founded", "chief executive", "How do i", "Why do people", "in the village"):
+        assert marker in text, marker
+    assert max(len(row["text"].split()) for row in rows) < 60
+    vocabulary = make_toy.pseudo_words(make_toy._rng(0, "ir-vocabulary"), 400)
+    assert len(set(text.split()) & set(vocabulary)) < 4  # a few pseudo-words are English ("five")
+    shares = Counter(row["text"].startswith(("a ", "the ", "critics")) for row in rows)
+    assert 0.2 < shares[True] / len(rows) < 0.45  # sentiment documents (and a few "The ..." news)
 
 
 def test_world_corpus_cli_writes_rows_prepare_data_reads(tmp_path):

@@ -142,6 +142,23 @@ def test_a_complete_run_is_reused_only_with_the_settings_it_was_made_with(tiny, 
     assert computed  # evaluation settings of its own
 
 
+def test_one_epoch_stops_every_task_after_a_pass_over_its_training_split(tiny, tmp_path):
+    """`one_epoch: true` (the toy world's budget) ends a task after one pass, capped at max_steps;
+    unset, only CoNLL and UNER do (as released)."""
+    # toy SST-2: 320 rows, 5% carved out as validation -> 304 training rows, 5 batches of 64
+    record, _ = run(_cfg(tiny["bert"], tmp_path / "epoch", "sst2", batch_size=64, max_steps=7, one_epoch=True))
+    assert record.provenance["train"]["steps"] == 5 and record.provenance["train"]["n_examples"] == 304
+    capped, _ = run(_cfg(tiny["bert"], tmp_path / "capped", "sst2", batch_size=64, max_steps=3, one_epoch=True))
+    assert capped.provenance["train"]["steps"] == 3
+    released, _ = run(_cfg(tiny["bert"], tmp_path / "released", "sst2", batch_size=64, max_steps=7))
+    assert released.provenance["train"]["steps"] == 7
+    # CoNLL: one epoch as released (320 sentences -> 5 batches of 64) unless asked otherwise
+    conll, _ = run(_cfg(tiny["bert"], tmp_path / "released", "conll2003", batch_size=64, max_steps=7))
+    assert conll.provenance["train"]["steps"] == 5
+    longer, _ = run(_cfg(tiny["bert"], tmp_path / "longer", "conll2003", batch_size=64, max_steps=7, one_epoch=False))
+    assert longer.provenance["train"]["steps"] == 7
+
+
 @pytest.mark.parametrize("task", ["sst2", "squad_v2", "conll2003", "msmarco"])
 def test_a_decoder_made_bidirectional_runs_too_with_micro_batches(tiny, tmp_path, task):
     """Micro-batches of 3 out of 8: Composer accumulation (SC/TC/QA), gradient caching (IR)."""
