@@ -117,14 +117,18 @@ PAPER_SHAPES: dict[str, ModelShape] = {
 }
 PAPER_SIZES = tuple(PAPER_SHAPES)  # ("210m", "610m", "1b")
 # CPU-sized stand-ins of the paper's sizes (toy scale: tests and `make reproduce`), not in the paper.
+# Two layers and 16-dimensional heads each, growing in width: all 15 toy runs of Figure 3 and their
+# fine-tuning fit the 10-minute budget of `make reproduce-figure3` on 2 cores (docs/reproduce.md).
 TOY_SHAPES: dict[str, ModelShape] = {
     "toy_s": ModelShape(layers=2, hidden=64, ffn=128, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_m": ModelShape(layers=3, hidden=128, ffn=256, heads=4, kv_heads=2, vocab=None, context=256),
-    "toy_l": ModelShape(layers=4, hidden=192, ffn=512, heads=6, kv_heads=2, vocab=None, context=256),
+    "toy_m": ModelShape(layers=2, hidden=80, ffn=160, heads=5, kv_heads=1, vocab=None, context=256),
+    "toy_l": ModelShape(layers=2, hidden=96, ffn=192, heads=6, kv_heads=2, vocab=None, context=256),
 }
 TOY_SIZES = tuple(TOY_SHAPES)
 TOY_SIZE = dict(zip(PAPER_SIZES, TOY_SIZES))  # paper size -> the toy size that stands in for it
 TOY_STEP_DIVISOR = 1000  # toy runs take every paper step count divided by this (at least 1 step)
+TOY_BATCH_SEQUENCES = 16  # packed samples of TOY_SEQ_LEN tokens per toy pretraining step
+TOY_SEQ_LEN = 128
 
 # Tokens per optimizer step: Table 1 prints 2,359,296 (= 2,304 x 1,024), the text 2,373,120
 # (12 sequences x 192 GPUs; docs/choices.md). We use Table 1: 1,152 packed sequences x 2,048 tokens.

@@ -18,7 +18,8 @@ docs/data.md), so the prepared data must hold the base run's and the CPT samples
 Scales: `paper` (Table 1 shapes, 42k steps, 1,152 packed samples x 2,048 tokens = Table 1's
 2,359,296 tokens per step; the paper's "12 sequences x 192 GPUs" with a 1,024 mean length is the
 same count, `train.global_batch_size=2304 data.seq_len=1024` if you prefer it) and `toy` (toy_s/m/l
-for 210m/610m/1b, every step count divided by 1,000, 8 x 128 tokens, the embedded corpus).
+for 210m/610m/1b, every step count divided by 1,000, 16 x 128 tokens, the embedded corpus; `make
+reproduce` trains them on its toy world instead, docs/reproduce.md).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from contracts.paper import (
     PAPER_SIZES,
     PRETRAIN_BATCH_SEQUENCES,
     PRETRAIN_STEPS,
+    TOY_BATCH_SEQUENCES,
+    TOY_SEQ_LEN,
     TOY_SIZE,
     TOY_STEP_DIVISOR,
     WARMUP_STEPS,
@@ -183,11 +186,11 @@ def config_dict(
     if run.switch_at is not None:
         objective["switch_at"] = s(run.switch_at)
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
-    global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else 8
+    global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else TOY_BATCH_SEQUENCES
     data = {
         "path": data_path
-        or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper else f"{runs_root}/data/embedded-128"),
-        "seq_len": MAX_CONTEXT if paper else 128,
+        or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
+        "seq_len": MAX_CONTEXT if paper else TOY_SEQ_LEN,
     }
     init = {"path": None, "kind": "weights"}
     if run.cpt_base is not None:

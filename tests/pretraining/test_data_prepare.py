@@ -266,12 +266,12 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
 
     from pretraining import registry
 
-    body = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"], "toy")  # CPT: 2 steps x 8
-    assert body["data"]["start_sample"] == 42 * 8
+    body = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"], "toy")  # CPT: 2 steps x 16
+    assert body["data"]["start_sample"] == 42 * 16
     cpt = tmp_path / "cpt.yaml"
     cpt.write_text(yaml.safe_dump(body))
     fits = tmp_path / "fits.yaml"
-    fits.write_text(yaml.safe_dump({**body, "data": {**body["data"], "start_sample": 8}}))
+    fits.write_text(yaml.safe_dump({**body, "data": {**body["data"], "start_sample": 16}}))
 
     out = tmp_path / "data"
     assert (
@@ -292,15 +292,15 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
         == 2
     )
     samples = json.loads((out / "manifest.json").read_text())["counts"]["samples"]
-    assert 24 <= samples < 42 * 8
+    assert 48 <= samples < 42 * 16
     err = capsys.readouterr().err
-    assert f"{cpt}: data: {out} holds {samples} samples; this run reads samples 336 to 351" in err
+    assert f"{cpt}: data: {out} holds {samples} samples; this run reads samples 672 to 703" in err
     assert "start_sample lies beyond the data" in err and f"the prepared data stays in {out}" in err
 
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(fits)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"verify-data: {fits}: data: {out} holds {samples} samples; this run reads samples 8 to 23 "
-        f"(2 steps x 8) = {24 / samples:.3g} epochs"
+        f"verify-data: {fits}: data: {out} holds {samples} samples; this run reads samples 16 to 47 "
+        f"(2 steps x 16) = {48 / samples:.3g} epochs"
     )
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(cpt)]) == 1
     assert "verify-data: FAILED: " in capsys.readouterr().err
