@@ -26,6 +26,10 @@ def _needs_slurm(item) -> bool:
     return "local_slurm" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slurm") is not None
 
 
+# tryfirst: pytest-xdist reads the xdist_group marks in its own collection hook (it suffixes each
+# node id with its group); a conftest hook that runs after it would group nothing. pytest 9.2 breaks
+# that suffix too (pyproject.toml pins pytest<9.2); tests/test_repository.py checks the grouping.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every module stays on one worker, so
     its module fixtures (e.g. a reduced reproduction) are built once; the modules that start the

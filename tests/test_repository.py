@@ -53,3 +53,25 @@ def test_lock_pins_every_package_exactly():
     assert lines and all("==" in line for line in lines)
     pins = dict(line.split("==") for line in lines)
     assert pins["torch"] == "2.7.0" and pins["mosaicml"] == "0.32.1"
+
+
+def test_make_test_keeps_each_module_on_one_worker():
+    """`make test` runs `-n 2 --dist loadgroup`: tests/conftest.py puts each module in its own
+    xdist group, so a module fixture (e.g. the reduced reproduction, minutes) is built once. Broken
+    silently twice before: by the hook order and by pytest 9.2 (pyproject.toml pins pytest<9.2)."""
+    modules = ["tests/contracts/test_model_names.py", "tests/contracts/test_run_record.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider", *modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers = {module: set() for module in modules}
+    for line in done.stdout.splitlines():
+        if " PASSED " in line and line.startswith("[gw"):
+            node = line.split(" PASSED ")[1].strip()
+            workers[node.split("::")[0]].add(line.split("]")[0])
+    assert all(len(w) == 1 for w in workers.values()), workers
+    assert sum("@tests.contracts.test_model_names" in line for line in done.stdout.splitlines()) > 1
