@@ -58,7 +58,9 @@ def _legend(fig: Figure, panels: dict) -> None:
     for ax in panels.values():
         for h, label in zip(*ax.get_legend_handles_labels()):
             labels.setdefault(label, h)
-    fig.legend(list(labels.values()), list(labels.keys()), loc="outside right upper", ncol=1, fontsize=9, frameon=False)
+    fig.legend(
+        list(labels.values()), list(labels.keys()), loc="outside right center", ncol=1, fontsize=9, frameon=False
+    )
 
 
 # --- Figure 2 -------------------------------------------------------------------------------------
@@ -102,19 +104,25 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
 
 
 # --- Figure 3 -------------------------------------------------------------------------------------
+RANDOM_INIT = "random init"  # x_label of the random-initialisation rows of Figure 3's points
+
+
 def figure_3(
     cells: pd.DataFrame,
     sizes=PAPER_SIZES,
     ratios=MASKING_RATIOS,
     steps: int = PRETRAIN_STEPS,
     chance: dict[str, float] | None = None,
+    random_init: dict[str, str] | None = None,
 ) -> tuple[Figure, pd.DataFrame]:
     """Category average vs masking ratio, one line per size, CLM of each size as dashed reference.
 
     `sizes` may be toy sizes (`toy_s`...) and `steps` their step count: the models looked up are
-    `<size>-mlm<p>-<steps>` and `<size>-clm-<steps>` (e.g. `toy_s-mlm40-42`). `chance`: task type ->
+    `<size>-mlm<p>-<steps>` and `<size>-clm-<steps>` (e.g. `toy_s-mlm40-150`). `chance`: task type ->
     chance level (benchmarks.chance, averaged over the type's datasets), drawn dotted and kept as
-    `series == "chance"` rows of the points table.
+    `series == "chance"` rows of the points table. `random_init`: size -> the model name of that
+    size's untrained model (not in the paper; toy reproductions), drawn dash-dotted as the level
+    pretraining must beat (`x_label == "random init"` rows).
     """
     index = CellIndex(cells)
     rows = []
@@ -138,22 +146,32 @@ def figure_3(
                         reference=False,
                     )
                 )
-            rows.append(
-                point(
-                    "3",
-                    task,
-                    label,
-                    math.nan,
-                    "CLM",
-                    single_objective_name(size, "clm", steps),
-                    task,
-                    index,
-                    size=size,
-                    masking_ratio=math.nan,
-                    reference=True,
-                    note="CLM reference (dashed horizontal line)",
+            references = [("CLM", single_objective_name(size, "clm", steps), "CLM reference (dashed horizontal line)")]
+            if random_init and size in random_init:
+                references.append(
+                    (
+                        RANDOM_INIT,
+                        random_init[size],
+                        "the same architecture fine-tuned from random initialisation (dash-dotted line)",
+                    )
                 )
-            )
+            for x_label, model, note in references:
+                rows.append(
+                    point(
+                        "3",
+                        task,
+                        label,
+                        math.nan,
+                        x_label,
+                        model,
+                        task,
+                        index,
+                        size=size,
+                        masking_ratio=math.nan,
+                        reference=True,
+                        note=note,
+                    )
+                )
         if chance and task in chance:
             rows.append(_chance_row("3", task, chance[task]))
     points = pd.DataFrame(rows)
@@ -164,12 +182,19 @@ def figure_3(
         mine = points[points["panel"] == task]
         missing = line_panel(ax, mine[~mine["reference"]], series)
         for i, label in enumerate(series):
-            ref = mine[mine["reference"] & (mine["series"] == label)]["mean"].iloc[0]
+            ref = mine[mine["reference"] & (mine["series"] == label) & (mine["x_label"] == "CLM")]["mean"].iloc[0]
             if pd.notna(ref):
                 ax.axhline(ref, linestyle="--", lw=1.2, color=color(label, i))
             else:
                 missing.append(f"CLM {label}")
+            untrained = mine[(mine["series"] == label) & (mine["x_label"] == RANDOM_INIT)]["mean"]
+            if len(untrained) and pd.notna(untrained.iloc[0]):
+                ax.axhline(untrained.iloc[0], linestyle="-.", lw=1.0, color=color(label, i), alpha=0.8)
+            elif len(untrained):
+                missing.append(f"random init {label}")
         ax.plot([], [], linestyle="--", color="0.4", label="CLM of the same size (dashed)")
+        if random_init:
+            ax.plot([], [], linestyle="-.", color="0.4", label="same size, random initialisation (dash-dot)")
         if chance and task in chance:
             ax.axhline(chance[task], linestyle=":", lw=1.5, color="0.5", label="chance (input-ignoring predictor)")
         note_missing(ax, missing)
@@ -183,7 +208,8 @@ def figure_3(
         rows,
         "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
         "of the same size (Tables 2-5). Error bars = 95% CI half-width."
-        + (" Dotted: chance level (a predictor that ignores its input, docs/benchmarks.md)." if chance else ""),
+        + (" Dotted: chance level (a predictor that ignores its input, docs/benchmarks.md)." if chance else "")
+        + (" Dash-dotted: the same size fine-tuned from random initialisation." if random_init else ""),
     )
 
 

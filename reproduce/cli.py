@@ -10,7 +10,15 @@ from pathlib import Path
 from contracts.config import ConfigError, config_from_dict
 from reproduce.housekeeping import clean_checkpoints
 from reproduce.local import STAGE_NAMES, reproduce
-from reproduce.plan import DEFAULT_LRS, DEFAULT_SEEDS, REDUCED, SCALE_DEFAULTS, ReproduceConfig, ReproduceError
+from reproduce.plan import (
+    DEFAULT_LRS,
+    DEFAULT_SEEDS,
+    REDUCED,
+    SCALE_DEFAULTS,
+    TOY_PRETRAIN_STEPS,
+    ReproduceConfig,
+    ReproduceError,
+)
 from reproduce.slurm import default_cluster_file, reproduce_slurm
 from reproduce.studies import STUDIES, StudyError, study_for
 
@@ -58,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--reduced",
         action="store_true",
-        help="CI mode of Figure 3: toy_s x (MLM-20, MLM-40, CLM), 1 LR x 2 seeds, 8 pretraining steps",
+        help="CI mode of Figure 3: toy_s x (MLM-20, MLM-40, CLM) and its random initialisation, the toy defaults "
+        "otherwise",
     )
     p.add_argument(
         "--checkpoints",
@@ -83,7 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_csv(int),
         help=f"fine-tuning seeds (toy default {','.join(map(str, DEFAULT_SEEDS))}; paper 0-4)",
     )
-    p.add_argument("--pretrain-steps", type=int, help="masking study: steps per model (default toy 42, paper 42000)")
+    p.add_argument(
+        "--pretrain-steps",
+        type=int,
+        help=f"masking study: steps per model (default toy {TOY_PRETRAIN_STEPS}, paper 42000)",
+    )
+    p.add_argument(
+        "--no-random-init",
+        dest="random_init",
+        action="store_false",
+        default=None,
+        help="toy masking study: do not fine-tune the untrained model of each size (Figure 3's random-init line)",
+    )
     p.add_argument("--finetune-steps", type=int, help="fine-tuning steps per run (default: the scale's config)")
     p.add_argument(
         "--runs-dir",
@@ -137,6 +157,7 @@ def config_from_args(args) -> ReproduceConfig:
         "lrs",
         "seeds",
         "pretrain_steps",
+        "random_init",
         "finetune_steps",
         "runs_dir",
         "workers",

@@ -8,7 +8,7 @@ from pathlib import Path
 from contracts.model_names import parse_model_name
 from contracts.paper import MASKING_RATIOS, PAPER_SIZES, TOY_SIZE
 from contracts.provenance import atomic_write_bytes
-from reproduce.plan import ReproduceConfig, cpt_run_dirs, stand_ins
+from reproduce.plan import ReproduceConfig, cpt_run_dirs, random_init_models, stand_ins
 from reproduce.studies import STUDIES
 
 
@@ -57,6 +57,10 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             kwargs["ratios"] = cfg.ratios or MASKING_RATIOS
             if chance is not None:
                 kwargs["chance"] = chance.groupby("task_type")["chance"].mean().to_dict()
+            untrained = {size: name for name, size in random_init_models(cfg).items()}  # toy size -> model
+            by_paper_size = {paper: untrained[toy] for paper, toy in TOY_SIZE.items() if toy in untrained}
+            if by_paper_size:
+                kwargs["random_init"] = by_paper_size
         if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
             kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
         if name in LOG_FIGURES:  # our runs' training logs, under our names

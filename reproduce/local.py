@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from contracts.config import config_from_dict, config_to_dict
@@ -20,24 +20,34 @@ from contracts.provenance import atomic_write_json, atomic_write_text, stable_ha
 from reproduce.figures import draw_figures, figure_files
 from reproduce.housekeeping import finished_run_checkpoints, folder_size, output_lock
 from reproduce.plan import (
+    WORLD_DOCUMENTS,
+    WORLD_VOCAB_SIZE,
     ReproduceConfig,
     ReproduceError,
     data_dir,
     finetune_dir,
     finetune_jobs,
+    finetuned_models,
     model_names,
     model_path,
     out_dir,
     pretraining_config,
     pretraining_dir,
     pretraining_runs,
+    random_init_models,
+    random_init_seed,
+    shard_cache_dir,
     stand_ins,
+    task_data_root,
+    tokenizer_path,
+    world_dir,
     write_if_changed,
     write_reproduce_config,
 )
 from reproduce.studies import STUDIES
 
 STAGE_NAMES = ("data", "pretraining", "fine-tuning", "analysis")
+TRAIN_LOG = "train.log"  # in each pretraining run folder: what its training printed
 
 
 # --- workers ---------------------------------------------------------------------------------------
@@ -60,7 +70,10 @@ def _pretrain_one(body: dict) -> tuple[str, str]:
     run_dir = Path(run_cfg.run_dir)
     state = "skipped" if (run_dir / FINISHED_FILE).exists() else "done"
     if state == "done":
-        train(run_cfg)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        # what training prints (the data budget line) goes to the run's log, not between the bars
+        with open(run_dir / TRAIN_LOG, "a") as log, contextlib.redirect_stdout(log):
+            train(run_cfg)
     final = export_dir(run_dir, run_cfg.train.max_steps)
     if not (final / "config.json").exists():  # written by training; redone from the last checkpoint if lost
         export_checkpoint(run_dir, final)
@@ -73,8 +86,41 @@ def _finetune_chunk(jobs: list[dict]) -> dict[str, list[str]]:
     return run_local(jobs, progress=False)
 
 
+_SHARED_POOL: dict = {}  # the worker pool of the running `reproduce`, shared by its stages (`_worker_pool`)
+
+
+@contextlib.contextmanager
+def _worker_pool(cfg: ReproduceConfig):
+    """One pool of `cfg.workers` spawned processes for every stage of a reproduction, started when a
+    stage first needs it: each worker imports torch, Composer and transformers once (seconds), not
+    once per stage. Closed (or, on an error or Ctrl-C, terminated) when the reproduction ends."""
+    _SHARED_POOL.clear()
+    _SHARED_POOL["cfg"] = (cfg.workers, cfg.threads)
+    try:
+        yield
+    except BaseException:
+        if "pool" in _SHARED_POOL:
+            _SHARED_POOL["pool"].terminate()
+        raise
+    else:
+        if "pool" in _SHARED_POOL:
+            _SHARED_POOL["pool"].close()  # let the workers exit
+            _SHARED_POOL["pool"].join()
+    finally:
+        _SHARED_POOL.clear()
+
+
+def _new_pool(cfg: ReproduceConfig):
+    import multiprocessing as mp
+
+    # Long-lived workers: a run frees its Trainer (pretraining.train.close_trainer), so memory
+    # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
+    return mp.get_context("spawn").Pool(cfg.workers, initializer=_init_worker, initargs=(cfg.threads,))
+
+
 def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=None):
-    """fn over items, in this process (workers 1) or a spawn pool; one tqdm bar; results in order done."""
+    """fn over items, in this process (workers 1) or worker processes (the reproduction's shared
+    pool, else one for this call); one tqdm bar; results in the order they finish."""
     from tqdm import tqdm
 
     weights = weights or [1] * len(items)
@@ -87,19 +133,23 @@ def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=No
                 results.append(fn(item))
                 bar.update(weight)
         else:
-            import multiprocessing as mp
-
-            ctx = mp.get_context("spawn")
-            # Long-lived workers: a run frees its Trainer (pretraining.train.close_trainer), so memory
-            # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
-            with ctx.Pool(min(cfg.workers, len(items)), initializer=_init_worker, initargs=(cfg.threads,)) as pool:
+            shared = _SHARED_POOL.get("cfg") == (cfg.workers, cfg.threads)
+            if shared and "pool" not in _SHARED_POOL:
+                _SHARED_POOL["pool"] = _new_pool(cfg)
+            pool = _SHARED_POOL["pool"] if shared else _new_pool(cfg)
+            try:
                 pending = {pool.apply_async(fn, (item,)): weight for item, weight in zip(items, weights)}
                 while pending:
                     for handle in [h for h in pending if h.ready()]:
                         results.append(handle.get())
                         bar.update(pending.pop(handle))
                     time.sleep(0.05)
-                pool.close()  # let the workers exit (leaving the `with` would SIGTERM them)
+            except BaseException:
+                if not shared:
+                    pool.terminate()
+                raise
+            if not shared:
+                pool.close()  # let the workers exit (terminating would SIGTERM them)
                 pool.join()
     finally:
         bar.close()
@@ -108,57 +158,101 @@ def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=No
 
 # --- stages ----------------------------------------------------------------------------------------
 def stage_data(cfg: ReproduceConfig) -> str:
+    """The toy world (corpus, tokenizer, tasks; reproduce.world), then its corpus packed into shards."""
+    from contracts.paper import TOY_SEQ_LEN
     from pretraining.data.prepare import MANIFEST, PrepareConfig, prepare_data
+    from reproduce.world import CORPUS_FILE, build_world
 
+    world = world_dir(cfg)
+    build_world(world, WORLD_DOCUMENTS, WORLD_VOCAB_SIZE)
     out = data_dir(cfg)
     if (out / MANIFEST).exists():
-        return f"data: reusing {out}"
-    manifest = prepare_data(PrepareConfig(out=str(out), inputs=("embedded",), tokenizer="embedded", seq_len=128))
-    return f"data: {manifest['counts']['samples']} samples of 128 tokens -> {out}"
+        return f"data: reusing {out} and the toy world {world}"
+    manifest = prepare_data(
+        PrepareConfig(
+            out=str(out), inputs=(str(world / CORPUS_FILE),), tokenizer=tokenizer_path(cfg), seq_len=TOY_SEQ_LEN
+        )
+    )
+    return (
+        f"data: toy world {world} ({WORLD_DOCUMENTS:,} documents, tokenizer, tasks); "
+        f"{manifest['counts']['samples']:,} samples of {TOY_SEQ_LEN} tokens -> {out}"
+    )
 
 
 def stage_pretraining(cfg: ReproduceConfig) -> str:
     import yaml
 
     from pretraining.config import PretrainConfig
+    from pretraining.registry import RUNS
 
-    bodies = []
-    for name in pretraining_runs(cfg):  # CPT bases first: their final export is the CPT runs' init
+    waves: tuple[list[dict], list[dict]] = ([], [])  # runs from scratch, then CPT runs (from their bases)
+    for name, run in pretraining_runs(cfg).items():
         body = pretraining_config(cfg, name)
+        body["data"]["cache_dir"] = str(shard_cache_dir(cfg, name))  # the runs of a wave train side by side
         config_from_dict(PretrainConfig, body, f"pretraining config of {name}")  # validate before any work
         write_if_changed(
             out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml", yaml.safe_dump(body, sort_keys=False)
         )
-        bodies.append(body)
-    # In this process, one run after the other, with the threads of all workers: streaming's shared
-    # memory allows one reader of a local data folder at a time (parallel runs would each need
-    # their own data.cache_dir copy, as the Slurm jobs have).
-    results = _map(
-        _pretrain_one, bodies, replace(cfg, workers=1, threads=cfg.workers * cfg.threads), "pretraining", "run"
-    )
+        waves[RUNS[run].cpt_base is not None].append(body)
+    results = []
+    for wave in waves:
+        finished = [b for b in wave if (Path(b["run_dir"]) / FINISHED_FILE).exists()]
+        results += [_pretrain_one(body) for body in finished]  # reused (their export redone if lost)
+        todo = sorted((b for b in wave if b not in finished), key=_pretraining_cost, reverse=True)
+        results += _map(_pretrain_one, todo, cfg, "pretraining", "run") if todo else []  # the longest first
     for name in model_names(cfg):
         if not (model_path(cfg, name) / "config.json").is_file():
             raise ReproduceError(
                 f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
                 "finished: delete that run's folder and rerun to train it again"
             )
+    untrained = _export_random_init(cfg)
     done = sum(state == "done" for _, state in results)
     freed = _drop_toy_resume_checkpoints(cfg) if cfg.scale == "toy" else 0
-    return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}" + (
-        f" (resume checkpoints of finished toy runs removed: {freed / 1e6:.0f} MB)" if freed else ""
+    freed_note = f" (resume checkpoints and shard copies of finished toy runs removed: {freed / 1e6:.0f} MB)"
+    return (
+        f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}"
+        + (f"; untrained references {', '.join(untrained)}" if untrained else "")
+        + (freed_note if freed else "")
     )
+
+
+def _pretraining_cost(body: dict) -> tuple:
+    """Sort key for the expected length of a run: steps x model width (CLM's LM head runs everywhere)."""
+    from pretraining.presets import PRESETS
+
+    shape = PRESETS[body["model"]["preset"]]
+    return (body["train"]["max_steps"] * shape.layers * shape.hidden, body["objective"]["kind"] != "mlm")
+
+
+def _export_random_init(cfg: ReproduceConfig) -> list[str]:
+    """The untrained model of each size (`random_init_models`), with the seed of the runs of that
+    size: exactly the weights they start from (pretraining.export.export_random_init)."""
+    from pretraining.export import export_random_init
+
+    names = []
+    for name, preset in random_init_models(cfg).items():
+        path = model_path(cfg, name)
+        if not (path / "config.json").is_file():
+            shutil.rmtree(path, ignore_errors=True)  # a folder left by an interrupted export
+            seed = random_init_seed(cfg, preset)
+            export_random_init(preset, path, tokenizer=tokenizer_path(cfg), seed=seed)
+        names.append(name)
+    return names
 
 
 def _drop_toy_resume_checkpoints(cfg: ReproduceConfig) -> int:
     """A finished run is never resumed, and every later stage (CPT init, fine-tuning) reads its
     Hugging Face export: at toy scale its Composer resume checkpoints (weights + optimizer state,
-    most of a toy study's disk) are removed at once. At paper scale `make clean` does it
-    (docs/reproduce.md, "Disk, locks and cleaning")."""
+    most of a toy study's disk) and its copy of the shards (`data.cache_dir`) are removed at once.
+    At paper scale `make clean` removes the checkpoints (docs/reproduce.md, "Disk, locks and cleaning")."""
     freed = 0
     for run in pretraining_runs(cfg):
         if folder := finished_run_checkpoints(pretraining_dir(cfg) / run):
-            freed += folder_size(folder)
-            shutil.rmtree(folder)
+            cache = shard_cache_dir(cfg, run)
+            for path in (folder, cache) if cache.is_dir() else (folder,):
+                freed += folder_size(path)
+                shutil.rmtree(path)
     return freed
 
 
@@ -172,6 +266,7 @@ def stage_finetune(cfg: ReproduceConfig) -> str:
         c = job["config"]
         chunks.setdefault((c["model_name"], c["lr"], c["seed"]), []).append(job)
     todo = [c for c in chunks.values() if not all(_has_record(j) for j in c)]
+    todo.sort(key=lambda chunk: _model_width(chunk[0]["config"]["model"]), reverse=True)  # the longest first
     skipped = len(jobs) - sum(len(c) for c in todo)
     outcomes = _map(_finetune_chunk, todo, cfg, "fine-tuning", "run", [len(c) for c in todo]) if todo else []
     failed = [f for o in outcomes for f in o["failed"]]
@@ -182,6 +277,15 @@ def stage_finetune(cfg: ReproduceConfig) -> str:
             f"{len(failed)} fine-tuning run(s) failed, first: {failed[0]}; rerun to retry them (finished runs are kept)"
         )
     return f"fine-tuning: {done} runs done, {skipped} reused -> {finetune_dir(cfg)}"
+
+
+def _model_width(model: str) -> int:
+    """hidden_size x layers of a local Hugging Face folder (0 when unknown): the cost of fine-tuning it."""
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+        return int(config.get("hidden_size", 0)) * int(config.get("num_hidden_layers", 1))
+    except (OSError, ValueError):
+        return 0
 
 
 def _has_record(job: dict) -> bool:
@@ -202,7 +306,9 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     from analysis.aggregate import aggregate_runs
     from analysis.audit import run_audit
     from analysis.tables import write_tables
+    from contracts.model_names import parse_model_name
     from contracts.run_record import RunRecord, write_run_records
+    from reproduce.learning import learning_table, summary_line
 
     out, study = out_dir(cfg), STUDIES[cfg.study]
     files = _record_files(cfg)
@@ -223,7 +329,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         out / "tables" / "tables.md",
         out / "audit" / "audit.md",
         *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
-        *([out / "chance.csv"] if cfg.data_root else []),
+        *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
     ]
     if (
         stamp.exists()
@@ -244,15 +350,20 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     )
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
     chance = chance_levels(cfg, records)
+    learned = ""
     if chance is not None:
         atomic_write_text(out / "chance.csv", chance.to_csv(index=False))
+        sizes = {name: parse_model_name(name).size for name in model_names(cfg)}
+        table = learning_table(cells, chance, sizes, random_init_models(cfg))
+        atomic_write_text(out / "learning.csv", table.to_csv(index=False))
+        learned = f"; {summary_line(table)} ({out / 'learning.csv'})"
     figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance)
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
     c = summary["cells"]
     return (
         f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
         f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
-        f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}"
+        f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}{learned}"
     )
 
 
@@ -266,9 +377,10 @@ def chance_levels(cfg: ReproduceConfig, records):
     from benchmarks.run import RunConfig
     from benchmarks.tasks import get_task
 
-    if cfg.data_root is None or not records:
+    data_root = task_data_root(cfg)
+    if data_root is None or not records:
         return None
-    first_job = finetune_jobs(cfg, model_names(cfg)[0])[0]  # every model shares tokenizer and length
+    first_job = finetune_jobs(cfg, finetuned_models(cfg)[0])[0]  # every model shares tokenizer and length
     run_config = config_from_dict(RunConfig, first_job["config"], "fine-tuning job")
     tokenizer = load_tokenizer(run_config.model)
     rows = []
@@ -276,7 +388,7 @@ def chance_levels(cfg: ReproduceConfig, records):
         spec = get_task(task)
         protocols = sorted({r.protocol for r in records if r.dataset == task})
         for protocol in protocols:
-            level = chance_score(task, cfg.data_root, protocol, tokenizer, run_config.max_length)
+            level = chance_score(task, data_root, protocol, tokenizer, run_config.max_length)
             rows.append(
                 {
                     "task_type": spec.task_type,
@@ -317,7 +429,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
         )
     out = out_dir(cfg)
     timings = {}
-    with output_lock(out):  # a second reproduce on this folder refuses before writing anything
+    with output_lock(out), _worker_pool(cfg):  # a second reproduce on this folder refuses before writing
         write_reproduce_config(cfg)
         for name, stage in STAGES:
             if name not in stages:

@@ -13,23 +13,41 @@ from typing import Literal
 from contracts.config import config_to_dict
 from contracts.layout import export_dir
 from contracts.model_names import parse_model_name
-from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS, MASKING_RATIOS, PAPER_SIZES, TOY_SIZES
+from contracts.paper import (
+    DATASETS,
+    FINETUNE_LRS,
+    FINETUNE_SEEDS,
+    MASKING_RATIOS,
+    PAPER_SIZES,
+    PRETRAIN_STEPS,
+    TOY_SIZES,
+    WARMUP_STEPS,
+)
 from contracts.provenance import atomic_write_text, stable_hash
 from reproduce.studies import STUDIES, StudyError, checkpoints, runs_to_train, scale_steps, scaled_name
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 ALL_TASKS = tuple(d.id for d in DATASETS)
-# Toy defaults, measured on a 2-core CPU to end in about 10 minutes (docs/reproduce.md).
-DEFAULT_LRS = (1e-4, 5e-4)
-DEFAULT_SEEDS = (0, 1)
+# `data_root` of the toy scale: the toy world's tasks, written by the data stage next to the world
+# corpus the toy models are pretrained on (benchmarks.datasets.make_toy, docs/reproduce.md).
+TOY_WORLD = "toy-world"
+WORLD_DOCUMENTS = 36_000  # toy-world pretraining documents (~470k tokens: the longest toy study reads 307k)
+WORLD_VOCAB_SIZE = 2048  # byte-level BPE trained on the world corpus (its ~1,700 words fill it)
+# The masking study's toy runs (Figure 3): long enough that every toy size learns the toy world
+# (docs/reproduce.md, "Toy learning"); the other studies keep the paper's steps / 1,000.
+TOY_PRETRAIN_STEPS = 150
+# Toy defaults: one LR and one seed of the toy world's fine-tuning, measured on a 2-core CPU to keep
+# `make reproduce-figure3` under 10 minutes (docs/timings.md).
+DEFAULT_LRS = (2e-3,)
+DEFAULT_SEEDS = (0,)
 # Per scale: the defaults of the options not given (paper: the paper's full protocol).
 SCALE_DEFAULTS = {
     "toy": {
         "lrs": DEFAULT_LRS,
         "seeds": DEFAULT_SEEDS,
-        "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "toy.yaml"),
-        "data_root": str(REPO_ROOT / "benchmarks" / "datasets" / "toy"),
+        "finetune_config": str(REPO_ROOT / "benchmarks" / "configs" / "toy_world.yaml"),
+        "data_root": TOY_WORLD,
     },
     "paper": {
         "lrs": FINETUNE_LRS,
@@ -38,8 +56,9 @@ SCALE_DEFAULTS = {
         "data_root": None,
     },
 }
-# Reduced mode (CI, tests): 1 size x (MLM-20, MLM-40, CLM), 12 tasks, 1 LR x 2 seeds, 8 steps.
-REDUCED = {"sizes": ("toy_s",), "ratios": (0.2, 0.4), "lrs": (5e-4,), "seeds": (0, 1), "pretrain_steps": 8}
+# Reduced mode (CI, tests): toy_s x (MLM-20, MLM-40, CLM) and its random initialisation, 12 tasks,
+# the toy defaults otherwise (150 pretraining steps, 1 LR x 1 seed).
+REDUCED = {"sizes": ("toy_s",), "ratios": (0.2, 0.4)}
 
 
 class ReproduceError(ValueError):
@@ -61,11 +80,16 @@ class ReproduceConfig:
     tasks: tuple[str, ...] = ALL_TASKS
     lrs: tuple[float, ...] = DEFAULT_LRS
     seeds: tuple[int, ...] = DEFAULT_SEEDS
-    pretrain_steps: int | None = None  # masking study: length of its 42k runs (None: toy 42, paper 42,000)
+    # masking study: length of its 42k runs (None: toy TOY_PRETRAIN_STEPS, paper 42,000)
+    pretrain_steps: int | None = None
+    # Also fine-tune the untrained model of each size of the study (`<size>-random-init`, drawn on
+    # Figure 3 as the reference pretraining must beat). None: in the toy masking study.
+    random_init: bool | None = None
     finetune_steps: int | None = None  # None: the fine-tuning config's max_steps
     finetune_config: str = SCALE_DEFAULTS["toy"]["finetune_config"]
-    data_root: str | None = SCALE_DEFAULTS["toy"]["data_root"]  # None: the Hub
-    data_dir: str | None = None  # prepared pretraining data; None: <out>/data/embedded-128 (toy)
+    # Local task mirror (TOY_WORLD: the toy world's, written by the data stage); None: the Hub
+    data_root: str | None = SCALE_DEFAULTS["toy"]["data_root"]
+    data_dir: str | None = None  # prepared pretraining data; None: <out>/data/world-128 (toy)
     runs_dir: str | None = None  # pretraining run directories; None: <out>/pretraining
     workers: int = 2  # local processes for fine-tuning (each with `threads` torch threads)
     threads: int = 1
@@ -102,6 +126,10 @@ class ReproduceConfig:
             raise ValueError(f"finetune_steps {self.finetune_steps} must be >= 1")
         if self.pretrain_steps is not None and self.pretrain_steps < 4:
             raise ValueError(f"pretrain_steps {self.pretrain_steps} must be >= 4 (2 warmup + 2 decay steps)")
+        if self.random_init and self.scale != "toy":
+            raise ValueError("random_init fine-tunes untrained toy models: it needs scale toy")
+        if self.data_root == TOY_WORLD and self.scale != "toy":
+            raise ValueError(f"data_root {TOY_WORLD!r} is the toy world's task mirror: it needs scale toy")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
         try:
@@ -117,7 +145,39 @@ def out_dir(cfg: ReproduceConfig) -> Path:
 
 
 def data_dir(cfg: ReproduceConfig) -> Path:
-    return Path(cfg.data_dir).absolute() if cfg.data_dir else out_dir(cfg) / "data" / "embedded-128"
+    """The prepared pretraining data (toy: the world corpus, packed)."""
+    if cfg.data_dir:
+        return Path(cfg.data_dir).absolute()
+    return out_dir(cfg) / "data" / ("world-128" if cfg.scale == "toy" else "fineweb-edu")
+
+
+def world_dir(cfg: ReproduceConfig) -> Path:
+    """Toy scale: the toy world beside the prepared data: `world.jsonl` (the corpus), `tokenizer/`
+    (trained on it) and `tasks/` (the task mirror, benchmarks.datasets.make_toy --world)."""
+    return data_dir(cfg).parent / TOY_WORLD
+
+
+def shard_cache_dir(cfg: ReproduceConfig, run: str) -> Path:
+    """Toy scale: the copy of the shards that pretraining run `run` reads (`data.cache_dir`):
+    streaming allows one reader of a local folder at a time, and toy runs train side by side."""
+    return data_dir(cfg).parent / "cache" / run
+
+
+def tokenizer_path(cfg: ReproduceConfig) -> str | None:
+    """The pretraining tokenizer: toy, the world's; paper, None (the registry's Llama-3)."""
+    return str(world_dir(cfg) / "tokenizer") if cfg.scale == "toy" else None
+
+
+def task_data_root(cfg: ReproduceConfig) -> str | None:
+    """Where fine-tuning reads the tasks: the toy world's mirror, another local mirror, or None (the Hub)."""
+    return str(world_dir(cfg) / "tasks") if cfg.data_root == TOY_WORLD else cfg.data_root
+
+
+def pretrain_length(cfg: ReproduceConfig) -> int | None:
+    """The length of the masking study's 42k runs at this scale (None: the registry's)."""
+    if cfg.pretrain_steps is not None:
+        return cfg.pretrain_steps
+    return TOY_PRETRAIN_STEPS if cfg.scale == "toy" and cfg.study == "masking" else None
 
 
 def pretraining_dir(cfg: ReproduceConfig) -> Path:
@@ -132,7 +192,7 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
 @functools.lru_cache(maxsize=64)  # asked for once per model and run while writing the DAG; configs are frozen
 def study_checkpoints(cfg: ReproduceConfig) -> tuple:
     """The study's checkpoints (reproduce.studies.Checkpoint) that this reproduction fine-tunes."""
-    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, cfg.pretrain_steps, cfg.checkpoints)
+    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, pretrain_length(cfg), cfg.checkpoints)
     if cfg.study != "masking":
         return tuple(chosen)
     keep = []
@@ -145,20 +205,48 @@ def study_checkpoints(cfg: ReproduceConfig) -> tuple:
 
 
 def model_names(cfg: ReproduceConfig) -> list[str]:
-    """The fine-tuned models: `toy_s-mlm20-42`, `toy_m-clm-42-5`, ... (names contracts.model_names parses)."""
+    """The pretrained models: `toy_s-mlm20-150`, `toy_m-clm-42-5`, ... (names contracts.model_names parses)."""
     return [c.name for c in study_checkpoints(cfg)]
+
+
+RANDOM_INIT_SUFFIX = "-random-init"
+
+
+def random_init_models(cfg: ReproduceConfig) -> dict[str, str]:
+    """`toy_s-random-init` -> toy_s for every size of the study's models, when this reproduction
+    fine-tunes untrained models too (`random_init`; names outside the release grammar: their records
+    carry no pretraining description)."""
+    default = cfg.scale == "toy" and cfg.study == "masking"  # Figure 3's reference
+    if not (cfg.random_init if cfg.random_init is not None else default):
+        return {}
+    sizes = dict.fromkeys(parse_model_name(c.name).size for c in study_checkpoints(cfg))
+    return {f"{size}{RANDOM_INIT_SUFFIX}": size for size in sizes}
+
+
+def random_init_seed(cfg: ReproduceConfig, size: str) -> int:
+    """The seed of the study's pretraining runs of `size`: their untrained model is exactly the
+    weights those runs start from."""
+    for run in pretraining_runs(cfg):
+        if parse_model_name(run).size == size:
+            return pretraining_config(cfg, run)["train"]["seed"]
+    raise ReproduceError(f"no pretraining run of size {size} in this reproduction: {', '.join(pretraining_runs(cfg))}")
+
+
+def finetuned_models(cfg: ReproduceConfig) -> list[str]:
+    """Every model the fine-tuning stage runs: the pretrained ones, then the untrained references."""
+    return model_names(cfg) + list(random_init_models(cfg))
 
 
 def _checkpoint(cfg: ReproduceConfig, name: str):
     for ckpt in study_checkpoints(cfg):
         if ckpt.name == name:
             return ckpt
-    raise ReproduceError(f"{name} is not a checkpoint of this reproduction: {', '.join(model_names(cfg))}")
+    raise ReproduceError(f"{name} is not a model of this reproduction: {', '.join(finetuned_models(cfg))}")
 
 
 def pretraining_runs(cfg: ReproduceConfig) -> dict[str, str]:
     """Run directory name at this scale -> registry run, CPT bases before their CPT runs."""
-    return {scaled_name(run, cfg.scale, cfg.pretrain_steps): run for run in runs_to_train(study_checkpoints(cfg))}
+    return {scaled_name(run, cfg.scale, pretrain_length(cfg)): run for run in runs_to_train(study_checkpoints(cfg))}
 
 
 def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
@@ -170,18 +258,27 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     if name not in runs:
         raise ReproduceError(f"{name} is not a pretraining run of this reproduction: {', '.join(runs)}")
     run = registry.RUNS[runs[name]]
-    body = registry.config_dict(run, cfg.scale, runs_root=str(pretraining_dir(cfg)), data_path=str(data_dir(cfg)))
-    body["name"] = name  # toy: `toy_s-mlm40-42` rather than the registry's `210m-mlm40-42k-toy`
+    body = registry.config_dict(
+        run,
+        cfg.scale,
+        runs_root=str(pretraining_dir(cfg)),
+        data_path=str(data_dir(cfg)),
+        tokenizer=tokenizer_path(cfg),
+    )
+    body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
     body["run_dir"] = str(pretraining_dir(cfg) / name)
+    length = pretrain_length(cfg)
     if run.cpt_base is not None:  # the decayed base, under its name at this scale
         base = registry.RUNS[run.cpt_base]
-        base_dir = scaled_name(base.name, cfg.scale, cfg.pretrain_steps)
-        steps = scale_steps(base.max_steps, cfg.scale, cfg.pretrain_steps)
+        base_dir = scaled_name(base.name, cfg.scale, length)
+        steps = scale_steps(base.max_steps, cfg.scale, length)
         body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / base_dir, steps))
         body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
-    if cfg.pretrain_steps:  # the masking study's 42k runs, shortened
-        body["train"]["max_steps"] = cfg.pretrain_steps
-        body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < cfg.pretrain_steps]
+    if length:  # the masking study's 42k runs, another length: the WSD phases keep their share
+        body["train"]["max_steps"] = length
+        body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < length]
+        phase = max(2, round(length * WARMUP_STEPS / PRETRAIN_STEPS))  # 2k of 42k, as the paper's
+        body["schedule"]["warmup"] = body["schedule"]["decay"] = min(phase, length // 2)
     exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
     if cfg.scale == "toy":  # only the steps this study fine-tunes: each export is a full fp32 copy (disk)
         body["train"]["checkpoint_steps"] = sorted(exports)
@@ -192,6 +289,9 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
 
 
 def model_path(cfg: ReproduceConfig, name: str) -> Path:
+    """The Hugging Face folder fine-tuned as `name`: a run's export, or an untrained model's."""
+    if name in random_init_models(cfg):
+        return pretraining_dir(cfg) / name
     ckpt = _checkpoint(cfg, name)
     return export_dir(pretraining_dir(cfg) / ckpt.run_name, ckpt.step)
 
@@ -207,12 +307,12 @@ def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: b
         "lr": 1.0,
         "seed": 0,
         "out": str(finetune_dir(cfg)),
-        "data_root": cfg.data_root,
+        "data_root": task_data_root(cfg),
         "max_steps": cfg.finetune_steps,
     }
     base = load_run_config(values, cfg.finetune_config)
     jobs = []
-    for model in [name] if name else model_names(cfg):
+    for model in [name] if name else finetuned_models(cfg):
         jobs += matrix.expand(
             replace(base, model_name=model),
             [str(model_path(cfg, model))],

@@ -17,11 +17,19 @@ from reproduce.plan import (
     data_dir,
     finetune_dir,
     finetune_jobs,
+    finetuned_models,
+    model_path,
     out_dir,
+    pretrain_length,
     pretraining_config,
     pretraining_dir,
     pretraining_runs,
+    random_init_models,
+    random_init_seed,
     study_checkpoints,
+    task_data_root,
+    tokenizer_path,
+    world_dir,
     write_if_changed,
     write_reproduce_config,
 )
@@ -69,7 +77,7 @@ class ClusterConfig:
         "sample-100BT",
         "--tokenizer",
         "meta-llama/Meta-Llama-3-8B",
-    )  # toy scale: --input embedded (the shipped corpus)
+    )  # paper scale only: the toy scale builds its toy world (`python -m reproduce --stage data`)
 
     def __post_init__(self):
         if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
@@ -105,8 +113,10 @@ class SlurmWriter:
     def binds(self) -> list[str]:
         c = self.cluster
         paths = [REPO_ROOT, out_dir(self.cfg), data_dir(self.cfg), pretraining_dir(self.cfg), c.hf_cache, *c.binds]
-        if self.cfg.data_root:
-            paths.append(self.cfg.data_root)
+        if self.cfg.scale == "toy":
+            paths.append(world_dir(self.cfg))
+        if task_data_root(self.cfg):
+            paths.append(task_data_root(self.cfg))
         return list(dict.fromkeys(str(Path(p)) for p in paths))
 
     def prefix(self) -> str:
@@ -162,19 +172,26 @@ class SlurmWriter:
         return ["set -euo pipefail", f"cd {_q(REPO_ROOT)}", *self.environment(), ""]
 
     # the jobs
-    def data_script(self) -> str:
+    def data_script(self, config_path: Path) -> str:
         c, out = self.cluster, data_dir(self.cfg)
-        args = (
-            ["--input", "embedded", "--seq-len", "128"]
-            if self.cfg.scale == "toy"
-            else [*c.prepare_data_args, "--seq-len", "2048"]
-        )
-        cmd = f"{self.prefix()}{_q(c.python)} -m pretraining prepare-data {' '.join(map(_q, args))} --out {_q(out)}"
-        lines = (
-            self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"])
-            + self.body_start()
-            + [f"if [[ -f {_q(out / 'manifest.json')} ]]; then echo 'data: reusing {out}'; exit 0; fi", cmd]
-        )
+        head = self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"]) + self.body_start()
+        python = f"{self.prefix()}{_q(c.python)}"
+        if self.cfg.scale == "toy":
+            # the toy world (corpus, tokenizer, tasks) and its shards, as a local reproduction makes
+            # them; then the untrained reference models (they need the world's tokenizer)
+            lines = [f"{python} -m reproduce --config {_q(config_path)} --stage data"]
+            for name, preset in random_init_models(self.cfg).items():
+                path = model_path(self.cfg, name)
+                seed = random_init_seed(self.cfg, preset)
+                export = (
+                    f"{python} -m pretraining random-init {preset} {_q(path)} "
+                    f"--tokenizer {_q(tokenizer_path(self.cfg))} --seed {seed}"
+                )
+                lines.append(f"[[ -f {_q(path / 'config.json')} ]] || {{ rm -rf {_q(path)}; {export}; }}")
+            return "\n".join(head + lines) + "\n"
+        args = [*c.prepare_data_args, "--seq-len", "2048"]
+        cmd = f"{python} -m pretraining prepare-data {' '.join(map(_q, args))} --out {_q(out)}"
+        lines = head + [f"if [[ -f {_q(out / 'manifest.json')} ]]; then echo 'data: reusing {out}'; exit 0; fi", cmd]
         return "\n".join(lines) + "\n"
 
     def pretraining_script(self, name: str, config_path: Path) -> str:
@@ -271,7 +288,7 @@ class SlurmWriter:
         self.logs.mkdir(parents=True, exist_ok=True)
         config_path = write_reproduce_config(cfg)
         scripts = {"data": self.dir / "data.sbatch"}
-        write_if_changed(scripts["data"], self.data_script())
+        write_if_changed(scripts["data"], self.data_script(config_path))
         python = self.dir / "python.sh"
         write_if_changed(python, self.python_wrapper())
         python.chmod(0o755)
@@ -295,14 +312,17 @@ class SlurmWriter:
             write_if_changed(pt, self.pretraining_script(name, run_config))
             base = RUNS[runs[name]].cpt_base
             # a CPT run starts from its base's final export: after the base's job, not just the data
-            after = f'"${run_var[scaled_name(base, cfg.scale, cfg.pretrain_steps)]}"' if base else '"$data"'
+            after = f'"${run_var[scaled_name(base, cfg.scale, pretrain_length(cfg))]}"' if base else '"$data"'
             run_var[name] = f"pt{i}"
             commands += [f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {pt.name})", f"pt{i}=${{pt{i}%%;*}}"]
-        for j, ckpt in enumerate(study_checkpoints(cfg)):
-            jobs = finetune_jobs(cfg, ckpt.name, check_models=False)
-            jobs_path = finetune_dir(cfg) / "jobs" / f"{ckpt.name}.jsonl"
+        # the pretrained models after their run's job, the untrained references after the data job
+        made_by = {c.name: f'"${run_var[c.run_name]}"' for c in study_checkpoints(cfg)}
+        made_by.update(dict.fromkeys(random_init_models(cfg), '"$data"'))
+        for j, model in enumerate(finetuned_models(cfg)):
+            jobs = finetune_jobs(cfg, model, check_models=False)
+            jobs_path = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
             write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
-            ft = self.dir / f"finetune_{ckpt.name}.sh"
+            ft = self.dir / f"finetune_{model}.sh"
             write_if_changed(
                 ft,
                 matrix.slurm_script(
@@ -317,11 +337,11 @@ class SlurmWriter:
                 dep = (
                     f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes'
                     if group == "ir_eval"
-                    else f'afterok:"${run_var[ckpt.run_name]}"'
+                    else f"afterok:{made_by[model]}"
                 )
                 var = f"{group}{j}"
                 commands += [
-                    f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{ckpt.name} --array=0-{size - 1}"
+                    f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{model} --array=0-{size - 1}"
                     f"{throttle} --dependency={dep} {ft.name} {group})",
                     f"{var}=${{{var}%%;*}}",
                 ]
@@ -343,7 +363,7 @@ class SlurmWriter:
                 [
                     "#!/bin/bash",
                     f"# Study {cfg.study} at scale {cfg.scale}: data -> {len(runs)} pretraining jobs -> "
-                    f"fine-tuning arrays of {len(study_checkpoints(cfg))} checkpoints ({n_runs} runs) -> "
+                    f"fine-tuning arrays of {len(finetuned_models(cfg))} models ({n_runs} runs) -> "
                     "analysis, chained with --dependency.",
                     "# Written by `python -m reproduce`; run with bash to submit (from a login node).",
                     "set -euo pipefail",
@@ -356,7 +376,7 @@ class SlurmWriter:
             "submit": submit,
             "commands": commands,
             "pretraining_jobs": len(runs),
-            "checkpoints": len(study_checkpoints(cfg)),
+            "checkpoints": len(finetuned_models(cfg)),
             "finetune_runs": n_runs,
             "finetune_array_tasks": n_tasks,
         }

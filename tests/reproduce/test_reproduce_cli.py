@@ -32,13 +32,24 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
 def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path)]))
     names = plan.model_names(cfg)
-    assert len(names) == 15 and "toy_m-mlm30-42" in names and "toy_l-clm-42" in names
-    body = plan.pretraining_config(cfg, "toy_l-mlm50-42")
+    assert len(names) == 15 and "toy_m-mlm30-150" in names and "toy_l-clm-150" in names
+    body = plan.pretraining_config(cfg, "toy_l-mlm50-150")
     assert body["model"]["preset"] == "toy_l" and body["objective"]["mlm_ratio"] == 0.5
-    assert body["train"]["max_steps"] == 42 and body["data"]["seq_len"] == 128
+    assert body["train"]["max_steps"] == 150 and body["data"]["seq_len"] == 128
+    assert body["schedule"]["warmup"] == body["schedule"]["decay"] == 7  # 2k of 42k, as the paper's
+    # the toy world: its corpus packed, its tokenizer, its tasks
+    assert body["data"]["path"] == str(tmp_path / "data" / "world-128")
+    assert body["tokenizer"] == str(tmp_path / "data" / "toy-world" / "tokenizer")
+    assert plan.task_data_root(cfg) == str(tmp_path / "data" / "toy-world" / "tasks")
+    untrained = plan.random_init_models(cfg)
+    assert untrained == {"toy_s-random-init": "toy_s", "toy_m-random-init": "toy_m", "toy_l-random-init": "toy_l"}
+    assert plan.model_path(cfg, "toy_m-random-init") == tmp_path / "pretraining" / "toy_m-random-init"
     jobs = plan.finetune_jobs(cfg, check_models=False)  # no checkpoints yet
-    assert len(jobs) == 15 * 12 * len(cfg.lrs) * len(cfg.seeds)
-    assert {j["config"]["model_name"] for j in jobs} == set(names)
+    assert len(jobs) == (15 + 3) * 12 * len(cfg.lrs) * len(cfg.seeds)
+    assert {j["config"]["model_name"] for j in jobs} == set(names) | set(untrained)
+    assert {j["config"]["one_epoch"] for j in jobs} == {True}  # benchmarks/configs/toy_world.yaml
+    no_untrained = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path), "--no-random-init"]))
+    assert plan.finetuned_models(no_untrained) == names
 
 
 def test_figure3_accepts_toy_sizes_and_steps():
@@ -65,6 +76,38 @@ def test_figure3_accepts_toy_sizes_and_steps():
     assert set(sc["series"]) == {"toy_m"}
 
 
+def test_figure3_draws_the_random_initialisation_of_each_size():
+    import pandas as pd
+
+    from paper_figures.from_cells import RANDOM_INIT, figure_3
+
+    def cell(model, mean):
+        return {
+            "model": model,
+            "task_type": "SC",
+            "dataset": "average",
+            "mean": mean,
+            "ci_halfwidth": 1.0,
+            "n_seeds": 2,
+        }
+
+    objectives = ["mlm20", "mlm30", "mlm40", "mlm50", "clm"]
+    cells = pd.DataFrame([cell(f"toy_m-{obj}-42", 60.0 + i) for i, obj in enumerate(objectives)])
+    cells = pd.concat([cells, pd.DataFrame([cell("toy_m-random-init", 41.5)])])
+    fig, points = figure_3(cells, sizes=("toy_m",), steps=42, random_init={"toy_m": "toy_m-random-init"})
+    untrained = points[points["x_label"] == RANDOM_INIT].set_index("panel")
+    assert untrained.loc["SC", "mean"] == 41.5 and untrained.loc["SC", "model"] == "toy_m-random-init"
+    assert untrained["reference"].all() and untrained.loc["TC", "mean"] != untrained.loc["TC", "mean"]  # NaN
+    sc_axis = next(ax for ax in fig.axes if ax.get_title().startswith("SC"))
+    dash_dot = [
+        line.get_ydata()[0] for line in sc_axis.get_lines() if line.get_linestyle() == "-." and len(line.get_ydata())
+    ]
+    assert dash_dot == [41.5]
+    assert "random initialisation" in points.attrs["caption"]
+    clm = points[(points["panel"] == "SC") & (points["x_label"] == "CLM")]
+    assert list(clm["mean"]) == [64.0]  # the CLM reference is still the CLM model's
+
+
 def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
     """Table 14's CPT runs continue the base run's data stream (docs/data.md)."""
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--table", "14", "--out", str(tmp_path)]))
@@ -73,4 +116,4 @@ def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
     for name in cpt:
         body = plan.pretraining_config(cfg, name)
         base_steps = int(body["init"]["path"].rsplit("step-", 1)[1])
-        assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 8
+        assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 16

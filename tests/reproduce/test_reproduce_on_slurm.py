@@ -86,11 +86,12 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
     for name in ("toy_s-mlm40-8", "toy_s-clm-8"):
         assert (tmp_path / "runs" / name / "FINISHED.json").is_file()
     records = list(iter_records_in([out / "finetune"]))
-    assert len(records) == 2 * 3 * 1 * 1
-    assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8"}
+    assert len(records) == 3 * 3 * 1 * 1  # the two runs and the untrained toy_s (its export in the data job)
+    assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8", "toy_s-random-init"}
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
     sc = points[points["panel"] == "SC"]
-    assert sc["mean"].notna().all() and sorted(sc["series"]) == ["210M", "210M", "chance"]
+    assert sc["mean"].notna().all() and sorted(sc["series"]) == ["210M", "210M", "210M", "chance"]
+    assert (sc["x_label"] == "random init").sum() == 1
     assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["mnli", "qqp", "sst2"]
     for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
         assert (out / "figure" / name).stat().st_size > 0

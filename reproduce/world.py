@@ -1,0 +1,77 @@
+"""The toy world of `make reproduce` at toy scale (docs/reproduce.md, "Toy learning"): what its
+toy models are pretrained on and fine-tuned on, written once per data folder by the data stage.
+
+    <world>/world.jsonl      pretraining documents (benchmarks.datasets.make_toy.world_corpus)
+    <world>/tokenizer/       a byte-level BPE trained on them (Llama-3 special tokens)
+    <world>/tasks/           the 12 tasks (make_toy --world: words held out of their training rows)
+    <world>/manifest.json    the settings and digests it was built with (written last)
+
+Each part is written aside and renamed, so an interrupted build leaves no half part; a folder built
+with other settings is refused with the fix. Same settings -> byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from contracts.provenance import atomic_write_json, atomic_write_text
+
+MANIFEST = "manifest.json"
+CORPUS_FILE = "world.jsonl"
+TOKENIZER_DIR = "tokenizer"
+TASKS_DIR = "tasks"
+
+
+class WorldError(ValueError):
+    """A toy-world folder that does not match the settings asked for."""
+
+
+def _settings(documents: int, vocab_size: int, seed: int) -> dict:
+    return {"documents": documents, "vocab_size": vocab_size, "seed": seed}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def build_world(folder: str | Path, documents: int, vocab_size: int, seed: int = 0) -> dict:
+    """Write (or reuse) the toy world under `folder`; returns its manifest."""
+    from benchmarks.datasets import make_toy
+    from pretraining.tokenizer.train_embedded import train_byte_level_bpe
+
+    folder = Path(folder)
+    settings = _settings(documents, vocab_size, seed)
+    manifest_path = folder / MANIFEST
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+        if manifest["settings"] != settings:
+            raise WorldError(
+                f"{folder} holds a toy world built with {manifest['settings']}, not {settings}: "
+                "remove it (or give another data folder) to build this one"
+            )
+        return manifest
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / CORPUS_FILE
+    rows = make_toy.world_corpus(documents, seed)
+    atomic_write_text(corpus, "".join(json.dumps(row) + "\n" for row in rows))
+    tokenizer_tmp = folder / f"{TOKENIZER_DIR}.partial"
+    shutil.rmtree(tokenizer_tmp, ignore_errors=True)
+    train_byte_level_bpe((row["text"] for row in rows), vocab_size).save_pretrained(tokenizer_tmp)
+    shutil.rmtree(folder / TOKENIZER_DIR, ignore_errors=True)
+    tokenizer_tmp.rename(folder / TOKENIZER_DIR)
+    tasks_tmp = folder / f"{TASKS_DIR}.partial"
+    shutil.rmtree(tasks_tmp, ignore_errors=True)
+    make_toy.write(tasks_tmp, seed, world=True)
+    shutil.rmtree(folder / TASKS_DIR, ignore_errors=True)
+    tasks_tmp.rename(folder / TASKS_DIR)
+    manifest = {
+        "settings": settings,
+        "corpus_sha256": _sha256(corpus),
+        "tokenizer_sha256": _sha256(folder / TOKENIZER_DIR / "tokenizer.json"),
+        "tasks_digest": make_toy.tree_digest(folder / TASKS_DIR),
+    }
+    atomic_write_json(manifest_path, manifest)
+    return manifest

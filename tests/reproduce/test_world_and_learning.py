@@ -1,0 +1,104 @@
+"""The toy world the toy scale trains on (reproduce.world) and the learning checks of a toy
+reproduction (reproduce.learning): pure, no training."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from benchmarks.datasets import make_toy
+from pretraining.tokenizer import load_tokenizer
+from reproduce.learning import MARGIN, learning_table, summary_line
+from reproduce.world import MANIFEST, WorldError, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("world") / "toy-world"
+    return folder, build_world(folder, documents=2000, vocab_size=1024)
+
+
+def test_the_world_is_its_corpus_a_tokenizer_trained_on_it_and_the_world_tasks(world):
+    folder, manifest = world
+    rows = [json.loads(line) for line in (folder / "world.jsonl").read_text().splitlines()]
+    assert rows == make_toy.world_corpus(2000)
+    assert make_toy.tree_digest(folder / "tasks") == manifest["tasks_digest"]
+    assert (folder / "tasks" / "rajpurkar" / "squad" / "plain_text" / "train.jsonl").is_file()
+    tokenizer = load_tokenizer(str(folder / "tokenizer"))
+    assert len(tokenizer) <= 1024 and tokenizer.mask_token == "<|mask|>" and tokenizer.pad_token == tokenizer.eos_token
+    ids = tokenizer(rows[0]["text"], add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == rows[0]["text"] and len(ids) < len(rows[0]["text"]) / 2
+    assert json.loads((folder / MANIFEST).read_text()) == manifest
+    assert not list(folder.glob("*.partial"))
+
+
+def test_a_built_world_is_reused_and_one_built_otherwise_is_refused(world, tmp_path):
+    folder, manifest = world
+    stamps = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    assert build_world(folder, documents=2000, vocab_size=1024) == manifest
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == stamps
+    with pytest.raises(WorldError, match=r"built with \{'documents': 2000.* remove it"):
+        build_world(folder, documents=3000, vocab_size=1024)
+    # same settings, another folder: the same bytes
+    again = build_world(tmp_path / "again", documents=2000, vocab_size=1024)
+    assert again == manifest
+
+
+def test_an_interrupted_build_leaves_no_half_part_and_is_redone(tmp_path):
+    folder = tmp_path / "toy-world"
+    (folder / "tasks.partial" / "junk").mkdir(parents=True)
+    (folder / "tokenizer.partial").mkdir()
+    manifest = build_world(folder, documents=500, vocab_size=512)
+    assert not list(folder.glob("*.partial")) and manifest["settings"]["documents"] == 500
+
+
+def _cells(scores: dict[str, dict[str, float]]) -> pd.DataFrame:
+    rows = []
+    for model, by_task in scores.items():
+        for dataset, mean in by_task.items():
+            rows.append({"model": model, "task_type": "SC", "dataset": dataset, "mean": mean})
+        rows.append({"model": model, "task_type": "SC", "dataset": "average", "mean": math.nan})
+    return pd.DataFrame(rows)
+
+
+CHANCE = pd.DataFrame(
+    [
+        {"task_type": "SC", "dataset": "sst2", "protocol": "paper", "metric": "accuracy", "chance": 50.0},
+        {"task_type": "IR", "dataset": "nq", "protocol": "paper", "metric": "retrieved_ndcg@10", "chance": 6.0},
+    ]
+)
+
+
+def test_learning_table_checks_every_task_against_chance_and_pretraining_against_random_init():
+    cells = _cells(
+        {
+            "toy_s-mlm40-150": {"sst2": 70.0, "nq": 20.0},
+            "toy_s-clm-150": {"sst2": 90.0, "nq": 14.0},
+            "toy_s-random-init": {"sst2": 52.0, "nq": 40.0},
+        }
+    )
+    pretrained = {"toy_s-mlm40-150": "toy_s", "toy_s-clm-150": "toy_s"}
+    table = learning_table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
+    assert table.loc[("task", "sst2"), "pretrained"] == 80.0 and table.loc[("task", "sst2"), "margin"] == 30.0
+    assert table.loc[("task", "nq"), "margin"] == 11.0 and table.loc[("task", "nq"), "passes"]
+    assert table.loc[("task", "nq"), "random_init"] == 40.0
+    # averages over the two tasks: pretrained (80 + 17) / 2 = 48.5, random init (52 + 40) / 2 = 46
+    for scope in (("size", "toy_s"), ("all", "all")):
+        assert table.loc[scope, "pretrained"] == 48.5 and table.loc[scope, "random_init"] == 46.0
+        assert table.loc[scope, "passes"]
+    line = summary_line(table.reset_index())
+    assert line.startswith("learning: 2/2 tasks >= 10 points above chance (weakest nq: +11.0)")
+    assert "pretrained average 48.5 vs random initialisation 46.0" in line
+
+
+def test_a_task_below_the_margin_or_a_pretraining_that_does_not_help_fails_its_check():
+    cells = _cells(
+        {"m-mlm40-150": {"sst2": 50.0 + MARGIN - 0.1, "nq": 30.0}, "m-random-init": {"sst2": 90.0, "nq": 30.0}}
+    )
+    table = learning_table(cells, CHANCE, {"m-mlm40-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
+    assert not table.loc[("task", "sst2"), "passes"] and table.loc[("task", "nq"), "passes"]
+    assert not table.loc[("all", "all"), "passes"] and not table.loc[("size", "m"), "passes"]
+    # no untrained models: only the task rows
+    alone = learning_table(cells, CHANCE, {"m-mlm40-150": "m"}, {})
+    assert set(alone["scope"]) == {"task"} and alone["random_init"].isna().all()
