@@ -14,7 +14,9 @@ from reproduce.plan import ReproduceConfig
 from reproduce.slurm import ClusterConfig, SlurmWriter
 from tests.pretraining.toy_runs import prepare_embedded_data, write_toy_mlm_config
 
-STEPS, CHECKPOINT_EVERY = 40, 10
+# Enough steps after the first checkpoint that the run is still training when the signal arrives
+# (toy_s is two layers of width 64: 40 steps once finished before it, a race).
+STEPS, CHECKPOINT_EVERY = 200, 10
 
 
 @pytest.mark.slurm
@@ -77,4 +79,9 @@ def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exac
 
     single = train(load_pretrain_config(config, [f"run_dir={tmp_path / 'single'}"]))
     expected = [json.loads(line)["loss"] for line in (single / "loss.jsonl").read_text().splitlines()]
-    assert [r["loss"] for r in rows] == pytest.approx(expected, rel=1e-5)
+    losses = [r["loss"] for r in rows]
+    # Exact to float noise through the resume; later the 2-rank gloo all-reduce and the single process
+    # sum in another order and drift apart (3e-4 relative by step 200), far below what a wrong resume
+    # step or batch would move (the loss changes by ~1e-2 relative from one step to the next).
+    assert resumed_at[0] < 100 and losses[:100] == pytest.approx(expected[:100], rel=1e-5)
+    assert losses == pytest.approx(expected, rel=1e-3)
