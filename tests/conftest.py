@@ -32,14 +32,15 @@ def _needs_slurm(item) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every module stays on one worker, so
-    its module fixtures (e.g. a reduced reproduction) are built once; the modules that start the
-    local Slurm cluster share one worker (one cluster per session, one such test at a time), and so
-    do the modules that launch several training processes (the launcher picks free ports)."""
+    its module fixtures (e.g. a reduced reproduction) are built once. The modules that start the
+    local Slurm cluster (one cluster per session, one such test at a time) and those that launch
+    several training ranks share one worker: a Slurm job that launches ranks and is requeued once
+    failed with "Connection reset by peer" while another worker launched ranks of its own."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    slurm = {item.module.__name__ for item in items if _needs_slurm(item)}
-    ranks = {item.module.__name__ for item in items if item.get_closest_marker("multiprocess")} - slurm
+    launchers = {
+        item.module.__name__ for item in items if _needs_slurm(item) or item.get_closest_marker("multiprocess")
+    }
     for item in items:
         module = item.module.__name__
-        group = "slurm" if module in slurm else "multiprocess" if module in ranks else module
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group("slurm-and-ranks" if module in launchers else module))
