@@ -158,16 +158,20 @@ def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=No
 
 # --- stages ----------------------------------------------------------------------------------------
 def stage_data(cfg: ReproduceConfig) -> str:
-    """The toy world (corpus, tokenizer, tasks; reproduce.world), then its corpus packed into shards."""
+    """The toy world (corpus, tokenizer, tasks; reproduce.world), its corpus packed into shards, and
+    the untrained reference models (they need the world's tokenizer). The Slurm data job runs this
+    stage too (`--stage data`)."""
     from contracts.paper import TOY_SEQ_LEN
     from pretraining.data.prepare import MANIFEST, PrepareConfig, prepare_data
     from reproduce.world import CORPUS_FILE, build_world
 
     world = world_dir(cfg)
     build_world(world, WORLD_DOCUMENTS, WORLD_VOCAB_SIZE)
+    untrained = _export_random_init(cfg)
+    untrained_note = f"; untrained references {', '.join(untrained)}" if untrained else ""
     out = data_dir(cfg)
     if (out / MANIFEST).exists():
-        return f"data: reusing {out} and the toy world {world}"
+        return f"data: reusing {out} and the toy world {world}{untrained_note}"
     manifest = prepare_data(
         PrepareConfig(
             out=str(out), inputs=(str(world / CORPUS_FILE),), tokenizer=tokenizer_path(cfg), seq_len=TOY_SEQ_LEN
@@ -175,7 +179,7 @@ def stage_data(cfg: ReproduceConfig) -> str:
     )
     return (
         f"data: toy world {world} ({WORLD_DOCUMENTS:,} documents, tokenizer, tasks); "
-        f"{manifest['counts']['samples']:,} samples of {TOY_SEQ_LEN} tokens -> {out}"
+        f"{manifest['counts']['samples']:,} samples of {TOY_SEQ_LEN} tokens -> {out}{untrained_note}"
     )
 
 
@@ -206,14 +210,11 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
                 f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
                 "finished: delete that run's folder and rerun to train it again"
             )
-    untrained = _export_random_init(cfg)
     done = sum(state == "done" for _, state in results)
     freed = _drop_toy_resume_checkpoints(cfg) if cfg.scale == "toy" else 0
     freed_note = f" (resume checkpoints and shard copies of finished toy runs removed: {freed / 1e6:.0f} MB)"
-    return (
-        f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}"
-        + (f"; untrained references {', '.join(untrained)}" if untrained else "")
-        + (freed_note if freed else "")
+    return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}" + (
+        freed_note if freed else ""
     )
 
 

@@ -18,17 +18,14 @@ from reproduce.plan import (
     finetune_dir,
     finetune_jobs,
     finetuned_models,
-    model_path,
     out_dir,
     pretrain_length,
     pretraining_config,
     pretraining_dir,
     pretraining_runs,
     random_init_models,
-    random_init_seed,
     study_checkpoints,
     task_data_root,
-    tokenizer_path,
     world_dir,
     write_if_changed,
     write_reproduce_config,
@@ -177,18 +174,9 @@ class SlurmWriter:
         head = self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"]) + self.body_start()
         python = f"{self.prefix()}{_q(c.python)}"
         if self.cfg.scale == "toy":
-            # the toy world (corpus, tokenizer, tasks) and its shards, as a local reproduction makes
-            # them; then the untrained reference models (they need the world's tokenizer)
-            lines = [f"{python} -m reproduce --config {_q(config_path)} --stage data"]
-            for name, preset in random_init_models(self.cfg).items():
-                path = model_path(self.cfg, name)
-                seed = random_init_seed(self.cfg, preset)
-                export = (
-                    f"{python} -m pretraining random-init {preset} {_q(path)} "
-                    f"--tokenizer {_q(tokenizer_path(self.cfg))} --seed {seed}"
-                )
-                lines.append(f"[[ -f {_q(path / 'config.json')} ]] || {{ rm -rf {_q(path)}; {export}; }}")
-            return "\n".join(head + lines) + "\n"
+            # the toy world, its shards and the untrained reference models, as a local reproduction
+            # makes them (reproduce.local.stage_data)
+            return "\n".join([*head, f"{python} -m reproduce --config {_q(config_path)} --stage data"]) + "\n"
         args = [*c.prepare_data_args, "--seq-len", "2048"]
         cmd = f"{python} -m pretraining prepare-data {' '.join(map(_q, args))} --out {_q(out)}"
         lines = head + [f"if [[ -f {_q(out / 'manifest.json')} ]]; then echo 'data: reusing {out}'; exit 0; fi", cmd]

@@ -37,6 +37,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _write_aside(folder: Path, name: str, write) -> None:
+    """`write(path)` into `<name>.partial`, then renamed to `<name>`: no half-written part."""
+    partial = folder / f"{name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    write(partial)
+    shutil.rmtree(folder / name, ignore_errors=True)
+    partial.rename(folder / name)
+
+
 def build_world(folder: str | Path, documents: int, vocab_size: int, seed: int = 0) -> dict:
     """Write (or reuse) the toy world under `folder`; returns its manifest."""
     from benchmarks.datasets import make_toy
@@ -57,16 +66,9 @@ def build_world(folder: str | Path, documents: int, vocab_size: int, seed: int =
     corpus = folder / CORPUS_FILE
     rows = make_toy.world_corpus(documents, seed)
     atomic_write_text(corpus, "".join(json.dumps(row) + "\n" for row in rows))
-    tokenizer_tmp = folder / f"{TOKENIZER_DIR}.partial"
-    shutil.rmtree(tokenizer_tmp, ignore_errors=True)
-    train_byte_level_bpe((row["text"] for row in rows), vocab_size).save_pretrained(tokenizer_tmp)
-    shutil.rmtree(folder / TOKENIZER_DIR, ignore_errors=True)
-    tokenizer_tmp.rename(folder / TOKENIZER_DIR)
-    tasks_tmp = folder / f"{TASKS_DIR}.partial"
-    shutil.rmtree(tasks_tmp, ignore_errors=True)
-    make_toy.write(tasks_tmp, seed, world=True)
-    shutil.rmtree(folder / TASKS_DIR, ignore_errors=True)
-    tasks_tmp.rename(folder / TASKS_DIR)
+    tokenizer = train_byte_level_bpe((row["text"] for row in rows), vocab_size)
+    _write_aside(folder, TOKENIZER_DIR, tokenizer.save_pretrained)
+    _write_aside(folder, TASKS_DIR, lambda path: make_toy.write(path, seed, world=True))
     manifest = {
         "settings": settings,
         "corpus_sha256": _sha256(corpus),
