@@ -12,11 +12,12 @@ DRY_RUN ?=
 FIGURE ?=
 TABLE ?=
 
-.PHONY: help setup test test-fast lint reproduce reproduce-figure3 tables audit claims clean distclean container container-check
+.PHONY: help setup test test-fast test-stress lint reproduce reproduce-figure3 tables audit claims clean distclean container container-check
 
 help:
 	@echo "make setup                       create .venv from requirements.lock (idempotent)"
 	@echo "make test [TEST_WORKERS=2]       setup if needed, then the whole test suite (2 pytest-xdist workers; 0: one process)"
+	@echo "make test-stress [STRESS_REPEAT=3]   the suite STRESS_REPEAT times in a row while every core is kept busy (before a change lands)"
 	@echo "make lint                        ruff check and ruff format --check (settings in pyproject.toml)"
 	@echo "make reproduce FIGURE=N|TABLE=N [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   whole pipeline of N's study"
 	@echo "                                 (Figures 2-10, Tables 2-17; toy: minutes here -> OUT/<study>)"
@@ -50,6 +51,12 @@ PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist l
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests
+
+# The suite while other processes keep every core busy, as on a loaded CI machine; run it with
+# STRESS_REPEAT=3 before a change lands (docs/installation.md, "Tests under load").
+STRESS_REPEAT ?= 1
+test-stress: setup
+	$(PY) -m tests.under_load --repeat $(STRESS_REPEAT) -- $(PY) -m pytest -q $(PYTEST_PARALLEL) tests
 
 test-fast: setup
 	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow and not slurm" tests

@@ -22,7 +22,7 @@ def _train(args) -> int:
     from pretraining.train import PretrainError, train
 
     try:
-        run_dir = train(cfg)
+        run_dir = train(cfg, trust_checkpoints=args.trust_checkpoint)
     except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
         print(f"train: {args.config}: {exc}", file=sys.stderr)
         return 2
@@ -77,7 +77,13 @@ def _export(args) -> int:
 
     return _write_export(
         "export",
-        lambda: export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, preset=args.preset),
+        lambda: export_checkpoint(
+            args.checkpoint,
+            args.out,
+            tokenizer=args.tokenizer,
+            preset=args.preset,
+            trust_checkpoint=args.trust_checkpoint,
+        ),
         "self-contained: `AutoModel.from_pretrained(path, trust_remote_code=True)`; see its README.md and "
         "docs/export.md",
     )
@@ -99,6 +105,12 @@ def _bench(args) -> int:
     return main(args)
 
 
+TRUST_HELP = (
+    "unpickle Composer checkpoints fully (init.path, resume, export); by default only the classes our "
+    "checkpoints hold are allowed, as a file from elsewhere could run code (docs/pretraining.md)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pretraining", description="Pretrain the paper's encoders (CLM, MLM, biphasic, CPT)."
@@ -111,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train or resume one run from a YAML config")
     train.add_argument("config", help="YAML PretrainConfig (see `configs`)")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.max_steps=100")
+    train.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     train.set_defaults(func=_train)
 
     configs = sub.add_parser("configs", help="write the config of one of the paper's 50 checkpoints")
@@ -128,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("out", help="output directory (must not exist)")
     export.add_argument("--tokenizer", help="default: the run config's tokenizer")
     export.add_argument("--preset", help="default: the run config's model.preset")
+    export.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     export.set_defaults(func=_export)
 
     random_init = sub.add_parser("random-init", help="the untrained model of a preset as an export (a baseline)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from contracts.config import ConfigError, load_config
 from contracts.paper import (
@@ -85,6 +85,20 @@ class ScheduleConfig:
 
 
 @dataclass(frozen=True)
+class CallbackConfig:
+    """A Composer callback added to the run: `factory` is "module:attribute" (a Callback class or a
+    function returning one), called with `kwargs`; e.g. composer.callbacks:SpeedMonitor."""
+
+    factory: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        module, _, attribute = self.factory.partition(":")
+        if not module or not attribute:
+            raise ValueError(f"callbacks factory {self.factory!r} is not 'module:attribute'")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     max_steps: int = PRETRAIN_STEPS
     global_batch_size: int = PRETRAIN_BATCH_SEQUENCES  # packed samples per optimizer step over all ranks
@@ -99,6 +113,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the transformer body in place (not the dynamic-shape head)
     progress_bar: bool = True
     dataloader_workers: int = 0
+    callbacks: tuple[CallbackConfig, ...] = ()  # more Composer callbacks (docs/pretraining.md)
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,7 @@ def load_pretrain_config(path, overrides=()) -> PretrainConfig:
 
 
 __all__ = [
+    "CallbackConfig",
     "ConfigError",
     "InitConfig",
     "ModelConfig",

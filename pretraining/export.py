@@ -118,11 +118,83 @@ def check_complete_checkpoint(path: Path) -> None:
         raise CheckpointError(f"{path}: truncated or not a checkpoint ({exc}); it was not written completely") from None
 
 
-def read_composer_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], int]:
+def _checkpoint_globals() -> list:
+    """What unpickling a Composer checkpoint of ours may construct besides tensors and plain
+    containers (torch's weights-only set): the RNG states (numpy arrays), Composer's run
+    timestamps (timedelta) and the torch version it records. Nothing here runs code."""
+    import datetime
+
+    import numpy as np
+    from torch.torch_version import TorchVersion
+
+    numeric_dtypes = [type(np.dtype(t)) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16")]
+    numeric_dtypes += [type(np.dtype(t)) for t in ("uint32", "uint64", "float16", "float32", "float64")]
+    return [np.ndarray, np.dtype, *numeric_dtypes, np._core.multiarray._reconstruct, TorchVersion, datetime.timedelta]
+
+
+def _global_name(obj) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+TRUST_HINT = "if you trust whoever wrote the file, pass --trust-checkpoint (it may then run code)"
+
+
+def load_checkpoint_file(path: str | Path, *, trust: bool = False, mmap: bool = False) -> dict:
+    """`torch.load` of a Composer checkpoint that refuses to run code: weights-only unpickling
+    with the classes of `_checkpoint_globals` allowed (docs/pretraining.md, "Checkpoints from
+    elsewhere"). Any other class is a CheckpointError naming the file and the class. `trust`:
+    plain unpickling, for a file whose writer you trust."""
+    import pickle
+
+    path = Path(path)
+    check_complete_checkpoint(path)
+    if trust:
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+    named = f"{path} (-> {path.resolve()})" if path.is_symlink() else str(path)
+    allowed = _checkpoint_globals()
+    # Name the refused classes first (a scan of the pickle, nothing constructed) ...
+    refused = sorted(set(torch.serialization.get_unsafe_globals_in_checkpoint(path)) - set(map(_global_name, allowed)))
+    if refused:
+        raise CheckpointError(
+            f"{named}: refused to unpickle class {', '.join(refused)}: not one that our Composer checkpoints "
+            f"hold, and unpickling it could run code; {TRUST_HINT}"
+        )
+    try:  # ... then load with the weights-only unpickler, which also refuses every other construct.
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as exc:
+        lines = [line.strip() for line in str(exc).splitlines()]
+        reason = next((line for line in lines if "WeightsUnpickler error" in line), lines[0] if lines else "")
+        raise CheckpointError(f"{named}: refused by the weights-only unpickler ({reason}); {TRUST_HINT}") from None
+
+
+def validate_composer_checkpoint(path, specs=None) -> bool:
+    """Composer's checkpoint validation seam (its CHECKPOINT_VALIDATION_FUNCTION environment variable
+    names this function): Composer unpickles resume and `load_path` checkpoints with
+    `weights_only=False`; it first calls this, which raises a CheckpointError for a file that is
+    incomplete or would run code (every rank checks the file it loads)."""
+    load_checkpoint_file(path, mmap=True)
+    return True
+
+
+COMPOSER_VALIDATION_VARIABLE = "CHECKPOINT_VALIDATION_FUNCTION"
+
+
+def guard_composer_loads(trust: bool) -> None:
+    """Make Composer's own checkpoint loads in this process go through `validate_composer_checkpoint`
+    (not when the user trusts the checkpoints)."""
+    import os
+
+    if trust:
+        os.environ.pop(COMPOSER_VALIDATION_VARIABLE, None)
+    else:
+        os.environ[COMPOSER_VALIDATION_VARIABLE] = f"{__name__}.{validate_composer_checkpoint.__name__}"
+
+
+def read_composer_checkpoint(path: Path, *, trust: bool = False) -> tuple[dict[str, torch.Tensor], int]:
     """(model weights with the prefix removed, optimizer step) of a Composer checkpoint written
     by pretraining.train."""
-    check_complete_checkpoint(path)
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = load_checkpoint_file(path, trust=trust)
     try:
         model_state = state["state"]["model"]
     except (KeyError, TypeError):
@@ -131,11 +203,13 @@ def read_composer_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], int]:
     return {k.removeprefix("model."): v for k, v in model_state.items()}, step
 
 
-def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields: dict) -> None:
+def check_checkpoint_fits(
+    path: str | Path, model: torch.nn.Module, model_fields: dict, *, trust: bool = False
+) -> None:
     """CheckpointError naming the file and the field when the Composer checkpoint `path` holds
     weights of another model (another model.preset or tokenizer) than `model`, whose config
     section is `model_fields`. Reads shapes only (memory-mapped), before Composer loads it."""
-    state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    state = load_checkpoint_file(path, trust=trust, mmap=True)
     try:
         saved = {k.removeprefix("model."): tuple(v.shape) for k, v in state["state"]["model"].items()}
     except (KeyError, TypeError):
@@ -165,18 +239,15 @@ def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields
     )
 
 
-def read_composer_weights(path: Path) -> dict[str, torch.Tensor]:
-    """The model weights of a Composer checkpoint written by pretraining.train (prefix removed)."""
-    return read_composer_checkpoint(path)[0]
-
-
-def read_source_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], MlmClmConfig | None]:
+def read_source_weights(
+    path: str | Path, *, trust: bool = False
+) -> tuple[dict[str, torch.Tensor], MlmClmConfig | None]:
     """(weights in our naming, config when the source carries one) from any supported source."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint")
     if path.is_file():
-        return read_composer_weights(path), None
+        return read_composer_checkpoint(path, trust=trust)[0], None
     config_file = path / "config.json"
     if not config_file.exists():
         raise CheckpointError(f"{path}: a directory without config.json is not a HF checkpoint")
@@ -206,9 +277,9 @@ _SHAPE_FIELDS = (
 )
 
 
-def load_initial_weights(model: MlmClmForLM, path: str | Path) -> None:
+def load_initial_weights(model: MlmClmForLM, path: str | Path, *, trust: bool = False) -> None:
     """Load a source's weights into `model` (same shapes required; every key must match)."""
-    weights, source_cfg = read_source_weights(path)
+    weights, source_cfg = read_source_weights(path, trust=trust)
     if source_cfg is not None:
         diff = {
             f: (getattr(source_cfg, f), getattr(model.config, f))
@@ -274,7 +345,12 @@ def _latest_checkpoint(run_dir: Path) -> Path:
 
 
 def export_checkpoint(
-    checkpoint: str | Path, out: str | Path, tokenizer: str | None = None, preset: str | None = None
+    checkpoint: str | Path,
+    out: str | Path,
+    tokenizer: str | None = None,
+    preset: str | None = None,
+    *,
+    trust_checkpoint: bool = False,
 ) -> Path:
     """Composer checkpoint (or run directory: its latest one) -> HF directory.
 
@@ -297,7 +373,7 @@ def export_checkpoint(
     tokenizer = tokenizer or saved.get("tokenizer")
     if preset is None:
         raise CheckpointError(f"{checkpoint}: no run config.yaml beside it; pass --preset")
-    weights, step = read_composer_checkpoint(checkpoint)
+    weights, step = read_composer_checkpoint(checkpoint, trust=trust_checkpoint)
     cfg = config_from_preset(preset, vocab_size=weights["model.embed_tokens.weight"].shape[0])
     model = MlmClmForLM(cfg)
     model.load_state_dict(weights, strict=True)

@@ -39,7 +39,12 @@ from contracts.layout import (
 )
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig
-from pretraining.export import check_checkpoint_fits, check_complete_checkpoint, save_hf_directory
+from pretraining.export import (
+    check_checkpoint_fits,
+    check_complete_checkpoint,
+    guard_composer_loads,
+    save_hf_directory,
+)
 from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (
     IGNORE_INDEX,
@@ -267,7 +272,7 @@ def _checkpoint_to_load(cfg: PretrainConfig) -> Path | None:
     return Path(cfg.init.path) if cfg.init.kind == "full_state" else None
 
 
-def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
+def build_model(cfg: PretrainConfig, vocab_size: int, *, trust_checkpoints: bool = False) -> MlmClmForLM:
     from pretraining.export import load_initial_weights, untrained_model
 
     preset_vocab = PRESETS[cfg.model.preset].vocab  # None: the tokenizer's size (toy presets)
@@ -284,7 +289,7 @@ def build_model(cfg: PretrainConfig, vocab_size: int) -> MlmClmForLM:
         attention_backend=cfg.model.attn_implementation,
     )
     if cfg.init.path is not None and cfg.init.kind == "weights":
-        load_initial_weights(model, cfg.init.path)
+        load_initial_weights(model, cfg.init.path, trust=trust_checkpoints)
     return model
 
 
@@ -340,11 +345,37 @@ def parallelism_config(cfg: PretrainConfig) -> dict | None:
     }
 
 
+def configured_callbacks(specs) -> list[Callback]:
+    """The Composer callbacks named by `train.callbacks` (imported and called with their kwargs)."""
+    import importlib
+
+    callbacks = []
+    for spec in specs:
+        module, _, attribute = spec.factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise PretrainError(f"train.callbacks factory {spec.factory!r} cannot be imported ({exc})") from None
+        callback = factory(**spec.kwargs)
+        if not isinstance(callback, Callback):
+            raise PretrainError(f"train.callbacks factory {spec.factory!r} returned {callback!r}, not a Callback")
+        callbacks.append(callback)
+    return callbacks
+
+
 def build_trainer(
-    cfg: PretrainConfig, *, dataloader=None, tokenizer=None, token_ids: TokenIds | None = None, extra_callbacks=()
+    cfg: PretrainConfig,
+    *,
+    dataloader=None,
+    tokenizer=None,
+    token_ids: TokenIds | None = None,
+    extra_callbacks=(),
+    trust_checkpoints: bool = False,
 ) -> Trainer:
-    """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer."""
+    """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer.
+    Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export)."""
     _check_run_dir(cfg)
+    guard_composer_loads(trust_checkpoints)
     if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
         newest_complete_checkpoint(Path(cfg.run_dir) / CHECKPOINTS_DIR)
     if tokenizer is None and token_ids is None:
@@ -365,10 +396,11 @@ def build_trainer(
             raise PretrainError(str(exc)) from None
         if dist.get_global_rank() == 0:
             print(f"train: {budget}", flush=True)
-    model = build_model(cfg, token_ids.vocab_size)
+    model = build_model(cfg, token_ids.vocab_size, trust_checkpoints=trust_checkpoints)
     resume_from = _checkpoint_to_load(cfg)
     if resume_from is not None and dist.get_global_rank() == 0:  # rank 0 checked it is complete, above
-        check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model))
+        check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model), trust=trust_checkpoints)
+    user_callbacks = configured_callbacks(cfg.train.callbacks)
     if cfg.train.compile:
         model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
     run_dir = Path(cfg.run_dir)  # created only once everything could be built
@@ -391,6 +423,7 @@ def build_trainer(
     callbacks = [
         LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
         ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer, metadata),
+        *user_callbacks,
         *extra_callbacks,
     ]
     algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids, t.seed)]

@@ -60,7 +60,7 @@ def test_incompatible_sources_are_clear_errors(tmp_path):
 
 
 def test_export_round_trip_gives_the_same_logits(tmp_path, capsys):
-    from pretraining.export import read_composer_weights
+    from pretraining.export import read_composer_checkpoint
     from pretraining.train import train
 
     cfg = toy_run_config(
@@ -73,7 +73,7 @@ def test_export_round_trip_gives_the_same_logits(tmp_path, capsys):
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out.iterdir()}
 
     reference = MlmClmForLM(config_from_preset("toy_s", vocab_size=TOY_IDS.vocab_size)).eval()
-    reference.load_state_dict(read_composer_weights(checkpoint))
+    reference.load_state_dict(read_composer_checkpoint(checkpoint)[0])
     reloaded = AutoModelForMaskedLM.from_pretrained(out).eval()
     ids = torch.randint(3, TOY_IDS.vocab_size, (2, 16))
     with torch.no_grad():

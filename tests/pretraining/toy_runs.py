@@ -1,11 +1,17 @@
 """The toy pretraining setup shared by the end-to-end, multi-rank and Slurm tests: a slice of the
-embedded corpus prepared with `python -m pretraining prepare-data`, and a tiny MLM-40 run config."""
+embedded corpus prepared with `python -m pretraining prepare-data`, a tiny MLM-40 run config, and
+a callback that holds a run at a known step until the test releases it (a test that signals a run
+waits for that event, never for a duration)."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import yaml
+from composer import Callback
+from composer.utils import dist
 
 SEQ_LEN = 64
 
@@ -19,8 +25,39 @@ def prepare_embedded_data(out: Path) -> Path:
     return out
 
 
+class HoldAtStep(Callback):
+    """At the end of step `step`, unless `release` exists: each rank writes its pid to
+    `<arrived>.rank<r>` and waits until `release` exists (a killed run never gets past it).
+    Rank 0 also appends the step each process starts training at to `<arrived>.starts`.
+    Named in a config as {"factory": "tests.pretraining.toy_runs:HoldAtStep", "kwargs": {...}}."""
+
+    def __init__(self, step: int, arrived: str, release: str):
+        self.step, self.arrived, self.release = step, Path(arrived), Path(release)
+
+    def fit_start(self, state, logger) -> None:
+        if dist.get_global_rank() == 0:
+            with self.arrived.with_name(self.arrived.name + ".starts").open("a") as starts:
+                starts.write(f"{int(state.timestamp.batch)}\n")
+
+    def batch_end(self, state, logger) -> None:
+        if int(state.timestamp.batch) != self.step or self.release.exists():
+            return
+        marker = self.arrived.with_name(f"{self.arrived.name}.rank{dist.get_global_rank()}")
+        tmp = marker.with_name(marker.name + ".tmp")
+        tmp.write_text(str(os.getpid()))
+        tmp.rename(marker)  # the test reads a whole pid or nothing
+        while not self.release.exists():
+            time.sleep(0.05)
+
+
+def hold_spec(step: int, arrived: Path, release: Path) -> dict:
+    """The `train.callbacks` entry of a HoldAtStep."""
+    kwargs = {"step": step, "arrived": str(arrived), "release": str(release)}
+    return {"factory": f"{__name__}:{HoldAtStep.__name__}", "kwargs": kwargs}
+
+
 def write_toy_mlm_config(
-    path: Path, data: Path, run_dir: Path, *, steps: int, resume_interval: int, decay: int
+    path: Path, data: Path, run_dir: Path, *, steps: int, resume_interval: int, decay: int, callbacks: tuple = ()
 ) -> Path:
     """A toy_s MLM-40 run of `steps` steps (batch 8, seed 5) on `data`, written to `path` as YAML."""
     config = {
@@ -38,6 +75,7 @@ def write_toy_mlm_config(
             "resume_interval": resume_interval,
             "progress_bar": False,
             "seed": 5,
+            "callbacks": list(callbacks),
         },
     }
     path.write_text(yaml.safe_dump(config))
