@@ -1,7 +1,8 @@
 """Throughput of one pretraining step: the Composer Trainer vs the same step in a plain PyTorch loop.
 
 Both paths run the identical step on identical synthetic packed batches: objective on the batch
-(MLM masking with the seeded generator, or CLM labels), forward with block-diagonal attention,
+(MLM masking with the seeded generator, or CLM labels), forward with block-diagonal attention over
+the randomly split windows of each block (or their documents, `--scope document`),
 loss at labelled positions only, backward, grad-norm clip 1.0, torch AdamW, WSD multiplier.
 `--plain` needs only torch + transformers (no Composer), for GPU machines without it.
 
@@ -19,8 +20,9 @@ import time
 
 import torch
 
-from pretraining.modeling import MlmClmForLM
-from pretraining.objectives import SAMPLE_INDEX, clm_labels, mask_for_mlm, sample_generators
+from pretraining.data.windows import attention_segments, window_ids
+from pretraining.modeling import ATTENTION_BACKENDS, MlmClmForLM
+from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
 
@@ -43,7 +45,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--precision", choices=["auto", "fp32", "bf16"], default="auto", help="auto: bf16 autocast on CUDA, fp32 on CPU"
     )
-    parser.add_argument("--attn", choices=["sdpa", "flash_attention_2"], default="sdpa")
+    parser.add_argument("--attn", choices=ATTENTION_BACKENDS, default="sdpa")
+    parser.add_argument("--scope", choices=["window", "document"], default="window", help="attention segments")
     parser.add_argument("--plain", action="store_true", help="plain PyTorch loop only (no Composer)")
     parser.add_argument(
         "--compile",
@@ -57,7 +60,8 @@ def add_arguments(parser) -> None:
 
 
 def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int, seed: int = 0):
-    """Packed batches {input_ids, document_ids} with documents of random length ~ doc_len."""
+    """Packed batches {input_ids, document_ids, window_ids} with documents of random length ~ doc_len,
+    each block split at a random point into two windows (as the data loader does)."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for i in range(n):
@@ -69,18 +73,22 @@ def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int
             docs[b] = torch.searchsorted(ends, torch.arange(seq_len), right=True)
             starts = torch.nonzero(torch.diff(docs[b], prepend=docs[b, :1] - 1)).flatten()
             ids[b, starts] = BOS
-        out.append({"input_ids": ids, "document_ids": docs, SAMPLE_INDEX: torch.arange(i * batch, (i + 1) * batch)})
+        index = torch.arange(i * batch, (i + 1) * batch)
+        windows = torch.from_numpy(window_ids(index.tolist(), seq_len, "random_split", seed, min(12, seq_len // 2)))
+        out.append({"input_ids": ids, "document_ids": docs, WINDOW_IDS: windows, SAMPLE_INDEX: index})
     return out
 
 
-def apply_objective(batch: dict, objective: str, ratio: float, vocab: int) -> dict:
+def apply_objective(batch: dict, objective: str, ratio: float, vocab: int, scope: str = "window") -> dict:
+    """What ObjectiveAlgorithm makes of a batch (pretraining/train.py), without Composer."""
+    segments = attention_segments(batch[WINDOW_IDS], batch["document_ids"], scope)
     if objective == "mlm":
         ids, labels = mask_for_mlm(
             batch["input_ids"], sample_generators(0, batch[SAMPLE_INDEX]), ratio, MASK, (BOS, EOS, MASK), vocab
         )
     else:
-        ids, labels = batch["input_ids"], clm_labels(batch["input_ids"], batch["document_ids"])
-    return {"input_ids": ids, "document_ids": batch["document_ids"], "labels": labels}
+        ids, labels = batch["input_ids"], clm_labels(batch["input_ids"], segments)
+    return {"input_ids": ids, "segment_ids": segments, "labels": labels}
 
 
 def _setup(args):
@@ -115,7 +123,7 @@ def run_plain(args) -> dict:
         if step == args.warmup_steps:
             _sync(device)
             start = time.perf_counter()
-        batch = apply_objective(raw, args.objective, args.mlm_ratio, cfg.vocab_size)
+        batch = apply_objective(raw, args.objective, args.mlm_ratio, cfg.vocab_size, args.scope)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         for group in optimizer.param_groups:
             group["lr"] = 5e-4 * wsd_multiplier(step + 1, 1, total, total)  # as AtStepEnd
@@ -165,7 +173,7 @@ def run_composer(args) -> dict:
         schedulers=AtStepEnd(WSDScheduler(1, total, total)),
         step_schedulers_every_batch=True,
         algorithms=[
-            ObjectiveAlgorithm(args.objective, None, args.mlm_ratio, (1.0, 0.0, 0.0), ids, 0),
+            ObjectiveAlgorithm(args.objective, None, args.mlm_ratio, (1.0, 0.0, 0.0), ids, 0, args.scope),
             GradientClipping(clipping_type="norm", clipping_threshold=1.0),
         ],
         callbacks=[Timer()],

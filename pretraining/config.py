@@ -39,8 +39,13 @@ class InitConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """`attention_scope`: attention and RoPE positions per window of the data (the release) or per
+    document (ModernBERT-style); `attn_implementation`: sdpa (any device), flex_attention (FlexAttention;
+    fast when compiled on GPU, train.compile) or flash_attention_2 (varlen kernel; CUDA + flash-attn)."""
+
     preset: str = "toy_s"
-    attn_implementation: Literal["sdpa", "flash_attention_2"] = "sdpa"
+    attn_implementation: Literal["sdpa", "flex_attention", "flash_attention_2"] = "sdpa"
+    attention_scope: Literal["window", "document"] = "window"
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -65,12 +70,14 @@ class ObjectiveConfig:
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """torch.optim.AdamW (decay = lr * weight_decay * w, as in PyTorch trainers such as EuroBERT's)."""
+    """torch.optim.AdamW (decay = lr * weight_decay * w, as in PyTorch trainers such as EuroBERT's).
+    `no_decay`: "none" decays every parameter (the release), "norm_gains" exempts the RMSNorm gains."""
 
     lr: float = 5e-4
     betas: tuple[float, ...] = (0.9, 0.95)
     eps: float = 1e-5
     weight_decay: float = 0.1
+    no_decay: Literal["none", "norm_gains"] = "none"
     grad_clip_norm: float = 1.0
 
 

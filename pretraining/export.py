@@ -203,9 +203,7 @@ def read_composer_checkpoint(path: Path, *, trust: bool = False) -> tuple[dict[s
     return {k.removeprefix("model."): v for k, v in model_state.items()}, step
 
 
-def check_checkpoint_fits(
-    path: str | Path, model: torch.nn.Module, model_fields: dict, *, trust: bool = False
-) -> None:
+def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields: dict, *, trust: bool = False) -> None:
     """CheckpointError naming the file and the field when the Composer checkpoint `path` holds
     weights of another model (another model.preset or tokenizer) than `model`, whose config
     section is `model_fields`. Reads shapes only (memory-mapped), before Composer loads it."""

@@ -5,9 +5,13 @@ no biases) with an untied LM head. One model serves both objectives: `is_causal`
 overridable per forward call) picks causal or bidirectional attention, so a biphasic CLM -> MLM
 run keeps the same weights and only flips the switch.
 
-Packed documents: `document_ids[b, t]` is the index of the document that position t of sample b
-belongs to. Attention is block-diagonal over documents and position ids restart at 0 in each
-document. Negative document ids mark padding (never attended to).
+Packed sequences: `segment_ids[b, t]` is the attention segment that position t of row b belongs
+to (a window of a pretraining block, or a document; docs/pretraining.md, "Windows and attention
+scope"). Attention is block-diagonal over segments and position ids restart at 0 in each
+segment. Negative segment ids mark padding (never attended to). Three attention implementations
+compute the same function: SDPA with a dense block-diagonal mask (any device), FlexAttention with
+a block mask (torch >= 2.5; compiled on GPU, eager elsewhere) and flash-attn's varlen kernel
+(`cu_seqlens`; CUDA and the flash-attn package).
 
 This file imports only the standard library, torch and transformers: every exported checkpoint
 carries a verbatim copy of it as its remote code (`modeling_mlmclm.py` + `auto_map` in
@@ -33,6 +37,7 @@ from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
 
 MODEL_TYPE = "mlmclm_llama"
 IGNORE_INDEX = -100
+ATTENTION_BACKENDS = ("sdpa", "flex_attention", "flash_attention_2")
 
 
 class MlmClmConfig(PretrainedConfig):
@@ -70,8 +75,8 @@ class MlmClmConfig(PretrainedConfig):
         self.rope_theta = rope_theta
         self.initializer_range = initializer_range
         self.is_causal = is_causal
-        if attention_backend not in ("sdpa", "flash_attention_2"):
-            raise ValueError(f"attention_backend {attention_backend!r}: use sdpa or flash_attention_2")
+        if attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend {attention_backend!r}: use one of {', '.join(ATTENTION_BACKENDS)}")
         self.attention_backend = attention_backend
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -81,26 +86,26 @@ class MlmClmConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-def position_ids_from_document_ids(document_ids: torch.Tensor) -> torch.Tensor:
-    """Position of each token inside its document (restarts at 0 where the document id changes)."""
-    batch, length = document_ids.shape
-    index = torch.arange(length, device=document_ids.device).expand(batch, length)
-    starts = torch.ones_like(document_ids, dtype=torch.bool)
-    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+def position_ids_from_segment_ids(segment_ids: torch.Tensor) -> torch.Tensor:
+    """Position of each token inside its segment (restarts at 0 where the segment id changes)."""
+    batch, length = segment_ids.shape
+    index = torch.arange(length, device=segment_ids.device).expand(batch, length)
+    starts = torch.ones_like(segment_ids, dtype=torch.bool)
+    starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
     start_index = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
     return index - start_index
 
 
 def build_attention_mask(
-    document_ids: torch.Tensor | None, padding_mask: torch.Tensor | None, is_causal: bool, length: int, device
+    segment_ids: torch.Tensor | None, padding_mask: torch.Tensor | None, is_causal: bool, length: int, device
 ) -> torch.Tensor | None:
     """Boolean [B, 1, L, L] mask (True = may attend) or None when plain SDPA flags suffice."""
-    if document_ids is None and padding_mask is None:
+    if segment_ids is None and padding_mask is None:
         return None
     allowed = None
-    if document_ids is not None:
-        allowed = document_ids[:, :, None] == document_ids[:, None, :]
-        allowed &= (document_ids >= 0)[:, None, :]
+    if segment_ids is not None:
+        allowed = segment_ids[:, :, None] == segment_ids[:, None, :]
+        allowed &= (segment_ids >= 0)[:, None, :]
     if padding_mask is not None:
         keys = padding_mask.bool()[:, None, :].expand(-1, length, -1)
         allowed = keys if allowed is None else allowed & keys
@@ -109,6 +114,30 @@ def build_attention_mask(
     # A query row with nothing to attend to (padding) would give NaN: let it see itself.
     allowed = allowed | torch.eye(length, dtype=torch.bool, device=device)
     return allowed[:, None]
+
+
+def flex_block_mask(segment_ids: torch.Tensor, is_causal: bool):
+    """FlexAttention's BlockMask of the same function as build_attention_mask (no padding rows)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    batch, length = segment_ids.shape
+
+    def same_segment(b, h, q, k):
+        allowed = segment_ids[b, q] == segment_ids[b, k]
+        return allowed & (k <= q) if is_causal else allowed
+
+    return create_block_mask(same_segment, batch, None, length, length, device=segment_ids.device)
+
+
+def flash_cu_seqlens(segment_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(cumulative segment starts over the flattened batch, longest segment) for flash-attn varlen;
+    each row's segments are contiguous runs of one id."""
+    batch, length = segment_ids.shape
+    starts = torch.ones_like(segment_ids, dtype=torch.bool)
+    starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
+    start_positions = torch.nonzero(starts.flatten()).flatten()
+    cu = torch.cat([start_positions, start_positions.new_tensor([batch * length])]).to(torch.int32)
+    return cu, int((cu[1:] - cu[:-1]).max())
 
 
 class RMSNorm(nn.Module):
@@ -142,33 +171,42 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + _rotate_half(x) * sin
 
 
-def _use_flash_attention(x: torch.Tensor, config: MlmClmConfig) -> bool:
-    # flash-attn 2 is optional (CUDA only, not installable on CPU machines); SDPA is the default
-    # and the fallback when flash-attn is missing.
-    if config.attention_backend != "flash_attention_2" or not x.is_cuda:
-        return False
-    from transformers.utils import is_flash_attn_2_available
-
-    return is_flash_attn_2_available()
-
-
-def _flash_varlen(q, k, v, document_ids, is_causal):  # pragma: no cover - needs CUDA + flash-attn
-    """Packed documents as varlen sequences; q/k/v are [B, L, H, hd]. No padding allowed."""
+def _flash_varlen(q, k, v, cu_seqlens, max_len, is_causal):  # pragma: no cover - needs CUDA + flash-attn
+    """Segments as varlen sequences; q/k/v are [B, L, H, hd]. No padding allowed."""
     try:  # inside `try`, transformers' remote-code loader does not require flash-attn everywhere
         from flash_attn import flash_attn_varlen_func
     except ImportError:
         raise ImportError("attention_backend flash_attention_2 needs the flash-attn package") from None
 
-    batch, length = document_ids.shape
-    starts = torch.ones_like(document_ids, dtype=torch.bool)
-    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
-    start_positions = torch.nonzero(starts.flatten()).flatten()
-    cu = torch.cat([start_positions, start_positions.new_tensor([batch * length])]).to(torch.int32)
-    max_len = int((cu[1:] - cu[:-1]).max())
+    batch, length = q.shape[:2]
     out = flash_attn_varlen_func(
-        q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu, max_len, max_len, causal=is_causal
+        q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu_seqlens, cu_seqlens, max_len, max_len, causal=is_causal
     )
     return out.view(batch, length, *out.shape[1:])
+
+
+class AttentionPlan:
+    """What every layer's attention needs for one forward, computed once: the implementation and
+    its mask (SDPA: dense bool [B, 1, L, L] or None; flex: BlockMask; flash: cu_seqlens).
+    flash-attn 2 is optional (CUDA only, not installable on CPU machines): an exported model
+    trained with it uses SDPA where flash-attn is missing (training refuses instead,
+    pretraining.train.check_attention_backend). Padding (an HF attention_mask) always uses SDPA."""
+
+    def __init__(self, config, segment_ids, padding_mask, is_causal: bool, length: int, device, on_cuda: bool):
+        self.is_causal = is_causal
+        backend = config.attention_backend
+        if segment_ids is not None and padding_mask is None and backend == "flash_attention_2" and on_cuda:
+            from transformers.utils import is_flash_attn_2_available
+
+            if is_flash_attn_2_available():
+                self.kind = "flash"
+                self.cu_seqlens, self.max_len = flash_cu_seqlens(segment_ids)
+                return
+        if segment_ids is not None and padding_mask is None and backend == "flex_attention":
+            self.kind, self.block_mask = "flex", flex_block_mask(segment_ids, is_causal)
+            return
+        self.kind = "sdpa"
+        self.mask = build_attention_mask(segment_ids, padding_mask, is_causal, length, device)
 
 
 class Attention(nn.Module):
@@ -182,22 +220,29 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, self.kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(self.heads * hd, d, bias=False)
 
-    def forward(self, x, cos, sin, mask, is_causal, document_ids):
+    def forward(self, x, cos, sin, plan: AttentionPlan):
         batch, length, _ = x.shape
         hd = self.config.head_dim
         q = self.q_proj(x).view(batch, length, self.heads, hd).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.kv_heads, hd).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.kv_heads, hd).transpose(1, 2)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        if document_ids is not None and _use_flash_attention(x, self.config):  # pragma: no cover
+        if plan.kind == "flash":  # pragma: no cover - needs CUDA + flash-attn
             half = torch.bfloat16 if v.dtype == torch.float32 else v.dtype  # flash-attn needs 16 bits
-            out = _flash_varlen(*(t.transpose(1, 2).to(half) for t in (q, k, v)), document_ids, is_causal).to(v.dtype)
+            qkv = (t.transpose(1, 2).to(half) for t in (q, k, v))
+            out = _flash_varlen(*qkv, plan.cu_seqlens, plan.max_len, plan.is_causal).to(v.dtype)
             return self.o_proj(out.reshape(batch, length, -1))
+        if plan.kind == "flex":
+            from torch.nn.attention.flex_attention import flex_attention
+
+            out = flex_attention(q, k, v, block_mask=plan.block_mask, enable_gqa=self.heads != self.kv_heads)
+            return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
         groups = self.heads // self.kv_heads
         if groups > 1:  # grouped-query attention: share each KV head across `groups` query heads
             k = k.repeat_interleave(groups, dim=1)
             v = v.repeat_interleave(groups, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal and mask is None)
+        mask = plan.mask
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=plan.is_causal and mask is None)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
 
 
@@ -221,8 +266,8 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = SwiGLU(config)
 
-    def forward(self, x, cos, sin, mask, is_causal, document_ids):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, is_causal, document_ids)
+    def forward(self, x, cos, sin, plan: AttentionPlan):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, plan)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -261,25 +306,25 @@ class MlmClmModel(MlmClmPreTrainedModel):
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
-        document_ids: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
         is_causal: bool | None = None,
         return_dict: bool = True,
         **kwargs,
     ) -> BaseModelOutput:
-        """`attention_mask`: HF-style 1/0 padding mask [B, L]; `document_ids`: packed documents."""
+        """`attention_mask`: HF-style 1/0 padding mask [B, L]; `segment_ids`: packed segments."""
         is_causal = self.config.is_causal if is_causal is None else is_causal
         batch, length = input_ids.shape
         x = self.embed_tokens(input_ids)
-        if document_ids is not None:
-            positions = position_ids_from_document_ids(document_ids)
+        if segment_ids is not None:
+            positions = position_ids_from_segment_ids(segment_ids)
         else:
             positions = torch.arange(length, device=input_ids.device).expand(batch, length)
         cos, sin = rotary_cos_sin(positions, self.config.head_dim, self.config.rope_theta, x.dtype)
         if attention_mask is not None and bool(attention_mask.all()):
             attention_mask = None
-        mask = build_attention_mask(document_ids, attention_mask, is_causal, length, x.device)
+        plan = AttentionPlan(self.config, segment_ids, attention_mask, is_causal, length, x.device, x.is_cuda)
         for layer in self.layers:
-            x = layer(x, cos, sin, mask, is_causal, document_ids if attention_mask is None else None)
+            x = layer(x, cos, sin, plan)
         x = self.norm(x)
         return BaseModelOutput(last_hidden_state=x) if return_dict else (x,)
 
@@ -309,14 +354,14 @@ class MlmClmForLM(MlmClmPreTrainedModel):
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
-        document_ids: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         is_causal: bool | None = None,
         return_dict: bool = True,
         **kwargs,
     ) -> MaskedLMOutput:
         hidden = self.model(
-            input_ids, attention_mask=attention_mask, document_ids=document_ids, is_causal=is_causal
+            input_ids, attention_mask=attention_mask, segment_ids=segment_ids, is_causal=is_causal
         ).last_hidden_state
         if labels is None:
             return MaskedLMOutput(logits=self.lm_head(hidden), hidden_states=None)

@@ -17,6 +17,8 @@ import torch
 IGNORE_INDEX = -100
 # The batch key holding each row's global sample index (LongTensor[B]; pretraining/data/loader.py).
 SAMPLE_INDEX = "sample_index"
+# The batch key holding each position's window of its block (LongTensor[B, L]; pretraining/data/windows.py).
+WINDOW_IDS = "window_ids"
 
 
 @dataclass(frozen=True)
@@ -106,21 +108,23 @@ def mask_for_mlm(
 
 
 def clm_labels(
-    input_ids: torch.Tensor, document_ids: torch.Tensor | None = None, pad_id: int | None = None
+    input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None, pad_id: int | None = None
 ) -> torch.Tensor:
     """Next-token labels aligned with positions: labels[:, t] = input_ids[:, t + 1].
 
-    -100 at the last position, wherever t and t + 1 belong to different documents (the last token
-    of a document never predicts the next one), at padding (document id < 0) and, when `pad_id`
-    is given, wherever the target is the pad token. With Llama-3 specials pad == eos, so leave
-    `pad_id` None when padding is marked by document ids: otherwise EOS is never a target.
+    -100 at the last position, wherever t and t + 1 belong to different attention segments (the
+    last token of a window, or of a document under attention_scope "document", never predicts the
+    next one; inside a window the EOS predicts the next document's first token, as released), at
+    padding (segment id < 0) and, when `pad_id` is given, wherever the target is the pad token.
+    With Llama-3 specials pad == eos, so leave `pad_id` None when padding is marked by segment
+    ids: otherwise EOS is never a target.
     """
     labels = torch.full_like(input_ids, IGNORE_INDEX)
     labels[:, :-1] = input_ids[:, 1:]
-    if document_ids is not None:
-        crossing = document_ids[:, 1:] != document_ids[:, :-1]
+    if segment_ids is not None:
+        crossing = segment_ids[:, 1:] != segment_ids[:, :-1]
         labels[:, :-1][crossing] = IGNORE_INDEX
-        labels[document_ids < 0] = IGNORE_INDEX
+        labels[segment_ids < 0] = IGNORE_INDEX
     if pad_id is not None:
         labels[labels == pad_id] = IGNORE_INDEX
     return labels

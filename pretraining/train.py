@@ -39,6 +39,7 @@ from contracts.layout import (
 )
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig
+from pretraining.data.windows import attention_segments
 from pretraining.export import (
     check_checkpoint_fits,
     check_complete_checkpoint,
@@ -49,6 +50,7 @@ from pretraining.modeling import Block, MlmClmForLM
 from pretraining.objectives import (
     IGNORE_INDEX,
     SAMPLE_INDEX,
+    WINDOW_IDS,
     TokenIds,
     clm_labels,
     mask_for_mlm,
@@ -84,7 +86,7 @@ class ComposerLM(ComposerModel):
     def forward(self, batch: dict) -> Any:
         return self.model(
             input_ids=batch["input_ids"],
-            document_ids=batch.get("document_ids"),
+            segment_ids=batch.get(SEGMENT_IDS),
             labels=batch["labels"],
             is_causal=self.is_causal,
         )
@@ -100,16 +102,32 @@ def _unwrap(model) -> ComposerLM:
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
+SEGMENT_IDS = "segment_ids"
+
+
 class ObjectiveAlgorithm(Algorithm):
     """At AFTER_DATALOADER: turn a packed batch into a CLM or MLM batch for the current step.
 
     The phase is a function of the step, each row's mask of (seed, the row's global sample index):
-    autoresume (on any number of ranks) lands in the right phase with the same masks.
+    autoresume (on any number of ranks) lands in the right phase with the same masks. Attention
+    segments (and so RoPE positions and where CLM targets stop) follow `attention_scope`: the
+    batch's windows, or the documents inside them (pretraining/data/windows.py); a batch without
+    window_ids is one window per row.
     """
 
-    def __init__(self, kind: str, switch_at: int | None, mlm_ratio: float, replace, ids: TokenIds, seed: int):
+    def __init__(
+        self,
+        kind: str,
+        switch_at: int | None,
+        mlm_ratio: float,
+        replace,
+        ids: TokenIds,
+        seed: int,
+        attention_scope: str = "window",
+    ):
         self.kind, self.switch_at, self.mlm_ratio = kind, switch_at, mlm_ratio
         self.replace, self.ids, self.seed = tuple(replace), ids, seed
+        self.attention_scope = attention_scope
 
     def match(self, event: Event, state: State) -> bool:
         return event == Event.AFTER_DATALOADER
@@ -118,7 +136,11 @@ class ObjectiveAlgorithm(Algorithm):
         step = int(state.timestamp.batch.value)
         phase = phase_at(step, self.kind, self.switch_at)
         batch = state.batch
-        input_ids, document_ids = batch["input_ids"], batch.get("document_ids")
+        input_ids = batch["input_ids"]
+        windows = batch.get(WINDOW_IDS)
+        segments = attention_segments(
+            torch.zeros_like(input_ids) if windows is None else windows, batch.get("document_ids"), self.attention_scope
+        )
         if phase.objective == "mlm":
             if SAMPLE_INDEX not in batch:
                 raise PretrainError(
@@ -136,10 +158,10 @@ class ObjectiveAlgorithm(Algorithm):
                 self.replace,
             )
         else:
-            labels = clm_labels(input_ids, document_ids)
-        state.batch = {"input_ids": input_ids, "labels": labels}
-        if document_ids is not None:
-            state.batch["document_ids"] = document_ids
+            labels = clm_labels(input_ids, segments)
+        state.batch = {"input_ids": input_ids, "labels": labels, SEGMENT_IDS: segments}
+        if SAMPLE_INDEX in batch:  # per-row metadata for callbacks; the model ignores it
+            state.batch[SAMPLE_INDEX] = batch[SAMPLE_INDEX]
         _unwrap(state.model).is_causal = phase.is_causal
         logger.log_metrics({"objective/is_mlm": int(phase.objective == "mlm")})
 
@@ -294,16 +316,16 @@ def build_model(cfg: PretrainConfig, vocab_size: int, *, trust_checkpoints: bool
 
 
 def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.Optimizer:
-    """torch AdamW; weight decay on matrices (linear, embedding), none on RMSNorm gains."""
+    """torch AdamW; weight decay on every parameter (the release), or on matrices only with
+    optimizer.no_decay=norm_gains (the RMSNorm gains, the only 1-D parameters, exempt)."""
     o = cfg.optimizer
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=o.lr,
-        betas=tuple(o.betas),
-        eps=o.eps,
-    )
+    exempt = o.no_decay == "norm_gains"
+    decay = [p for p in model.parameters() if p.ndim >= 2 or not exempt]
+    no_decay = [p for p in model.parameters() if p.ndim < 2 and exempt]
+    groups = [{"params": decay, "weight_decay": o.weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), eps=o.eps)
 
 
 def build_scheduler(cfg: PretrainConfig) -> AtStepEnd:
@@ -314,6 +336,27 @@ def build_scheduler(cfg: PretrainConfig) -> AtStepEnd:
             warmup=s.warmup, stable_end=total - s.decay, total=total, decay_shape=s.decay_shape, alpha_f=s.alpha_f
         )
     )
+
+
+def check_attention_backend(cfg: PretrainConfig) -> None:
+    """PretrainError, before anything is built, when model.attn_implementation cannot run this run's
+    attention segments (windows or documents) on its device (docs/pretraining.md)."""
+    device, _ = _device_and_precision(cfg)
+    m = cfg.model
+    scope = f"model.attn_implementation {m.attn_implementation} cannot run {m.attention_scope} attention on {device}"
+    if m.attn_implementation == "flash_attention_2":
+        from transformers.utils import is_flash_attn_2_available
+
+        if device != "gpu" or not is_flash_attn_2_available():
+            raise PretrainError(
+                f"{scope}: flash-attn's varlen kernel needs a CUDA device and the flash-attn package "
+                "(pip install -e .[gpu], or the container); use model.attn_implementation=sdpa here"
+            )
+    if m.attn_implementation == "flex_attention" and device == "cpu" and cfg.train.compile:
+        raise PretrainError(
+            f"{scope} compiled: torch 2.7's inductor does not compile FlexAttention's CPU kernel; set "
+            "train.compile=false (eager FlexAttention, a dense reference) or use model.attn_implementation=sdpa"
+        )
 
 
 def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
@@ -375,6 +418,7 @@ def build_trainer(
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer.
     Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export)."""
     _check_run_dir(cfg)
+    check_attention_backend(cfg)
     guard_composer_loads(trust_checkpoints)
     if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
         newest_complete_checkpoint(Path(cfg.run_dir) / CHECKPOINTS_DIR)
@@ -426,7 +470,11 @@ def build_trainer(
         *user_callbacks,
         *extra_callbacks,
     ]
-    algorithms = [ObjectiveAlgorithm(obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids, t.seed)]
+    algorithms = [
+        ObjectiveAlgorithm(
+            obj.kind, obj.switch_at, obj.mlm_ratio, obj.replace, token_ids, t.seed, cfg.model.attention_scope
+        )
+    ]
     if o.grad_clip_norm > 0:
         algorithms.append(GradientClipping(clipping_type="norm", clipping_threshold=o.grad_clip_norm))
     return Trainer(

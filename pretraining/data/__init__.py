@@ -8,7 +8,8 @@ from pretraining.data.config import DataConfig
 
 
 def build_train_dataloader(data_cfg: DataConfig, device_batch_size: int, num_workers: int = 0):
-    """(DataLoader, StreamingDataset) yielding {"input_ids", "document_ids"} LongTensor[B, L]."""
+    """(DataLoader, StreamingDataset) yielding {"input_ids", "document_ids", "window_ids"}
+    LongTensor[B, L] and {"sample_index"} LongTensor[B]."""
     from pretraining.data.loader import build_train_dataloader as build
 
     return build(data_cfg, device_batch_size, num_workers)

@@ -4,6 +4,7 @@ and the check that a run's samples fit in the prepared data (docs/data.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 class DataBudgetError(ValueError):
@@ -38,6 +39,11 @@ class DataConfig:
     drop_last: bool = True
     start_sample: int = 0  # first sample of the order this run reads (CPT: base steps x batch)
     allow_repeats: bool = False  # True: a run may read the data for more than one epoch
+    # Each block of seq_len tokens is split at a random point into two windows of min_window..
+    # seq_len - min_window tokens (the release), or kept whole ("fixed"); the split of a block is
+    # seeded by (shuffle_seed, its sample index) (pretraining/data/windows.py).
+    windows: Literal["random_split", "fixed"] = "random_split"
+    min_window: int = 12
 
     def __post_init__(self) -> None:
         if self.seq_len < 2:
@@ -46,6 +52,11 @@ class DataConfig:
             raise ValueError("num_canonical_nodes must be >= 1")
         if self.start_sample < 0:
             raise ValueError(f"data.start_sample must be >= 0, got {self.start_sample}")
+        if self.windows == "random_split" and not 1 <= self.min_window <= self.seq_len // 2:
+            raise ValueError(
+                f"data.min_window {self.min_window}: two windows of at least that many tokens must fit in "
+                f"data.seq_len {self.seq_len}; lower it or set data.windows=fixed"
+            )
 
     @property
     def is_remote(self) -> bool:

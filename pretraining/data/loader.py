@@ -27,20 +27,22 @@ from torch.utils.data import DataLoader
 from pretraining.data.config import DataConfig
 from pretraining.data.packing import document_ids
 from pretraining.data.prepare import MANIFEST
-from pretraining.objectives import SAMPLE_INDEX
+from pretraining.data.windows import window_ids
+from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS
 
 
 class PackedCollator:
-    """Samples {"input_ids", "doc_lengths", "sample_index"} -> {"input_ids", "document_ids"}
-    LongTensor[B, L] and {"sample_index"} LongTensor[B].
+    """Samples {"input_ids", "doc_lengths", "sample_index"} -> {"input_ids", "document_ids",
+    "window_ids"} LongTensor[B, L] and {"sample_index"} LongTensor[B].
 
-    document_ids numbers the documents of each sample 0, 1, 2, ... (a position's document), so
-    attention can be restricted to the same document (block-diagonal) and CLM labels can stop at
-    document ends. sample_index seeds each row's MLM mask (pretraining/objectives.py).
+    document_ids numbers the documents of each sample 0, 1, 2, ... (a position's document);
+    window_ids the windows of its block (0, then 1 after the random split point; all 0 for
+    `fixed` windows): the objective turns them into attention segments (model.attention_scope).
+    sample_index seeds each row's MLM mask (pretraining/objectives.py) and its split point.
     """
 
-    def __init__(self, seq_len: int) -> None:
-        self.seq_len = seq_len
+    def __init__(self, seq_len: int, windows: str = "fixed", seed: int = 0, min_window: int = 12) -> None:
+        self.seq_len, self.windows, self.seed, self.min_window = seq_len, windows, seed, min_window
 
     def __call__(self, samples: list[dict]) -> dict[str, torch.Tensor]:
         for sample in samples:
@@ -51,10 +53,13 @@ class PackedCollator:
                 )
         input_ids = np.stack([s["input_ids"] for s in samples]).astype(np.int64)
         doc_ids = np.stack([document_ids(s["doc_lengths"]) for s in samples])
+        indices = [int(s[SAMPLE_INDEX]) for s in samples]
+        windows = window_ids(indices, self.seq_len, self.windows, self.seed, self.min_window)
         return {
             "input_ids": torch.from_numpy(input_ids),
             "document_ids": torch.from_numpy(doc_ids),
-            SAMPLE_INDEX: torch.tensor([int(s[SAMPLE_INDEX]) for s in samples], dtype=torch.int64),
+            WINDOW_IDS: torch.from_numpy(windows),
+            SAMPLE_INDEX: torch.tensor(indices, dtype=torch.int64),
         }
 
 
@@ -162,7 +167,7 @@ def build_train_dataloader(
     loader = DataLoader(
         dataset,
         batch_size=device_batch_size,
-        collate_fn=PackedCollator(cfg.seq_len),
+        collate_fn=PackedCollator(cfg.seq_len, cfg.windows, cfg.shuffle_seed, cfg.min_window),
         num_workers=num_workers,
         drop_last=cfg.drop_last,
         pin_memory=torch.cuda.is_available(),

@@ -1,5 +1,5 @@
 """Shared fixtures of the pretraining tests: a tiny in-memory packed dataset in the data
-pipeline's batch format (`input_ids`, `document_ids` LongTensor[B, L]) and tiny configs."""
+pipeline's batch format (`input_ids`, `document_ids`, `window_ids` LongTensor[B, L]) and tiny configs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from pretraining.data.windows import window_ids
 from pretraining.objectives import TokenIds
 
 # Toy models are far too small for intra-op threads to pay off; one thread is faster on 2 cores.
@@ -44,7 +45,8 @@ class PackedToyDataset(Dataset):
 
     def __getitem__(self, index):
         ids, docs = self.samples[index]
-        return {"input_ids": ids, "document_ids": docs, "sample_index": index}
+        (windows,) = window_ids([index], len(ids), "random_split", seed=0, min_window=4)  # as the real loader
+        return {"input_ids": ids, "document_ids": docs, "window_ids": torch.from_numpy(windows), "sample_index": index}
 
 
 def toy_dataloader(batch_size: int = 8, seq_len: int = 32, num_samples: int = 256) -> DataLoader:
@@ -66,7 +68,10 @@ def toy_run_config(tmp_path, name="toy", **sections):
         "run_dir": str(tmp_path / name),
         "tokenizer": "embedded",
         "data": {"path": str(tmp_path / "unused-data")},  # the tests inject an in-memory loader
-        "model": {"preset": "toy_s"},
+        # Attention per document: the in-memory documents are short counting runs whose MLM signal
+        # lies inside the document (over windows of several documents MLM needs ~2.5x the steps);
+        # window attention, the default, is trained on real text by test_cli and test_multirank.
+        "model": {"preset": "toy_s", "attention_scope": "document"},
         "objective": {"kind": "mlm", "mlm_ratio": 0.4},
         "optimizer": {"lr": 5e-3},
         "schedule": {"warmup": 3, "decay": 5},

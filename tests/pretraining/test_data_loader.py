@@ -52,9 +52,11 @@ def first_batches(loader, n):
 
 def test_batch_format(shards):
     root, samples = shards
-    loader, dataset = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle=False), 4)
+    loader, dataset = build_train_dataloader(
+        DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle=False), 4
+    )
     batch = next(iter(loader))
-    assert set(batch) == {"input_ids", "document_ids", "sample_index"}
+    assert set(batch) == {"input_ids", "document_ids", "window_ids", "sample_index"}
     assert batch["input_ids"].shape == batch["document_ids"].shape == (4, SEQ_LEN)
     assert batch["sample_index"].tolist() == [0, 1, 2, 3] and batch["sample_index"].dtype == torch.long
     assert batch["input_ids"].dtype == batch["document_ids"].dtype == torch.long
@@ -71,7 +73,9 @@ def test_order_is_deterministic_for_a_seed(shards):
     root, _ = shards
     orders = []
     for seed in (7, 7, 8):
-        loader, _ = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=seed), 4)
+        loader, _ = build_train_dataloader(
+            DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle_seed=seed), 4
+        )
         orders.append(tags(loader))
     assert orders[0] == orders[1] and sorted(orders[0]) == list(range(64))
     assert orders[0] != list(range(64))  # shuffled
@@ -82,7 +86,7 @@ def test_each_sample_carries_its_global_index_epoch_after_epoch(shards):
     """The index seeding a sample's MLM mask: its id in the prepared data in epoch 0, then
     + 64 (the number of samples) per epoch, so a repeated sample gets a new mask."""
     root, _ = shards
-    loader, _ = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3), 4)
+    loader, _ = build_train_dataloader(DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle_seed=3), 4)
     for epoch in range(2):
         batches = list(loader)
         indices = [int(i) for batch in batches for i in batch["sample_index"]]
@@ -91,7 +95,7 @@ def test_each_sample_carries_its_global_index_epoch_after_epoch(shards):
 
 def test_resume_mid_epoch_from_state_dict(shards):
     root, _ = shards
-    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3)
+    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle_seed=3)
     loader, dataset = build_train_dataloader(cfg, 4)
     full = tags(loader)
 
@@ -109,7 +113,7 @@ def test_resume_mid_epoch_from_state_dict(shards):
 
 def test_several_workers_give_the_same_samples(shards):
     root, _ = shards
-    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle=False)
+    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle=False)
     loader, _ = build_train_dataloader(cfg, 4, num_workers=2)
     assert sorted(tags(loader)) == list(range(64))
 
@@ -143,7 +147,8 @@ def test_cache_dir_copies_shards_and_leaves_the_prepared_folder_alone(shards, tm
             shutil.copy(path, prepared / path.name)
     before = sorted(p.name for p in prepared.iterdir())
     loader, _ = build_train_dataloader(
-        DataConfig(path=str(prepared), cache_dir=str(tmp_path / "cache"), seq_len=SEQ_LEN, shuffle=False), 4
+        DataConfig(path=str(prepared), cache_dir=str(tmp_path / "cache"), seq_len=SEQ_LEN, min_window=4, shuffle=False),
+        4,
     )
     assert tags(loader) == list(range(64))
     assert any(p.name.endswith(".mds") for p in (tmp_path / "cache").iterdir())
@@ -165,7 +170,7 @@ def test_a_shared_memory_prefix_race_is_retried(shards, monkeypatch):
 
     monkeypatch.setattr(loader, "ContinuedStreamingDataset", racing)
     root, _ = shards
-    dataset = loader.build_train_dataset(DataConfig(path=str(root), seq_len=SEQ_LEN), 2)
+    dataset = loader.build_train_dataset(DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4), 2)
     # >= 2, not == 2: a test on the other xdist worker can win a real prefix race here too, which
     # the same retry absorbs (CI on 57a5a8a saw 3 calls).
     assert len(calls) >= 2 and len(dataset) > 0
@@ -174,7 +179,7 @@ def test_a_shared_memory_prefix_race_is_retried(shards, monkeypatch):
 def test_start_sample_continues_the_order_after_a_base_run(shards):
     """CPT: a run with start_sample = base steps x batch reads the base run's next samples."""
     root, _ = shards
-    base = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3)
+    base = DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle_seed=3)
     full = tags(build_train_dataloader(base, 4)[0])
     base_run = []
     for step, batch in enumerate(build_train_dataloader(base, 4)[0]):
@@ -190,7 +195,7 @@ def test_start_sample_continues_the_order_after_a_base_run(shards):
 def test_a_continued_run_resumes_after_its_start(shards):
     """Composer saves state_dict(samples seen by this run, True); the start is added back."""
     root, _ = shards
-    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, shuffle_seed=3, start_sample=20)
+    cfg = DataConfig(path=str(root), seq_len=SEQ_LEN, min_window=4, shuffle_seed=3, start_sample=20)
     full = tags(build_train_dataloader(replace(cfg, start_sample=0), 4)[0])
     loader, dataset = build_train_dataloader(cfg, 4)
     seen = first_batches(loader, 2)

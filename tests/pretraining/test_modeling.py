@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
 import pretraining  # noqa: F401  (registers the model type with the Auto classes)
-from pretraining.modeling import MlmClmForLM, MlmClmModel, position_ids_from_document_ids
+from pretraining.modeling import MlmClmForLM, MlmClmModel, position_ids_from_segment_ids
 from pretraining.presets import PRESETS, closed_form_parameter_count, config_from_preset, count_parameters_on_meta
 
 
@@ -60,27 +60,27 @@ def test_causal_and_bidirectional_attention_really_differ():
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_block_diagonal_mask_isolates_documents_and_restarts_positions(is_causal):
+def test_block_diagonal_mask_isolates_segments_and_restarts_positions(is_causal):
     model = _tiny(is_causal=is_causal)
     doc_a, doc_b = torch.randint(4, 50, (1, 5)), torch.randint(4, 50, (1, 7))
     packed = torch.cat([doc_a, doc_b], dim=1)
-    document_ids = torch.tensor([[0] * 5 + [1] * 7])
+    segment_ids = torch.tensor([[0] * 5 + [1] * 7])
     with torch.no_grad():
-        together = model(packed, document_ids=document_ids).logits
+        together = model(packed, segment_ids=segment_ids).logits
         alone_a = model(doc_a).logits
         alone_b = model(doc_b).logits
-    # Each document gives exactly what it gives alone (no leak, positions restart at 0).
+    # Each segment gives exactly what it gives alone (no leak, positions restart at 0).
     assert torch.allclose(together[:, :5], alone_a, atol=1e-5)
     assert torch.allclose(together[:, 5:], alone_b, atol=1e-5)
-    # Without document ids, document b sees document a.
+    # Without segment ids, segment b sees segment a.
     with torch.no_grad():
         leaky = model(packed).logits
     assert not torch.allclose(leaky[:, 5:], alone_b, atol=1e-4)
 
 
-def test_position_ids_restart_in_each_document():
+def test_position_ids_restart_in_each_segment():
     docs = torch.tensor([[0, 0, 0, 1, 1, 2, 2, 2, 2]])
-    assert position_ids_from_document_ids(docs).tolist() == [[0, 1, 2, 0, 1, 0, 1, 2, 3]]
+    assert position_ids_from_segment_ids(docs).tolist() == [[0, 1, 2, 0, 1, 0, 1, 2, 3]]
 
 
 def test_padding_mask_gives_the_unpadded_result():

@@ -1,11 +1,12 @@
 """`python -m pretraining train` on 1 (in this process), 2 and 4 CPU ranks through the Composer
 launcher (gloo).
 
-The same toy MLM run gives the same per-step losses and final weights on any number of ranks, and a
-run stopped at step 10 on 1 rank continues on 4 (and one stopped on 2 ranks continues on 1) exactly
-as an uninterrupted one:
-samples are ordered by mosaicml-streaming independently of the ranks and every MLM mask is drawn
-from (seed, the sample's global index) (docs/pretraining.md, "Several ranks and nodes").
+The same toy MLM run (and CLM run) gives the same per-step losses and final weights on any number
+of ranks, and a run stopped at step 10 on 1 rank continues on 4 (and one stopped on 2 ranks
+continues on 1) exactly as an uninterrupted one, each block split into the same two windows:
+samples are ordered by mosaicml-streaming independently of the ranks and every MLM mask and window
+split is drawn from (seed, the sample's global index) (docs/pretraining.md, "Several ranks and
+nodes").
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.pretraining.toy_runs import prepare_embedded_data, write_toy_mlm_config
+from pretraining.data.windows import split_point
+from tests.pretraining.toy_runs import (
+    SEQ_LEN,
+    prepare_embedded_data,
+    record_windows_spec,
+    recorded_windows,
+    write_toy_mlm_config,
+)
 
 pytestmark = pytest.mark.multiprocess
 
@@ -87,11 +95,41 @@ def stop_at(run_dir: Path, step: int) -> None:
     (run_dir / "FINISHED.json").unlink()
 
 
+DATA_SEED = 17  # data.shuffle_seed's default: it seeds the window splits too
+
+
 @pytest.fixture(scope="module")
-def toy_config(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("multirank")
-    data = prepare_embedded_data(root / "data")
-    return write_toy_mlm_config(root / "toy.yaml", data, root / "unused", steps=STEPS, resume_interval=STOP, decay=2)
+def data(tmp_path_factory) -> Path:
+    return prepare_embedded_data(tmp_path_factory.mktemp("multirank") / "data")
+
+
+def _config(data: Path, objective: str) -> Path:
+    root = data.parent
+    return write_toy_mlm_config(
+        root / f"{objective}.yaml",
+        data,
+        root / "unused",
+        steps=STEPS,
+        resume_interval=STOP,
+        decay=2,
+        callbacks=[record_windows_spec(root / f"windows-{objective}")],
+        objective=objective,
+    )
+
+
+@pytest.fixture(scope="module")
+def toy_config(data) -> Path:
+    return _config(data, "mlm")
+
+
+def windows_of_last_run(config: Path) -> dict[int, list[tuple[int, int]]]:
+    """{step: (sample index, first window length) of each block} that every rank of the run read."""
+    windows = recorded_windows(config.parent / f"windows-{config.stem}")
+    assert windows, "the run recorded no windows"
+    for blocks in windows.values():
+        assert len(blocks) == 8 and len({index for index, _ in blocks}) == 8  # the whole batch, once
+        assert all(first == split_point(DATA_SEED, index, SEQ_LEN) for index, first in blocks)
+    return windows
 
 
 def train_on(ranks: int, config: Path, run_dir: Path) -> None:
@@ -106,20 +144,32 @@ def train_on(ranks: int, config: Path, run_dir: Path) -> None:
         launch(ranks, config, f"run_dir={run_dir}")
 
 
-@pytest.fixture(scope="module")
-def runs(toy_config) -> dict[int, tuple[Path, tuple]]:
-    """The same config trained on 1 and 2 ranks: {ranks: (run_dir, its outcome as trained)}."""
+def on_1_and_2_ranks(config: Path) -> dict[int, tuple[Path, tuple, dict]]:
+    """The config trained on 1 and 2 ranks: {ranks: (run_dir, its outcome, its windows)}."""
     out = {}
     for ranks in (1, 2):
-        run_dir = toy_config.parent / f"ranks{ranks}"
-        train_on(ranks, toy_config, run_dir)
-        out[ranks] = run_dir, outcome(run_dir)
+        run_dir = config.parent / f"{config.stem}-ranks{ranks}"
+        train_on(ranks, config, run_dir)
+        out[ranks] = run_dir, outcome(run_dir), windows_of_last_run(config)
     return out
 
 
+@pytest.fixture(scope="module")
+def runs(toy_config) -> dict[int, tuple[Path, tuple, dict]]:
+    return on_1_and_2_ranks(toy_config)
+
+
 @pytest.mark.slow
-def test_losses_and_weights_do_not_depend_on_the_number_of_ranks(runs):
+def test_losses_weights_and_windows_do_not_depend_on_the_number_of_ranks(runs):
     assert_same_run(runs[2][1], runs[1][1])
+    assert runs[2][2] == runs[1][2] and list(runs[1][2]) == list(range(STEPS))
+
+
+@pytest.mark.slow
+def test_a_clm_run_over_random_windows_does_not_depend_on_the_number_of_ranks(data):
+    clm = on_1_and_2_ranks(_config(data, "clm"))
+    assert_same_run(clm[2][1], clm[1][1])
+    assert clm[2][2] == clm[1][2]
 
 
 # Fewer ranks to more and the reverse; 4 ranks (2 samples each of the batch of 8) only here, for the
@@ -131,3 +181,5 @@ def test_a_run_stopped_on_some_ranks_resumes_on_others_as_if_uninterrupted(runs,
     stop_at(run_dir, STOP)
     train_on(after, toy_config, run_dir)
     assert_same_run(outcome(run_dir), runs[1][1])
+    resumed = windows_of_last_run(toy_config)  # the blocks of steps 10 and 11, split as before
+    assert resumed == {step: runs[1][2][step] for step in range(STOP, STEPS)}

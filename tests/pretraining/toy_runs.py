@@ -5,6 +5,7 @@ waits for that event, never for a duration)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -50,6 +51,44 @@ class HoldAtStep(Callback):
             time.sleep(0.05)
 
 
+class RecordWindows(Callback):
+    """Each rank appends one JSON line per row of each batch, {"step", "sample_index", "first_window"}
+    (the length of the block's first window), to `<directory>/<pid>-rank<r>.jsonl`. Reads the
+    segments the objective made: with attention_scope "window" they are the windows."""
+
+    def __init__(self, directory: str):
+        self.directory = Path(directory)
+
+    def after_dataloader(self, state, logger) -> None:
+        from pretraining.objectives import SAMPLE_INDEX
+        from pretraining.train import SEGMENT_IDS
+
+        step, batch = int(state.timestamp.batch), state.batch
+        first = (batch[SEGMENT_IDS] == 0).sum(1).tolist()
+        rows = [
+            {"step": step, "sample_index": i, "first_window": f} for i, f in zip(batch[SAMPLE_INDEX].tolist(), first)
+        ]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / f"{os.getpid()}-rank{dist.get_global_rank()}.jsonl").open("a") as log:
+            log.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+def recorded_windows(directory: Path) -> dict[int, list[tuple[int, int]]]:
+    """{step: sorted (sample index, first window length)} over every rank's RecordWindows file,
+    which are then removed (so the next run records afresh)."""
+    steps: dict[int, list[tuple[int, int]]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            steps.setdefault(row["step"], []).append((row["sample_index"], row["first_window"]))
+        path.unlink()
+    return {step: sorted(rows) for step, rows in sorted(steps.items())}
+
+
+def record_windows_spec(directory: Path) -> dict:
+    return {"factory": f"{__name__}:{RecordWindows.__name__}", "kwargs": {"directory": str(directory)}}
+
+
 def hold_spec(step: int, arrived: Path, release: Path) -> dict:
     """The `train.callbacks` entry of a HoldAtStep."""
     kwargs = {"step": step, "arrived": str(arrived), "release": str(release)}
@@ -57,16 +96,25 @@ def hold_spec(step: int, arrived: Path, release: Path) -> dict:
 
 
 def write_toy_mlm_config(
-    path: Path, data: Path, run_dir: Path, *, steps: int, resume_interval: int, decay: int, callbacks: tuple = ()
+    path: Path,
+    data: Path,
+    run_dir: Path,
+    *,
+    steps: int,
+    resume_interval: int,
+    decay: int,
+    callbacks: tuple = (),
+    objective: str = "mlm",
 ) -> Path:
-    """A toy_s MLM-40 run of `steps` steps (batch 8, seed 5) on `data`, written to `path` as YAML."""
+    """A toy_s MLM-40 (or `objective`) run of `steps` steps (batch 8, seed 5) on `data`, written to
+    `path` as YAML."""
     config = {
         "name": "toy",
         "run_dir": str(run_dir),
         "tokenizer": "embedded",
         "data": {"path": str(data), "seq_len": SEQ_LEN},
         "model": {"preset": "toy_s"},
-        "objective": {"kind": "mlm", "mlm_ratio": 0.4},
+        "objective": {"kind": objective, "mlm_ratio": 0.4},
         "optimizer": {"lr": 3e-3},
         "schedule": {"warmup": 2, "decay": decay},
         "train": {
