@@ -30,7 +30,12 @@ def objective_text(objective: dict) -> str:
 
 def data_text(data: dict) -> str:
     """The prepared data folder, and what it was prepared from when its manifest is readable here."""
-    text = f"prepared data `{data['path']}` (sequences of {data['seq_len']} tokens, packed documents)"
+    windows = (
+        f"each split at a random point into two windows of at least {data.get('min_window', 12)} tokens"
+        if data.get("windows", "fixed") == "random_split"
+        else "each one window"
+    )
+    text = f"prepared data `{data['path']}` (blocks of {data['seq_len']} tokens of packed documents, {windows})"
     manifest_file = Path(data["path"]) / "manifest.json"
     if "://" in data["path"] or not manifest_file.is_file():
         return text
