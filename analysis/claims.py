@@ -1,25 +1,29 @@
 """The paper's claims as tested hypotheses: declarative specs, their evaluation, verdicts.
 
-Each claim is one row of CLAIMS: which cells are the treatment and the control (selectors on
-the pretraining-description columns of the cells), which task types, what matches them
-(`pair_on`), and what is estimated:
-- difference   mean over matched groups of (treatment - control)
-- equivalence  the same, tested for |difference| < margin (TOST)
-- trend        slope of the difference along a covariate (e.g. log2 parameters), per stratum
-- curvature    quadratic coefficient of the treatment along a covariate (masking ratio), per stratum
-- spread       standard deviation over LRs and seeds, or over masking ratios: treatment - control
-All but `spread` are linear contrasts of cell means, fitted by analysis.models.contrast_fit.
+Each claim is one row of CLAIMS and is tested as what its sentence says (docs/claims.md, "The
+claims"), not as a pooled average that can hold when the sentence is false:
+- difference      treatment - control, averaged over matched groups (`pair_on`) within each
+                  level of `across` ("at every size": one component per size, each must hold);
+- noninferiority  the same, each component above -margin ("CLM is competitive");
+- equivalence     the same, each component within +-margin (TOST; printed with its 90% interval);
+- steps           the difference at consecutive levels of `across`, ordered by `covariate`
+                  ("the gap grows with size": every step in the claimed direction);
+- u_shape         per curve (a level of `across`), the quadratic fitted over `covariate` falls at
+                  its lowest value and rises at its highest: an interior minimum;
+- spread          ratio of variance components, treatment over control, seed noise removed.
+Components are linear contrasts of cell means; analysis.claim_tests tests them and combines
+them (intersection-union across components, Holm across claims).
 
 Sources (docs/claims.md): run records (released or your own): cells from the per-seed selected
 runs; or the published tables: each cell's seed sd recovered from its printed half-width by the
-paper's interval rule (hw = 1.96 sd / sqrt(5)) and its 5 seeds replaced by pseudo-seeds with that
-mean and sd (exact for the contrast fit). Claims a source cannot test get the verdict
-NOT_TESTABLE and the reason; the report never stops on them.
+paper's interval rule (hw = 1.96 sd / sqrt(5)). Each claim lists the cells it needs (those of the
+paper's design that its selectors match) and the cells it used: a claim missing a whole
+component, or every cell, is NOT_TESTABLE with the missing cells named; a claim missing some
+cells is tested on the rest with a warning in every output. The report never stops on them.
 
-Verdict rule (docs/claims.md): Holm-adjusted p < 0.05 (across all testable claims) with the
-estimate in the claimed direction -> supported; in the opposite direction -> contradicted;
-equivalence: TOST p_holm < 0.05 -> supported, 95% CI entirely outside +-margin -> contradicted;
-otherwise inconclusive.
+Every verdict is conditional on the paper's one pretraining run per configuration; the report
+says so, and gives per claim the largest pretraining sd at which its verdict still holds and the
+design (seeds, pretraining runs) that would give 80% power (analysis.power).
 """
 
 from __future__ import annotations
@@ -28,24 +32,47 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.multitest import multipletests
+from scipy import stats
 
 from analysis.aggregate import iter_cell_replicates, scan_runs
+from analysis.bench import release_models
 from analysis.cells import describe_models
+from analysis.claim_tests import (
+    CONTRADICTED,
+    SUPPORTED,
+    CellTerm,
+    ComponentStats,
+    claim_p,
+    decide,
+    holm,
+    interval,
+    tipping_pretraining_sd,
+)
 from analysis.intervals import Z_95, keyed_rng, percentile_bounds
-from analysis.models import Fit, contrast_fit, equivalence_fit, paired_fit, pseudo_seeds
+from analysis.models import pseudo_seeds
+from analysis.power import TARGET_POWER, plan
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
+from analysis.small_sample import (
+    design_bootstrap_calibration,
+    fieller_ratio,
+    level_variance,
+    lr_variance,
+    sd_ratio,
+    seed_bootstrap_calibration,
+    stretch,
+)
 from contracts.paper import (
     AVERAGE,
     BIPHASIC_SPLITS,
     CLM_STEPS_BEFORE_MASKING,
     CPT_STEPS,
     DATASET_BY_ID,
+    DATASETS,
     DEFAULT_MASKING_RATIO,
     INTERMEDIATE_STEPS,
     PRETRAIN_STEPS,
@@ -53,37 +80,51 @@ from contracts.paper import (
 )
 from contracts.run_record import RunRecord
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 NOT_TESTABLE = "not testable from this source"
-ALPHA = 0.05
 PUBLISHED_SEEDS = 5  # every printed cell is a mean over 5 fine-tuning seeds
 LR_SENSITIVITY_RANGE = (1e-5, 1e-4)  # Figure 5: LRs in [1e-5, 1e-4], inclusive
+ONE_PRETRAINING_RUN = (
+    "The paper pretrained each configuration once: every verdict is about those pretraining runs "
+    "(intervals carry fine-tuning seed noise only); the tipping pretraining SD is the largest SD of "
+    "a pretraining run's effect (points, shared by a model's datasets) at which the verdict still holds."
+)
 CSV_COLUMNS = ["claim", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "verdict", "n_runs", "source"]
 _BOUNDS = ("low", "high", "low_mcse", "high_mcse")
 DETAIL_COLUMNS = [
     "sentence",
     "location",
     "test",
+    "scope",
     "direction",
+    "boundary",
     "unit",
     "margin",
+    "ci_level",
+    "shown",
+    "qualifying",
+    "components",
+    "p_against",
+    "p_against_holm",
+    "cells_used",
+    "cells_needed",
+    "missing_cells",
+    "warning",
+    "pretraining_sd",
+    "tipping_pretraining_sd",
+    "planning_pretraining_sd",
+    "fragile",
+    "seeds_for_80",
+    "design_for_80",
     "model",
-    "n_groups",
-    "paper_low",
-    "paper_high",
     "boot_reps",
     *(f"seed_boot_{b}" for b in _BOUNDS),
     *(f"instance_boot_{b}" for b in _BOUNDS),
     "iqm_difference",
-    "iqm_low",
-    "iqm_high",
     "prob_improvement",
-    "poi_low",
-    "poi_high",
     "crossover",
     "reason",
 ]
-DEGREE = {"difference": 0, "equivalence": 0, "trend": 1, "curvature": 2}
+TESTS = ("difference", "noninferiority", "equivalence", "steps", "u_shape", "spread")
 
 FINAL_42K = {"checkpoint_step": PRETRAIN_STEPS, "schedule_steps": PRETRAIN_STEPS}
 MLM40 = {"objective": "mlm", "masking_ratio": DEFAULT_MASKING_RATIO}
@@ -91,6 +132,7 @@ CLM = {"objective": "clm"}
 INTERMEDIATE_610M = {"size": "610m", "schedule_steps": PRETRAIN_STEPS, "final": False}
 EARLY_STEPS = INTERMEDIATE_STEPS[:3]  # 1k, 2k, 5k: "early in pretraining" (Figure 4)
 LONGEST_CPT = max(CPT_STEPS)  # 22k: Figure 8
+TC_MARGIN = 0.5  # F1 points, docs/claims.md "The claims"
 
 
 @dataclass(frozen=True)
@@ -98,17 +140,19 @@ class Claim:
     id: str
     sentence: str  # what the paper concludes, in our words
     location: str  # where the paper says it
-    test: str  # difference | equivalence | trend | curvature | spread
+    test: str  # one of TESTS
     treatment: dict
     control: dict | None
     pair_on: tuple[str, ...]  # columns matching treatment and control cells (a "group")
-    direction: str  # greater | less | equivalent
+    direction: str  # greater | less: the claimed side of the boundary
     unit: str
+    scope: str  # what must hold, in words (the report prints it)
     task_types: tuple[str, ...] = TASK_TYPES
-    covariate: str | None = None  # trend/curvature: the x of the fit; spread: what it is over
-    estimate_on: dict = field(default_factory=dict)  # extra filter of the estimated groups
+    across: tuple[str, ...] = ()  # one component per level of these columns; each must hold
+    levels: dict = field(default_factory=dict)  # only these values of `across` columns
+    covariate: str | None = None  # steps: the order of the levels; u_shape: the x; spread: what varies
     crossover_on: str | None = None  # also report where treatment - control changes sign
-    margin: float | None = None  # equivalence margin, in `unit`
+    margin: float | None = None  # noninferiority / equivalence margin, in `unit`
     needs_runs: str | None = None  # why published numbers cannot test it
 
 
@@ -123,7 +167,9 @@ CLAIMS: tuple[Claim, ...] = (
         ("size", "dataset"),
         "greater",
         "points",
+        "each of the 3 sizes (MLM-40 - CLM, mean of the 3 SC datasets) above 0",
         task_types=("SC",),
+        across=("size",),
     ),
     Claim(
         "mlm_beats_clm_qa",
@@ -135,7 +181,9 @@ CLAIMS: tuple[Claim, ...] = (
         ("size", "dataset"),
         "greater",
         "points",
+        "each of the 3 sizes (mean of the 3 QA datasets) above 0",
         task_types=("QA",),
+        across=("size",),
     ),
     Claim(
         "mlm_beats_clm_ir",
@@ -147,59 +195,81 @@ CLAIMS: tuple[Claim, ...] = (
         ("size", "dataset"),
         "greater",
         "points",
+        "the mean over sizes and IR datasets above 0 (the sentence says no 'every size'; the gap's "
+        "size trend is its own claim)",
         task_types=("IR",),
     ),
-    # Margin 0.5 F1 points: about twice the typical printed TC half-width (0.25) and well below
-    # every MLM-CLM gap the paper reads as a win on SC, QA or IR (2 points and more).
     Claim(
-        "clm_matches_mlm_tc",
-        "CLM is competitive with MLM on token classification",
+        "clm_competitive_tc",
+        "CLM is competitive with MLM on token classification (not worse by more than 0.5 F1), at every size",
         "Sec. 3, Fig. 2, Table 3",
-        "equivalence",
+        "noninferiority",
         {**CLM, **FINAL_42K},
         {**MLM40, **FINAL_42K},
         ("size", "dataset"),
-        "equivalent",
+        "greater",
         "points",
+        f"each of the 3 sizes (CLM - MLM-40, mean of the 3 TC datasets) above -{TC_MARGIN:g}",
         task_types=("TC",),
-        margin=0.5,
+        across=("size",),
+        margin=TC_MARGIN,
+    ),
+    Claim(
+        "clm_beats_mlm_tc_610m",
+        "At 610M, CLM even beats MLM on token classification",
+        "Sec. 3, Fig. 2, Table 3",
+        "difference",
+        {**CLM, **FINAL_42K, "size": "610m"},
+        {**MLM40, **FINAL_42K, "size": "610m"},
+        ("dataset",),
+        "greater",
+        "points",
+        "610M: CLM - MLM-40, mean of the 3 TC datasets, above 0",
+        task_types=("TC",),
     ),
     Claim(
         "gap_widens_with_size_sc",
         "The MLM-over-CLM gap on sequence classification grows with model size",
         "Sec. 3, Fig. 2",
-        "trend",
+        "steps",
         {**MLM40, **FINAL_42K},
         {**CLM, **FINAL_42K},
-        ("log2_params", "dataset"),
+        ("size", "dataset"),
         "greater",
-        "points per doubling of parameters",
+        "points",
+        "each step 210M->610M and 610M->1B of the SC gap (mean of 3 datasets) above 0",
         task_types=("SC",),
+        across=("size",),
         covariate="log2_params",
     ),
     Claim(
         "gap_narrows_with_size_ir",
         "The MLM-over-CLM gap on information retrieval shrinks with model size",
         "Sec. 3, Fig. 2",
-        "trend",
+        "steps",
         {**MLM40, **FINAL_42K},
         {**CLM, **FINAL_42K},
-        ("log2_params", "dataset"),
+        ("size", "dataset"),
         "less",
-        "points per doubling of parameters",
+        "points",
+        "each step 210M->610M and 610M->1B of the IR gap (mean of 3 datasets) below 0",
         task_types=("IR",),
+        across=("size",),
         covariate="log2_params",
     ),
     Claim(
         "u_shape_masking_610m_1b",
         "610M and 1B models show U-shaped curves of score vs masking ratio",
         "Sec. 3, Fig. 3, Tables 2-5",
-        "curvature",
+        "u_shape",
         {"objective": "mlm", "size": ("610m", "1b"), **FINAL_42K},
         None,
-        ("size", "dataset", "masking_tenths"),
+        ("size", "task_type", "masking_tenths", "dataset"),
         "greater",
-        "points per (10 pp of masking)^2",
+        "points per 10 pp of masking",
+        "each of the 8 Figure 3 curves (610M, 1B x 4 task-type averages) has an interior minimum: "
+        "its fitted quadratic falls at 20% and rises at 50%",
+        across=("size", "task_type"),
         covariate="masking_tenths",
     ),
     Claim(
@@ -212,7 +282,9 @@ CLAIMS: tuple[Claim, ...] = (
         ("checkpoint_step", "dataset"),
         "greater",
         "points",
-        estimate_on={"checkpoint_step": EARLY_STEPS},
+        "each of the 1k, 2k, 5k checkpoints (610M CLM - MLM-40, mean of the 12 datasets) above 0",
+        across=("checkpoint_step",),
+        levels={"checkpoint_step": EARLY_STEPS},
         crossover_on="checkpoint_step",
     ),
     Claim(
@@ -224,7 +296,9 @@ CLAIMS: tuple[Claim, ...] = (
         {**MLM40, **FINAL_42K},
         ("size", "dataset"),
         "less",
-        "points of standard deviation",
+        "ratio of LR-sensitivity SDs (CLM / MLM-40)",
+        "the LR variance component (seed noise removed), summed over the 36 size x dataset cells, "
+        "smaller for CLM: SD ratio below 1",
         covariate="lr",
         needs_runs="Figure 5 is the spread over every LR in [1e-5, 1e-4] and seed; the tables print "
         "only the best-LR mean per seed",
@@ -245,6 +319,8 @@ CLAIMS: tuple[Claim, ...] = (
         ("schedule_steps", "dataset"),
         "greater",
         "points",
+        "each split (25%, 50% CLM) at each budget (12k, 22k, 42k): biphasic - MLM-40, mean of the 12 datasets, above 0",
+        across=("schedule_steps", "clm_share"),
     ),
     Claim(
         "biphasic_less_ratio_sensitive",
@@ -255,7 +331,9 @@ CLAIMS: tuple[Claim, ...] = (
         {"objective": "mlm", "size": "610m", **FINAL_42K},
         ("dataset",),
         "less",
-        "points of standard deviation",
+        "ratio of masking-ratio SDs (CLM+MLM / MLM)",
+        "the variance of the true means over the 4 masking ratios (seed noise removed), summed over "
+        "the 12 datasets, smaller after CLM: SD ratio below 1",
         covariate="masking_tenths",
         needs_runs="Figure 7's 40k CLM + 2k MLM models (610m-clm-40k-mlm{20,30,40,50}-42k) are in "
         "no table; the paper plots them from its raw runs",
@@ -270,6 +348,7 @@ CLAIMS: tuple[Claim, ...] = (
         ("dataset",),
         "greater",
         "points",
+        "the mean over the 12 datasets above 0 (one comparison: Figure 8)",
     ),
 )
 
@@ -324,6 +403,14 @@ def describe_cells(cells: pd.DataFrame) -> pd.DataFrame:
     out["log2_params"] = np.log2([_size_params(s) for s in out["size"]])
     out["masking_tenths"] = np.round(out["masking_ratio"].astype(float) * 10, 6)
     return out
+
+
+@lru_cache(maxsize=1)
+def design_cells() -> pd.DataFrame:
+    """Every cell of the paper's design: the 50 released checkpoints (Tables 2-17 and Figure 7)
+    x the 12 datasets. A claim needs the design cells its selectors match."""
+    rows = [(m, d.task_type, d.id) for m in _release_positions() for d in DATASETS]
+    return describe_cells(pd.DataFrame(rows, columns=["model", "task_type", "dataset"]))
 
 
 def inputs_from_published() -> ClaimInputs:
@@ -397,7 +484,7 @@ def inputs_from_selected(
     return ClaimInputs(source, cells, seed_scores, runs, seed_reps, design_reps, hierarchical)
 
 
-# --- selecting cells and building contrasts -------------------------------------------------------
+# --- selecting cells and building components ------------------------------------------------------
 def _describe_selector(selector: dict) -> str:
     return ", ".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in selector.items())
 
@@ -427,284 +514,474 @@ def _keyed_rows(cells: pd.DataFrame, columns: tuple[str, ...]) -> dict[tuple, li
     return keyed
 
 
-def _groups(claim: Claim, cells: pd.DataFrame) -> dict[tuple, dict[int, float]]:
-    """Matched groups -> {cell row: weight} of (mean of treatment) - (mean of control) there."""
+def _matched_groups(claim: Claim, cells: pd.DataFrame) -> dict[tuple, dict[int, float]]:
+    """Matched groups -> {cell row: weight} of (mean of treatment) - (mean of control) there. A
+    group's key is its `pair_on` values, then its values of the `across` columns that only the
+    treatment has (e.g. the CLM share of a biphasic model)."""
     treatment = select_cells(cells, claim.treatment, claim.task_types)
-    if treatment.empty:
-        raise NotTestable(
-            f"no cells match the treatment ({_describe_selector(claim.treatment)}) on {'/'.join(claim.task_types)}"
-        )
+    split = tuple(c for c in claim.across if c not in claim.pair_on)
     control_groups = None
     if claim.control is not None:
-        control = select_cells(cells, claim.control, claim.task_types)
-        if control.empty:
-            raise NotTestable(
-                f"no cells match the control ({_describe_selector(claim.control)}) on {'/'.join(claim.task_types)}"
-            )
-        control_groups = _keyed_rows(control, claim.pair_on)
+        control_groups = _keyed_rows(select_cells(cells, claim.control, claim.task_types), claim.pair_on)
     groups = {}
-    for key, mine in sorted(_keyed_rows(treatment, claim.pair_on).items()):
+    for key, mine in sorted(_keyed_rows(treatment, claim.pair_on + split).items()):
         weights = {i: 1.0 / len(mine) for i in mine}
         if control_groups is not None:
-            theirs = control_groups.get(key)
+            theirs = control_groups.get(key[: len(claim.pair_on)])
             if theirs is None:
                 continue
             weights.update({i: -1.0 / len(theirs) for i in theirs})
         groups[key] = weights
-    if not groups:
-        raise NotTestable(f"no {'/'.join(claim.pair_on)} has both treatment and control cells")
     return groups
 
 
-def _estimated(claim: Claim, cells: pd.DataFrame, groups: dict) -> dict:
-    if not claim.estimate_on:
-        return groups
-    kept = select_cells(cells, claim.estimate_on, claim.task_types).index
-    chosen = {k: w for k, w in groups.items() if set(w) <= set(kept)}
-    if not chosen:
-        raise NotTestable(f"no matched groups with {_describe_selector(claim.estimate_on)}")
-    return chosen
+@dataclass(frozen=True)
+class Component:
+    """One tested contrast of a claim: weights on cell rows, the claimed side of `boundary`."""
+
+    label: str
+    curve: str  # what is counted as qualifying (a size, a Figure 3 curve)
+    weights: dict[int, float]
+    direction: str  # greater | less | equivalent
+    boundary: float = 0.0  # 0, -margin (noninferiority), margin (equivalence: |theta| < margin)
+    groups: tuple[dict[int, float], ...] = ()  # its matched groups (rliable metrics)
+    shape: tuple[dict[int, float], dict[int, float]] | None = None  # u_shape: weights of b and c
 
 
-def contrast_weights(claim: Claim, cells: pd.DataFrame) -> tuple[dict[int, float], int]:
-    """{cell row: weight} of the claim's linear contrast of cell means, and the number of groups
-    (or strata) it averages. Raises NotTestable with the reason."""
-    groups = _estimated(claim, cells, _groups(claim, cells))
-    degree = DEGREE[claim.test]
+def _level_label(columns: tuple[str, ...], values: tuple) -> str:
+    parts = []
+    for column, value in zip(columns, values):
+        if column in ("checkpoint_step", "schedule_steps"):
+            parts.append(f"{value / 1000:g}k" + (" steps" if column == "checkpoint_step" else " budget"))
+        elif column == "clm_share":
+            parts.append(f"{value * 100:g}% CLM")
+        else:
+            parts.append(str(value))
+    return " ".join(parts) or "all"
+
+
+def _mean_weights(groups: list[dict[int, float]]) -> dict[int, float]:
+    """The weights of the mean of these contrasts (each group counts the same)."""
     weights: dict[int, float] = {}
-    if degree == 0:
-        for group in groups.values():
-            for cell, w in group.items():
-                weights[cell] = weights.get(cell, 0.0) + w / len(groups)
-        return weights, len(groups)
-    position = claim.pair_on.index(claim.covariate)
-    strata: dict[tuple, list[tuple[float, dict]]] = {}
-    for key, group in groups.items():
-        x = key[position]
-        if x is None or not np.isfinite(float(x)):
-            continue
-        strata.setdefault(key[:position] + key[position + 1 :], []).append((float(x), group))
-    strata = {k: v for k, v in strata.items() if len({x for x, _ in v}) > degree}
-    if not strata:
-        raise NotTestable(
-            f"no {'/'.join(c for c in claim.pair_on if c != claim.covariate)} has "
-            f"{degree + 1} or more values of {claim.covariate} to fit"
+    for group in groups:
+        for cell, w in group.items():
+            weights[cell] = weights.get(cell, 0.0) + w / len(groups)
+    return weights
+
+
+def _add(*terms: tuple[float, dict[int, float]]) -> dict[int, float]:
+    """sum of scale x weights over (scale, weights) terms."""
+    out: dict[int, float] = {}
+    for scale, weights in terms:
+        for cell, w in weights.items():
+            out[cell] = out.get(cell, 0.0) + scale * w
+    return out
+
+
+def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
+    """The claim's components on these cells (empty when none can be formed)."""
+    groups = _matched_groups(claim, cells)
+    keys = claim.pair_on + tuple(c for c in claim.across if c not in claim.pair_on)
+    by_level: dict[tuple, list[tuple[tuple, dict[int, float]]]] = {}
+    for key, weights in groups.items():
+        level = tuple(key[keys.index(c)] for c in claim.across)
+        if all(c not in claim.levels or np.isclose(v, claim.levels[c]).any() for c, v in zip(claim.across, level)):
+            by_level.setdefault(level, []).append((key, weights))
+    if claim.test == "u_shape":
+        return [c for level, members in sorted(by_level.items()) for c in _u_components(claim, level, members)]
+    components = [
+        Component(
+            _level_label(claim.across, level),
+            _level_label(claim.across, level),
+            _mean_weights([w for _, w in members]),
+            *_side(claim),
+            groups=tuple(w for _, w in members),
         )
-    for levels in strata.values():
-        x = np.array([x for x, _ in levels])
-        # Row `degree` of the pseudo-inverse of [1, x, ..., x^degree]: the OLS coefficient of
-        # x^degree as weights on the levels.
-        coefficient = np.linalg.pinv(np.vander(x, degree + 1, increasing=True))[degree]
-        for c, (_, group) in zip(coefficient, levels):
-            for cell, w in group.items():
-                weights[cell] = weights.get(cell, 0.0) + c * w / len(strata)
-    return weights, len(strata)
+        for level, members in sorted(by_level.items())
+    ]
+    if claim.test != "steps":
+        return components
+    order = sorted(
+        range(len(components)),
+        key=lambda i: float(cells.loc[next(iter(components[i].groups[0])), claim.covariate]),
+    )
+    ordered = [components[i] for i in order]
+    return [
+        Component(
+            f"{a.label} to {b.label}",
+            f"{a.label} to {b.label}",
+            _add((1.0, b.weights), (-1.0, a.weights)),
+            claim.direction,
+        )
+        for a, b in zip(ordered, ordered[1:])
+    ]
+
+
+def _side(claim: Claim) -> tuple[str, float]:
+    if claim.test == "noninferiority":
+        return "greater", -claim.margin
+    if claim.test == "equivalence":
+        return "equivalent", claim.margin
+    return claim.direction, 0.0
+
+
+def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
+    """The fitted quadratic's slope at the curve's lowest x (claimed < 0) and highest x (> 0):
+    both hold exactly when the quadratic has its minimum strictly inside the range (a U)."""
+    curve = _level_label(claim.across, level)
+    position = claim.pair_on.index(claim.covariate)
+    by_x: dict[float, list[dict[int, float]]] = {}
+    for key, weights in members:
+        by_x.setdefault(float(key[position]), []).append(weights)
+    xs = np.array(sorted(by_x))
+    if len(xs) < 3:
+        return []
+    means = [_mean_weights(by_x[x]) for x in xs]  # each x: the mean of its datasets
+    fit = np.linalg.pinv(np.vander(xs, 3, increasing=True))  # rows: intercept, b, c of a + b x + c x^2
+    b = _add(*((fit[1, j], means[j]) for j in range(len(xs))))
+    c = _add(*((fit[2, j], means[j]) for j in range(len(xs))))
+    low, high = xs[0], xs[-1]
+    return [
+        Component(
+            f"{curve} slope at {low * 10:g}%", curve, _add((1.0, b), (2 * low, c)), "less", shape=(b, c), groups=()
+        ),
+        Component(
+            f"{curve} slope at {high * 10:g}%", curve, _add((1.0, b), (2 * high, c)), "greater", shape=(b, c), groups=()
+        ),
+    ]
+
+
+def _spread_pairs(claim: Claim, cells: pd.DataFrame) -> dict[tuple, tuple[list[int], list[int]]]:
+    """Matched groups -> (treatment cells, control cells) of a spread claim."""
+    return {
+        key: ([c for c, w in g.items() if w > 0], [c for c, w in g.items() if w < 0])
+        for key, g in _matched_groups(claim, cells).items()
+    }
+
+
+# --- coverage: the cells a claim needs and the cells it used --------------------------------------
+def _cell_keys(cells: pd.DataFrame, rows) -> set[tuple[str, str]]:
+    rows = sorted(rows)  # cell rows are positions: every cells frame has a 0..n-1 index
+    return set(zip(cells["model"].to_numpy()[rows], cells["dataset"].to_numpy()[rows]))
+
+
+def _parts(claim: Claim, cells: pd.DataFrame) -> dict[str, set[tuple[str, str]]]:
+    """{component (or matched group) label: its (model, dataset) cells}."""
+    if claim.test == "spread":
+        return {
+            "/".join(map(str, key)): _cell_keys(cells, t + c)
+            for key, (t, c) in _spread_pairs(claim, cells).items()
+            if len(t) and len(c)
+        }
+    return {c.label: _cell_keys(cells, c.weights) for c in claim_components(claim, cells)}
+
+
+_DESIGN_PARTS: dict[str, dict[str, set[tuple[str, str]]]] = {}
+
+
+def _design_parts(claim: Claim) -> dict[str, set[tuple[str, str]]]:
+    """_parts on the design cells, computed once per claim spec (the design never changes)."""
+    key = repr(claim)
+    if key not in _DESIGN_PARTS:
+        _DESIGN_PARTS[key] = _parts(claim, design_cells())
+    return _DESIGN_PARTS[key]
+
+
+def describe_cells_list(keys: Iterable[tuple[str, str]]) -> str:
+    """(model, dataset) cells in one line: models with the same datasets share them."""
+    by_model: dict[str, list[str]] = {}
+    for model, dataset in sorted(keys):
+        by_model.setdefault(model, []).append(dataset)
+    by_datasets: dict[tuple, list[str]] = {}
+    for model in release_order(by_model):
+        by_datasets.setdefault(tuple(by_model[model]), []).append(model)
+    return "; ".join(f"{', '.join(models)} ({', '.join(datasets)})" for datasets, models in by_datasets.items())
+
+
+@lru_cache(maxsize=1)
+def _release_positions() -> dict[str, int]:
+    return {m: i for i, m in enumerate(release_models())}
+
+
+def release_order(models: Iterable[str]) -> list[str]:
+    """Models in the release's order (the order of Tables 2-17), others after them."""
+    order = _release_positions()
+    return sorted(models, key=lambda m: (order.get(m, len(order)), m))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    used: int
+    needed: int
+    missing: str  # the needed cells the source lacks, in one line ("" when none)
+    warning: str  # what the verdict does not cover ("" when complete)
+
+
+def claim_coverage(claim: Claim, cells: pd.DataFrame) -> Coverage:
+    """The design cells the claim needs vs the cells of `cells` it can use. Raises NotTestable
+    when it can use none, or when a whole component ("every size": a size) is missing."""
+    needed_parts = _design_parts(claim)
+    needed = set().union(*needed_parts.values())
+    have_parts = _parts(claim, cells)
+    used = set().union(*have_parts.values()) & needed if have_parts else set()
+    present = set(zip(cells["model"], cells["dataset"])) & needed
+    missing = needed - present
+    unmatched = present - used
+    if not used:
+        raise NotTestable(
+            f"needs {len(needed)} cells and can use none: missing {describe_cells_list(missing)}"
+            + (f"; unmatched (their pair or curve is incomplete) {describe_cells_list(unmatched)}" if unmatched else "")
+        )
+    whole = [label for label in needed_parts if label not in have_parts]
+    if whole and claim.test != "spread" and (claim.across or claim.test in ("steps", "u_shape")):
+        lacking = set().union(*(needed_parts[label] for label in whole)) - used
+        raise NotTestable(
+            f"no cells for {', '.join(whole)} (the claim needs every one): missing {describe_cells_list(lacking)}"
+        )
+    warning = ""
+    if missing or unmatched:
+        warning = f"tested on {len(used)} of {len(needed)} needed cells"
+        if missing:
+            warning += f"; missing {describe_cells_list(missing)}"
+        if unmatched:
+            warning += f"; unmatched (their pair or curve is incomplete) {describe_cells_list(unmatched)}"
+    return Coverage(len(used), len(needed), describe_cells_list(missing), warning)
 
 
 # --- evaluation -----------------------------------------------------------------------------------
-def _bootstrap(replicates: np.ndarray | None, reps_name: str) -> dict:
+def _component_stats(component: Component, cells: pd.DataFrame) -> ComponentStats:
+    rows = sorted(component.weights)  # positions: every cells frame has a 0..n-1 index
+    models, means = cells["model"].to_numpy()[rows], cells["mean"].to_numpy(dtype=float)[rows]
+    sds, ns = cells["sd"].to_numpy(dtype=float)[rows], cells["n_seeds"].to_numpy()[rows]
+    if (ns < 2).any():
+        few = int(np.argmax(ns < 2))
+        raise NotTestable(f"{models[few]}/{cells['dataset'].to_numpy()[rows][few]} has fewer than 2 seeds")
+    weights = np.array([component.weights[r] for r in rows])
+    terms = tuple(CellTerm(str(m), float(w), float(s), int(n)) for m, w, s, n in zip(models, weights, sds, ns))
+    return ComponentStats(
+        component.label, component.curve, float(weights @ means), component.direction, component.boundary, terms
+    )
+
+
+def _interval_text(estimate: float, low: float, high: float) -> str:
+    return f"{estimate:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _vertex(component: Component, cells: pd.DataFrame) -> str:
+    means = cells["mean"]
+    b = sum(w * means[c] for c, w in component.shape[0].items())
+    c = sum(w * means[k] for k, w in component.shape[1].items())
+    return f"vertex {-b / (2 * c) * 10:.0f}%" if c > 0 else "no minimum (concave)"
+
+
+def _components_text(components: list[Component], stats: list[ComponentStats], cells, pretraining_sd) -> str:
+    parts = []
+    for component, s in zip(components, stats):
+        low, high, _ = interval(s, pretraining_sd)
+        text = f"{s.label}: {_interval_text(s.estimate, low, high)}"
+        if component.shape is not None and component.direction == "greater":  # once per curve
+            text += f" ({_vertex(component, cells)})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _qualifying(stats: list[ComponentStats], passing: tuple[bool, ...]) -> str:
+    curves: dict[str, bool] = {}
+    for s, ok in zip(stats, passing):
+        curves[s.curve] = curves.get(s.curve, True) and ok
+    return f"{sum(curves.values())} of {len(curves)}"
+
+
+def _bootstrap(replicates: np.ndarray | None, estimate: float, calibration, prefix: str) -> dict:
     nan = float("nan")
     if replicates is None:
-        return {
-            f"{reps_name}_low": nan,
-            f"{reps_name}_high": nan,
-            f"{reps_name}_low_mcse": nan,
-            f"{reps_name}_high_mcse": nan,
-        }
+        return {f"{prefix}_{b}": nan for b in _BOUNDS}
     bounds = percentile_bounds(replicates)
+    low, high = stretch(estimate, float(bounds.low[0]), float(bounds.high[0]), calibration.factor)
     return {
-        f"{reps_name}_low": float(bounds.low[0]),
-        f"{reps_name}_high": float(bounds.high[0]),
-        f"{reps_name}_low_mcse": float(bounds.low_mcse[0]),
-        f"{reps_name}_high_mcse": float(bounds.high_mcse[0]),
+        f"{prefix}_low": low,
+        f"{prefix}_high": high,
+        f"{prefix}_low_mcse": float(bounds.low_mcse[0]) * calibration.factor,
+        f"{prefix}_high_mcse": float(bounds.high_mcse[0]) * calibration.factor,
     }
 
 
-def _seed_by_x(rows: pd.DataFrame, column: str, values: str) -> np.ndarray:
-    """(seeds x `column` values) matrix of `values`, keeping only seeds that have every column."""
-    seeds, seed_at = np.unique(rows["seed"].to_numpy(), return_inverse=True)
-    xs, x_at = np.unique(rows[column].to_numpy(), return_inverse=True)
-    matrix = np.full((len(seeds), len(xs)), np.nan)
-    matrix[seed_at, x_at] = rows[values].to_numpy()
-    return matrix[~np.isnan(matrix).any(axis=1)]
+def _bootstrap_intervals(inputs: ClaimInputs, component: Component, s: ComponentStats) -> dict:
+    """Seed and seeds x instances bootstrap of the shown component, t-calibrated
+    (analysis.small_sample): the percentile interval widened for 5-seed resampling."""
+    rows = sorted(component.weights)
+    w = np.array([component.weights[r] for r in rows])
+    seed_reps = inputs.seed_replicates[:, rows].astype(np.float64) @ w
+    terms = s.terms
+    seed_cal = seed_bootstrap_calibration([t.weight for t in terms], [t.sd for t in terms], [t.n for t in terms])
+    out = _bootstrap(seed_reps, s.estimate, seed_cal, "seed_boot")
+    design = None
+    if inputs.hierarchical[rows].all():
+        design_reps = inputs.design_replicates[:, rows].astype(np.float64) @ w
+        design_cal = design_bootstrap_calibration(
+            seed_cal, s.seed_variance(), float(seed_reps.var()), float(design_reps.var())
+        )
+        design = _bootstrap(design_reps, s.estimate, design_cal, "instance_boot")
+    out.update(design or _bootstrap(None, 0.0, None, "instance_boot"))
+    out["boot_reps"] = inputs.seed_replicates.shape[0]
+    return out
 
 
-def _seed_matrix(inputs: ClaimInputs, cells: list[int]) -> np.ndarray:
-    """(cells x seeds) scores over the seeds every one of these cells has."""
-    scores = inputs.seed_scores[inputs.seed_scores["cell"].isin(cells)]
-    local = scores.assign(cell=scores["cell"].map({c: i for i, c in enumerate(cells)}))
-    return _seed_by_x(local, "cell", "score").T
-
-
-def _contrast_claim(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int) -> dict:
-    weights, n_groups = contrast_weights(claim, inputs.cells)
-    cells = sorted(weights)
-    w = np.array([weights[c] for c in cells])
-    chosen = inputs.cells.loc[cells]
-    sd, n_seeds = chosen["sd"].to_numpy(dtype=float), chosen["n_seeds"].to_numpy()
-    if (n_seeds < 2).any():
-        few = chosen[n_seeds < 2].iloc[0]
-        raise NotTestable(f"{few.model}/{few.dataset} has fewer than 2 seeds")
-    if claim.test == "equivalence":
-        if inputs.published:  # per-seed contrasts with the contrast's mean and (independent cells) sd
-            per_seed = pseudo_seeds(
-                float(w @ chosen["mean"].to_numpy()), math.sqrt(float(np.sum(w**2 * sd**2))), PUBLISHED_SEEDS
-            )
-        else:
-            matrix = _seed_matrix(inputs, cells)
-            if matrix.shape[1] < 2:
-                raise NotTestable("fewer than 2 seeds common to every cell of the claim")
-            per_seed = w @ matrix
-        fit = equivalence_fit(per_seed, claim.margin)
-    else:
-        scores = inputs.seed_scores[inputs.seed_scores["cell"].isin(cells)]
-        local = np.searchsorted(cells, scores["cell"].to_numpy())
-        fit = contrast_fit(scores["score"].to_numpy(), local, w)
-    paper_hw = Z_95 * math.sqrt(float(np.sum(w**2 * sd**2 / n_seeds)))
-    row = _fit_row(fit, claim, n_runs=int(n_seeds.sum()), n_groups=n_groups)
-    row.update(paper_low=fit.estimate - paper_hw, paper_high=fit.estimate + paper_hw)
-    if inputs.seed_replicates is not None:
-        row.update(_bootstrap(inputs.seed_replicates[:, cells].astype(np.float64) @ w, "seed_boot"))
-        design = inputs.design_replicates[:, cells].astype(np.float64) @ w if inputs.hierarchical[cells].all() else None
-        row.update(_bootstrap(design, "instance_boot"))
-        row["boot_reps"] = inputs.seed_replicates.shape[0]
-        if claim.test in ("difference", "equivalence"):
-            row.update(_rliable(claim, inputs, reps, rng_seed))
-    if claim.crossover_on:
-        row["crossover"] = crossover_summary(claim, inputs, reps, rng_seed)
-    return row
-
-
-def _rliable(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int) -> dict:
-    groups = _estimated(claim, inputs.cells, _groups(claim, inputs.cells))
+def _rliable(claim: Claim, component: Component, inputs: ClaimInputs) -> dict:
+    """IQM difference and probability of improvement over the component's matched groups, as
+    point values: with 5 runs per group no stratified-bootstrap interval of them reaches its
+    nominal coverage (docs/claims.md, "Intervals"), so none is printed."""
     by_cell = inputs.scores_by_cell
-    treatment = [np.concatenate([by_cell[c] for c, w in g.items() if w > 0]) for g in groups.values()]
-    control = [np.concatenate([by_cell[c] for c, w in g.items() if w < 0]) for g in groups.values()]
-    summary = rliable_summary(treatment, control, reps, keyed_rng(rng_seed, ("rliable", claim.id)))
-    return {
-        "iqm_difference": summary.iqm_difference,
-        "iqm_low": summary.iqm_low,
-        "iqm_high": summary.iqm_high,
-        "prob_improvement": summary.probability_of_improvement,
-        "poi_low": summary.poi_low,
-        "poi_high": summary.poi_high,
+    groups = component.groups
+    treatment = [np.concatenate([by_cell[c] for c, w in g.items() if w > 0]) for g in groups]
+    control = [np.concatenate([by_cell[c] for c, w in g.items() if w < 0]) for g in groups]
+    summary = rliable_summary(treatment, control, 0, keyed_rng(0, ("rliable", claim.id)))
+    return {"iqm_difference": summary.iqm_difference, "prob_improvement": summary.probability_of_improvement}
+
+
+def _contrast_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
+    components = claim_components(claim, inputs.cells)
+    if claim.test == "u_shape" and not components:
+        raise NotTestable(f"no curve has 3 or more values of {claim.covariate} to fit a quadratic")
+    stats = [_component_stats(c, inputs.cells) for c in components]
+    tested = claim_p(stats, pretraining_sd)
+    shown, shown_stats = components[tested.deciding], stats[tested.deciding]
+    low, high, level = interval(shown_stats, pretraining_sd)
+    rows = sorted({r for c in components for r in c.weights})
+    row = {
+        "estimate": shown_stats.estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "ci_level": level,
+        "shown": shown.label,
+        "boundary": shown.boundary,
+        "qualifying": _qualifying(stats, tested.passing),
+        "components": _components_text(components, stats, inputs.cells, pretraining_sd),
+        "n_runs": int(inputs.cells.loc[rows, "n_seeds"].sum()),
+        "model": (
+            f"{len(components)} component(s), each a contrast of cell means: variance sum w^2 s^2 / n "
+            f"(= OLS score ~ 0 + C(cell) with HC2), t with Welch-Satterthwaite df"
+            + (f" ({shown.label}: df {shown_stats.se_df(pretraining_sd)[1]:.0f})" if len(components) else "")
+        ),
     }
+    if inputs.seed_replicates is not None:
+        row.update(_bootstrap_intervals(inputs, shown, shown_stats))
+        if shown.groups and claim.test in ("difference", "noninferiority", "equivalence"):
+            row.update(_rliable(claim, shown, inputs))
+    if claim.crossover_on:
+        row["crossover"] = crossover_summary(claim, inputs)
+    return row, stats
 
 
-def _fit_row(fit: Fit, claim: Claim, n_runs: int, n_groups: int) -> dict:
-    return {
-        "estimate": fit.estimate,
-        "ci_low": fit.ci_low,
-        "ci_high": fit.ci_high,
-        "p_value": fit.p_value,
-        "n_runs": n_runs,
-        "n_groups": n_groups,
-        "model": fit.model,
-    }
-
-
-def _lr_spreads(inputs: ClaimInputs, cells: list[int]) -> list[np.ndarray]:
-    """Per cell: (seeds x LRs) test scores of the runs with an LR in Figure 5's range."""
+def _lr_table(inputs: ClaimInputs, cell: int) -> np.ndarray:
+    """(seeds x LRs) test scores of the cell's runs with an LR in Figure 5's range, keeping the
+    seeds that have every LR."""
     low, high = LR_SENSITIVITY_RANGE
-    runs = inputs.runs[
-        (inputs.runs["lr"] >= low * (1 - 1e-9))
-        & (inputs.runs["lr"] <= high * (1 + 1e-9))
-        & inputs.runs["cell"].isin(cells)
-    ]
-    by_cell = dict(iter(runs.groupby("cell")))
-    matrices = []
-    for cell in cells:
-        matrix = _seed_by_x(by_cell[cell], "lr", "score") if cell in by_cell else np.empty((0, 0))
-        if matrix.size < 2:
-            row = inputs.cells.loc[cell]
-            raise NotTestable(
-                f"{row.model}/{row.dataset} has fewer than 2 runs with an LR in "
-                f"[{low:g}, {high:g}] (every LR of a seed is needed)"
-            )
-        matrices.append(matrix)
-    return matrices
+    runs = inputs.runs
+    chosen = runs[(runs["cell"] == cell) & (runs["lr"] >= low * (1 - 1e-9)) & (runs["lr"] <= high * (1 + 1e-9))]
+    seeds, seed_at = np.unique(chosen["seed"].to_numpy(), return_inverse=True)
+    lrs, lr_at = np.unique(chosen["lr"].to_numpy(), return_inverse=True)
+    table = np.full((len(seeds), len(lrs)), np.nan)
+    table[seed_at, lr_at] = chosen["score"].to_numpy()
+    table = table[~np.isnan(table).any(axis=1)]
+    if table.shape[0] < 2 or table.shape[1] < 2:
+        row = inputs.cells.loc[cell]
+        raise NotTestable(
+            f"{row.model}/{row.dataset} has fewer than 2 seeds with 2 or more LRs in [{low:g}, {high:g}] "
+            "(every LR of a seed is needed)"
+        )
+    return table
 
 
-def _spread_claim(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int) -> dict:
-    if not inputs.from_runs:
-        raise NotTestable(claim.needs_runs)
-    groups = _groups(claim, inputs.cells)
-    treatment = [[c for c, w in g.items() if w > 0] for g in groups.values()]
-    control = [[c for c, w in g.items() if w < 0] for g in groups.values()]
+def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
+    """Variance components (analysis.small_sample) per matched group, treatment and control; the
+    claim is their ratio over groups (Fieller interval), tested by the paired t of the differences."""
+    pairs = [(t, c) for t, c in _spread_pairs(claim, inputs.cells).values() if t and c]
+    cells = inputs.cells
     if claim.covariate == "lr":
-        pairs = [(t, c) for t, c in zip(treatment, control) if len(t) == 1 and len(c) == 1]
+        pairs = [(t, c) for t, c in pairs if len(t) == 1 and len(c) == 1]
         if len(pairs) < 2:
             raise NotTestable("fewer than 2 groups with one treatment and one control cell")
-        t_runs = _lr_spreads(inputs, [t[0] for t, _ in pairs])
-        c_runs = _lr_spreads(inputs, [c[0] for _, c in pairs])
-        differences = np.array([t.std(ddof=1) - c.std(ddof=1) for t, c in zip(t_runs, c_runs)])
-        n_runs = sum(m.size for m in t_runs + c_runs)
-        rng = keyed_rng(rng_seed, ("spread", claim.id))
-
-        def resampled_sd(matrix):  # seeds drawn with replacement, each with all its LRs
-            drawn = matrix[rng.integers(0, matrix.shape[0], size=(reps, matrix.shape[0]))]
-            return drawn.reshape(reps, -1).std(axis=1, ddof=1)
-
-        seed_boot = (
-            np.mean([resampled_sd(t) - resampled_sd(c) for t, c in zip(t_runs, c_runs)], axis=0) if reps > 0 else None
-        )
-        design_boot = None
+        tables = [(_lr_table(inputs, t[0]), _lr_table(inputs, c[0])) for t, c in pairs]
+        treatment = [lr_variance(t) for t, _ in tables]
+        control = [lr_variance(c) for _, c in tables]
+        n_runs = sum(t.size + c.size for t, c in tables)
+        what = "LR variance component per cell (two-way seeds x LRs, method of moments)"
     else:
-        pairs = [(t, c) for t, c in zip(treatment, control) if len(t) > 1 and len(c) > 1]
+        pairs = [(t, c) for t, c in pairs if len(t) > 1 and len(c) > 1]
         if len(pairs) < 2:
-            raise NotTestable(
-                f"fewer than 2 {'/'.join(claim.pair_on)} with 2 or more values of {claim.covariate} on both sides"
-            )
-        means = inputs.cells["mean"].to_numpy()
-        differences = np.array([means[t].std(ddof=1) - means[c].std(ddof=1) for t, c in pairs])
-        n_runs = int(inputs.cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"].sum())
+            raise NotTestable(f"fewer than 2 groups with 2 or more values of {claim.covariate} on both sides")
+        if (cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"] < 2).any():
+            raise NotTestable("a cell of the claim has fewer than 2 seeds")
 
-        def replicate_spread(replicates):
-            return np.mean(
-                [
-                    replicates[:, t].astype(np.float64).std(axis=1, ddof=1)
-                    - replicates[:, c].astype(np.float64).std(axis=1, ddof=1)
-                    for t, c in pairs
-                ],
-                axis=0,
-            )
+        def component(rows):
+            chosen = cells.loc[rows]
+            return level_variance(chosen["mean"], chosen["sd"], chosen["n_seeds"])
 
-        seed_boot = replicate_spread(inputs.seed_replicates) if inputs.seed_replicates is not None else None
-        every = [x for t, c in pairs for x in t + c]
-        design_boot = (
-            replicate_spread(inputs.design_replicates)
-            if inputs.design_replicates is not None and inputs.hierarchical[every].all()
-            else None
+        treatment = [component(t) for t, _ in pairs]
+        control = [component(c) for _, c in pairs]
+        n_runs = int(cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"].sum())
+        what = f"variance of the true means over {claim.covariate} per group (method of moments)"
+    fit = fieller_ratio(treatment, control)
+    stats = ComponentStats(
+        "all groups", "all groups", fit.difference, claim.direction, 0.0, fixed_se=fit.se, fixed_df=fit.df
+    )
+    tested = claim_p([stats])
+    row = {
+        "estimate": sd_ratio(fit.ratio),
+        "ci_low": sd_ratio(fit.low),
+        "ci_high": sd_ratio(fit.high),
+        "ci_level": 0.95,
+        "shown": f"{len(pairs)} groups",
+        "boundary": 1.0,
+        "qualifying": _qualifying([stats], tested.passing),
+        "components": (
+            f"variance ratio {fit.ratio:.3f}; mean difference of components {fit.difference:.3g} "
+            f"(se {fit.se:.3g}) points^2"
+        ),
+        "n_runs": n_runs,
+        "model": f"{what}; ratio of sums over {len(pairs)} groups, Fieller 95% interval, paired t (df {fit.df:.0f})",
+    }
+    return row, [stats]
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where treatment - control first reaches 0 along the steps, with its 95% interval."""
+
+    task_type: str  # or "all"
+    steps: tuple[float, ...]
+    point: float
+    low: float
+    high: float
+
+    def describe(self) -> str:
+        steps = list(self.steps)
+        return (
+            f"{self.task_type}: {_fmt_step(self.point, steps)} "
+            f"[{_fmt_step(self.low, steps)}, {_fmt_step(self.high, steps)}]"
         )
-    fit = paired_fit(differences, "/".join(claim.pair_on) + " groups")
-    row = _fit_row(fit, claim, n_runs=n_runs, n_groups=len(differences))
-    row.update(_bootstrap(seed_boot, "seed_boot"))
-    row.update(_bootstrap(design_boot, "instance_boot"))
-    if seed_boot is not None:
-        row["boot_reps"] = reps
-    return row
 
 
-def crossover_summary(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: int) -> str:
-    """Where treatment - control changes sign along `crossover_on`, per task type and overall,
-    interpolated linearly in log10(step) between the checkpoints around it, with a 95% interval:
-    the seed bootstrap for runs; for published numbers a parametric bootstrap of the cell means
-    (normal, sd / sqrt(5) each)."""
-    groups = _groups(claim, inputs.cells)
+def crossover_intervals(claim: Claim, inputs: ClaimInputs, grid: int = 400) -> list[Crossover]:
+    """Where treatment - control first reaches 0 along `crossover_on`, per task type and overall,
+    interpolated linearly in log10(step) between the checkpoints around it, with a 95% confidence
+    interval by test inversion: the steps x at which the interpolated difference D(x) (a linear
+    contrast of cell means) is not significantly different from 0 (Welch t, as every component),
+    and its hull. Below the first step (D already <= 0 there) stays in the set unless D at the
+    first step is significantly > 0; past the last step (no crossing) unless D is significantly
+    < 0 somewhere. At the true crossover D = 0, so the set covers it in 95% of experiments."""
+    groups = _matched_groups(claim, inputs.cells)
     position = claim.pair_on.index(claim.crossover_on)
     used = sorted({c for g in groups.values() for c in g})  # the claim's cells, renumbered 0..n-1
     renumber = {c: i for i, c in enumerate(used)}
     groups = {k: {renumber[c]: w for c, w in g.items()} for k, g in groups.items()}
     chosen = inputs.cells.loc[used]
-    means = chosen["mean"].to_numpy()
+    means = chosen["mean"].to_numpy(dtype=float)
+    variances = (chosen["sd"].fillna(0.0) ** 2 / chosen["n_seeds"]).to_numpy(dtype=float)
+    dfs = chosen["n_seeds"].to_numpy(dtype=float) - 1
     task_types = chosen["task_type"].to_numpy()
-    if inputs.seed_replicates is not None:
-        replicates = inputs.seed_replicates[:, used].astype(np.float64)
-    else:
-        rng = keyed_rng(rng_seed, ("crossover", claim.id))
-        se = (chosen["sd"] / np.sqrt(chosen["n_seeds"])).fillna(0.0).to_numpy()
-        replicates = means + se * rng.standard_normal((max(reps, 1), len(means)))
-    parts = []
+    found = []
     for task_type in (*claim.task_types, "all"):
         of_type = {k: g for k, g in groups.items() if task_type in ("all", task_types[next(iter(g))])}
         steps = sorted({k[position] for k in of_type})
@@ -715,11 +992,28 @@ def crossover_summary(claim: Claim, inputs: ClaimInputs, reps: int, rng_seed: in
             n_at_step = sum(k[position] == key[position] for k in of_type)
             for cell, w in group.items():
                 weights[steps.index(key[position]), cell] += w / n_at_step
-        point = crossovers(np.array(steps, dtype=float), weights @ means)[0]
-        draws = crossovers(np.array(steps, dtype=float), replicates @ weights.T)
-        low, high = np.quantile(draws, [0.025, 0.975], method="inverted_cdf")
-        parts.append(f"{task_type}: {_fmt_step(point, steps)} [{_fmt_step(low, steps)}, {_fmt_step(high, steps)}]")
-    return "; ".join(parts)
+        logs = np.log10(np.array(steps, dtype=float))
+        point = crossovers(10**logs, weights @ means)[0]
+        # D(x) on a grid of log10 steps: weights interpolated between the checkpoints around x.
+        xs = np.linspace(logs[0], logs[-1], grid)
+        upper = np.clip(np.searchsorted(logs, xs, side="right"), 1, len(logs) - 1)
+        share = (xs - logs[upper - 1]) / (logs[upper] - logs[upper - 1])
+        at = weights[upper - 1] * (1 - share)[:, None] + weights[upper] * share[:, None]
+        parts = at**2 * variances
+        se = np.sqrt(parts.sum(axis=1))
+        df = parts.sum(axis=1) ** 2 / np.maximum(np.sum(parts**2 / np.maximum(dfs, 1), axis=1), 1e-300)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(se > 0, (at @ means) / se, np.sign(at @ means) * np.inf)
+        critical = stats.t.ppf(0.975, df)
+        kept = np.abs(t) <= critical
+        low = -math.inf if t[0] <= critical[0] else (10 ** xs[kept].min() if kept.any() else point)
+        high = math.inf if not (t < -critical).any() else (10 ** xs[kept].max() if kept.any() else point)
+        found.append(Crossover(task_type, tuple(float(s) for s in steps), float(point), float(low), float(high)))
+    return found
+
+
+def crossover_summary(claim: Claim, inputs: ClaimInputs) -> str:
+    return "; ".join(c.describe() for c in crossover_intervals(claim, inputs))
 
 
 def crossovers(steps: np.ndarray, differences: np.ndarray) -> np.ndarray:
@@ -747,69 +1041,99 @@ def _fmt_step(value: float, steps: list) -> str:
     return f"{value / 1000:.1f}k"
 
 
-def evaluate_claim(claim: Claim, inputs: ClaimInputs, reps: int = 10000, rng_seed: int = 0) -> dict:
-    """One report row (verdict filled in later by `with_verdicts`); never raises on data a source
-    lacks: the claim is then NOT_TESTABLE with the reason."""
+def evaluate_claim(
+    claim: Claim, inputs: ClaimInputs, reps: int = 10000, rng_seed: int = 0, pretraining_sd: float = 0.0
+) -> tuple[dict, list[ComponentStats] | None]:
+    """One report row (verdict filled in by `with_verdicts`) and the claim's tested components;
+    never raises on data a source lacks: the claim is then NOT_TESTABLE with the reason."""
     row = {
         "claim": claim.id,
         "sentence": claim.sentence,
         "location": claim.location,
         "test": claim.test,
+        "scope": claim.scope,
         "direction": claim.direction,
         "unit": claim.unit,
         "margin": claim.margin,
         "source": inputs.source,
+        "pretraining_sd": pretraining_sd,
         "verdict": "",
+        "reason": "",
+        "warning": "",
     }
     try:
         if claim.needs_runs and not inputs.from_runs:
             raise NotTestable(claim.needs_runs)
-        evaluated = (
-            _spread_claim(claim, inputs, reps, rng_seed)
-            if claim.test == "spread"
-            else _contrast_claim(claim, inputs, reps, rng_seed)
-        )
-        if inputs.published:
-            evaluated["model"] += ", on 5 pseudo-seeds per printed cell"
+        coverage = claim_coverage(claim, inputs.cells)
+        row.update(cells_used=coverage.used, cells_needed=coverage.needed, missing_cells=coverage.missing)
+        row["warning"] = coverage.warning
+        if claim.test == "spread":
+            evaluated, stats = _spread_claim(claim, inputs, pretraining_sd)
+        else:
+            evaluated, stats = _contrast_claim(claim, inputs, pretraining_sd)
         row.update(evaluated)
-        row["reason"] = ""
+        return row, stats
     except NotTestable as exc:
         row.update(verdict=NOT_TESTABLE, reason=str(exc), n_runs=0)
-    return row
+        return row, None
 
 
-def verdict(
-    direction: str, estimate: float, p_holm: float, ci_low: float, ci_high: float, margin: float | None = None
-) -> str:
-    """docs/claims.md, "Verdicts"."""
-    if direction == "equivalent":
-        if p_holm < ALPHA:
-            return SUPPORTED
-        return CONTRADICTED if ci_low > margin or ci_high < -margin else INCONCLUSIVE
-    if p_holm >= ALPHA or estimate == 0:
-        return INCONCLUSIVE
-    return SUPPORTED if (estimate > 0) == (direction == "greater") else CONTRADICTED
-
-
-def with_verdicts(rows: list[dict]) -> pd.DataFrame:
-    """Holm-adjusted p-values across every testable claim, then each claim's verdict."""
+def with_verdicts(
+    rows: list[dict], components: list[list[ComponentStats] | None], pretraining_sd: float = 0.0
+) -> pd.DataFrame:
+    """Holm across the testable claims (support and contradiction separately), each verdict, the
+    tipping pretraining sd, and the designs for 80% power (analysis.power)."""
     report = pd.DataFrame(rows).reindex(columns=CSV_COLUMNS + DETAIL_COLUMNS)
-    testable = report["verdict"] != NOT_TESTABLE
-    report.loc[~testable, "p_holm"] = np.nan
-    if testable.any():
-        report.loc[testable, "p_holm"] = multipletests(
-            report.loc[testable, "p_value"].astype(float), alpha=ALPHA, method="holm"
-        )[1]
-        report.loc[testable, "verdict"] = [
-            verdict(r.direction, r.estimate, r.p_holm, r.ci_low, r.ci_high, r.margin)
-            for r in report[testable].itertuples()
-        ]
+    tested = [claim_p(c, pretraining_sd) if c else None for c in components]
+    report["p_value"] = [t.p_for if t else np.nan for t in tested]
+    report["p_against"] = [t.p_against if t else np.nan for t in tested]
+    report["p_holm"] = holm(report["p_value"])
+    report["p_against_holm"] = holm(report["p_against"])
+    testable = np.array([t is not None for t in tested])
+    report.loc[testable, "verdict"] = decide(
+        report.loc[testable, "p_holm"].to_numpy(), report.loc[testable, "p_against_holm"].to_numpy()
+    )
+    report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd)
+    planning, seeds_only, with_runs = [], [], []
+    for tested_components in components:
+        if not tested_components or any(s.terms is None for s in tested_components):
+            planning.append(np.nan)
+            seeds_only.append("" if not tested_components else "— (groups, not seeds, are its units)")
+            with_runs.append("")
+            continue
+        # Planning value: the claim's median seed sd (pretraining runs assumed to vary as much as
+        # fine-tuning seeds) unless --pretraining-sd gives one.
+        tau = pretraining_sd or float(np.median([t.sd for s in tested_components for t in s.terms]))
+        planning.append(tau)
+        seeds_only.append(plan(tested_components).describe())
+        with_runs.append(plan(tested_components, tau).describe())
+    report["planning_pretraining_sd"] = planning
+    # A verdict that a pretraining SD below the planning value would overturn (docs/claims.md).
+    report["fragile"] = report["verdict"].isin([SUPPORTED, CONTRADICTED]) & (
+        report["tipping_pretraining_sd"] < report["planning_pretraining_sd"]
+    )
+    report["seeds_for_80"] = seeds_only
+    report["design_for_80"] = with_runs
     report["n_runs"] = report["n_runs"].fillna(0).astype(int)
     return report
 
 
 def evaluate_claims(
-    inputs: ClaimInputs, claims: tuple[Claim, ...] = CLAIMS, reps: int = 10000, rng_seed: int = 0
+    inputs: ClaimInputs,
+    claims: tuple[Claim, ...] = CLAIMS,
+    reps: int = 10000,
+    rng_seed: int = 0,
+    pretraining_sd: float = 0.0,
 ) -> pd.DataFrame:
     """The report: one row per claim, CSV_COLUMNS then DETAIL_COLUMNS."""
-    return with_verdicts([evaluate_claim(c, inputs, reps, rng_seed) for c in claims])
+    if not (pretraining_sd >= 0 and math.isfinite(pretraining_sd)):
+        raise ValueError(f"--pretraining-sd must be a finite number >= 0 (points), got {pretraining_sd}")
+    evaluated = [evaluate_claim(c, inputs, reps, rng_seed, pretraining_sd) for c in claims]
+    return with_verdicts([r for r, _ in evaluated], [s for _, s in evaluated], pretraining_sd)
+
+
+POWER_NOTE = (
+    f"Next experiment: fine-tuning seeds per cell for {TARGET_POWER:.0%} power at the observed effect "
+    "with the released pretraining runs; and, at the planning pretraining SD, pretraining runs per "
+    "configuration x seeds per run (the cheapest: fewest runs). Level 5% two-sided per claim, no Holm."
+)

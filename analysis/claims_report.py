@@ -10,27 +10,31 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from analysis.claims import ALPHA, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, SUPPORTED
+from analysis.claim_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
 VERDICT_COLORS = {SUPPORTED: "#1b7837", CONTRADICTED: "#b2182b", INCONCLUSIVE: "#7f7f7f", NOT_TESTABLE: "#bbbbbb"}
 VERDICT_RULE = (
-    f"Verdict rule: p-values are two-sided and Holm-adjusted across every testable claim "
-    f"(statsmodels multipletests). A directional claim is *supported* when p_holm < {ALPHA} and "
-    f"the estimate has the claimed sign, *contradicted* when p_holm < {ALPHA} with the opposite "
-    f"sign, *inconclusive* otherwise. The equivalence claim is *supported* when its TOST p_holm < "
-    f"{ALPHA}, *contradicted* when its 95% interval lies entirely outside +-margin, *inconclusive* "
-    f"otherwise. *{NOT_TESTABLE}*: the source lacks what the claim needs (reason given)."
+    'Verdict rule (docs/claims.md, "Verdicts"): a claim is its components (e.g. one per size); '
+    "each is tested against the boundary the sentence sets (0; -margin for non-inferiority), "
+    "p-values two-sided (twice the one-sided p in the claimed direction). The claim's p is the "
+    "largest component p (intersection-union: every component must hold; no adjustment needed), "
+    "its p against the smallest component p the other way times the number of components "
+    f"(Bonferroni). Both are Holm-adjusted across the testable claims. *supported*: p_holm < {ALPHA}; "
+    f"*contradicted*: p_against_holm < {ALPHA}; *inconclusive* otherwise. The estimate shown is the "
+    "component that decides (the largest p). Equivalence components (TOST) would be at 5% per side "
+    f"with a 90% interval. *{NOT_TESTABLE}*: the source lacks what the claim needs (reason given)."
 )
 
 
 MODELS = (
-    "Models (statsmodels; docs/claims.md): difference, trend and curvature claims are linear "
-    "contrasts of cell means, fitted by OLS with one mean per cell and HC2 covariance (t with "
-    "Welch-Satterthwaite df); the equivalence claim by TOST on the per-seed contrasts "
-    "(DescrStatsW.ttost_mean); spread claims by a paired t-test over the matched groups. From "
-    "published numbers, a cell's seed sd is its printed half-width x sqrt(5) / 1.96 (the paper's "
-    "interval rule) and the fits use 5 pseudo-seeds per cell with the printed mean and that sd."
+    "Models (docs/claims.md): a component is a linear contrast of cell means with variance "
+    "sum w^2 s^2 / n (what OLS score ~ 0 + C(cell) with HC2 covariance gives) and a t with "
+    "Welch-Satterthwaite df; spread claims are ratios of variance components (seed noise removed, "
+    "method of moments) with a Fieller interval. From published numbers, a cell's seed sd is its "
+    "printed half-width x sqrt(5) / 1.96 (the paper's interval rule). Bootstrap intervals are "
+    "t-calibrated for 5 seeds (percentile interval widened by sqrt(V / V_boot) x t_df / z)."
 )
 
 
@@ -46,8 +50,12 @@ def _p(value) -> str:
     return f"{value:.2g}" if value >= 1e-4 else "<1e-4"
 
 
+def _bound(value, digits: int) -> str:
+    return ("-inf" if value < 0 else "inf") if math.isinf(value) else _num(value, digits)
+
+
 def _interval(low, high, digits: int = 2) -> str:
-    return "—" if pd.isna(low) else f"[{_num(low, digits)}, {_num(high, digits)}]"
+    return "—" if pd.isna(low) else f"[{_bound(low, digits)}, {_bound(high, digits)}]"
 
 
 def _mcse(row, name: str) -> str:
@@ -55,57 +63,123 @@ def _mcse(row, name: str) -> str:
     return "" if pd.isna(low) else f" (MC error {_num(max(low, high), 3)})"
 
 
+def _sd(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return "any" if value == math.inf else f"{value:.2f}"
+
+
+def _estimate(r: dict) -> str:
+    if r["verdict"] == NOT_TESTABLE:
+        return "—"
+    level = r.get("ci_level")
+    label = "" if pd.isna(level) or round(float(level), 2) == 0.95 else f" ({float(level):.0%} CI)"
+    return f"{_num(r['estimate'])} {_interval(r['ci_low'], r['ci_high'])}{label}"
+
+
+def _shown(r: dict) -> str:
+    return "" if r["verdict"] == NOT_TESTABLE or pd.isna(r.get("shown")) else str(r["shown"])
+
+
+def _is_fragile(r: dict) -> bool:
+    return bool(r.get("fragile")) if pd.notna(r.get("fragile")) else False
+
+
+def _text(value) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
 def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None) -> str:
     source = report["source"].iloc[0] if len(report) else ""
     testable = report[report["verdict"] != NOT_TESTABLE]
     counts = report["verdict"].value_counts()
+    records = report.to_dict("records")
+    sd = report["pretraining_sd"].iloc[0] if len(report) else 0.0
     lines = [
         "# The paper's claims as tested hypotheses",
         "",
         f"Source: {source}. Written {utc_now()}."
-        + (f" Bootstrap: {reps} replicates, generator seed {rng_seed}." if reps else ""),
+        + (f" Bootstrap: {reps} replicates, generator seed {rng_seed}." if reps else "")
+        + (f" Pretraining SD added to every cell: {sd:g} points." if sd else ""),
         "",
         "Summary: "
         + ", ".join(f"{counts.get(v, 0)} {v}" for v in (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE))
         + ".",
         "",
+        f"**One pretraining run per configuration.** {ONE_PRETRAINING_RUN}",
+        "",
+    ]
+    warned = [r for r in records if _text(r.get("warning"))]
+    if warned:
+        lines += ["**Coverage warnings** (these verdicts do not cover every cell the claim needs):", ""]
+        lines += [f"- `{r['claim']}`: {r['warning']}" for r in warned]
+        lines.append("")
+    lines += [
         VERDICT_RULE,
         "",
         MODELS,
         "",
         "## Verdicts",
         "",
-        "| claim | the paper says | estimate [95% CI] | unit | p | p (Holm) | verdict |",
-        "|---|---|---:|---|---:|---:|---|",
+        "| claim | the paper says | what must hold | shown | estimate [95% CI] | unit | qualifying | p | p (Holm) "
+        "| verdict |",
+        "|---|---|---|---|---:|---|---|---:|---:|---|",
     ]
-    for r in report.to_dict("records"):
-        estimate = (
-            "—" if r["verdict"] == NOT_TESTABLE else f"{_num(r['estimate'])} {_interval(r['ci_low'], r['ci_high'])}"
-        )
-        unit = r["unit"] + (f" (margin ±{r['margin']:g})" if pd.notna(r.get("margin")) else "")
+    for r in records:
         lines.append(
-            f"| `{r['claim']}` | {r['sentence']} ({r['location']}) | {estimate} | {unit} | "
-            f"{_p(r['p_value'])} | {_p(r['p_holm'])} | **{r['verdict']}** |"
+            f"| `{r['claim']}` | {r['sentence']} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
+            f"{r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
+            f"| **{r['verdict']}** |"
         )
     if not testable.empty:
         lines += [
             "",
-            "## Models and intervals",
+            "## Components",
             "",
-            "Paper's interval: the estimate +- 1.96 sqrt(sum w_k^2 sd_k^2 / n_k) over the cells "
-            "of the contrast (the paper's rule applied to the claim). Seed bootstrap: seeds "
-            "resampled within each cell. Seeds x instances: seeds resampled within each cell "
-            "and, per replicate, one resample of each test set's instances shared by every "
-            "model scored on it. MC error: the larger Monte-Carlo standard error of the two "
+            "Every component with its estimate and 95% interval (seed noise only); a U-shape curve's right "
+            "end also gives the vertex of its fitted quadratic.",
+            "",
+            "| claim | components |",
+            "|---|---|",
+        ]
+        lines += [f"| `{r['claim']}` | {r['components']} |" for r in testable.to_dict("records")]
+        lines += [
+            "",
+            "## Coverage, pretraining variance and the next experiment",
+            "",
+            "Cells: used of needed (the paper's design cells the claim's selectors match). Tipping "
+            "pretraining SD: the largest SD (points) of a pretraining run's effect, shared by a model's "
+            "datasets, at which the verdict still holds, every claim re-tested and re-adjusted ('any': up "
+            "to 50 points; '—' for inconclusive claims, which more variance cannot settle). A verdict whose "
+            "tipping SD is below the planning SD is fragile. " + POWER_NOTE,
+            "",
+            "| claim | verdict | cells | tipping pretraining SD | planning SD | seeds for 80% | runs x seeds for 80% |",
+            "|---|---|---:|---:|---:|---|---|",
+        ]
+        for r in testable.to_dict("records"):
+            fragile = " (fragile)" if _is_fragile(r) else ""
+            lines.append(
+                f"| `{r['claim']}` | {r['verdict']}{fragile} | {int(r['cells_used'])} of {int(r['cells_needed'])} | "
+                f"{_sd(r['tipping_pretraining_sd'])} | {_sd(r['planning_pretraining_sd'])} | "
+                f"{_text(r['seeds_for_80'])} | {_text(r['design_for_80'])} |"
+            )
+    if "seed_boot_low" in report and report["seed_boot_low"].notna().any():
+        lines += [
+            "",
+            "## Bootstrap intervals (runs only)",
+            "",
+            "Seed bootstrap: seeds resampled within each cell. Seeds x instances: seeds resampled within "
+            "each cell and, per replicate, one resample of each test set's instances shared by every "
+            "model scored on it. Both are percentile intervals of the shown component widened for 5 seeds "
+            "(sqrt(V / V_boot) x t_df / z). MC error: the larger Monte-Carlo standard error of the two "
             "bounds (binomial order-statistic approximation).",
             "",
-            "| claim | model | runs | paper's interval | seed bootstrap | seeds x instances bootstrap |",
-            "|---|---|---:|---:|---:|---:|",
+            "| claim | shown | model | runs | seed bootstrap | seeds x instances bootstrap |",
+            "|---|---|---|---:|---:|---:|",
         ]
         for r in testable.to_dict("records"):
             lines.append(
-                f"| `{r['claim']}` | {r['model']} | {r['n_runs']} | "
-                f"{_interval(r.get('paper_low'), r.get('paper_high'))} | "
+                f"| `{r['claim']}` | {_shown(r)} | {r['model']} | {r['n_runs']} | "
                 f"{_interval(r.get('seed_boot_low'), r.get('seed_boot_high'))}{_mcse(r, 'seed_boot')} | "
                 f"{_interval(r.get('instance_boot_low'), r.get('instance_boot_high'))}{_mcse(r, 'instance_boot')} |"
             )
@@ -114,18 +188,18 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
             "",
             "## rliable metrics (runs only)",
             "",
-            "IQM difference: interquartile mean of the treatment's runs minus the control's, "
-            "scores centred on the control's mean of each matched group; probability of "
-            "improvement: mean over groups of P(treatment run > control run). 95% stratified "
-            "bootstrap intervals (runs resampled within each group).",
+            "Over the matched groups of the shown component. IQM difference: interquartile mean of the "
+            "treatment's runs minus the control's, scores centred on the control's mean of each group; "
+            "probability of improvement: mean over groups of P(treatment run > control run). Point values "
+            "only: with 5 runs per group their stratified-bootstrap intervals cover far less than 95%, "
+            'even widened (docs/claims.md, "Intervals").',
             "",
-            "| claim | IQM difference [95% CI] | P(improvement) [95% CI] |",
-            "|---|---:|---:|",
+            "| claim | shown | IQM difference | P(improvement) |",
+            "|---|---|---:|---:|",
         ]
         for r in report[report["iqm_difference"].notna()].to_dict("records"):
             lines.append(
-                f"| `{r['claim']}` | {_num(r['iqm_difference'])} {_interval(r['iqm_low'], r['iqm_high'])} | "
-                f"{_num(r['prob_improvement'], 3)} {_interval(r['poi_low'], r['poi_high'], 3)} |"
+                f"| `{r['claim']}` | {_shown(r)} | {_num(r['iqm_difference'])} | {_num(r['prob_improvement'], 3)} |"
             )
     if "crossover" in report and report["crossover"].notna().any():
         lines += [
@@ -133,11 +207,11 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
             "## Crossover steps",
             "",
             "Where treatment - control first reaches 0 (interpolated in log10 steps), per task "
-            "type and over all datasets, with a 95% bootstrap interval (runs: seed bootstrap; "
-            "published numbers: normal draws of each cell mean with its recovered standard error).",
+            "type and over all datasets, with a 95% interval by test inversion: the steps at which the "
+            "interpolated difference is not significantly different from 0 (Welch t), and their hull.",
             "",
         ]
-        for r in report[report["crossover"].notna()].to_dict("records"):
+        for r in report[report["crossover"].notna() & (report["crossover"] != "")].to_dict("records"):
             lines.append(f"- `{r['claim']}`: {r['crossover']}")
     untestable = report[report["verdict"] == NOT_TESTABLE]
     if not untestable.empty:
@@ -147,8 +221,8 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
 
 
 def forest_plot(report: pd.DataFrame) -> Figure:
-    """One row per claim, each on its own scale (units differ): estimate, 95% CI, zero line,
-    the equivalence margin where there is one; colour = verdict."""
+    """One row per claim, each on its own scale (units differ): the shown component's estimate and
+    interval, the boundary the claim must clear; colour = verdict."""
     height = 0.55 * len(report) + 1.2
     fig = Figure(figsize=(9, height))  # fixed margins: a layout engine costs seconds per row
     fig.subplots_adjust(left=0.3, right=0.78, top=1 - 0.6 / height, bottom=0.5 / height, hspace=1.6)
@@ -165,20 +239,30 @@ def forest_plot(report: pd.DataFrame) -> Figure:
             ax.text(0.5, 0.5, NOT_TESTABLE, transform=ax.transAxes, ha="center", va="center", fontsize=8, color=color)
             continue
         low, high, estimate = r["ci_low"], r["ci_high"], r["estimate"]
-        marks = [low, high, estimate, 0.0]
-        if pd.notna(r.get("margin")):
+        boundary = float(r["boundary"]) if pd.notna(r.get("boundary")) else 0.0
+        marks = [m for m in (low, high, estimate, boundary) if math.isfinite(m)]
+        if r["test"] == "equivalence":
             marks += [-r["margin"], r["margin"]]
             for m in (-r["margin"], r["margin"]):
                 ax.axvline(m, color="0.6", ls=":", lw=1)
-        ax.axvline(0.0, color="0.3", lw=0.8)
-        ax.plot([low, high], [0, 0], color=color, lw=2.5)
-        ax.plot([estimate], [0], "o", color=color, ms=6)
+        ax.axvline(boundary, color="0.3", lw=0.8)
         span = (max(marks) - min(marks)) or 1.0
-        ax.set_xlim(min(marks) - 0.1 * span, max(marks) + 0.1 * span)
+        left, right = min(marks) - 0.1 * span, max(marks) + 0.1 * span
+        ax.plot([max(low, left), min(high, right)], [0, 0], color=color, lw=2.5)
+        ax.plot([estimate], [0], "o", color=color, ms=6)
+        ax.set_xlim(left, right)
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.tick_params(axis="x", labelsize=7)
-        ax.text(1.01, 0.5, f"{r['verdict']}\n{r['unit']}", transform=ax.transAxes, fontsize=7, va="center", color=color)
-    fig.suptitle("Claims of arXiv 2507.00994: estimate and 95% interval (each row on its own scale)", fontsize=10)
+        ax.text(
+            1.01,
+            0.5,
+            f"{r['verdict']} ({r['qualifying']})\n{r['shown']}",
+            transform=ax.transAxes,
+            fontsize=7,
+            va="center",
+            color=color,
+        )
+    fig.suptitle("Claims of arXiv 2507.00994: deciding component and interval (each row on its own scale)", fontsize=10)
     return fig
 
 
@@ -219,16 +303,30 @@ def write_claims_report(
 
 
 def verdict_table(report: pd.DataFrame) -> str:
-    """The short table printed on the terminal."""
+    """What is printed on the terminal: the verdicts, then the pretraining-run sentence and one
+    line per claim that does not cover every cell it needs."""
     view = pd.DataFrame(
         {
             "claim": report["claim"],
-            "estimate [95% CI]": [
-                "—" if v == NOT_TESTABLE else f"{_num(e)} {_interval(lo, hi)}"
-                for v, e, lo, hi in zip(report["verdict"], report["estimate"], report["ci_low"], report["ci_high"])
-            ],
+            "shown": [_shown(r) for r in report.to_dict("records")],
+            "estimate [CI]": [_estimate(r) for r in report.to_dict("records")],
+            "qualifying": report["qualifying"].map(_text),
             "p_holm": [_p(p) for p in report["p_holm"]],
-            "verdict": report["verdict"],
+            "verdict": [
+                v + (" (fragile)" if _is_fragile(r) else "")
+                for v, r in zip(report["verdict"], report.to_dict("records"))
+            ],
+            "cells": [
+                "" if pd.isna(u) else f"{int(u)}/{int(n)}" for u, n in zip(report["cells_used"], report["cells_needed"])
+            ],
+            "tipping SD": [_sd(v) for v in report["tipping_pretraining_sd"]],
+            "seeds for 80%": report["seeds_for_80"].map(_text),
+            "runs x seeds (planning SD)": [
+                f"{_text(d)} ({_sd(t)})" if _text(d) else ""
+                for d, t in zip(report["design_for_80"], report["planning_pretraining_sd"])
+            ],
         }
     )
-    return view.to_string(index=False)
+    lines = [view.to_string(index=False), "", ONE_PRETRAINING_RUN]
+    lines += [f"warning: {c}: {w}" for c, w in zip(report["claim"], report["warning"]) if _text(w)]
+    return "\n".join(lines)

@@ -7,6 +7,7 @@ the default, or `standard`; docs/release.md). Every error is one line on stderr 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -220,6 +221,8 @@ def _cmd_claims(args) -> int:
         raise UsageError(
             "claims --tables: import the release first (import-released DIR -o runs.parquet), then pass that store"
         )
+    if not args.pretraining_sd >= 0:
+        raise UsageError(f"--pretraining-sd must be >= 0 points, got {args.pretraining_sd}")
     if args.published:
         inputs = inputs_from_published()
     elif args.runs and all(is_run_store(p) for p in args.runs):
@@ -235,7 +238,7 @@ def _cmd_claims(args) -> int:
             records, source = iter_records_in(args.runs), "run records " + ", ".join(args.runs)
         under = (r for r in (r.scores_under(args.protocol) for r in records) if r is not None)
         inputs = inputs_from_records(under, f"{source} ({args.protocol} protocol)", args.reps, args.rng_seed)
-    report = evaluate_claims(inputs, reps=args.reps, rng_seed=args.rng_seed)
+    report = evaluate_claims(inputs, reps=args.reps, rng_seed=args.rng_seed, pretraining_sd=args.pretraining_sd)
     print(verdict_table(report))
     for path in write_claims_report(report, args.csv, args.md, args.figure, args.reps, args.rng_seed):
         print(f"wrote {path}")
@@ -247,6 +250,17 @@ def _cmd_claims(args) -> int:
         print(
             f"note: {untestable} claim(s) {NOT_TESTABLE}; the reasons are in the Markdown/CSV report", file=sys.stderr
         )
+    return 0
+
+
+def _cmd_claims_coverage(args) -> int:
+    from analysis.claims_coverage import coverage_study, format_study
+
+    result = coverage_study(args.sims, args.rng_seed, args.reps)
+    print(format_study(result))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -362,8 +376,25 @@ def build_parser() -> argparse.ArgumentParser:
         default="paper",
         help="which scores of the run records to test (default paper: the paper's harness)",
     )
+    p.add_argument(
+        "--pretraining-sd",
+        type=float,
+        default=0.0,
+        metavar="POINTS",
+        help="SD of a pretraining run's effect added to every model (default 0: the paper's one run per "
+        "configuration, verdicts about those runs; the report gives each verdict's tipping SD)",
+    )
     _add_bootstrap_options(p)
     p.set_defaults(func=_cmd_claims)
+
+    p = sub.add_parser(
+        "claims-coverage", help="simulate the published design: coverage of every claims interval, false-sentence trees"
+    )
+    p.add_argument("--sims", type=int, default=2000, help="simulated release trees per study (default 2000)")
+    p.add_argument("--reps", type=int, default=1000, help="bootstrap replicates per simulation (default 1000)")
+    p.add_argument("--rng-seed", type=int, default=0, help="simulation seed (default 0)")
+    p.add_argument("--json", help="also write the numbers here")
+    p.set_defaults(func=_cmd_claims_coverage)
 
     p = sub.add_parser("bench", help="time import-released/tables/audit/claims on a synthetic release-shaped tree")
     p.add_argument("--out", required=True, help="folder for the synthetic results/ tree, the store and the outputs")

@@ -3,8 +3,6 @@
 - `contrast_fit`: OLS with one mean per cell (`score ~ 0 + C(cell)`) on per-seed scores, HC2
   covariance (per cell exactly sd(ddof=1)^2 / n, the variance behind the paper's interval), and
   the claim as a linear contrast of the cell means (`t_test`; t with Welch-Satterthwaite df).
-- `equivalence_fit`: TOST (`statsmodels.stats.weightstats`) on per-seed contrast values.
-- `paired_fit`: one-sample t on paired differences over units (`DescrStatsW`).
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 from statsmodels.regression.linear_model import OLS
-from statsmodels.stats.weightstats import DescrStatsW
 
 
 @dataclass(frozen=True)
@@ -56,32 +53,6 @@ def contrast_fit(scores: np.ndarray, cells: np.ndarray, weights: np.ndarray, con
     quantile = stats.t.ppf(0.5 + confidence / 2, df)
     p_value = float(2 * stats.t.sf(abs(estimate / se), df))
     return Fit(estimate, estimate - quantile * se, estimate + quantile * se, p_value, df, model)
-
-
-def equivalence_fit(values: np.ndarray, margin: float, confidence: float = 0.95) -> Fit:
-    """TOST of |mean(values)| < margin (DescrStatsW.ttost_mean), values = per-seed contrasts."""
-    stats = DescrStatsW(np.asarray(values, dtype=float))
-    model = (
-        f"paired seed differences: per-seed contrast over the cells, TOST "
-        f"(DescrStatsW.ttost_mean, margin +-{margin:g}, df {len(values) - 1})"
-    )
-    if stats.std == 0.0:
-        inside = abs(stats.mean) < margin
-        return Fit(stats.mean, stats.mean, stats.mean, 0.0 if inside else 1.0, len(values) - 1, model)
-    p_value = float(stats.ttost_mean(-margin, margin)[0])
-    low, high = stats.tconfint_mean(alpha=1 - confidence)
-    return Fit(float(stats.mean), float(low), float(high), p_value, len(values) - 1, model)
-
-
-def paired_fit(differences: np.ndarray, unit: str, confidence: float = 0.95) -> Fit:
-    """Two-sided one-sample t of the mean of paired differences over units (DescrStatsW)."""
-    stats = DescrStatsW(np.asarray(differences, dtype=float))
-    model = f"paired differences over {len(differences)} {unit} (DescrStatsW.ttest_mean, df {len(differences) - 1})"
-    if stats.std == 0.0:
-        return Fit(stats.mean, stats.mean, stats.mean, 1.0 if stats.mean == 0 else 0.0, len(differences) - 1, model)
-    _, p_value, df = stats.ttest_mean(0.0)
-    low, high = stats.tconfint_mean(alpha=1 - confidence)
-    return Fit(float(stats.mean), float(low), float(high), float(p_value), float(df), model)
 
 
 def pseudo_seeds(mean: float, sd: float, n: int = 5) -> np.ndarray:

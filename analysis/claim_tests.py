@@ -1,0 +1,212 @@
+"""The tests behind a claim's verdict (docs/claims.md, "Verdicts"): a claim is one or more
+components (linear contrasts of cell means, e.g. the MLM-CLM gap at one size), each tested
+against the boundary the paper's sentence puts on it.
+
+- A component's variance is the fine-tuning seed variance of its cells, sum_k w_k^2 s_k^2 / n_k
+  (what statsmodels' OLS with one mean per cell and HC2 covariance gives, docs/claims.md), with
+  Welch-Satterthwaite degrees of freedom; plus, for the sensitivity to pretraining variance, tau^2
+  per pretraining run: a model's effect shifts all its datasets alike (the conservative case for
+  category averages), so a component gains tau^2 * sum over models of (sum of that model's
+  weights)^2, known (infinite df).
+- "At every level" is the intersection of the components: supported when every component is
+  (intersection-union test, Berger 1982: each at level alpha, no adjustment), so the claim's
+  p-value is the largest component p-value. Contradicted when some component is on the wrong
+  side: the smallest such p-value times the number of components (Bonferroni).
+- p-values follow the two-sided convention of the 95% intervals: twice the one-sided p-value
+  (a directional component is supported when its 95% interval clears the boundary); an
+  equivalence component (TOST) is at 5% per side, its interval is 90%.
+- Holm across the claims, separately for support and for contradiction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.05
+SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+DIRECTIONS = ("greater", "less", "equivalent")
+
+
+@dataclass(frozen=True)
+class CellTerm:
+    """One cell of a component: its model (pretraining run), weight, seed sd and seed count."""
+
+    model: str
+    weight: float
+    sd: float
+    n: int
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    """One tested contrast. `null` is the boundary the claim must clear: 0, or -margin for a
+    non-inferiority component; for an equivalence component, the margin m (the claim: |theta| < m).
+    `terms` (its cells) give the seed variance and the pretraining sensitivity; without terms
+    (spread claims) the estimate's own se and df are used and pretraining variance does not apply."""
+
+    label: str
+    curve: str  # what is counted as qualifying (a size, a Figure 3 curve)
+    estimate: float
+    direction: str
+    null: float = 0.0
+    terms: tuple[CellTerm, ...] | None = None
+    fixed_se: float = float("nan")
+    fixed_df: float = float("nan")
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"component {self.label}: direction {self.direction!r} is not one of {DIRECTIONS}")
+
+    @property
+    def pretraining_weight(self) -> float:
+        """sum over models of (sum of the model's weights)^2: the component's variance per tau^2."""
+        if self.terms is None:
+            return 0.0
+        by_model: dict[str, float] = {}
+        for t in self.terms:
+            by_model[t.model] = by_model.get(t.model, 0.0) + t.weight
+        return float(sum(w * w for w in by_model.values()))
+
+    def seed_variance(self) -> float:
+        if self.terms is None:
+            return self.fixed_se**2
+        return float(sum(t.weight**2 * t.sd**2 / t.n for t in self.terms))
+
+    def se_df(self, pretraining_sd=0.0):
+        """Standard error and Welch-Satterthwaite df with pretraining sd tau (a number or an array;
+        tau is known: its part has infinite df)."""
+        tau = np.asarray(pretraining_sd, dtype=float)
+        if self.terms is None:
+            return np.full(tau.shape, self.fixed_se)[()], np.full(tau.shape, self.fixed_df)[()]
+        parts = np.array([t.weight**2 * t.sd**2 / t.n for t in self.terms])
+        dfs = np.array([t.n - 1 for t in self.terms], dtype=float)
+        total = parts.sum() + tau**2 * self.pretraining_weight
+        denominator = float(np.sum(parts**2 / dfs))
+        df = total**2 / denominator if denominator > 0 else np.full(tau.shape, np.inf)[()]
+        return np.sqrt(total), df
+
+
+def _t_scores(estimate: float, boundary: float, se):
+    """(estimate - boundary) / se, +-inf where se = 0 and the estimate is off the boundary."""
+    se = np.asarray(se, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (estimate - boundary) / se
+    return np.where(se > 0, t, np.sign(estimate - boundary) * np.inf)
+
+
+def component_p(component: ComponentStats, pretraining_sd=0.0):
+    """(p for the claim, p against it) of one component on the two-sided scale (module doc): p for,
+    the boundary is cleared on the claimed side; p against, it is crossed the other way.
+    Vectorised over an array of pretraining sds."""
+    se, df = component.se_df(pretraining_sd)
+    est, null = component.estimate, component.null
+    if component.direction == "equivalent":
+        p_for = np.maximum(stats.t.sf(_t_scores(est, -null, se), df), stats.t.cdf(_t_scores(est, null, se), df))
+        outside = np.minimum(stats.t.sf(_t_scores(est, null, se), df), stats.t.cdf(_t_scores(est, -null, se), df))
+        return p_for, np.minimum(1.0, 2 * outside)
+    t = _t_scores(est, null, se)
+    if component.direction == "less":
+        t = -t
+    return np.minimum(1.0, 2 * stats.t.sf(t, df)), np.minimum(1.0, 2 * stats.t.cdf(t, df))
+
+
+def interval(component: ComponentStats, pretraining_sd: float = 0.0) -> tuple[float, float, float]:
+    """(low, high, confidence): 95% for directional components, 90% for equivalence (TOST)."""
+    confidence = 0.90 if component.direction == "equivalent" else 0.95
+    se, df = component.se_df(pretraining_sd)
+    q = float(stats.t.ppf(0.5 + confidence / 2, df))
+    return component.estimate - q * float(se), component.estimate + q * float(se), confidence
+
+
+@dataclass(frozen=True)
+class ClaimP:
+    p_for: float  # intersection-union: the largest component p
+    p_against: float  # Bonferroni over components of the smallest p against
+    deciding: int  # the component with the largest p for: the one shown as the claim's estimate
+    passing: tuple[bool, ...]  # per component: its own test passes (unadjusted, level ALPHA)
+
+
+def claim_p(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> ClaimP:
+    p_for, p_against = _claim_p_grid(components, np.asarray([pretraining_sd], dtype=float))
+    each = [float(component_p(c, pretraining_sd)[0]) for c in components]
+    return ClaimP(float(p_for[0]), float(p_against[0]), int(np.argmax(each)), tuple(p < ALPHA for p in each))
+
+
+def _claim_p_grid(components: Sequence[ComponentStats], taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The claim's (p for, p against) at each pretraining sd of `taus`."""
+    ps = [component_p(c, taus) for c in components]
+    p_for = np.max([np.broadcast_to(p, taus.shape) for p, _ in ps], axis=0)
+    p_against = np.minimum(1.0, len(ps) * np.min([np.broadcast_to(q, taus.shape) for _, q in ps], axis=0))
+    return p_for, p_against
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-adjusted p-values along the last axis (rows of a matrix are separate families); NaN
+    (an untestable claim) is left out of the family. Equals statsmodels' multipletests(method="holm")."""
+    p = np.atleast_2d(np.asarray(p_values, dtype=float))
+    out = np.full(p.shape, np.nan)
+    for row, values in enumerate(p):
+        finite = np.flatnonzero(~np.isnan(values))
+        if not len(finite):
+            continue
+        order = finite[np.argsort(values[finite], kind="stable")]
+        scaled = (len(order) - np.arange(len(order))) * values[order]
+        out[row, order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return out if np.ndim(p_values) == 2 else out[0]
+
+
+def decide(p_for_holm, p_against_holm):
+    """The verdict from the Holm-adjusted p-values (arrays give an array of verdicts)."""
+    return np.where(
+        np.asarray(p_for_holm) < ALPHA,
+        SUPPORTED,
+        np.where(np.asarray(p_against_holm) < ALPHA, CONTRADICTED, INCONCLUSIVE),
+    )
+
+
+def _verdict_grid(claims: Sequence[Sequence[ComponentStats] | None], taus: np.ndarray) -> np.ndarray:
+    """(taus x claims) verdicts, every claim re-tested at each pretraining sd ("" = not testable)."""
+    p_for = np.full((len(taus), len(claims)), np.nan)
+    p_against = np.full((len(taus), len(claims)), np.nan)
+    for i, components in enumerate(claims):
+        if components:
+            p_for[:, i], p_against[:, i] = _claim_p_grid(components, taus)
+    verdicts = decide(holm(p_for), holm(p_against)).astype(object)
+    verdicts[np.isnan(p_for)] = ""
+    return verdicts
+
+
+def verdicts_at(claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0) -> list[str]:
+    """Every claim's verdict with pretraining sd tau, Holm across the testable ones ("" for None)."""
+    return list(_verdict_grid(claims, np.asarray([pretraining_sd], dtype=float))[0])
+
+
+def tipping_pretraining_sd(
+    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, upper: float = 50.0
+) -> list[float]:
+    """Per claim: the largest pretraining sd (points) up to which its verdict at `pretraining_sd`
+    still holds, every claim re-tested and re-adjusted at each value (to 0.1% of the value); inf
+    when it holds up to `upper`; NaN where it does not apply (not testable, inconclusive: more
+    variance cannot make a claim conclusive, or no cell terms)."""
+    grid = pretraining_sd + np.concatenate([[0.0], np.geomspace(1e-3, upper, 400)])
+    at = _verdict_grid(claims, grid)
+    out = []
+    for i, components in enumerate(claims):
+        verdict = at[0, i]
+        if verdict in ("", INCONCLUSIVE) or all(c.terms is None for c in components):
+            out.append(float("nan"))
+            continue
+        changed = np.flatnonzero(at[:, i] != verdict)
+        if not len(changed):
+            out.append(math.inf)
+            continue
+        # The coarse values are 2.7% apart; 64 between the last that holds and the first that does not.
+        fine = np.linspace(grid[changed[0] - 1], grid[changed[0]], 64)
+        holds = _verdict_grid(claims, fine)[:, i] == verdict
+        out.append(float(fine[np.argmin(holds) - 1]))
+    return out
