@@ -4,8 +4,10 @@ The folder holds the trained encoder and its tokenizer (sentence-transformers' T
 module), mean pooling over the real tokens, prompt included (benchmarks.kinds.ir.BiEncoder.embed),
 and L2 normalisation (the harness ranks by cosine similarity of normalised embeddings). The
 harness's "Query: " / "Document: " prefixes are the prompts "query" and "document", which
-`encode_query` / `encode_document` prepend. Inputs are tokenised as the harness tokenises them: the
-same tokenizer object (special tokens as the harness adds them), truncated at the run's max_length,
+`encode_query` / `encode_document` prepend. Inputs are tokenised as the harness tokenised its
+evaluation inputs (`export_inputs`): with the tokenizer's own special tokens up to the model
+maximum where the run encoded with sentence-transformers (`ir_eval_encoding`, the `paper`
+default), else as in training (the same tokenizer object, truncated at the run's max_length);
 right-padded (positions must not move), text only (never a chat template).
 
 `SentenceTransformer(folder)` loads it. A model whose code ships in the folder needs
@@ -43,6 +45,24 @@ def append_eos_only(tokenizer) -> None:
     tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, eos_id)]
     )
+
+
+def export_inputs(protocol: str, ir_eval_encoding: str, max_length: int, eval_max_length: int) -> tuple[int, bool]:
+    """(max_seq_length, eos_only) of an export: the inputs its run evaluated the retriever with
+    (docs/protocol.md, `ir_eval_encoding`): sentence-transformers' own (the tokenizer's special
+    tokens, up to the model maximum) or the training inputs (`paper`: text + EOS, 99% of it)."""
+    if ir_eval_encoding == "sentence_transformers":
+        return eval_max_length, False
+    return max_length, protocol == "paper"
+
+
+def run_export_inputs(config: dict, provenance: dict) -> tuple[int, bool]:
+    """`export_inputs` of a complete run from its config.yaml and record provenance (a record
+    written before `ir_eval_encoding` existed encoded evaluation texts as trained)."""
+    choices = provenance.get("protocol_choices") or {}
+    encoding = choices.get("ir_eval_encoding") or "as_training"
+    eval_max_length = choices.get("ir_eval_max_length") or provenance["max_length"]
+    return export_inputs(config.get("protocol", "paper"), encoding, provenance["max_length"], eval_max_length)
 
 
 def _check_eos_only(folder: Path) -> None:

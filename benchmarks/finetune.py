@@ -1,6 +1,9 @@
 """Composer glue: one fine-tuning run of a task module through `composer.Trainer`.
 
-Paper protocol (docs/protocol.md): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; 10% linear
+Paper protocol (docs/protocol.md): AdamW (0.9, 0.95), eps 1e-5, weight decay 0.1; the gradient
+norm clipped at `max_grad_norm` (1.0, the Hugging Face Trainer's default, which the release kept:
+Composer's GradientClipping algorithm, after the last micro-batch and the all-reduce, before the
+optimizer step); 10% linear
 warmup then linear decay to 0 (Composer's LinearWithWarmupScheduler, evaluated at the end of
 each step: step n of N runs at its value at n, so the first step is above 0 and the last at 0;
 pretraining.schedule.AtStepEnd); batch 32; up to 1,000 steps or one epoch; bf16 autocast on GPU
@@ -47,6 +50,7 @@ class TrainSettings:
     precision: str = "auto"  # auto | fp32 | amp_bf16
     device: str = "auto"  # auto | cpu | gpu
     accumulate_inside_loss: bool = False  # IR: micro-batching is done by the loss (GradCache)
+    max_grad_norm: float | None = 1.0  # clip the global gradient norm to this before a step; None: no clipping
 
 
 def resolve_device(device: str) -> str:
@@ -193,6 +197,7 @@ def fit(
 
 def _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks) -> dict:
     from composer import Callback, Trainer
+    from composer.algorithms import GradientClipping
     from composer.optim import LinearWithWarmupScheduler
 
     from pretraining.schedule import AtStepEnd
@@ -216,6 +221,7 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         device=device,
         precision=precision,
         seed=settings.seed,
+        algorithms=[GradientClipping("norm", settings.max_grad_norm)] if settings.max_grad_norm else [],
         device_train_microbatch_size=microbatch,
         accumulate_train_batch_on_tokens=True,  # weights = loss terms (`loss_terms`), exact means
         # Several ranks: gradients are all-reduced after the backward pass, not by DDP's hooks
@@ -239,6 +245,7 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         "device": device,
         "precision": precision,
         "device_microbatch_size": microbatch,
+        "max_grad_norm": settings.max_grad_norm,
         "final_train_loss": losses[-1] if losses else None,
         "step_losses": losses,  # for callers; benchmarks.run keeps only the final one in the record
     }

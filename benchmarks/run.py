@@ -21,7 +21,10 @@ until every IR evaluation of it (`nq`, `mldr_en`) has its record.
 harness's heads, inputs and metrics) or `standard`. The record holds the scores under it
 (`validation_score`, `test_score`, `test_instance_scores`, `protocol`, `metric`) and, where the
 same predictions serve the other protocol's metric (SC, TC, IR), those scores in `other_scores`.
-A run directory holds one protocol: a different protocol needs another `out`.
+A run directory holds one protocol: a different protocol needs another `out`. Four settings where
+the release and the better-known convention part (`max_grad_norm`, `ir_eval_encoding`,
+`tc_whitespace_tokens`, `head`; docs/protocol.md, "Choices" 18-21) are fields of their own, null
+meaning the protocol's choice; the values a run used are in its provenance (`protocol_choices`).
 
 `trust_remote_code` is the one switch that lets a checkpoint's own model code run (the paper's
 released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a checkpoint is an error.
@@ -95,6 +98,12 @@ class RunConfig:
     trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
     save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
     save_weights: bool = False  # keep the fine-tuned weights in model/ (else only IR's, until evaluated)
+    # Where the release and the better-known convention part (docs/protocol.md, "Choices" 18-21).
+    # null: the protocol's choice (benchmarks.kinds.PROTOCOL_CHOICES), recorded in the provenance.
+    max_grad_norm: float | None = 1.0  # clip the gradient norm before each step (HF Trainer default); null: never
+    ir_eval_encoding: Literal["sentence_transformers", "as_training"] | None = None  # IR evaluation inputs
+    tc_whitespace_tokens: Literal["next_word", "ignore"] | None = None  # TC whitespace-only sub-tokens
+    head: Literal["own", "package"] | None = None  # SC/TC/QA: the checkpoint's own head class, or ours
 
     def __post_init__(self):
         if not self.lr > 0:
@@ -109,6 +118,8 @@ class RunConfig:
             raise ValueError("model is empty")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0 (null: no clipping), got {self.max_grad_norm}")
 
     @property
     def name(self) -> str:
@@ -161,7 +172,9 @@ NOT_RESULT_SETTINGS = frozenset(
 )
 # What an IR evaluation (NQ, MLDR) may change about the MS MARCO model it reuses: its own task and
 # how it is evaluated, not how the model was trained.
-IR_EVALUATION_SETTINGS = frozenset({"task", "eval_batch_size", "ir_top_k", "candidate_pool", "ir_query_split_seed"})
+IR_EVALUATION_SETTINGS = frozenset(
+    {"task", "eval_batch_size", "ir_top_k", "candidate_pool", "ir_query_split_seed", "ir_eval_encoding"}
+)
 
 
 def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: frozenset = frozenset()) -> RunRecord:
@@ -246,7 +259,8 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     if done is not None:
         log.info("skip %s: complete record exists", record_path)
         return _same_settings(done, record_path, cfg), False
-    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
+    from benchmarks.kinds import own_head_class
+    from benchmarks.kinds.checkpoint import check_model_path, check_own_head, check_remote_code
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
         model_dir = trained_ir_model(cfg)
@@ -267,6 +281,9 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     else:
         check_model_path(cfg.model)
         check_remote_code(cfg.model, cfg.trust_remote_code)
+        head_class = own_head_class(spec.task_type, cfg.protocol)
+        if cfg.head == "own" and head_class:  # refused before anything is written
+            check_own_head(cfg.model, head_class)
     handoff = _rank_zero_handoff(cfg.device) if world_size > 1 else None
     if rank == 0:
         if out_dir.exists():
@@ -311,7 +328,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     from benchmarks import metrics
     from benchmarks.datasets import load_task_data
     from benchmarks.finetune import TrainSettings, check_last_batch, fit, resolve_device, resolve_precision
-    from benchmarks.kinds import KindSettings, get_kind
+    from benchmarks.kinds import KindSettings, get_kind, own_head_class, protocol_choice
+    from benchmarks.kinds.checkpoint import shipped_classes
     from benchmarks.kinds.common import (
         EvalContext,
         load_backbone,
@@ -327,20 +345,6 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     if rank != 0 and not trains:
         return None
     source = str(cfg.model) if trains else str(trained_ir_model(cfg))
-    tokenizer = load_tokenizer(source, cfg.trust_remote_code)
-    backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
-    max_length = protocol_max_length(min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer)), cfg.protocol)
-    settings = KindSettings(
-        max_length=max_length,
-        protocol=cfg.protocol,
-        doc_stride=cfg.doc_stride,
-        n_best=cfg.n_best,
-        max_answer_length=cfg.max_answer_length,
-        null_score_diff_threshold=cfg.null_score_diff_threshold,
-        ir_scale=cfg.ir_scale,
-        ir_top_k=cfg.ir_top_k,
-        device_microbatch_size=cfg.device_microbatch_size,
-    )
     roles = ("train", "validation", "test") if trains else ("validation", "test")
     data_root = Path(cfg.data_root) if cfg.data_root else None
     extra = {}
@@ -354,6 +358,47 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
             )
     else:
         data = load_task_data(spec, data_root, roles=roles)
+    # The head: the checkpoint's own task model (loaded with its head, seeded like ours) or ours
+    head_class = own_head_class(spec.task_type, cfg.protocol)
+    head = None if head_class is None else protocol_choice("head", cfg.protocol, cfg.head)
+    if head == "own_if_shipped":
+        head = "own" if head_class in shipped_classes(source) else "package"
+    tokenizer = load_tokenizer(source, cfg.trust_remote_code)
+    if head == "own":
+        reproducibility.seed_all(cfg.seed)  # the own head is initialised as it loads
+        backbone = load_backbone(
+            source, cfg.attn_implementation, cfg.trust_remote_code, head_class, kind.num_labels(data, cfg.protocol)
+        )
+    else:
+        backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
+    full_length = min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer))
+    max_length = protocol_max_length(full_length, cfg.protocol)
+    settings = KindSettings(
+        max_length=max_length,
+        protocol=cfg.protocol,
+        doc_stride=cfg.doc_stride,
+        n_best=cfg.n_best,
+        max_answer_length=cfg.max_answer_length,
+        null_score_diff_threshold=cfg.null_score_diff_threshold,
+        ir_scale=cfg.ir_scale,
+        ir_top_k=cfg.ir_top_k,
+        device_microbatch_size=cfg.device_microbatch_size,
+        ir_eval_encoding=cfg.ir_eval_encoding,
+        # sentence-transformers caps at the model maximum (its max_seq_length), not at the 99%
+        ir_eval_max_length=full_length,
+        ir_model_dir=str(trained_ir_model(cfg)) if spec.task_type == "IR" else None,
+        trust_remote_code=cfg.trust_remote_code,
+        tc_whitespace_tokens=cfg.tc_whitespace_tokens,
+        head=head or "package",
+    )
+    ir, st = spec.task_type == "IR", settings.ir_eval_encoding == "sentence_transformers"
+    extra["protocol_choices"] = {  # the resolved settings of docs/protocol.md, "Choices" 18-21
+        "max_grad_norm": cfg.max_grad_norm if trains else None,
+        "ir_eval_encoding": settings.ir_eval_encoding if ir else None,
+        "ir_eval_max_length": (full_length if st else max_length) if ir else None,
+        "tc_whitespace_tokens": settings.tc_whitespace_tokens if spec.task_type == "TC" else None,
+        "head": head,
+    }
     device_type = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device_type)
     reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too
@@ -377,6 +422,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
             precision=cfg.precision,
             device=cfg.device,
             accumulate_inside_loss=spec.task_type == "IR",
+            max_grad_norm=cfg.max_grad_norm,
         )
         try:
             check_last_batch(len(features), train_settings, world_size)
@@ -390,16 +436,17 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
         if spec.task_type == "IR" or cfg.save_weights:
             _save_model(module, tokenizer, out_dir / IR_MODEL_DIR)  # IR: = trained_ir_model(cfg)
             if cfg.save_sentence_transformers:
-                from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, save_sentence_transformer
+                from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, export_inputs, save_sentence_transformer
 
+                length, eos_only = export_inputs(cfg.protocol, settings.ir_eval_encoding, max_length, full_length)
                 save_sentence_transformer(
                     out_dir / IR_MODEL_DIR,
                     out_dir / SENTENCE_TRANSFORMERS_DIR,
-                    max_length,
+                    length,
                     data.spec.query_prefix,
                     data.spec.doc_prefix,
                     cfg.trust_remote_code,
-                    eos_only=cfg.protocol == "paper",
+                    eos_only=eos_only,
                 )
     else:
         extra["trained_model"] = source

@@ -75,3 +75,30 @@ def check_remote_code(model: str, trust_remote_code: bool) -> None:
 
     if config.get("model_type") not in CONFIG_MAPPING:
         raise remote_code_error(model)
+
+
+def shipped_classes(model: str) -> dict:
+    """The classes a checkpoint ships with its own code: config.json's `auto_map` ({} if none)."""
+    config_file = Path(model) / "config.json"
+    if config_file.is_file():
+        config = json.loads(config_file.read_text())
+    else:  # a hub id (offline: from the cache)
+        from transformers import PretrainedConfig
+
+        try:
+            config, _ = PretrainedConfig.get_config_dict(model)
+        except OSError as exc:
+            raise ModelLoadError(f"cannot read the config of model {model}: {str(exc).splitlines()[0]}") from None
+    return dict(config.get("auto_map") or {})
+
+
+def check_own_head(model: str, auto_class: str) -> None:
+    """`head: own` needs the checkpoint's own `auto_class` (e.g. AutoModelForSequenceClassification)
+    in its auto_map; one line naming the checkpoint, the missing class and the fix otherwise."""
+    shipped = shipped_classes(model)
+    if auto_class not in shipped:
+        has = ", ".join(sorted(shipped)) or "none"
+        raise ModelLoadError(
+            f"model {model} ships no {auto_class} class (config.json auto_map names: {has}), which "
+            "head: own needs; use head: package (the linear head of this package)"
+        )

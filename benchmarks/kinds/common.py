@@ -18,6 +18,7 @@ from torch import nn
 from benchmarks.kinds.checkpoint import (
     ModelLoadError,
     check_model_path,
+    check_own_head,
     check_remote_code,
     register_own_model_types,
     remote_code_error,
@@ -133,23 +134,36 @@ class Backbone(nn.Module):
             return keep
         return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        """The model's own output (a task model's `logits`, a base model's hidden states)."""
         dtype = self.model.get_input_embeddings().weight.dtype
         if torch.is_autocast_enabled(input_ids.device.type):
             dtype = torch.get_autocast_dtype(input_ids.device.type)
-        out = self.model(input_ids=input_ids, attention_mask=self._mask(attention_mask, dtype))
+        return self.model(input_ids=input_ids, attention_mask=self._mask(attention_mask, dtype))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.outputs(input_ids, attention_mask)
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
 
     def save_pretrained(self, path: str | Path) -> None:
         self.model.save_pretrained(path)
 
 
-def load_backbone(model: str, attn_implementation: str | None = None, trust_remote_code: bool = False) -> Backbone:
+def load_backbone(
+    model: str,
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+    task_class: str | None = None,
+    num_labels: int | None = None,
+) -> Backbone:
     """AutoModel (no task head) made bidirectional; our own model types are registered first.
 
     `trust_remote_code` lets a checkpoint's shipped model code run (the paper's released
-    checkpoints, EuroBERT): off by default, a checkpoint that needs it is a one-line error."""
-    from transformers import AutoModel
+    checkpoints, EuroBERT): off by default, a checkpoint that needs it is a one-line error.
+    `task_class` (e.g. "AutoModelForSequenceClassification", with `num_labels`): the checkpoint's
+    own task model instead, head included (`head: own`, docs/protocol.md); the checkpoint must
+    ship that class (config.json auto_map), else a one-line error."""
+    import transformers
 
     register_own_model_types()
     check_model_path(model)
@@ -157,8 +171,12 @@ def load_backbone(model: str, attn_implementation: str | None = None, trust_remo
     kwargs = {"trust_remote_code": trust_remote_code}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
+    auto = transformers.AutoModel
+    if task_class is not None:
+        check_own_head(model, task_class)
+        auto, kwargs["num_labels"] = getattr(transformers, task_class), num_labels
     try:
-        hf_model = AutoModel.from_pretrained(model, **kwargs)
+        hf_model = auto.from_pretrained(model, **kwargs)
     except (OSError, ValueError) as exc:
         raise model_load_error(model, exc, trust_remote_code) from None
     return Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))

@@ -3,9 +3,15 @@
 Loss = sentence-transformers MultipleNegativesRankingLoss: cosine similarity of every query with
 every document of the batch, times `scale` (20, i.e. temperature 0.05), cross-entropy towards the
 query's own document (query -> document direction only). Inputs are prefixed "Query: " and
-"Document: " (the released loaders' prefixes). Under the `paper` protocol every text ends with
-EOS and no special tokens are added (the released RetrievalEval.tokenize, for training and
-evaluation); under `standard` the tokenizer's special tokens are used.
+"Document: " (the released loaders' prefixes). Training inputs: under the `paper` protocol every
+text ends with EOS and no special tokens are added (the released RetrievalEval.tokenize); under
+`standard` the tokenizer's special tokens are used.
+
+Evaluation inputs (`ir_eval_encoding`, docs/protocol.md): `sentence_transformers` (`paper`) encodes
+with `SentenceTransformer.encode`, as the released RetrievalEval.encode_sequences does: the saved
+retriever loaded by sentence-transformers (`SentenceTransformer(folder)`: its Transformer module
+with the tokenizer's own special tokens, e.g. BOS and no EOS, at most `ir_eval_max_length` tokens,
+then mean pooling); `as_training` (`standard`) encodes like the training inputs.
 
 The negatives of a query are the documents of the whole batch (32), whatever the device micro-batch.
 Gradient caching (Gao et al. 2021, "GradCache") makes that exact: `cached_embed` embeds every
@@ -31,6 +37,7 @@ NDCG@10 (`standard`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import torch
@@ -171,7 +178,8 @@ class Collator:
 def encode_texts(
     model: BiEncoder, texts: Sequence[str], tokenizer, max_length: int, ctx: EvalContext, *, protocol: str
 ) -> torch.Tensor:
-    """L2-normalised embeddings (CPU, float32), one row per text; texts are encoded sorted by length."""
+    """L2-normalised embeddings (CPU, float32), one row per text, of the texts tokenised as the
+    training inputs (`as_training`); texts are encoded sorted by length."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     enc = tokenize(tokenizer, [texts[i] for i in order], max_length, protocol=protocol)
     features = [{"input_ids": ids} for ids in enc["input_ids"]]
@@ -182,26 +190,88 @@ def encode_texts(
     return nn.functional.normalize(out, dim=-1)
 
 
+class _AsTransformersModel(nn.Module):
+    """The trained encoder where sentence-transformers calls its transformers model: forward(
+    input_ids, attention_mask, ...) -> last_hidden_state, bidirectional as in training (a decoder
+    that the harness makes bidirectional with a 4-D mask would run causally if loaded afresh)."""
+
+    def __init__(self, backbone: Backbone):
+        super().__init__()
+        self.backbone = backbone
+        self.config = backbone.config
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **unused):
+        from transformers.modeling_outputs import BaseModelOutput
+
+        return BaseModelOutput(last_hidden_state=self.backbone(input_ids, attention_mask))
+
+
+def sentence_transformer(model: BiEncoder, model_dir: str, max_seq_length: int, trust_remote_code: bool = False):
+    """The retriever as the release evaluates it: `SentenceTransformer(model_dir)` (the saved
+    folder: a Transformer module with the saved tokenizer, mean pooling), `max_seq_length` tokens,
+    running the trained encoder of `model` (already in memory: the same weights)."""
+    from sentence_transformers import SentenceTransformer
+
+    from benchmarks.kinds.checkpoint import register_own_model_types
+
+    register_own_model_types()
+    # Its warning that transformers may ignore a config's `is_causal: false` does not apply: the
+    # encoder it runs is the harness's, bidirectional (below).
+    loader_log = logging.getLogger("sentence_transformers.base.modules.transformer")
+    level = loader_log.level
+    loader_log.setLevel(logging.ERROR)
+    try:
+        encoder = SentenceTransformer(str(model_dir), device="cpu", trust_remote_code=trust_remote_code)
+    finally:
+        loader_log.setLevel(level)
+    encoder[0].model = _AsTransformersModel(model.backbone)
+    encoder[0].max_seq_length = max_seq_length
+    return encoder.to(next(model.parameters()).device)
+
+
+def st_encode_texts(encoder, texts: Sequence[str], ctx: EvalContext) -> torch.Tensor:
+    """L2-normalised embeddings (CPU, float32) by `encoder.encode` (a SentenceTransformer) of the
+    texts stripped, as the release's sentence-transformers (3.4.1) strips every text and 5.x no
+    longer does."""
+    with ctx.autocast():
+        embedded = encoder.encode(
+            [text.strip() for text in texts],
+            batch_size=ctx.batch_size,
+            convert_to_tensor=True,
+            show_progress_bar=False,
+        )
+    return nn.functional.normalize(embedded.float().cpu(), dim=-1)
+
+
+def evaluation_encoder(model: BiEncoder, tokenizer, settings, ctx: EvalContext) -> Callable[[list[str]], torch.Tensor]:
+    """texts -> L2-normalised embeddings, as `settings.ir_eval_encoding` encodes evaluation texts."""
+    if settings.ir_eval_encoding == "as_training":
+        return lambda texts: encode_texts(model, texts, tokenizer, settings.max_length, ctx, protocol=settings.protocol)
+    if settings.ir_model_dir is None:
+        raise ValueError(
+            "ir_eval_encoding sentence_transformers loads the saved retriever: set KindSettings.ir_model_dir"
+        )
+    max_seq_length = settings.ir_eval_max_length or settings.max_length
+    encoder = sentence_transformer(model, settings.ir_model_dir, max_seq_length, settings.trust_remote_code)
+    return lambda texts: st_encode_texts(encoder, texts, ctx)
+
+
 def rank(
-    model: BiEncoder,
+    encode: Callable[[list[str]], torch.Tensor],
     queries: dict[str, str],
     documents: dict[str, str],
-    tokenizer,
-    max_length: int,
-    ctx: EvalContext,
     query_prefix: str,
     doc_prefix: str,
     top_k: int = 100,
-    *,
-    protocol: str,
 ) -> dict[str, dict[str, float]]:
     """Run {query id: {doc id: cosine}} over the top_k documents of `documents` for every query
-    (ties ordered as pytrec_eval orders them: benchmarks.metrics.run_from_scores)."""
+    (ties ordered as pytrec_eval orders them: benchmarks.metrics.run_from_scores); `encode` gives
+    L2-normalised embeddings (`evaluation_encoder`)."""
     from benchmarks.metrics import run_from_scores
 
     qids, dids = list(queries), list(documents)
-    q = encode_texts(model, [query_prefix + queries[i] for i in qids], tokenizer, max_length, ctx, protocol=protocol)
-    d = encode_texts(model, [doc_prefix + documents[i] for i in dids], tokenizer, max_length, ctx, protocol=protocol)
+    q = encode([query_prefix + queries[i] for i in qids])
+    d = encode([doc_prefix + documents[i] for i in dids])
     run = {}
     for start in range(0, len(qids), 512):
         scores = (q[start : start + 512] @ d.T).numpy()
@@ -227,16 +297,6 @@ def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:
 def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext) -> dict:
     """One run {query: {doc: score}} over the candidate pool and the split's qrels, for both protocols."""
     split = data.split(role)
-    run = rank(
-        module,
-        split.queries,
-        split.corpus,
-        tokenizer,
-        settings.max_length,
-        ctx,
-        data.spec.query_prefix,
-        data.spec.doc_prefix,
-        settings.ir_top_k,
-        protocol=settings.protocol,
-    )
+    encode = evaluation_encoder(module, tokenizer, settings, ctx)
+    run = rank(encode, split.queries, split.corpus, data.spec.query_prefix, data.spec.doc_prefix, settings.ir_top_k)
     return {"paper": (run, split.qrels), "standard": (run, split.qrels)}

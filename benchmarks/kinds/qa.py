@@ -47,14 +47,21 @@ class QAExample:
 
 
 class SpanExtractor(nn.Module):
-    def __init__(self, backbone: Backbone):
+    """A linear layer to start/end logits (`head: package`), or the checkpoint's own
+    AutoModelForQuestionAnswering, whose start/end logits the backbone then gives (`head: own`)."""
+
+    def __init__(self, backbone: Backbone, own_head: bool = False):
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(backbone.hidden_size, 2)
+        self.head = None if own_head else nn.Linear(backbone.hidden_size, 2)
 
     def logits(self, batch: dict) -> torch.Tensor:
         """(batch, length, 2): start and end logits; padding positions get a large negative."""
-        logits = self.head(self.backbone(batch["input_ids"], batch["attention_mask"])).float()
+        if self.head is None:
+            out = self.backbone.outputs(batch["input_ids"], batch["attention_mask"])
+            logits = torch.stack([out.start_logits, out.end_logits], dim=-1).float()
+        else:
+            logits = self.head(self.backbone(batch["input_ids"], batch["attention_mask"])).float()
         return logits.masked_fill(batch["attention_mask"][..., None] == 0, -1e4)
 
     def forward(self, batch: dict) -> torch.Tensor:
@@ -330,8 +337,15 @@ def training_example(example: QAExample) -> QAExample | None:
     return QAExample(example.id, example.question, example.context, (text,), (start,))
 
 
+def num_labels(data, protocol: str) -> int:
+    return 2  # paper: outside / inside the answer; standard: start / end
+
+
 def build_module(backbone: Backbone, data, settings) -> nn.Module:
-    return tc.TokenClassifier(backbone, 2) if settings.protocol == "paper" else SpanExtractor(backbone)
+    own = settings.head == "own"
+    if settings.protocol == "paper":
+        return tc.TokenClassifier(backbone, num_labels(data, settings.protocol), own_head=own)
+    return SpanExtractor(backbone, own_head=own)
 
 
 def training_features(data, tokenizer, settings) -> tuple[list[dict], object]:

@@ -1,8 +1,10 @@
 """Sequence classification: cross-entropy on mean-pooled (attention-masked) states + a linear head.
 
-Under both protocols (docs/protocol.md) the head and the metric (accuracy) are the same; they differ
-in the input: `paper` appends EOS and adds no special tokens (the released harness's
-SequenceClassificationEval.tokenize), `standard` uses the tokenizer's special tokens.
+Under both protocols (docs/protocol.md) the metric (accuracy) is the same; they differ in the
+input: `paper` appends EOS and adds no special tokens (the released harness's
+SequenceClassificationEval.tokenize), `standard` uses the tokenizer's special tokens. The head is
+ours (`head: package`) or the checkpoint's own AutoModelForSequenceClassification (`head: own`,
+the backbone is then that task model and gives the logits).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from benchmarks.kinds.common import Backbone, EvalContext, mean_pool, pad_batch,
 
 
 class SequenceClassifier(nn.Module):
-    def __init__(self, backbone: Backbone, num_labels: int):
+    def __init__(self, backbone: Backbone, num_labels: int, own_head: bool = False):
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(backbone.hidden_size, num_labels)
+        self.head = None if own_head else nn.Linear(backbone.hidden_size, num_labels)
 
     def logits(self, batch: dict) -> torch.Tensor:
+        if self.head is None:  # the checkpoint's own task model
+            return self.backbone.outputs(batch["input_ids"], batch["attention_mask"]).logits
         hidden = self.backbone(batch["input_ids"], batch["attention_mask"])
         return self.head(mean_pool(hidden, batch["attention_mask"]))
 
@@ -60,8 +64,12 @@ def predict(
 # --- the task-kind interface (benchmarks.kinds) ---------------------------------------------------
 
 
+def num_labels(data, protocol: str) -> int:
+    return len(data.label_names) or data.spec.num_labels
+
+
 def build_module(backbone: Backbone, data, settings) -> SequenceClassifier:
-    return SequenceClassifier(backbone, len(data.label_names) or data.spec.num_labels)
+    return SequenceClassifier(backbone, num_labels(data, settings.protocol), own_head=settings.head == "own")
 
 
 def training_features(data, tokenizer, settings) -> tuple[list[dict], Collator]:

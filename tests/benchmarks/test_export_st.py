@@ -10,8 +10,9 @@ import torch
 from benchmarks.__main__ import main as cli
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.export_st import SENTENCE_TRANSFORMERS_DIR, ExportError, save_sentence_transformer
+from benchmarks.kinds import KindSettings
 from benchmarks.kinds.common import EvalContext, load_backbone, load_tokenizer
-from benchmarks.kinds.ir import BiEncoder, encode_texts
+from benchmarks.kinds.ir import BiEncoder, evaluation_encoder
 from benchmarks.run import CONFIG_DIR, load_run_config, run
 from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
@@ -50,12 +51,13 @@ def ir_run(tmp_path_factory, request):
     return cfg.run_dir
 
 
-def _harness_embeddings(model_dir, texts, prefix, max_length, protocol):
+def _harness_embeddings(model_dir, texts, prefix, protocol):
+    """The embeddings the run's evaluation computed: under `paper` with sentence-transformers'
+    inputs (max_seq_length 32), under `standard` as the training inputs (max_length 32)."""
     encoder = BiEncoder(load_backbone(str(model_dir))).eval()
-    tokenizer = load_tokenizer(str(model_dir))
-    return encode_texts(
-        encoder, [prefix + t for t in texts], tokenizer, max_length, EvalContext(torch.device("cpu")), protocol=protocol
-    )
+    settings = KindSettings(max_length=32, protocol=protocol, ir_eval_max_length=32, ir_model_dir=str(model_dir))
+    ctx = EvalContext(torch.device("cpu"))
+    return evaluation_encoder(encoder, load_tokenizer(str(model_dir)), settings, ctx)([prefix + t for t in texts])
 
 
 def _cosines(a, b):
@@ -71,16 +73,22 @@ def test_sentence_transformers_gives_the_harness_embeddings(ir_run):
     assert (ir_run / "model" / "modeling_mlmclm.py").is_file()
     model = SentenceTransformer(str(folder), trust_remote_code=True, device="cpu")
     protocol = json.loads((ir_run / "record.json").read_text())["protocol"]
-    max_length = 32 if protocol == "standard" else round(0.99 * 32)  # the paper keeps 99% (docs/protocol.md)
     assert model.prompts == {"query": "Query: ", "document": "Document: "}
-    assert model.max_seq_length == max_length  # the run's max_length
-    # Under `paper` an input longer than max_length differs: the harness (as the release) cuts the
-    # appended EOS away with the text, the saved tokenizer keeps it (docs/export.md).
-    queries = QUERIES if protocol == "standard" else QUERIES[:2]
-    harness_queries = _harness_embeddings(ir_run / "model", queries, "Query: ", max_length, protocol)
-    harness_documents = _harness_embeddings(ir_run / "model", DOCUMENTS, "Document: ", max_length, protocol)
+    # the length the run's evaluation encoded at: paper (sentence-transformers' inputs) the model
+    # maximum, not the 99% of the training inputs; standard its max_length
+    assert model.max_seq_length == 32
+    # Under `paper` the harness strips every text as the release's sentence-transformers (3.4.1)
+    # did, and 5.x no longer does: the export gives the harness's embeddings of stripped texts.
+    queries = QUERIES if protocol == "standard" else [q.strip() for q in QUERIES]
+    documents = DOCUMENTS if protocol == "standard" else [d.strip() for d in DOCUMENTS]
+    harness_queries = _harness_embeddings(ir_run / "model", queries, "Query: ", protocol)
+    harness_documents = _harness_embeddings(ir_run / "model", documents, "Document: ", protocol)
     assert (_cosines(model.encode_query(queries), harness_queries) >= 0.9999).all()
-    assert (_cosines(model.encode_document(DOCUMENTS), harness_documents) >= 0.9999).all()
+    assert (_cosines(model.encode_document(documents), harness_documents) >= 0.9999).all()
+    if protocol == "paper":  # the first token is the tokenizer's BOS, and no EOS is appended
+        features = model[0].preprocess(["Query: " + queries[0]])
+        ids = features["input_ids"][0].tolist()
+        assert ids[0] == model.tokenizer.bos_token_id and model.tokenizer.eos_token_id not in ids
     card = (folder / "README.md").read_text()
     assert "SentenceTransformer(path, trust_remote_code=True)" in card
     assert "@inproceedings{gisserotboukhlef2026should" in card

@@ -120,3 +120,48 @@ def test_schedule_warms_up_then_decays_to_zero(setup):
     multiplier = [n / 2 if n < 2 else 1 - (n - 2) / 18 for n in range(1, 21)]
     assert lrs == pytest.approx([1e-3 * m for m in multiplier])
     assert lrs[0] == pytest.approx(5e-4) and lrs[1] == pytest.approx(1e-3) and lrs[-1] == 0.0
+
+
+class _Pull(torch.nn.Module):
+    """A loss whose gradient is (3, 4), of norm 5, at every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(2))
+
+    def forward(self, batch):
+        return (self.weight * torch.tensor([3.0, 4.0])).sum()
+
+
+def _stepped_gradients(max_grad_norm):
+    """The gradient each of 3 optimizer steps updated the weights with: read by a step post-hook
+    (Composer calls step(closure), which computes the gradient inside the step; the next batch
+    zeroes it), registered once Composer has the optimizer."""
+    from composer import Callback
+
+    seen = []
+
+    class StepGradients(Callback):
+        def fit_start(self, state, logger):
+            state.optimizers[0].register_step_post_hook(
+                lambda optimizer, args, kwargs: seen.append(
+                    torch.cat([p.grad.flatten() for g in optimizer.param_groups for p in g["params"]]).clone()
+                )
+            )
+
+    features = [{"input_ids": [1]}] * 12
+    collate = lambda chunk: {"input_ids": torch.tensor([f["input_ids"] for f in chunk])}  # noqa: E731
+    settings = TrainSettings(lr=1e-3, seed=0, batch_size=4, max_steps=3, max_grad_norm=max_grad_norm)
+    info = fit(_Pull(), features, collate, settings, callbacks=[StepGradients()])
+    assert info["max_grad_norm"] == max_grad_norm and len(seen) == 3
+    return seen
+
+
+def test_the_gradient_norm_is_clipped_at_one_before_each_optimizer_step():
+    """As the HF Trainer's default max_grad_norm 1.0, which the released runs kept (docs/protocol.md)."""
+    for grad in _stepped_gradients(1.0):
+        assert grad.tolist() == pytest.approx([0.6, 0.8]) and grad.norm().item() == pytest.approx(1.0)
+    for grad in _stepped_gradients(None):  # no clipping: the gradient as computed, norm 5
+        assert grad.tolist() == pytest.approx([3.0, 4.0]) and grad.norm().item() == pytest.approx(5.0)
+    for grad in _stepped_gradients(10.0):  # a norm below the threshold is left as it is
+        assert grad.norm().item() == pytest.approx(5.0)

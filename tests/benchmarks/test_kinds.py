@@ -1,4 +1,5 @@
-"""Task kinds: bidirectional attention, GradCache, QA windows and post-processing, TC alignment."""
+"""Task kinds: bidirectional attention, GradCache, QA windows and post-processing, TC alignment,
+IR evaluation encoding."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.kinds import ir, qa, tc
+from benchmarks.kinds import KindSettings, ir, qa, tc
 from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path
-from benchmarks.kinds.common import load_backbone, load_tokenizer, mean_pool
+from benchmarks.kinds.common import EvalContext, load_backbone, load_tokenizer, mean_pool
+from benchmarks.protocol_deltas import llama3_style_tokenizer
 from tests.benchmarks.tiny import minilm_dir, one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
 
 
@@ -325,3 +327,130 @@ def test_qa_paper_unanswerable_and_truncated_answers_label_nothing(tokenizer):
     (feat,) = qa.paper_features([straddle], tokenizer, max_length=22)  # 6 question tokens, w0-w7
     inside = [t for t, y in zip(feat["input_ids"], feat["labels"]) if y == 1]
     assert tokenizer.decode(inside) == "w7" and feat["labels"][-1] == 1
+
+
+# --- TC: whitespace-only sub-tokens (Llama-3 splits " 1996" into " ", "199", "6") ---------------
+
+SENTENCES = [
+    ["born", "in", "1996", "."],
+    ["Acme", "Corp", "paid", "$", "2,500", "in", "2019", "to", "Alice"],
+    ["In", "12345", "cities", ",", "7", "of", "9"],
+]
+
+
+@pytest.fixture(scope="module")
+def llama3_tokenizer():
+    return llama3_style_tokenizer([" ".join(words) for words in SENTENCES] * 5, vocab_size=300)
+
+
+def _released_word_of_token(words, offsets):
+    """The released TokenClassificationEval.tokenize walk, restated: a (0, 0) token has no word;
+    otherwise move on to the next word while the token starts at or after the current word's end
+    (words joined by one space); past the last word, none."""
+    out, word, position = [], 0, 0
+    for start, end in offsets:
+        if (start, end) == (0, 0):
+            out.append(None)
+            continue
+        while word < len(words) and start >= position + len(words[word]):
+            position, word = position + len(words[word]) + 1, word + 1
+        out.append(word if word < len(words) else None)
+    return out
+
+
+def test_tc_paper_aligns_every_token_as_the_release(llama3_tokenizer):
+    texts = [" ".join(words) + llama3_tokenizer.eos_token for words in SENTENCES]
+    enc = llama3_tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    differing = []
+    for words, offsets, ids in zip(SENTENCES, enc["offset_mapping"], enc["input_ids"]):
+        released = _released_word_of_token(words, offsets)
+        assert tc.token_word_ids(words, offsets, "next_word") == released
+        assert released[-1] is None  # the appended EOS
+        ignored = tc.token_word_ids(words, offsets, "ignore")  # differs on the whitespace tokens only
+        tokens = llama3_tokenizer.convert_ids_to_tokens(ids)
+        differing += [(tokens[i], ignored[i]) for i in range(len(ids)) if ignored[i] != released[i]]
+    assert differing == [("Ġ", None)] * 6  # before 1996, 2,500, 2019, 12345, 7 and 9
+
+
+class _TokenStub(torch.nn.Module):
+    """Predicts a fixed label per token id (the `table`), 0 for the others."""
+
+    def __init__(self, table: dict[int, int], num_labels: int = 9):
+        super().__init__()
+        self.table, self.num_labels = table, num_labels
+
+    def logits(self, batch):
+        labels = batch["input_ids"].clone().apply_(lambda i: self.table.get(i, 0))
+        return torch.nn.functional.one_hot(labels, self.num_labels).float()
+
+
+def test_a_whitespace_token_gets_the_next_word_tag_and_its_vote_counts(llama3_tokenizer):
+    tok = llama3_tokenizer
+    words, tags = SENTENCES[0], [0, 0, 5, 0]
+    (feat,) = tc.encode([words], [tags], tok, 64, protocol="paper")
+    tokens = tok.convert_ids_to_tokens(feat["input_ids"])
+    space = tokens.index("Ġ")
+    assert tokens[space : space + 3] == ["Ġ", "199", "6"]
+    assert feat["word_of_token"][space] == 2 and feat["labels"][space] == 5  # labelled with 1996's tag
+    (ignored,) = tc.encode([words], [tags], tok, 64, protocol="paper", whitespace="ignore")
+    assert ignored["word_of_token"][space] is None and ignored["labels"][space] == -100
+    assert (
+        feat["labels"][:space] + feat["labels"][space + 1 :]
+        == ignored["labels"][:space] + ignored["labels"][space + 1 :]
+    )
+    # "Ġ" votes 2, "199" 1, "6" 2: 2 wins with the whitespace token's vote; without it, 1 and 2 tie
+    # and the tie goes to 1 (as the release breaks ties, `majority_vote`)
+    model = _TokenStub({tok.convert_tokens_to_ids(t): y for t, y in (("Ġ", 2), ("199", 1), ("6", 2))})
+    ctx = EvalContext(torch.device("cpu"))
+    assert tc.predict(model, [words], tok, 64, ctx, protocol="paper") == [[0, 0, 2, 0]]
+    assert tc.predict(model, [words], tok, 64, ctx, protocol="paper", whitespace="ignore") == [[0, 0, 1, 0]]
+    # `standard` (first sub-token with a character of the word): "199" predicts, "Ġ" is -100
+    (first,) = tc.encode([words], [tags], tok, 64, protocol="standard")
+    std_tokens = tok.convert_ids_to_tokens(first["input_ids"])
+    assert first["labels"][std_tokens.index("Ġ")] == -100 and first["labels"][std_tokens.index("199")] == 5
+    assert tc.predict(model, [words], tok, 64, ctx, protocol="standard") == [[0, 0, 1, 0]]
+
+
+# --- IR: evaluation inputs as sentence-transformers' encode (the release) -----------------------
+
+IR_TEXTS = ["Query: what is the capital of france", "  Query: how do vaccines work\n", "Document: " + "long " * 40]
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_ir_evaluation_encodes_as_sentence_transformers_encode(tiny_dirs, arch):
+    """Same token ids as `SentenceTransformer(folder)` (the tokenizer's special tokens, no EOS,
+    stripped text, the model maximum 16 not 99% of it), and its embeddings where it loads the
+    model bidirectionally (BERT); a Llama, which it would run causally, runs bidirectionally."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = str(tiny_dirs[arch])
+    encoder = ir.BiEncoder(load_backbone(folder)).eval()
+    settings = KindSettings(max_length=round(0.99 * 16), protocol="paper", ir_eval_max_length=16, ir_model_dir=folder)
+    assert settings.ir_eval_encoding == "sentence_transformers"  # the paper protocol's choice
+    fed = []  # the real tokens of every input the encoder ran on
+    hook = encoder.backbone.register_forward_pre_hook(
+        lambda module, args: fed.extend(tuple(row[mask.bool()].tolist()) for row, mask in zip(*args))
+    )
+    ctx = EvalContext(torch.device("cpu"), batch_size=2)
+    embeddings = ir.evaluation_encoder(encoder, load_tokenizer(folder), settings, ctx)(IR_TEXTS)
+    hook.remove()
+
+    plain = SentenceTransformer(folder, device="cpu")
+    plain.max_seq_length = 16
+    stripped = [text.strip() for text in IR_TEXTS]
+    features = plain[0].preprocess(stripped)
+    expected = [
+        tuple(row[mask.bool()].tolist()) for row, mask in zip(features["input_ids"], features["attention_mask"])
+    ]
+    assert sorted(fed) == sorted(expected)
+    cls, sep = plain.tokenizer.cls_token_id, plain.tokenizer.sep_token_id
+    assert all(ids[0] == cls and ids[-1] == sep for ids in expected) and max(map(len, expected)) == 16
+    theirs = torch.nn.functional.normalize(plain.encode(stripped, convert_to_tensor=True), dim=-1)
+    with torch.no_grad():
+        ours = torch.nn.functional.normalize(encoder.embed(features), dim=-1)
+    assert torch.allclose(embeddings, ours, atol=1e-6)
+    assert torch.allclose(embeddings, theirs, atol=1e-5) == (arch == "bert")
+    # the training inputs (text + EOS, no [CLS]) give other embeddings
+    as_trained = KindSettings(max_length=round(0.99 * 16), protocol="paper", ir_eval_encoding="as_training")
+    other = ir.evaluation_encoder(encoder, load_tokenizer(folder), as_trained, ctx)(IR_TEXTS)
+    assert not torch.allclose(embeddings, other, atol=1e-3)

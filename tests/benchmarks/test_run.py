@@ -84,7 +84,13 @@ def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task,
         assert len(mirrored.test_instance_scores) == len(record.test_instance_scores)
         if spec.task_type == "SC":
             assert mirrored.test_score == record.test_score
+    paper = protocol == "paper"  # the protocol's choices where the release and the convention part
+    choices = record.provenance["protocol_choices"]
+    assert choices["head"] == (None if spec.task_type == "IR" else "package")  # BERT ships no head class
+    assert choices["tc_whitespace_tokens"] == (("next_word" if paper else "ignore") if spec.task_type == "TC" else None)
     if spec.task_type == "IR":
+        assert choices["ir_eval_encoding"] == ("sentence_transformers" if paper else "as_training")
+        assert choices["ir_eval_max_length"] == 64  # paper: sentence-transformers caps at L, not 99% of it
         model_dir = finetune_run_dir(cfg.out, "bert", "msmarco", 1e-3, 0) / "model"
         evaluated = all(
             (finetune_run_dir(cfg.out, "bert", t, 1e-3, 0) / "record.json").is_file() for t in ("nq", "mldr_en")
@@ -100,6 +106,15 @@ def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task,
             assert (splits["query_split_seed"], splits["query_split_seed_from"]) == (0, "seed")
     else:
         assert record.provenance["train"]["steps"] == 2
+        assert record.provenance["train"]["max_grad_norm"] == choices["max_grad_norm"] == 1.0
+
+
+def test_an_ir_evaluation_may_encode_otherwise_than_its_ms_marco_run(tiny, tmp_path):
+    """How NQ/MLDR texts are encoded is the evaluation's own setting; the MS MARCO model is reused."""
+    run(_cfg(tiny["bert"], tmp_path, "nq", max_steps=1))
+    record, computed = run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=1, ir_eval_encoding="as_training"))
+    assert computed and record.provenance["protocol_choices"]["ir_eval_encoding"] == "as_training"
+    assert record.provenance["protocol_choices"]["ir_eval_max_length"] == 63  # the training inputs: 99%
 
 
 def test_a_run_directory_holds_one_protocol_and_the_nq_split_seed_can_be_fixed(tiny, tmp_path):
@@ -133,6 +148,8 @@ def test_a_complete_run_is_reused_only_with_the_settings_it_was_made_with(tiny, 
         run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=3))
     with pytest.raises(RunError, match="with batch_size=8 .* this run has batch_size=4"):
         run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, batch_size=4))
+    with pytest.raises(RunError, match="with max_grad_norm=1.0 .* this run has max_grad_norm=0.5"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1, max_grad_norm=0.5))
     assert record_path.read_bytes() == before
     # an IR evaluation reuses the MS MARCO model of its (lr, seed) only if trained with its settings
     run(_cfg(tiny["bert"], tmp_path, "nq", max_steps=1))

@@ -113,8 +113,76 @@ class SLModel(PreTrainedModel):
 """
 
 
-def save_remote_code_model(path: Path, seed: int = 0) -> Path:
-    """A tiny `sl_model` checkpoint with its own model code (MiniLM tokenizer), like the released ones."""
+# Task heads shipped with the model code, as the released harness's `encodeval.modeling` registers
+# them (SLModelFor{Sequence,Token}Classification, ...ForQuestionAnswering) and as EuroBERT's remote
+# code writes them: SC = mean pooling, dense, GELU, linear; TC = linear; QA = linear to start/end.
+_REMOTE_HEADS = """
+
+from transformers.modeling_outputs import QuestionAnsweringModelOutput, SequenceClassifierOutput, TokenClassifierOutput
+
+
+class SLModelForSequenceClassification(PreTrainedModel):
+    config_class = SLModelConfig
+    base_model_prefix = "model"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = SLModel(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.GELU()
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(std=0.02)
+        if isinstance(module, nn.Linear):
+            module.bias.data.zero_()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        hidden = self.model(input_ids, attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1)
+        return SequenceClassifierOutput(logits=self.classifier(self.activation(self.dense(pooled))))
+
+
+class SLModelForTokenClassification(PreTrainedModel):
+    config_class = SLModelConfig
+    base_model_prefix = "model"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = SLModel(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(std=0.02)
+        if isinstance(module, nn.Linear):
+            module.bias.data.zero_()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        return TokenClassifierOutput(logits=self.classifier(self.model(input_ids, attention_mask).last_hidden_state))
+
+
+class SLModelForQuestionAnswering(SLModelForTokenClassification):
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        logits = self.classifier(self.model(input_ids, attention_mask).last_hidden_state)
+        return QuestionAnsweringModelOutput(start_logits=logits[..., 0], end_logits=logits[..., 1])
+"""
+HEAD_CLASSES = ("SequenceClassification", "TokenClassification", "QuestionAnswering")
+
+
+def save_remote_code_model(path: Path, seed: int = 0, heads: bool = False) -> Path:
+    """A tiny `sl_model` checkpoint with its own model code (MiniLM tokenizer), like the released
+    ones; `heads`: its code also ships task heads, named in auto_map (AutoModelFor...)."""
     import json
 
     import torch
@@ -122,9 +190,11 @@ def save_remote_code_model(path: Path, seed: int = 0) -> Path:
 
     path.mkdir(parents=True)
     (path / "configuration_sl_model.py").write_text(_REMOTE_CONFIGURATION)
-    (path / "modeling_sl_model.py").write_text(_REMOTE_MODELING)
+    (path / "modeling_sl_model.py").write_text(_REMOTE_MODELING + (_REMOTE_HEADS if heads else ""))
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     auto_map = {"AutoConfig": "configuration_sl_model.SLModelConfig", "AutoModel": "modeling_sl_model.SLModel"}
+    if heads:
+        auto_map.update({f"AutoModelFor{head}": f"modeling_sl_model.SLModelFor{head}" for head in HEAD_CLASSES})
     (path / "config.json").write_text(
         json.dumps({"model_type": "sl_model", "auto_map": auto_map, "vocab_size": tokenizer.vocab_size})
     )
