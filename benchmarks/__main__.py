@@ -5,6 +5,8 @@
   job      one Slurm array task of a job list (used by the generated script)
   score    score prediction files with a task's metric (--protocol paper|standard)
   export-st  the IR model of an MS MARCO run -> a sentence-transformers folder (docs/export.md)
+  fetch-data the tasks' data from the Hub into a local mirror for offline jobs (--check DIR verifies one;
+             docs/cluster.md)
 Runs use the paper's evaluation protocol unless `--set protocol=standard` (docs/protocol.md).
 """
 
@@ -95,6 +97,9 @@ def cmd_matrix(args) -> int:
         {"model": "-", "task": "-", "lr": 1.0, "seed": 0, **_run_values(args)}, args.config, args.set
     )
     jobs = matrix.expand(base, args.models, args.tasks, args.lrs, args.seeds)
+    problems = matrix.preflight(jobs) if args.slurm_script else []  # the jobs run offline: data and models here?
+    if problems:
+        raise matrix.MatrixError(matrix.not_ready(problems))
     jobs_path = Path(args.jobs_file or Path(args.out) / "jobs.jsonl")
     matrix.write_jobs(jobs, jobs_path)
     sizes = matrix.array_sizes(jobs)
@@ -125,7 +130,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
     """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
     max_length, prefixes, remote-code switch and input protocol."""
 
-    from benchmarks.export_st import ExportError, save_sentence_transformer
+    from benchmarks.export_st import ExportError, run_export_inputs, save_sentence_transformer
     from benchmarks.run import IR_TRAIN_TASK, existing_record
     from benchmarks.tasks import get_task
     from contracts.config import saved_config
@@ -142,20 +147,57 @@ def export_run(run_dir: Path, out: Path) -> Path:
             "it with save_weights: true (or save_sentence_transformers: true) to keep it"
         )
     spec = get_task(IR_TRAIN_TASK)
+    max_length, eos_only = run_export_inputs(config, record.provenance)
     return save_sentence_transformer(
         run_dir / IR_MODEL_DIR,
         out,
-        record.provenance["max_length"],
+        max_length,
         spec.query_prefix,
         spec.doc_prefix,
         config.get("trust_remote_code", False),
-        eos_only=config.get("protocol") == "paper",
+        eos_only=eos_only,
     )
 
 
 def cmd_export_st(args) -> int:
     out = export_run(Path(args.run_dir), Path(args.out))
     print(f"{out}: load with SentenceTransformer({str(out)!r}, trust_remote_code=...) (see its README.md)")
+    return 0
+
+
+def cmd_fetch_data(args) -> int:
+    from benchmarks.datasets import fetch
+    from contracts.paper import DATASETS
+
+    tasks = args.tasks or [d.id for d in DATASETS]
+    if args.check:
+        problems = fetch.check_mirror(args.check, args.tasks)
+        for line in problems:
+            print(f"fetch-data: FAILED: {line}", file=sys.stderr)
+        if problems:
+            return 1
+        manifest = fetch.read_manifest(Path(args.check))
+        files = len(manifest["mirror"]) if args.tasks is None else len({f for t in tasks for f in manifest["tasks"][t]})
+        print(
+            f"fetch-data: {args.check}: OK: {files} files match the manifest (sha256); tasks: "
+            + ", ".join(t for t in manifest["tasks"] if args.tasks is None or t in tasks)
+        )
+        return 0
+    revisions = {}
+    for item in args.revision:
+        repo, sep, rev = item.partition("=")
+        if not sep or not repo or not rev:
+            raise fetch.FetchError(f"--revision {item!r}: give REPO=REVISION, e.g. nyu-mll/glue=<commit sha>")
+        revisions[repo] = rev
+    if args.no_progress:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    manifest = fetch.fetch_data(args.out, tasks, revisions, keep_downloads=args.keep_downloads)
+    print(
+        f"fetch-data: {args.out}: {len(manifest['tasks'])} tasks ({', '.join(manifest['tasks'])}), "
+        f"{len(manifest['mirror'])} files; verify offline with `python -m benchmarks fetch-data --check {args.out}`"
+    )
     return 0
 
 
@@ -211,6 +253,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", help="output folder (must not exist)")
     p.set_defaults(func=cmd_export_st)
 
+    p = sub.add_parser(
+        "fetch-data",
+        help="download the tasks' data into a local mirror (--data-root) for offline jobs; --check verifies one",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="mirror folder to fetch into (created; a rerun continues and skips what is there)")
+    where.add_argument("--check", metavar="DIR", help="verify the mirror DIR against its manifest.json, offline")
+    p.add_argument("--tasks", type=_csv(str), help="comma-separated task ids (default: the paper's 12)")
+    p.add_argument(
+        "--revision",
+        action="append",
+        default=[],
+        metavar="REPO=REV",
+        help="fetch this Hub repo at a branch, tag or commit (default: main, resolved to its commit once)",
+    )
+    p.add_argument("--keep-downloads", action="store_true", help="keep the raw downloads in DIR/.downloads")
+    p.add_argument("--no-progress", action="store_true", help="no download progress bars")
+    p.set_defaults(func=cmd_fetch_data)
+
     try:
         from benchmarks import scoring
     except ImportError:
@@ -235,6 +296,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
         "benchmarks.run": "RunError",
         "benchmarks.export_st": "ExportError",
         "benchmarks.tasks": "UnknownTaskError",
+        "benchmarks.datasets.fetch": "FetchError",
+        "contracts.hub": "HubError",
     }
     return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
 

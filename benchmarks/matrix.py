@@ -167,6 +167,50 @@ def run_array_task(jobs: Sequence[dict], group: str, index: int) -> int:
     return status
 
 
+def model_problems(model: str) -> list[str]:
+    """What an offline job would miss to load `model`: a fetched folder that does not verify (sizes
+    against its fetch manifest), or a hub id that is not in the Hugging Face cache."""
+    from contracts.hub import MODEL_MANIFEST, check_fetched_model
+
+    path = Path(model)
+    if path.is_dir():
+        return check_fetched_model(path, hashes=False) if (path / MODEL_MANIFEST).is_file() else []
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    from benchmarks.kinds.checkpoint import _WEIGHT_FILES as WEIGHT_FILES
+
+    cached = lambda name: isinstance(try_to_load_from_cache(model, name), str)  # noqa: E731
+    if cached("config.json") and any(cached(name) for name in WEIGHT_FILES):
+        return []
+    name = model.split("/", 1)[1] if model.startswith("MLMvsCLM/") else model
+    folder = f"models/{model.rsplit('/', 1)[-1]}"
+    return [
+        f"model {model} is neither a local folder nor in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
+        f"the jobs run offline: `python -m pretraining fetch-model {name} --out {folder}`, then --models {folder}"
+    ]
+
+
+def preflight(jobs: Sequence[dict]) -> list[str]:
+    """What the offline Slurm jobs of `jobs` (HF_HUB_OFFLINE=1) would miss, one line each: every
+    task's data in its mirror (benchmarks.datasets.fetch.mirror_problems) and every model."""
+    from benchmarks.datasets.fetch import mirror_problems
+
+    problems, tasks_of_root = [], {}
+    for job in jobs:
+        tasks_of_root.setdefault(job["config"]["data_root"], []).append(job["config"]["task"])
+    for root, tasks in tasks_of_root.items():
+        problems += mirror_problems(root, tasks)
+    for model in dict.fromkeys(job["config"]["model"] for job in jobs):
+        problems += model_problems(model)
+    return problems
+
+
+def not_ready(problems: Sequence[str], limit: int = 3) -> str:
+    """The problems of a preflight as one line (the first few, then how many more)."""
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return "not ready for the offline Slurm jobs: " + "; ".join(problems[:limit]) + more
+
+
 def slurm_script(
     jobs_path: Path,
     jobs: Sequence[dict],

@@ -1,4 +1,4 @@
-"""`python -m pretraining {prepare-data,verify-data,train,configs,export,bench}`."""
+"""`python -m pretraining {prepare-data,verify-data,train,configs,export,bench,fetch-model}`."""
 
 from __future__ import annotations
 
@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pretraining.data.cli import register as register_data
 
     register_data(sub)  # prepare-data, verify-data
+    from pretraining.fetch_model import register as register_fetch_model
+
+    register_fetch_model(sub)  # fetch-model
 
     train = sub.add_parser("train", help="train or resume one run from a YAML config")
     train.add_argument("config", help="YAML PretrainConfig (see `configs`)")

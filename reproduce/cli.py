@@ -121,6 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="write the scripts, print the sbatch commands, submit nothing"
     )
     slurm.add_argument(
+        "--mfu",
+        type=float,
+        help="paper scale: model FLOPs utilisation assumed by the GPU-hour estimate (default 0.4)",
+    )
+    slurm.add_argument(
+        "--gpu-tflops",
+        type=float,
+        help="paper scale: peak bf16 TFLOP/s of one GPU for the estimate (default 989, an H100 SXM, dense)",
+    )
+    slurm.add_argument(
         "--no-container",
         dest="container",
         action="store_false",
@@ -178,7 +188,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         cfg = config_from_args(args)
         if args.slurm or args.dry_run or (cfg.scale == "paper" and args.stage == "all"):
-            reproduce_slurm(cfg, args.cluster or default_cluster_file(), dry_run=args.dry_run, container=args.container)
+            reproduce_slurm(
+                cfg,
+                args.cluster or default_cluster_file(),
+                dry_run=args.dry_run,
+                container=args.container,
+                mfu=args.mfu,
+                gpu_tflops=args.gpu_tflops,
+            )
         else:
             reproduce(cfg, stages=STAGE_NAMES if args.stage == "all" else (args.stage,))
     except (ConfigError, ReproduceError) as exc:

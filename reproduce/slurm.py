@@ -44,6 +44,9 @@ class ClusterConfig:
     data_dir: str  # prepared pretraining data (data.path); prepared by the first job if it lacks manifest.json
     runs_dir: str  # pretraining run directories (checkpoints, hf exports)
     hf_cache: str  # HF_HOME inside the jobs: the hub's tokenizer and datasets, pre-downloaded (jobs run offline)
+    # The task mirror the fine-tuning jobs read (`python -m benchmarks fetch-data --out <task_data>` on
+    # the login node); null: the reproduction's data_root (the jobs cannot read the Hub offline)
+    task_data: str | None = None
     # Each pretraining job copies the shards it reads into <data_cache_dir>/<run name> on its nodes
     # (node-local; streaming's cache), so concurrent jobs never share (or race to decompress) shard
     # files. null: read `data_dir` in place (only safe for one job at a time).
@@ -371,13 +374,33 @@ class SlurmWriter:
 
 
 def reproduce_slurm(
-    cfg: ReproduceConfig, cluster_file: str | Path, dry_run: bool = False, container: bool = True, log=print
+    cfg: ReproduceConfig,
+    cluster_file: str | Path,
+    dry_run: bool = False,
+    container: bool = True,
+    log=print,
+    mfu: float | None = None,
+    gpu_tflops: float | None = None,
 ) -> dict:
-    """Write the Slurm scripts of the DAG; submit them unless `dry_run` (then print the sbatch commands)."""
+    """Write the Slurm scripts of the DAG; submit them unless `dry_run` (then print the sbatch
+    commands). At paper scale, also print what it costs (reproduce.cost, at `mfu` of `gpu_tflops`)
+    and check that what the offline jobs read is in place (reproduce.preflight): a dry run lists
+    what is missing, a submission stops at it."""
     import subprocess
 
+    from benchmarks.matrix import not_ready
+    from reproduce.cost import DEFAULT_MFU, H100_BF16_TFLOPS, cost_report
+    from reproduce.preflight import preflight
+
     cluster = load_cluster_config(cluster_file)
-    cfg = replace(cfg, data_dir=cfg.data_dir or cluster.data_dir, runs_dir=cfg.runs_dir or cluster.runs_dir)
+    cfg = replace(
+        cfg,
+        data_dir=cfg.data_dir or cluster.data_dir,
+        runs_dir=cfg.runs_dir or cluster.runs_dir,
+        data_root=cfg.data_root or cluster.task_data,
+    )
+    paper = cfg.scale == "paper"
+    cost = cost_report(cfg, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
     out_dir(cfg).mkdir(parents=True, exist_ok=True)
     written = SlurmWriter(cfg, cluster, container).write()
     log(
@@ -386,7 +409,16 @@ def reproduce_slurm(
         "fine-tuning runs "
         f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}"
     )
+    for line in cost:
+        log(line)
+    problems = preflight(cfg, cluster, container) if paper else []
     if dry_run:
+        if problems:
+            log(f"preflight: {len(problems)} missing for the offline jobs (a submission stops here):")
+            for line in problems:
+                log("  " + line)
+        elif paper:
+            log("preflight: ready: the image, the prepared data, the tokenizer and the task data are in place")
         log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")
         for line in written["commands"]:
             log("  " + line)
@@ -397,6 +429,8 @@ def reproduce_slurm(
             f"{CONFIG_DIR / 'cluster.yaml'} (or pass --cluster FILE) and set your partition, "
             "image and paths before submitting"
         )
+    if problems:
+        raise ReproduceError(not_ready(problems))
     result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
     if result.returncode != 0:
         raise ReproduceError(f"submitting {written['submit']} failed: {result.stderr.strip().splitlines()[-1:]}")

@@ -21,6 +21,7 @@ _PREPARE_FLAGS = {
     "hf_dataset": "hf_dataset",
     "hf_config": "hf_config",
     "hf_split": "hf_split",
+    "hf_revision": "hf_revision",
     "tokenizer": "tokenizer",
     "seq_len": "seq_len",
     "bos": "bos",
@@ -48,6 +49,8 @@ def _budget(run, data_dir: str, samples: int) -> str:
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    from contracts.hub import HubError
+    from contracts.provenance import DiskFullError
     from pretraining.data.config import DataBudgetError
     from pretraining.data.prepare import PrepareConfig, PrepareError, prepare_data
     from pretraining.tokenizer import TokenizerError
@@ -64,14 +67,14 @@ def _prepare(args: argparse.Namespace) -> int:
         else:
             cfg = config_from_dict(PrepareConfig, apply_overrides({}, overrides), "prepare-data")
         manifest = prepare_data(cfg, progress=False if args.no_progress else None)
-    except (ConfigError, PrepareError, TokenizerError) as exc:
+    except (ConfigError, PrepareError, TokenizerError, HubError, DiskFullError) as exc:
         print(f"prepare-data: {exc}", file=sys.stderr)
         return 2
     c = manifest["counts"]
     print(
         f"prepare-data: {c['documents']} documents, {c['tokens']} tokens -> {c['samples']} samples "
-        f"of {manifest['seq_len']} ({c['leftover_tokens']} leftover tokens dropped) in "
-        f"{manifest['seconds']} s; wrote {cfg.out}"
+        f"of {manifest['seq_len']} = {c['tokens_in_samples']} tokens written ({c['leftover_tokens']} leftover "
+        f"tokens dropped) in {manifest['seconds']} s; wrote {cfg.out}"
     )
     if run is not None:
         try:
@@ -122,6 +125,7 @@ def register(subparsers) -> None:
     prep.add_argument("--hf-dataset", help="hub dataset id, e.g. HuggingFaceFW/fineweb-edu")
     prep.add_argument("--hf-config", help="hub config name, e.g. sample-100BT")
     prep.add_argument("--hf-split")
+    prep.add_argument("--hf-revision", help="branch, tag or commit of the hub dataset (default main, resolved once)")
     prep.add_argument("--tokenizer", help="tokenizer folder or hub id; 'embedded' (default) = shipped BPE")
     prep.add_argument("--seq-len", type=int)
     prep.add_argument("--bos", choices=["none", "document"], help="prepend bos to each document (default none)")

@@ -6,6 +6,12 @@ dataset), tokenized in batches without the tokenizer's own specials, given [bos]
 process packs a contiguous group of the input files into its own part folder. Same inputs and config ->
 byte-identical shards and index.json. The output appears only when complete: shards are written to
 `<out>.partial` and renamed at the end, and a finished output is never overwritten.
+
+A hub dataset is streamed (`datasets.load_dataset(..., streaming=True)`) at the commit its revision
+resolves to, one part folder per data file of the split (`IterableDataset.shard`), and is
+restartable: a part is renamed into `<out>.partial` when it is complete, so a rerun of the same
+command after an interruption (a lost connection, a killed job) keeps the finished parts and
+streams the others; a rerun with another source or config starts over.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -24,7 +31,16 @@ from pathlib import Path
 from typing import Literal
 
 from contracts.config import config_to_dict
-from contracts.provenance import atomic_write_json, git_sha, package_versions, utc_now
+from contracts.hub import sha256_file
+from contracts.provenance import (
+    DiskFullError,
+    atomic_write_json,
+    disk_full_cause,
+    git_sha,
+    package_versions,
+    stable_hash,
+    utc_now,
+)
 from pretraining.assets import EMBEDDED_CORPUS
 from pretraining.data.packing import SamplePacker, document_tokens
 
@@ -67,6 +83,7 @@ class PrepareConfig:
     size_limit: str | int = "64mb"  # shard size before compression: "64mb" or bytes
     # Processes, each packing a contiguous group of the input files into its own part folder (one
     # index.json over all). Output depends on `workers`; same inputs + same workers -> same bytes.
+    # A hub source is packed one part per data file whatever `workers` is (parts run side by side).
     workers: int = 1
 
     def __post_init__(self) -> None:
@@ -80,10 +97,8 @@ class PrepareConfig:
             raise ValueError("max_documents must be >= 1 or null")
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
-        if self.workers > 1 and (self.hf_dataset or self.max_documents is not None):
-            raise ValueError(
-                "workers > 1 splits local input files: it cannot be combined with hf_dataset or max_documents"
-            )
+        if self.workers > 1 and self.max_documents is not None:
+            raise ValueError("workers > 1 packs the input files apart: it cannot be combined with max_documents")
 
 
 def resolve_inputs(inputs: tuple[str, ...]) -> list[Path]:
@@ -140,20 +155,50 @@ def _file_texts(path: Path, column: str, batch_size: int) -> Iterator[list[str]]
         yield batch
 
 
-def _hub_texts(cfg: PrepareConfig) -> Iterator[list[str]]:
-    import datasets
-
-    dataset = datasets.load_dataset(
-        cfg.hf_dataset, name=cfg.hf_config, split=cfg.hf_split, revision=cfg.hf_revision, streaming=cfg.hf_streaming
-    )
+def _row_texts(rows, cfg: PrepareConfig) -> Iterator[list[str]]:
     batch: list[str] = []
-    for row in dataset:
+    for row in rows:
         batch.append(row[cfg.text_column])
         if len(batch) == cfg.tokenize_batch_size:
             yield batch
             batch = []
     if batch:
         yield batch
+
+
+def _hub_dataset(cfg: PrepareConfig, sha: str | None = None):
+    """The hub source as an IterableDataset at the commit its revision resolves to (or `sha`), and that commit."""
+    import datasets
+
+    from contracts.hub import resolve
+
+    sha = sha or resolve(cfg.hf_dataset, "dataset", cfg.hf_revision).sha
+    try:
+        dataset = datasets.load_dataset(
+            cfg.hf_dataset, name=cfg.hf_config, split=cfg.hf_split, revision=sha, streaming=cfg.hf_streaming
+        )
+    except Exception as exc:  # noqa: BLE001 - one line naming the source
+        raise PrepareError(
+            f"{cfg.hf_dataset} ({cfg.hf_config}, {cfg.hf_split}) at {sha[:12]}: {_first_line(exc)}"
+        ) from exc
+    if not isinstance(dataset, datasets.IterableDataset):
+        dataset = dataset.to_iterable_dataset()
+    return dataset, sha
+
+
+def _hub_part(cfg: PrepareConfig, sha: str, index: int, out: str) -> dict:
+    """One data file of the hub source -> its own shards in `out` (in a worker process)."""
+    from pretraining.tokenizer import load_tokenizer
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per worker is the parallelism
+    dataset, _ = _hub_dataset(cfg, sha)
+    rows = dataset.shard(num_shards=dataset.num_shards, index=index)
+    return _pack_and_write(_row_texts(rows, cfg), cfg, load_tokenizer(cfg.tokenizer), Path(out), bar=None)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _limited(batches: Iterator[list[str]], limit: int) -> Iterator[list[str]]:
@@ -172,14 +217,6 @@ def _progress_bar(total: int | None, unit: str, progress: bool | None):
     # progress None: tqdm decides (on for a terminal, off otherwise)
     disable = None if progress is None else not progress
     return tqdm(total=total, unit=unit, desc="prepare-data", disable=disable)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tokenizer_record(tokenizer, name: str) -> dict:
@@ -209,7 +246,7 @@ def tokenizer_record(tokenizer, name: str) -> dict:
     }
 
 
-def _check_output(out: Path) -> Path:
+def _check_output(out: Path, keep_partial: bool = False) -> Path:
     if out.exists() and any(out.iterdir()):
         if (out / MANIFEST).exists():
             raise PrepareError(
@@ -218,7 +255,7 @@ def _check_output(out: Path) -> Path:
             )
         raise PrepareError(f"{out} exists and is not empty; choose an empty or new --out")
     partial = out.with_name(out.name + ".partial")
-    if partial.exists():
+    if partial.exists() and not keep_partial:  # a hub source resumes from it (_prepare_hub)
         log.warning("removing %s left by an interrupted prepare-data run", partial)
         shutil.rmtree(partial)
     return partial
@@ -277,7 +314,6 @@ def _prepare_parallel(files: list[Path], cfg: PrepareConfig, partial: Path, prog
     from concurrent.futures import ProcessPoolExecutor
 
     import numpy as np
-    from streaming.base.util import merge_index
 
     split = np.array_split(np.array(files, dtype=object), cfg.workers)
     groups = [[str(p) for p in group] for group in split if len(group)]
@@ -295,10 +331,134 @@ def _prepare_parallel(files: list[Path], cfg: PrepareConfig, partial: Path, prog
             results.append(future.result())
             bar.update(1)
         bar.close()
-    merge_index([str(p / "index.json") for p in parts], str(partial), keep_local=True)
-    counts = {key: sum(r[key] for r in results) for key in results[0]}
+    counts = _merge_parts(parts, results, partial)
     counts["parts"] = [{"part": p.name, "inputs": len(g), **r} for p, g, r in zip(parts, groups, results)]
     return counts
+
+
+def _merge_parts(parts: list[Path], results: list[dict], partial: Path) -> dict:
+    """One index.json over the part folders (in order) and the summed counts."""
+    from streaming.base.util import merge_index
+
+    merge_index([str(p / "index.json") for p in parts], str(partial), keep_local=True)
+    return {key: sum(r[key] for r in results) for key in results[0]}
+
+
+PROGRESS_FILE = "progress.json"  # in <out>.partial of a hub source: what the finished parts belong to
+PART_COUNTS = "counts.json"  # in each finished part of a hub source
+
+
+def _prepare_hub(cfg: PrepareConfig, tokenizer, partial: Path, progress: bool | None) -> tuple[dict, dict]:
+    """The hub source, one part per data file, restartable (module docstring); (counts, input record)."""
+    dataset, sha = _hub_dataset(cfg)
+    n = dataset.num_shards
+    body = {k: v for k, v in config_to_dict(cfg).items() if k not in ("out", "workers")}  # no effect on the output
+    state = {"hub": cfg.hf_dataset, "commit": sha, "shards": n, "config_hash": stable_hash(body)}
+    if partial.exists():
+        previous = partial / PROGRESS_FILE
+        if not previous.is_file() or json.loads(previous.read_text()) != state:
+            log.warning("removing %s: left by prepare-data with another source or config", partial)
+            shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(partial / PROGRESS_FILE, state)
+    for leftover in partial.glob("part-*.tmp"):
+        shutil.rmtree(leftover)
+    names = [f"part-{i:05d}" for i in range(n)]
+    done = {name: json.loads((partial / name / PART_COUNTS).read_text()) for name in names if (partial / name).is_dir()}
+    if done:
+        log.warning("prepare-data: resuming %s: %d of %d parts are finished", partial, len(done), n)
+    todo = [i for i, name in enumerate(names) if name not in done]
+
+    def finish(index: int, counts: dict) -> None:  # a part is complete: it moves into place
+        tmp = partial / f"{names[index]}.tmp"
+        atomic_write_json(tmp / PART_COUNTS, counts)
+        os.replace(tmp, partial / names[index])
+        done[names[index]] = counts
+
+    if cfg.workers > 1 and len(todo) > 1:
+        failure = _hub_parallel(cfg, sha, todo, partial, names, finish, progress)
+    else:
+        failure = _hub_serial(cfg, dataset, tokenizer, todo, done, partial, names, finish, progress)
+    if failure is not None:
+        index, exc = failure
+        shutil.rmtree(partial / f"{names[index]}.tmp", ignore_errors=True)
+        full = disk_full_cause(exc)
+        if full is not None:
+            raise DiskFullError(
+                full.errno,
+                f"{full.filename or partial}: no space left on the device; free space and rerun (it resumes)",
+            ) from exc
+        if isinstance(exc, PrepareError):
+            raise exc
+        raise PrepareError(
+            f"streaming {cfg.hf_dataset}@{sha[:12]} failed in part {index + 1} of {n} ({_first_line(exc)}); "
+            f"rerun the same command: the {len(done)} finished parts in {partial} are kept"
+        ) from exc
+    finished = list(itertools.takewhile(lambda name: name in done, names))  # max_documents may stop early
+    counts = _merge_parts([partial / name for name in finished], [done[name] for name in finished], partial)
+    counts["parts"] = [{"part": name, **done[name]} for name in finished]
+    source = {
+        "hub": cfg.hf_dataset,
+        "config": cfg.hf_config,
+        "split": cfg.hf_split,
+        "revision": cfg.hf_revision,
+        "commit": sha,
+        "streaming": cfg.hf_streaming,
+        "data_files": n,
+    }
+    return counts, source
+
+
+def _hub_serial(cfg, dataset, tokenizer, todo, done, partial, names, finish, progress):
+    """The parts `todo` one after the other in this process (max_documents stops early); returns
+    (part index, exception) of a part that failed, None when all finished."""
+    seen = sum(c["documents"] + c["empty_documents_skipped"] for c in done.values())
+    bar = _progress_bar(None, "doc", progress)
+    try:
+        for index in todo:
+            if cfg.max_documents is not None and seen >= cfg.max_documents:
+                break
+            bar.set_postfix_str(f"part {index + 1}/{len(names)}", refresh=False)
+            batches = _row_texts(dataset.shard(num_shards=len(names), index=index), cfg)
+            if cfg.max_documents is not None:
+                batches = _limited(batches, cfg.max_documents - seen)
+            try:
+                counts = _pack_and_write(batches, cfg, tokenizer, partial / f"{names[index]}.tmp", bar)
+            except Exception as exc:  # noqa: BLE001 - the stream broke (network, server): restartable
+                return index, exc
+            finish(index, counts)
+            seen += counts["documents"] + counts["empty_documents_skipped"]
+    finally:
+        bar.close()
+    return None
+
+
+def _hub_parallel(cfg, sha, todo, partial, names, finish, progress):
+    """The parts `todo` in `cfg.workers` processes (each streams its data file); a finished part is
+    kept even when another fails. Returns (part index, exception) of the first failure, or None."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    failure = None
+    with ProcessPoolExecutor(
+        max_workers=min(cfg.workers, len(todo)), mp_context=multiprocessing.get_context(method)
+    ) as pool:
+        futures = {pool.submit(_hub_part, cfg, sha, i, str(partial / f"{names[i]}.tmp")): i for i in todo}
+        bar = _progress_bar(len(todo), "part", progress)
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                counts = future.result()
+            except Exception as exc:  # noqa: BLE001 - reported once the running parts are done
+                failure = failure or (index, exc)
+                for other in futures:
+                    other.cancel()
+                continue
+            finish(index, counts)
+            bar.update(1)
+        bar.close()
+    return failure
 
 
 def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
@@ -306,37 +466,26 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
     from pretraining.tokenizer import load_tokenizer
 
     out = Path(cfg.out)
-    partial = _check_output(out)
+    partial = _check_output(out, keep_partial=bool(cfg.hf_dataset))
     tokenizer = load_tokenizer(cfg.tokenizer)  # fail early, before reading any input
     started = time.perf_counter()
-    if cfg.inputs:
+    if cfg.hf_dataset:
+        counts, source = _prepare_hub(cfg, tokenizer, partial, progress)
+        inputs = [source]
+    else:
         files = resolve_inputs(cfg.inputs)
         inputs = [{"path": str(p), "bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in files]
-    else:
-        files = []
-        inputs = [
-            {
-                "hub": cfg.hf_dataset,
-                "config": cfg.hf_config,
-                "split": cfg.hf_split,
-                "revision": cfg.hf_revision,
-                "streaming": cfg.hf_streaming,
-            }
-        ]
-    if cfg.workers > 1 and len(files) > 1:
-        counts = _prepare_parallel(files, cfg, partial, progress)
-    else:
-        if files:
+        if cfg.workers > 1 and len(files) > 1:
+            counts = _prepare_parallel(files, cfg, partial, progress)
+        else:
             total = _count_rows(files)
             batches = (b for p in files for b in _file_texts(p, cfg.text_column, cfg.tokenize_batch_size))
-        else:
-            total, batches = None, _hub_texts(cfg)
-        if cfg.max_documents is not None:
-            total = min(total, cfg.max_documents) if total is not None else cfg.max_documents
-            batches = _limited(batches, cfg.max_documents)
-        bar = _progress_bar(total, "doc", progress)
-        counts = _pack_and_write(batches, cfg, tokenizer, partial, bar)
-        bar.close()
+            if cfg.max_documents is not None:
+                total = min(total, cfg.max_documents) if total is not None else cfg.max_documents
+                batches = _limited(batches, cfg.max_documents)
+            bar = _progress_bar(total, "doc", progress)
+            counts = _pack_and_write(batches, cfg, tokenizer, partial, bar)
+            bar.close()
     if counts["samples"] == 0:
         shutil.rmtree(partial)
         raise PrepareError(
@@ -348,8 +497,9 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
         "format_version": FORMAT_VERSION,
         "columns": MDS_COLUMNS,
         "seq_len": cfg.seq_len,
-        # tokens: document tokens including the bos/eos added here; leftover_tokens: the last,
-        # incomplete sample (of each part when workers > 1), dropped.
+        # tokens: document tokens including the bos/eos added here; tokens_in_samples: the tokens
+        # written; leftover_tokens: the last, incomplete sample (of each part when workers > 1 or
+        # the source is a hub dataset), dropped.
         "counts": counts,
         "inputs": inputs,
         "tokenizer": tokenizer_record(tokenizer, cfg.tokenizer),
@@ -359,6 +509,7 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
         "seconds": round(time.perf_counter() - started, 3),
     }
     atomic_write_json(partial / MANIFEST, manifest)
+    (partial / PROGRESS_FILE).unlink(missing_ok=True)  # restart state of a hub source
     if out.exists():
         out.rmdir()  # empty (checked above)
     os.replace(partial, out)

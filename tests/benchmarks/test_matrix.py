@@ -128,6 +128,8 @@ def test_cli_writes_the_job_list_and_script(model, tmp_path):
             str(tmp_path / "submit.sh"),
             "--array-throttle",
             "4",
+            "--data-root",  # the jobs run offline: a local mirror (checked before anything is written)
+            str(TOY_DATA_ROOT),
         ],
         cwd=ROOT,
         capture_output=True,

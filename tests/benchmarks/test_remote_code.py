@@ -1,5 +1,5 @@
 """The harness on checkpoints that ship their own model code (like the paper's released ones),
-behind the one remote-code switch."""
+behind the one remote-code switch; their own task heads (`head: own`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ from tests.benchmarks.tiny import one_torch_thread, save_remote_code_model  # no
 @pytest.fixture(scope="module")
 def released_style(tmp_path_factory):
     return save_remote_code_model(tmp_path_factory.mktemp("remote") / "sl_model_checkpoint")
+
+
+@pytest.fixture(scope="module")
+def with_heads(tmp_path_factory):
+    """Its code also ships SLModelFor{Sequence,Token}Classification and ...ForQuestionAnswering."""
+    return save_remote_code_model(tmp_path_factory.mktemp("remote") / "sl_model_heads", heads=True)
 
 
 def _values(model, out, **kw):
@@ -98,6 +104,8 @@ def test_without_the_switch_it_is_a_one_line_error_naming_it(released_style, tmp
                 "--slurm-script",
                 str(tmp_path / "s.sh"),
                 "--trust-remote-code",
+                "--data-root",
+                str(TOY_DATA_ROOT),
             ]
         )
         == 0
@@ -115,3 +123,68 @@ def test_a_hub_checkpoint_refused_by_transformers_gets_the_same_message():
     assert str(model_load_error("org/model", other, trust_remote_code=False)) == (
         "cannot load model org/model: org/model is not a local folder and is not a valid model identifier"
     )
+
+
+@pytest.mark.parametrize(
+    "task, protocol, head_class",
+    [
+        ("sst2", "paper", "SLModelForSequenceClassification"),
+        ("conll2003", "paper", "SLModelForTokenClassification"),
+        ("squad", "paper", "SLModelForTokenClassification"),  # 2 labels: inside / outside the answer
+        ("squad", "standard", "SLModelForQuestionAnswering"),
+    ],
+)
+def test_head_own_fine_tunes_the_checkpoint_s_own_task_class(with_heads, tmp_path, task, protocol, head_class):
+    """`paper` takes the checkpoint's own head where it ships one (the released configs load
+    AutoModelFor...; docs/protocol.md); the saved model is that class, with no head of ours."""
+    head = None if protocol == "paper" else "own"  # paper: by default; standard: when asked
+    values = _values(with_heads, tmp_path, task=task, trust_remote_code=True, save_weights=True, protocol=protocol)
+    cfg = load_run_config({**values, "head": head}, CONFIG_DIR / "toy.yaml")
+    record, computed = run(cfg)
+    assert computed and record.provenance["protocol_choices"]["head"] == "own"
+    saved = json.loads((cfg.run_dir / "model" / "config.json").read_text())
+    assert saved["architectures"] == [head_class] and not (cfg.run_dir / "model" / "head.safetensors").exists()
+    assert 0 <= record.test_score <= 100
+
+
+def test_without_an_own_head_class_paper_uses_ours_and_standard_by_default(with_heads, released_style, tmp_path):
+    for model, protocol in ((released_style, "paper"), (with_heads, "standard")):
+        values = _values(model, tmp_path / protocol, trust_remote_code=True, save_weights=True, protocol=protocol)
+        record, _ = run(load_run_config(values, CONFIG_DIR / "toy.yaml"))
+        assert record.provenance["protocol_choices"]["head"] == "package"
+        run_dir = load_run_config(values, CONFIG_DIR / "toy.yaml").run_dir
+        assert (run_dir / "model" / "head.safetensors").is_file()  # our linear head
+
+
+def test_head_own_on_a_checkpoint_without_the_class_is_one_line_naming_both(released_style, tmp_path, capsys):
+    cfg = load_run_config(
+        _values(released_style, tmp_path, trust_remote_code=True, head="own"), CONFIG_DIR / "toy.yaml"
+    )
+    with pytest.raises(ModelLoadError, match="ships no AutoModelForSequenceClassification class"):
+        run(cfg)
+    argv = ["run", "--model", str(released_style), "--task", "squad", "--lr", "1e-3", "--seed", "0"]
+    argv += ["--data-root", str(TOY_DATA_ROOT), "--out", str(tmp_path), "--trust-remote-code"]
+    assert cli([*argv, "--set", "head=own", "--set", "protocol=standard"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(released_style) in line and "ships no AutoModelForQuestionAnswering class" in line
+    assert "head: package" in line  # the fix
+    assert not list(tmp_path.iterdir())  # refused before anything is written
+
+
+def test_an_own_head_gives_the_checkpoint_class_logits_on_the_same_body(with_heads):
+    """The own TC class (a linear layer on the body, like ours) loads the same body weights; with
+    our head set to its weights, both give the same logits: `head: own` only swaps the head."""
+    import torch
+
+    from benchmarks.kinds import tc
+
+    own = load_backbone(
+        str(with_heads), trust_remote_code=True, task_class="AutoModelForTokenClassification", num_labels=3
+    )
+    assert type(own.model).__name__ == "SLModelForTokenClassification"
+    ours = tc.TokenClassifier(load_backbone(str(with_heads), trust_remote_code=True), 3).eval()
+    ours.head.load_state_dict(own.model.classifier.state_dict())
+    batch = {"input_ids": torch.tensor([[101, 2023, 2003, 102, 0]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 0]])}
+    with torch.no_grad():
+        logits = tc.TokenClassifier(own, 3, own_head=True).eval().logits(batch)
+        assert logits.shape == (1, 5, 3) and torch.allclose(logits, ours.logits(batch), atol=1e-6)

@@ -177,40 +177,6 @@ def test_prepare_config_is_typed(tmp_path):
         config_from_dict(PrepareConfig, {"out": "x", "inputs": ["a"], "hf_dataset": "HuggingFaceFW/fw"})
 
 
-def test_prepare_from_hub_dataset_streams_and_stops_at_max_documents(monkeypatch, tmp_path):
-    import datasets
-
-    calls = {}
-
-    def fake_load_dataset(path, name=None, split=None, revision=None, streaming=False):
-        calls.update(path=path, name=name, split=split, streaming=streaming)
-        return datasets.Dataset.from_dict({"text": TEXTS * 10, "score": [3.0] * 60}).to_iterable_dataset()
-
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    cfg = PrepareConfig(
-        out=str(tmp_path / "hub"),
-        hf_dataset="HuggingFaceFW/fineweb-edu",
-        hf_config="sample-100BT",
-        seq_len=16,
-        max_documents=25,
-        tokenize_batch_size=4,
-    )
-    manifest = prepare_data(cfg, progress=False)
-    assert calls == {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-100BT", "split": "train", "streaming": True}
-    counts = manifest["counts"]
-    assert counts["documents"] + counts["empty_documents_skipped"] == 25
-    assert manifest["inputs"] == [
-        {
-            "hub": "HuggingFaceFW/fineweb-edu",
-            "config": "sample-100BT",
-            "split": "train",
-            "revision": None,
-            "streaming": True,
-        }
-    ]
-    verify_prepared(tmp_path / "hub")
-
-
 def test_samples_keep_uint32_ids(jsonl, tmp_path):
     from streaming.base.compression import decompress
 

@@ -1,0 +1,278 @@
+"""`python -m pretraining fetch-model NAME|REPO --out DIR`: a checkpoint from the Hub, once, loadable offline.
+
+NAME is one of the paper's 50 released checkpoints (`python -m pretraining configs --list`; the
+repo is `MLMvsCLM/<NAME>`), REPO any Hub model repo (`org/name`). The revision (default main) is
+resolved to its commit sha first and every file is fetched at that sha with huggingface_hub
+(resumable: an interrupted fetch leaves `DIR.partial`, the next run continues; progress bars are
+huggingface_hub's) and checked against the Hub's hashes. The folder gets `fetch_manifest.json`
+(repo, requested revision, commit sha, sha256 and size of every file) and appears only when
+complete (`DIR.partial` renamed). Model code a checkpoint ships (`auto_map` in config.json /
+tokenizer_config.json, `--trust-remote-code` in the harness) is in the folder already; code that
+`auto_map` takes from another repo (`other/repo--module.Class`) is fetched too, pinned, copied in
+and `auto_map` pointed at the copy, so the folder loads with HF_HUB_OFFLINE=1 anywhere.
+
+`--cache` fetches into the Hugging Face cache ($HF_HOME/hub) instead, for what the jobs load by
+hub id (the Llama-3 tokenizer of the pretraining configs); `--include` limits the files
+(e.g. `--include 'tokenizer*' --include '*.json'`). `check_model(DIR)` verifies a folder offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from contracts.hub import (
+    DOWNLOAD_STATE_DIR,
+    MODEL_MANIFEST,
+    HubError,
+    check_fetched_model,
+    check_free_space,
+    download,
+    endpoint,
+    hub_error,
+    resolve,
+    sha256_file,
+    verify_file,
+)
+from contracts.provenance import atomic_write_json, utc_now
+
+HUB_ORG = "MLMvsCLM"  # the paper's released checkpoints: hf.co/MLMvsCLM/<name>
+MANIFEST_FILE = MODEL_MANIFEST
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+_CODE_CONFIGS = ("config.json", "tokenizer_config.json")  # where transformers reads `auto_map`
+
+
+class FetchModelError(ValueError):
+    """A name that is no checkpoint, an output folder that holds something else; one line."""
+
+
+def repo_for(name: str) -> str:
+    """The Hub repo of a released name (`610m-mlm40-42k` -> `MLMvsCLM/610m-mlm40-42k`) or a repo id."""
+    from pretraining.registry import released_checkpoints
+
+    name = name.strip().rstrip("/")
+    if "/" in name:
+        if not _REPO_ID.match(name):
+            raise FetchModelError(f"{name!r} is not a Hub repo id (org/name)")
+        return name
+    if name in released_checkpoints():
+        return f"{HUB_ORG}/{name}"
+    raise FetchModelError(
+        f"{name!r} is neither one of the paper's 50 checkpoints (`python -m pretraining configs --list`) "
+        "nor a Hub repo id (org/name)"
+    )
+
+
+def _selected(files: Sequence[str], include: Sequence[str]) -> list[str]:
+    from huggingface_hub.utils import filter_repo_objects
+
+    chosen = sorted(filter_repo_objects(files, allow_patterns=list(include) or None))
+    if not chosen:
+        raise FetchModelError(f"--include {' '.join(include)} matches none of the repo's files: {', '.join(files)}")
+    return chosen
+
+
+def _code_refs(folder: Path) -> dict[str, list[str]]:
+    """config file -> the `auto_map` references in it (`module.Class` or `repo--module.Class`)."""
+    refs = {}
+    for name in _CODE_CONFIGS:
+        path = folder / name
+        if path.is_file():
+            auto_map = json.loads(path.read_text()).get("auto_map") or {}
+            values = [v for value in auto_map.values() for v in (value if isinstance(value, list) else [value])]
+            refs[name] = [v for v in values if v]
+    return refs
+
+
+def _bundle_remote_code(folder: Path, log: Callable[[str], None]) -> dict[str, str]:
+    """Copy model code that `auto_map` takes from other repos into `folder` and point `auto_map`
+    at the copies; returns {repo: commit sha} of the repos the code came from."""
+    pinned: dict[str, str] = {}
+    for config_name, refs in _code_refs(folder).items():
+        foreign = sorted({ref.partition("--")[0] for ref in refs if "--" in ref})
+        for repo in foreign:
+            snapshot = resolve(repo, "model")
+            code = [p for p in snapshot.files if p.endswith(".py")]
+            staging = folder / DOWNLOAD_STATE_DIR / "code" / repo
+            download(snapshot, code, staging)
+            for path in code:
+                target = folder / Path(path).name
+                if target.exists() and target.read_bytes() != (staging / path).read_bytes():
+                    raise FetchModelError(f"{repo}: its {path} differs from the checkpoint's own {target.name}")
+                shutil.copyfile(staging / path, target)
+            pinned[repo] = snapshot.sha
+            log(f"fetch-model: model code from {repo}@{snapshot.sha[:12]}: {', '.join(code)}")
+        if foreign:
+            path = folder / config_name
+            config = json.loads(path.read_text())
+            config["auto_map"] = {
+                key: [v.partition("--")[2] if v and "--" in v else v for v in value]
+                if isinstance(value, list)
+                else (value.partition("--")[2] if "--" in value else value)
+                for key, value in config["auto_map"].items()
+            }
+            atomic_write_json(path, config)
+    for config_name, refs in _code_refs(folder).items():
+        for ref in refs:
+            module = ref.rsplit(".", 1)[0]
+            if not (folder / f"{module}.py").is_file():
+                raise FetchModelError(f"{config_name} names model code {module}.py (auto_map), which the repo lacks")
+    return pinned
+
+
+def _file_records(folder: Path, files: Sequence[str]) -> dict[str, dict]:
+    return {f: {"bytes": (folder / f).stat().st_size, "sha256": sha256_file(folder / f)} for f in files}
+
+
+def fetch_model(
+    name: str,
+    out: str | os.PathLike | None,
+    revision: str | None = None,
+    include: Sequence[str] = (),
+    cache: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Fetch a checkpoint (see the module docstring); returns its manifest."""
+    repo = repo_for(name)
+    snapshot = resolve(repo, "model", revision)
+    files = _selected(list(snapshot.files), include)
+    size = sum(snapshot.files[f].size or 0 for f in files)
+    if cache:
+        return _fetch_to_cache(snapshot, files, size, log)
+    out = Path(out)
+    existing = read_model_manifest(out) if out.is_dir() else None
+    if existing is not None:
+        if (existing["repo"], existing["revision"]) != (repo, snapshot.sha):
+            raise FetchModelError(
+                f"{out} holds {existing['repo']}@{existing['revision'][:12]}, not {repo}@{snapshot.sha[:12]}: "
+                "choose another --out or delete it"
+            )
+        problems = check_model(out, hashes=False)
+        if not problems:
+            log(f"fetch-model: {out}: up to date ({repo}@{snapshot.sha[:12]})")
+            return existing
+        raise FetchModelError(f"{out} is damaged ({problems[0]}): delete it and fetch again")
+    if out.exists() and any(out.iterdir()):
+        raise FetchModelError(f"{out} exists and holds no {MANIFEST_FILE}: choose an empty or new --out")
+    partial = out.with_name(out.name + ".partial")
+    missing = sum(snapshot.files[f].size or 0 for f in files if not (partial / f).is_file())  # a rerun resumes
+    check_free_space(partial, missing, f"{repo}@{snapshot.sha[:12]}")
+    log(f"fetch-model: {repo}@{snapshot.sha[:12]}: {len(files)} files, {size / 1e6:.1f} MB -> {out}")
+    download(snapshot, files, partial)
+    code_from = _bundle_remote_code(partial, log)
+    manifest = {
+        "format": "mlm-vs-clm/fetched-model",
+        "repo": repo,
+        "requested": revision or "main",
+        "revision": snapshot.sha,
+        "endpoint": endpoint(),
+        "files": _file_records(partial, sorted(p.relative_to(partial).as_posix() for p in _payload(partial))),
+        "code_from": code_from,
+        "fetched": utc_now(),
+    }
+    atomic_write_json(partial / MANIFEST_FILE, manifest)
+    shutil.rmtree(partial / DOWNLOAD_STATE_DIR, ignore_errors=True)
+    if out.exists():
+        out.rmdir()  # empty (checked above)
+    os.replace(partial, out)
+    return manifest
+
+
+def _payload(folder: Path) -> list[Path]:
+    """The files of a fetched folder, without the download state and the manifest."""
+    return [
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and DOWNLOAD_STATE_DIR not in p.relative_to(folder).parts[:1] and p.name != MANIFEST_FILE
+    ]
+
+
+def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
+    """Into the Hugging Face cache with `snapshot_download`, which also records the revision asked
+    for (refs/main -> the commit), so that `from_pretrained(repo_id)` finds it offline."""
+    from huggingface_hub import constants, snapshot_download
+
+    check_free_space(Path(constants.HF_HUB_CACHE), size, f"{snapshot.repo_id}@{snapshot.sha[:12]}")
+    log(
+        f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
+    )
+    try:
+        folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
+    except Exception as exc:  # noqa: BLE001 - one line naming the repo
+        raise hub_error(exc, snapshot.repo_id) from exc
+    if folder.name != snapshot.sha:
+        raise HubError(f"{snapshot.repo_id}: {snapshot.requested} moved to {folder.name[:12]} during the fetch; rerun")
+    for path in files:
+        problem = verify_file(folder / path, snapshot.files[path])
+        if problem:
+            raise HubError(f"{snapshot.repo_id}: {path} in the cache is {problem}; delete it and rerun")
+    return {"repo": snapshot.repo_id, "revision": snapshot.sha, "cache": constants.HF_HUB_CACHE, "files": files}
+
+
+def read_model_manifest(folder: Path) -> dict | None:
+    path = Path(folder) / MANIFEST_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def check_model(folder: str | os.PathLike, hashes: bool = True) -> list[str]:
+    """Problems of a fetched folder against its manifest (offline), one line each; [] if it verifies."""
+    return check_fetched_model(Path(folder), hashes)
+
+
+# --- CLI ------------------------------------------------------------------------------------------
+def _cli(args) -> int:
+    from contracts.provenance import DiskFullError
+
+    try:
+        if args.check:
+            problems = check_model(args.check)
+            for line in problems:
+                print(f"fetch-model: FAILED: {line}", file=sys.stderr)
+            if problems:
+                return 1
+            manifest = read_model_manifest(Path(args.check))
+            source = f"{manifest['repo']}@{manifest['revision'][:12]}"
+            print(f"fetch-model: {args.check}: OK: {len(manifest['files'])} files of {source} match (sha256)")
+            return 0
+        if not args.name or not (args.out or args.cache):
+            print("fetch-model: give NAME|REPO and --out DIR (or --cache)", file=sys.stderr)
+            return 2
+        if args.no_progress:
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
+        manifest = fetch_model(args.name, args.out, args.revision, args.include or (), cache=args.cache)
+    except (FetchModelError, HubError, DiskFullError) as exc:
+        print(f"fetch-model: {exc}", file=sys.stderr)
+        return 2
+    if args.cache:
+        print(f"fetch-model: {manifest['repo']}@{manifest['revision'][:12]} in the cache {manifest['cache']}")
+        return 0
+    code = " --trust-remote-code" if any(_code_refs(Path(args.out)).values()) else ""
+    print(
+        f"fetch-model: {manifest['repo']}@{manifest['revision'][:12]} in {args.out}; offline: "
+        f"`python -m benchmarks run --model {args.out}{code} ...`"
+    )
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fetch-model",
+        help="download a released checkpoint (or any Hub model) once, pinned, for offline jobs",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("name", nargs="?", help="a released name (610m-mlm40-42k; see `configs --list`) or a repo id")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", help="the model folder to write (appears when complete)")
+    where.add_argument("--cache", action="store_true", help="into the Hugging Face cache ($HF_HOME) instead")
+    where.add_argument("--check", metavar="DIR", help="verify a fetched folder against its manifest, offline")
+    p.add_argument("--revision", help="branch, tag or commit (default main, resolved to its commit)")
+    p.add_argument("--include", action="append", metavar="PATTERN", help="only files matching (repeatable)")
+    p.add_argument("--no-progress", action="store_true", help="no download progress bars")
+    p.set_defaults(func=_cli)

@@ -1,0 +1,137 @@
+"""What a paper-scale reproduction costs, printed with its Slurm DAG (`make reproduce SCALE=paper DRY_RUN=1`).
+
+GPU-hours per stage from the model FLOPs and an assumed model FLOPs utilisation (MFU, a flag):
+
+- pretraining: C = 6 x N x tokens per run (paper_figures.flops, the count Figure 10 uses: N = the
+  matmul parameters of the Table 1 shape, LM head included; attention scores not counted), tokens =
+  the run's steps x global batch x sequence length (2,359,296 a step, Table 1); a CPT run counts its
+  own steps, a biphasic run its whole budget;
+- fine-tuning: 6 x N x training tokens + 2 x N x evaluation tokens per run, N = the non-embedding
+  parameters; the tokens per run come from `FINETUNE_TOKENS` (dataset sizes from the cards, mean
+  lengths ASSUMED, not measured). It is a floor: start-up, padding and the low utilisation of
+  32-sequence batches are not counted;
+- data (prepare-data) and analysis run on CPUs.
+
+The paper reports no GPU-hours (neither does its Table 1, nor a GPU model): what it states is the
+setup, 192 GPUs (12 sequences each) and 2,359,296 tokens a step, which the report prints beside the
+estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.run import IR_TRAIN_TASK
+from contracts.model_names import parse_model_name
+from contracts.paper import PAPER_SHAPES, PRETRAIN_STEPS, TOKENS_PER_STEP_TABLE1
+from paper_figures.flops import count_parameters, training_flops
+from reproduce.plan import ReproduceConfig, ReproduceError, finetuned_models, pretraining_config, pretraining_runs
+
+H100_BF16_TFLOPS = 989.0  # NVIDIA H100 SXM, dense bf16 (the 1,979 of the data sheet assume sparsity)
+DEFAULT_MFU = 0.4
+PAPER_GPUS = 192  # 24 nodes x 8 (paper: 12 sequences per GPU x 192 GPUs)
+FINETUNE_BATCH = 32
+
+
+@dataclass(frozen=True)
+class TaskTokens:
+    """One fine-tuning run of a task: steps, mean tokens of a training example (IR: query and
+    document), and the tokens its evaluation encodes (validation + test, IR: queries + pool)."""
+
+    steps: int  # 1,000, or one epoch (CoNLL 14,041 / 32, UNER 12,543 / 32)
+    train_tokens: int
+    eval_tokens: int
+
+
+# Sizes: the datasets' cards (docs/benchmarks.md; validation = 5% of train where it is carved out);
+# mean lengths in Llama-3 tokens with the input template and EOS: assumed, not measured.
+FINETUNE_TOKENS: dict[str, TaskTokens] = {
+    "sst2": TaskTokens(1000, 25, (3_367 + 872) * 25),
+    "qqp": TaskTokens(1000, 40, (18_192 + 40_430) * 40),
+    "mnli": TaskTokens(1000, 55, (19_635 + 9_815) * 55),
+    "ontonotes5": TaskTokens(1000, 35, (8_528 + 8_262) * 35),
+    "conll2003": TaskTokens(439, 30, (3_250 + 3_453) * 30),
+    "uner": TaskTokens(392, 30, (2_001 + 2_077) * 30),
+    "squad": TaskTokens(1000, 180, (4_380 + 10_570) * 180),
+    "squad_v2": TaskTokens(1000, 180, (6_516 + 11_873) * 180),
+    "record": TaskTokens(1000, 300, (5_037 + 10_000) * 300),
+    # MS MARCO trains the IR model (query ~12 + passage ~88 tokens) and evaluates the dev + TREC DL
+    # pool (~16,700 judged passages) and ~7,000 queries; NQ and MLDR evaluate it only.
+    "msmarco": TaskTokens(1000, 100, 16_700 * 88 + 7_000 * 12),
+    "nq": TaskTokens(0, 0, 4_201 * 130 + 3_452 * 12),
+    "mldr_en": TaskTokens(0, 0, 1_000 * 2_028 + 1_000 * 15),
+}
+
+
+def gpu_hours(flops: float, mfu: float, gpu_tflops: float) -> float:
+    return flops / (mfu * gpu_tflops * 1e12) / 3600
+
+
+def pretraining_costs(cfg: ReproduceConfig) -> list[dict]:
+    """Per pretraining run of the reproduction: size, steps, tokens, FLOPs."""
+    out = []
+    for name in pretraining_runs(cfg):
+        body = pretraining_config(cfg, name)
+        size = body["model"]["preset"]
+        steps = body["train"]["max_steps"]
+        per_step = body["train"]["global_batch_size"] * body["data"]["seq_len"]
+        n = count_parameters(PAPER_SHAPES[size])["matmul"]
+        out.append(
+            {
+                "run": name,
+                "size": size,
+                "steps": steps,
+                "tokens": steps * per_step,
+                "flops": training_flops(steps, n, per_step),
+            }
+        )
+    return out
+
+
+def finetune_costs(cfg: ReproduceConfig) -> dict:
+    """Runs and FLOPs of the fine-tuning stage (every model x task x LR x seed)."""
+    tasks = list(cfg.tasks)
+    if IR_TRAIN_TASK not in tasks and any(FINETUNE_TOKENS[t].steps == 0 for t in tasks):
+        tasks.insert(0, IR_TRAIN_TASK)
+    grid = len(cfg.lrs) * len(cfg.seeds)
+    runs, flops = 0, 0.0
+    for model in finetuned_models(cfg):
+        n = count_parameters(PAPER_SHAPES[parse_model_name(model).size])["non_embedding"]
+        for task in tasks:
+            cost = FINETUNE_TOKENS[task]
+            steps = min(cost.steps, cfg.finetune_steps) if cfg.finetune_steps else cost.steps
+            per_run = 6 * n * steps * FINETUNE_BATCH * cost.train_tokens + 2 * n * cost.eval_tokens
+            runs += grid
+            flops += grid * per_run
+    return {"runs": runs, "models": len(finetuned_models(cfg)), "flops": flops}
+
+
+def cost_report(cfg: ReproduceConfig, mfu: float = DEFAULT_MFU, gpu_tflops: float = H100_BF16_TFLOPS) -> list[str]:
+    """The lines a paper-scale dry run prints (module docstring)."""
+    if not 0 < mfu <= 1 or gpu_tflops <= 0:
+        raise ReproduceError(f"--mfu {mfu} must be in (0, 1] and --gpu-tflops {gpu_tflops} > 0")
+    hours = lambda flops: gpu_hours(flops, mfu, gpu_tflops)  # noqa: E731
+    runs = pretraining_costs(cfg)
+    sizes: dict[str, list[dict]] = {}
+    for run in runs:
+        sizes.setdefault(run["size"], []).append(run)
+    pretraining = sum(r["flops"] for r in runs)
+    per_size = ", ".join(
+        f"{size} {len(rs)} x {hours(sum(r['flops'] for r in rs)) / len(rs):,.0f}" for size, rs in sizes.items()
+    )
+    finetune = finetune_costs(cfg)
+    total = hours(pretraining) + hours(finetune["flops"])
+    return [
+        f"cost: GPU-hours = FLOPs / (MFU {mfu:.2f} x {gpu_tflops:,.0f} TFLOP/s per GPU; --mfu, --gpu-tflops); FLOPs = "
+        "6 x N x tokens to train (paper_figures.flops; attention not counted), 2 x N x tokens to evaluate",
+        "cost:   data         1 CPU job (prepare-data), no GPU",
+        f"cost:   pretraining  {len(runs)} runs ({per_size} GPU-h each), {pretraining:.2e} FLOPs = "
+        f"{hours(pretraining):,.0f} GPU-h = {hours(pretraining) / PAPER_GPUS:,.1f} h of the paper's {PAPER_GPUS} GPUs",
+        f"cost:   fine-tuning  {finetune['runs']:,} runs of {finetune['models']} models, "
+        f"{finetune['flops']:.2e} FLOPs = {hours(finetune['flops']):,.0f} GPU-h (a floor: start-up, padding, "
+        "small batches not counted)",
+        "cost:   analysis     1 CPU job, no GPU",
+        f"cost:   total        {total:,.0f} GPU-h",
+        f"cost: the paper: {PAPER_GPUS} GPUs x 12 sequences, {TOKENS_PER_STEP_TABLE1:,} tokens a step (Table 1), "
+        f"{PRETRAIN_STEPS * TOKENS_PER_STEP_TABLE1 / 1e9:.1f}B tokens in a 42k-step run; it reports no GPU-hours",
+    ]

@@ -1,0 +1,137 @@
+"""`python -m pretraining fetch-model` with huggingface_hub against a stand-in Hub on 127.0.0.1
+(tests.hub_server) serving a tiny checkpoint that ships its own model code, like the paper's
+released ones (tests.benchmarks.tiny.save_remote_code_model). The CLI runs in subprocesses with
+HF_ENDPOINT pointing at the server; the offline loads run with HF_HUB_OFFLINE=1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pretraining.__main__ import main as cli
+from pretraining.fetch_model import MANIFEST_FILE, check_model
+from tests.benchmarks.tiny import save_remote_code_model
+from tests.benchmarks.toy_hub import model_repo
+from tests.hub_server import HubServer
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASED = "MLMvsCLM/610m-mlm40-42k"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    files = model_repo(save_remote_code_model(tmp_path_factory.mktemp("model") / "sl_model"))
+    config = json.loads(files["config.json"])
+    # the same checkpoint with its model code in another repo: auto_map "org/sl-code--module.Class"
+    config["auto_map"] = {key: f"org/sl-code--{value}" for key, value in config["auto_map"].items()}
+    with HubServer() as server:
+        server.add("model", RELEASED, files)
+        server.add(
+            "model",
+            "org/sl-split",
+            {**{k: v for k, v in files.items() if not k.endswith(".py")}, "config.json": json.dumps(config)},
+        )
+        server.add(
+            "model", "org/sl-code", {"README.md": "code\n", **{k: v for k, v in files.items() if k.endswith(".py")}}
+        )
+        yield server
+
+
+def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False):
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1" if offline else "0",
+        "TRANSFORMERS_OFFLINE": "1" if offline else "0",
+        "HF_ENDPOINT": hub.url,
+        "HF_HOME": str(home / "hf"),
+        "OMP_NUM_THREADS": "1",
+    }
+    command = ["-c", code, *map(str, argv)] if code else ["-m", "pretraining", "fetch-model", *map(str, argv)]
+    return subprocess.run([sys.executable, *command], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def one_error(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("fetch-model:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_an_interrupted_fetch_of_a_released_name_resumes_and_verifies(hub, tmp_path):
+    out = tmp_path / "610m-mlm40-42k"
+    hub.fail_with(RELEASED, "model.safetensors", 403)
+    first = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert first.returncode == 2
+    assert one_error(first).startswith(f"fetch-model: model repo {RELEASED}: the Hub") and "HTTP 403" in first.stderr
+    partial = out.with_name(out.name + ".partial")
+    assert not out.exists() and (partial / "config.json").is_file()  # nothing looks complete; what came is kept
+
+    before = len(hub.requests)
+    second = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert second.returncode == 0, second.stderr
+    assert f"fetch-model: {RELEASED}@" in second.stdout and "--trust-remote-code" in second.stdout
+    assert hub.bytes_sent("/config.json", since=before) == 0  # the files fetched before are not fetched again
+    assert not partial.exists()
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    repo = hub.repos["model", RELEASED]
+    assert (manifest["repo"], manifest["revision"], manifest["requested"]) == (RELEASED, repo.sha, "main")
+    assert set(manifest["files"]) == set(repo.files)
+    assert (
+        manifest["files"]["model.safetensors"]["sha256"] == hashlib.sha256(repo.files["model.safetensors"]).hexdigest()
+    )
+    assert check_model(out) == [] and not (out / ".cache").exists()
+    vocab = out / "vocab.txt"
+    vocab.write_text(vocab.read_text() + "extra\n")
+    recorded = manifest["files"]["vocab.txt"]["bytes"]
+    assert check_model(out) == [f"{vocab}: {vocab.stat().st_size} bytes, the manifest says {recorded}"]
+    assert cli(["fetch-model", "--check", str(out)]) == 1
+
+
+_LOAD_OFFLINE = """
+import sys
+from transformers import AutoTokenizer
+from benchmarks.kinds.common import load_backbone
+backbone = load_backbone(sys.argv[1], trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])
+print(type(backbone.model).__module__, type(tokenizer).__name__)
+"""
+
+
+def test_code_from_another_repo_is_bundled_and_the_cache_mode_serves_hub_ids_offline(hub, tmp_path):
+    out = tmp_path / "sl-split"
+    fetched = run(hub, tmp_path, "org/sl-split", "--out", out, "--no-progress")
+    assert fetched.returncode == 0, fetched.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_sl_model.SLModelConfig",
+        "AutoModel": "modeling_sl_model.SLModel",
+    }
+    assert (out / "modeling_sl_model.py").read_bytes() == hub.repos["model", "org/sl-code"].files[
+        "modeling_sl_model.py"
+    ]
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert manifest["code_from"] == {"org/sl-code": hub.repos["model", "org/sl-code"].sha}
+    # a tokenizer the jobs load by hub id goes to the Hugging Face cache
+    cached = run(hub, tmp_path, RELEASED, "--cache", "--include", "*.json", "--include", "vocab.txt", "--no-progress")
+    assert cached.returncode == 0, cached.stderr
+    loaded = run(hub, tmp_path, out, RELEASED, code=_LOAD_OFFLINE, offline=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split()[0].startswith("transformers_modules.") and "Tokenizer" in loaded.stdout
+
+
+def test_bad_names_are_one_line(hub, tmp_path, capsys):
+    assert cli(["fetch-model", "610m-mlm45-42k", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "fetch-model: '610m-mlm45-42k' is neither one of the paper's 50 checkpoints "
+        "(`python -m pretraining configs --list`) nor a Hub repo id (org/name)"
+    )
+    missing = run(hub, tmp_path, "org/nothing-here", "--out", tmp_path / "m", "--no-progress")
+    assert missing.returncode == 2
+    assert one_error(missing).startswith("fetch-model: model repo org/nothing-here not found on http://127.0.0.1:")
+    assert not (tmp_path / "m").exists() and not (tmp_path / "m.partial").exists()

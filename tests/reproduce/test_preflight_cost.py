@@ -1,0 +1,100 @@
+"""Paper scale (`make reproduce SCALE=paper [DRY_RUN=1]`): the GPU-hour estimate of the DAG
+(reproduce.cost) and the check that what the offline jobs read is in place (reproduce.preflight)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1
+from paper_figures.flops import count_parameters, training_flops
+from pretraining.assets import ASSETS_DIR
+from pretraining.data.prepare import PrepareConfig, prepare_data
+from reproduce import cli, cost, slurm
+from reproduce.plan import ReproduceError
+from tests.hub_server import HubServer
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA3 = "meta-llama/Meta-Llama-3-8B"  # the tokenizer the paper-scale run configs name
+
+
+def _config(*argv):
+    return cli.config_from_args(cli.build_parser().parse_args(["--scale", "paper", "--out", "/tmp/unused", *argv]))
+
+
+def test_the_estimate_is_the_figure_10_flop_count_over_the_assumed_utilisation():
+    cfg = _config("--figure", "3")
+    runs = cost.pretraining_costs(cfg)
+    assert len(runs) == 15 and {r["tokens"] for r in runs} == {42_000 * TOKENS_PER_STEP_TABLE1}
+    n_610m = count_parameters(PAPER_SHAPES["610m"])["matmul"]
+    assert next(r for r in runs if r["run"] == "610m-mlm40-42k")["flops"] == training_flops(42_000, n_610m)
+    lines = cost.cost_report(cfg, mfu=0.4)
+    total = sum(r["flops"] for r in runs)
+    assert f"{total:.2e} FLOPs = {cost.gpu_hours(total, 0.4, 989):,.0f} GPU-h" in lines[2]
+    assert cost.gpu_hours(total, 0.2, 989) == pytest.approx(2 * cost.gpu_hours(total, 0.4, 989))
+    assert "5,400 runs of 15 models" in lines[3] and "reports no GPU-hours" in lines[-1]
+    # a CPT run costs its own steps; NQ alone still trains the MS MARCO model it evaluates
+    cpt = cost.pretraining_costs(_config("--figure", "8", "--checkpoints", "610m-clm-dec42k-mlm40-44k"))
+    assert [r["steps"] for r in cpt] == [42_000, 2_000]
+    nq = cost.finetune_costs(
+        _config("--figure", "3", "--sizes", "210m", "--no-clm", "--ratios", "0.4", "--tasks", "nq")
+    )
+    assert nq["runs"] == 2 * 30
+    with pytest.raises(ReproduceError, match="--mfu"):
+        cost.cost_report(cfg, mfu=1.5)
+
+
+def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, capsys):
+    shared = tmp_path / "shared"
+    cluster = yaml.safe_load((slurm.CONFIG_DIR / "cluster.example.yaml").read_text())
+    cluster.update(
+        image=str(shared / "mlm_vs_clm.sif"),
+        data_dir=str(shared / "data" / "fineweb-edu"),
+        runs_dir=str(shared / "runs"),
+        hf_cache=str(shared / "hf_cache"),
+        task_data=str(ROOT / "benchmarks" / "datasets" / "toy"),
+    )
+    cluster_file = tmp_path / "cluster.yaml"
+    cluster_file.write_text(yaml.safe_dump(cluster))
+    argv = ["--figure", "3", "--scale", "paper", "--sizes", "210m", "--ratios", "0.4", "--no-clm", "--tasks", "sst2"]
+    argv += ["--out", str(tmp_path / "out"), "--cluster", str(cluster_file)]
+
+    assert cli.main([*argv, "--dry-run", "--mfu", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "cost:   pretraining  1 runs (210m 1 x " in out and "MFU 0.30" in out
+    assert "preflight: 3 missing for the offline jobs (a submission stops here):" in out
+    assert f"image {shared / 'mlm_vs_clm.sif'} does not exist" in out
+    assert f"HF_HOME={shared / 'hf_cache'} python -m pretraining prepare-data --hf-dataset" in out
+    assert f"fetch-model {LLAMA3} --cache --include '*.json'" in out
+
+    # on the "login node": build (here: a stand-in file), prepare, fetch the tokenizer into hf_cache
+    shared.mkdir(exist_ok=True)
+    (shared / "mlm_vs_clm.sif").write_bytes(b"image")
+    prepare_data(
+        PrepareConfig(out=cluster["data_dir"], inputs=("embedded",), seq_len=2048, max_documents=20), progress=False
+    )
+    with HubServer() as hub:
+        hub.add("model", LLAMA3, {p.name: p.read_bytes() for p in (ASSETS_DIR / "tokenizer").iterdir()})
+        env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url, "HF_HOME": cluster["hf_cache"]}
+        fetched = subprocess.run(
+            [sys.executable, "-m", "pretraining", "fetch-model", LLAMA3, "--cache", "--include", "*.json"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    assert fetched.returncode == 0, fetched.stderr
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert "preflight: ready: the image, the prepared data, the tokenizer and the task data" in capsys.readouterr().out
+
+    shard = next(Path(cluster["data_dir"]).glob("shard.*"))
+    shard.write_bytes(shard.read_bytes()[:-1])  # truncated
+    assert cli.main(argv) == 2  # a submission, not a dry run: refused before any sbatch
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce: error: not ready for the offline Slurm jobs: prepared")
+    assert f"shard {shard.name} is missing or truncated" in err[0]
