@@ -99,37 +99,9 @@ OWN_HEAD_CLASSES = {
 
 def llama3_style_tokenizer(texts, vocab_size: int = 2048):
     """A byte-level BPE like the world's (pretraining.tokenizer.train_embedded) but split as Llama-3's."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from pretraining.tokenizer.train_embedded import train_byte_level_bpe
 
-    from pretraining.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN
-
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=2,
-        show_progress=False,
-        special_tokens=[BOS_TOKEN, EOS_TOKEN, MASK_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    backend.train_from_iterator(texts, trainer)
-    bos = [(BOS_TOKEN, backend.token_to_id(BOS_TOKEN))]
-    backend.post_processor = processors.TemplateProcessing(single=f"{BOS_TOKEN} $A", special_tokens=bos)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token=BOS_TOKEN,
-        eos_token=EOS_TOKEN,
-        pad_token=EOS_TOKEN,
-        mask_token=MASK_TOKEN,
-        model_max_length=2048,
-    )
+    return train_byte_level_bpe(texts, vocab_size, split_pattern=LLAMA3_SPLIT)
 
 
 def own_heads(model: Path, out: Path) -> Path:

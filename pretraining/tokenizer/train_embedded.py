@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 from pretraining.assets import EMBEDDED_CORPUS, EMBEDDED_TOKENIZER_DIR
@@ -22,9 +22,21 @@ DEFAULT_VOCAB_SIZE = 8192
 MODEL_MAX_LENGTH = 2048
 
 
-def train_byte_level_bpe(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
+def train_byte_level_bpe(
+    texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, split_pattern: str | None = None
+) -> PreTrainedTokenizerFast:
+    """`split_pattern`: a regex that pre-splits the text instead of GPT-2's byte-level one (e.g.
+    Llama-3's, which keeps a space apart from the digits after it)."""
     backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split_pattern is None:
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        backend.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(split_pattern), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

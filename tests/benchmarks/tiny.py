@@ -121,10 +121,21 @@ _REMOTE_HEADS = """
 from transformers.modeling_outputs import QuestionAnsweringModelOutput, SequenceClassifierOutput, TokenClassifierOutput
 
 
-class SLModelForSequenceClassification(PreTrainedModel):
+class _SLModelWithHead(PreTrainedModel):
     config_class = SLModelConfig
     base_model_prefix = "model"
 
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.data.normal_(std=0.02)
+        if isinstance(module, nn.Linear):
+            module.bias.data.zero_()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+
+class SLModelForSequenceClassification(_SLModelWithHead):
     def __init__(self, config):
         super().__init__(config)
         self.model = SLModel(config)
@@ -133,15 +144,6 @@ class SLModelForSequenceClassification(PreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def _init_weights(self, module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.data.normal_(std=0.02)
-        if isinstance(module, nn.Linear):
-            module.bias.data.zero_()
-
-    def get_input_embeddings(self):
-        return self.model.embed_tokens
-
     def forward(self, input_ids, attention_mask=None, **kwargs):
         hidden = self.model(input_ids, attention_mask).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
@@ -149,24 +151,12 @@ class SLModelForSequenceClassification(PreTrainedModel):
         return SequenceClassifierOutput(logits=self.classifier(self.activation(self.dense(pooled))))
 
 
-class SLModelForTokenClassification(PreTrainedModel):
-    config_class = SLModelConfig
-    base_model_prefix = "model"
-
+class SLModelForTokenClassification(_SLModelWithHead):
     def __init__(self, config):
         super().__init__(config)
         self.model = SLModel(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
-
-    def _init_weights(self, module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            module.weight.data.normal_(std=0.02)
-        if isinstance(module, nn.Linear):
-            module.bias.data.zero_()
-
-    def get_input_embeddings(self):
-        return self.model.embed_tokens
 
     def forward(self, input_ids, attention_mask=None, **kwargs):
         return TokenClassifierOutput(logits=self.classifier(self.model(input_ids, attention_mask).last_hidden_state))
