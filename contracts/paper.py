@@ -139,6 +139,13 @@ PRETRAIN_BATCH_SEQUENCES = TOKENS_PER_STEP_TABLE1 // MAX_CONTEXT
 
 # --- pretraining steps and objectives (Section 3) ----------------------------------------------------
 PRETRAIN_STEPS = 42_000  # every single-objective run: WSD with 2k warmup, 38k at 5e-4, 2k linear decay
+
+# The FineWeb-Edu subset the paper-scale runs read (docs/choices.md, "data volume"): the 42k base
+# run and the longest CPT after it read 64,000 x 1,152 = 73,728,000 blocks of 2,048 tokens (151.0B
+# Llama-3 tokens) without a repeat; sample-100BT (~100B GPT-2 tokens) probably holds fewer than the
+# base run alone, sample-350BT about twice what both need. `verify-data --for-run` checks a prepared folder.
+PAPER_CORPUS = ("HuggingFaceFW/fineweb-edu", "sample-350BT")
+PAPER_DATA_PATH = f"data/fineweb-edu-350BT-llama3-{MAX_CONTEXT}"
 WARMUP_STEPS = 2_000
 DECAY_STEPS = 2_000
 # Intermediate checkpoints of the 610M CLM and MLM-40 runs, taken before the decay (Tables 6-9).

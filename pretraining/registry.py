@@ -47,6 +47,7 @@ from contracts.paper import (
     INTERMEDIATE_STEPS,
     MASKING_RATIOS,
     MAX_CONTEXT,
+    PAPER_DATA_PATH,
     PAPER_SIZES,
     PRETRAIN_BATCH_SEQUENCES,
     PRETRAIN_STEPS,
@@ -56,6 +57,7 @@ from contracts.paper import (
     TOY_STEP_DIVISOR,
     WARMUP_STEPS,
 )
+
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ def config_dict(
     global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else TOY_BATCH_SEQUENCES
     data = {
         "path": data_path
-        or (f"data/fineweb-edu-100BT-llama3-{MAX_CONTEXT}" if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
+        or (PAPER_DATA_PATH if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
         "seq_len": MAX_CONTEXT if paper else TOY_SEQ_LEN,
     }
     init = {"path": None, "kind": "weights"}

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
+from contracts.paper import PAPER_CORPUS
 from reproduce.plan import (
     REPO_ROOT,
     ReproduceConfig,
@@ -72,9 +73,9 @@ class ClusterConfig:
     sbatch_options: tuple[str, ...] = ()  # more #SBATCH options for every job, e.g. "--constraint=a100"
     prepare_data_args: tuple[str, ...] = (
         "--hf-dataset",
-        "HuggingFaceFW/fineweb-edu",
+        PAPER_CORPUS[0],
         "--hf-config",
-        "sample-100BT",
+        PAPER_CORPUS[1],
         "--tokenizer",
         "meta-llama/Meta-Llama-3-8B",
     )  # paper scale only: the toy scale builds its toy world (`python -m reproduce --stage data`)

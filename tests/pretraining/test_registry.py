@@ -84,3 +84,22 @@ def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
         assert cfg["data"]["start_sample"] == base["train"]["max_steps"] * base["train"]["global_batch_size"]
         assert "start_sample" not in base["data"]
         assert cfg["data"]["path"] == base["data"]["path"]
+
+
+def test_the_paper_data_subset_holds_the_base_run_and_the_longest_cpt_without_repeats():
+    """The arithmetic of docs/choices.md ("data volume"): the furthest sample any paper-scale run
+    reads is the 42k base run's 48,384,000 blocks plus 22k CPT steps, all in PAPER_DATA_PATH."""
+    import yaml
+
+    from contracts.paper import PAPER_DATA_PATH
+    from pretraining import registry
+
+    ends = {}
+    for name, (run, _) in registry.released_checkpoints().items():
+        config = yaml.safe_load(registry.config_yaml(run, scale="paper"))
+        assert config["data"]["path"] == PAPER_DATA_PATH, name
+        t = config["train"]
+        ends[run] = config["data"].get("start_sample", 0) + t["max_steps"] * t["global_batch_size"]
+    furthest = max(ends, key=ends.get)
+    assert ends[furthest] == 73_728_000 and furthest.endswith("-mlm40-64k")
+    assert ends[furthest] * 2048 == 150_994_944_000  # 151.0B Llama-3 tokens
