@@ -59,7 +59,6 @@ from contracts.paper import (
 )
 
 
-
 @dataclass(frozen=True)
 class RunSetup:
     """One training run (paper scale, steps in optimizer steps)."""
@@ -190,8 +189,7 @@ def config_dict(
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
     global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else TOY_BATCH_SEQUENCES
     data = {
-        "path": data_path
-        or (PAPER_DATA_PATH if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
+        "path": data_path or (PAPER_DATA_PATH if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
         "seq_len": MAX_CONTEXT if paper else TOY_SEQ_LEN,
     }
     init = {"path": None, "kind": "weights"}
