@@ -314,7 +314,7 @@ def spread_recovery(sims: int, rng: np.random.Generator, planted: float = 0.5) -
     the mean of the plain estimate the issue replaced."""
     lr_effect = np.array([-1.5, -0.5, 0.5, 1.5])  # points, a control cell's LR profile
     out = {}
-    estimates, hits, plain = [], [], []
+    fits = []
     for _ in range(sims):
         scales = rng.uniform(0.5, 2.0, 36)  # cells differ in how much LR matters
         t_var, c_var, t_sd, c_sd = [], [], [], []
@@ -330,17 +330,9 @@ def spread_recovery(sims: int, rng: np.random.Generator, planted: float = 0.5) -
             c_var.append(lr_variance(control))
             t_sd.append(treatment.std(ddof=1))
             c_sd.append(control.std(ddof=1))
-        fit = fieller_ratio(t_var, c_var)
-        estimates.append(math.sqrt(max(fit.ratio, 0.0)))
-        hits.append(fit.low <= planted**2 <= fit.high)
-        plain.append(np.mean(t_sd) / np.mean(c_sd))
-    out["LR sensitivity (Figure 5)"] = {
-        "planted": planted,
-        "mean_estimate": float(np.mean(estimates)),
-        "plain_sd_ratio": float(np.mean(plain)),
-        "coverage": _rate(hits),
-    }
-    estimates, hits, plain = [], [], []
+        fits.append((fieller_ratio(t_var, c_var), np.mean(t_sd) / np.mean(c_sd)))
+    out["LR sensitivity (Figure 5)"] = _ratio_recovery(fits, planted)
+    fits = []
     ratio_effect = np.array([-1.0, 0.5, -0.5, 1.0])  # points, a dataset's masking-ratio profile
     for _ in range(sims):
         t_var, c_var, t_plain, c_plain = [], [], [], []
@@ -353,17 +345,20 @@ def spread_recovery(sims: int, rng: np.random.Generator, planted: float = 0.5) -
             for table, into, plain_into in ((treatment, t_var, t_plain), (control, c_var, c_plain)):
                 into.append(level_variance(table.mean(axis=1), table.std(axis=1, ddof=1), np.full(4, SEEDS)))
                 plain_into.append(table.mean(axis=1).std(ddof=1))
-        fit = fieller_ratio(t_var, c_var)
-        estimates.append(math.sqrt(max(fit.ratio, 0.0)))
-        hits.append(fit.low <= planted**2 <= fit.high)
-        plain.append(np.mean(t_plain) / np.mean(c_plain))
-    out["masking-ratio sensitivity (Figure 7)"] = {
-        "planted": planted,
-        "mean_estimate": float(np.mean(estimates)),
-        "plain_sd_ratio": float(np.mean(plain)),
-        "coverage": _rate(hits),
-    }
+        fits.append((fieller_ratio(t_var, c_var), np.mean(t_plain) / np.mean(c_plain)))
+    out["masking-ratio sensitivity (Figure 7)"] = _ratio_recovery(fits, planted)
     return out
+
+
+def _ratio_recovery(fits: list, planted: float) -> dict:
+    """Mean SD-ratio estimate, plain estimate and Fieller coverage over (Fieller fit of the variance
+    ratio, plain SD ratio) pairs of the simulations, against the planted SD ratio."""
+    return {
+        "planted": planted,
+        "mean_estimate": float(np.mean([math.sqrt(max(fit.ratio, 0.0)) for fit, _ in fits])),
+        "plain_sd_ratio": float(np.mean([plain for _, plain in fits])),
+        "coverage": _rate([fit.low <= planted**2 <= fit.high for fit, _ in fits]),
+    }
 
 
 # --- false and true sentences ---------------------------------------------------------------------
