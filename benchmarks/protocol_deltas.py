@@ -57,6 +57,9 @@ class _WithBiases(MlmClmPreTrainedModel):
         if isinstance(module, nn.Linear) and module.bias is not None:
             module.bias.data.zero_()
 
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
 
 class MlmClmForSequenceClassification(_WithBiases):
     def __init__(self, config):
@@ -66,9 +69,6 @@ class MlmClmForSequenceClassification(_WithBiases):
         self.activation = nn.GELU()
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.model.embed_tokens
 
     def forward(self, input_ids, attention_mask=None, **kwargs):
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -83,9 +83,6 @@ class MlmClmForTokenClassification(_WithBiases):
         self.model = MlmClmModel(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
-
-    def get_input_embeddings(self):
-        return self.model.embed_tokens
 
     def forward(self, input_ids, attention_mask=None, **kwargs):
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
