@@ -109,7 +109,7 @@ def test_a_trusted_checkpoint_is_unpickled_fully(interrupted, tmp_path):
     marker.unlink()
 
 
-def test_our_checkpoints_load_weights_only_on_every_path(interrupted):
+def test_our_own_checkpoint_loads_weights_only_without_trust(interrupted):
     """ba8 of the same run, as Composer wrote it: allowed without trusting it."""
     root, run_dir, _ = interrupted
     cfg = toy_run_config(root, "clean", train={"max_steps": 8, "resume_interval": 4})
