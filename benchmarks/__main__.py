@@ -298,6 +298,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
         "benchmarks.tasks": "UnknownTaskError",
         "benchmarks.datasets.fetch": "FetchError",
         "contracts.hub": "HubError",
+        "contracts.locks": "FolderInUse",
     }
     return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
 

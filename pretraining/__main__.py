@@ -16,6 +16,7 @@ def _train(args) -> int:
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
+    from contracts.locks import FolderInUse
     from contracts.provenance import DiskFullError
     from pretraining.export import CheckpointError
     from pretraining.tokenizer import TokenizerError
@@ -23,7 +24,7 @@ def _train(args) -> int:
 
     try:
         run_dir = train(cfg, trust_checkpoints=args.trust_checkpoint)
-    except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
+    except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError, FolderInUse) as exc:
         print(f"train: {args.config}: {exc}", file=sys.stderr)
         return 2
     from contracts.layout import EXPORTS_DIR, LOSS_LOG_FILE

@@ -11,6 +11,7 @@ and FINISHED.json (written when the run completed; a finished run is never overw
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import time
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from contracts.layout import (
     export_dir,
     latest_checkpoint,
 )
+from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig
 from pretraining.data.windows import attention_segments
@@ -518,8 +520,26 @@ def close_trainer(trainer: Trainer) -> None:
     atexit.unregister(type(trainer.engine)._close)
 
 
+def run_dir_lock(cfg: PretrainConfig) -> contextlib.AbstractContextManager:
+    """Rank 0 holds `<run_dir>/.lock` for the whole job (contracts.locks): a second `train` of the
+    same run_dir refuses at once, naming the holder's pid, before it reads or writes anything of the
+    run (docs/reliability.md). The other ranks follow rank 0 (the launcher stops them if it fails)."""
+    if dist.get_global_rank() != 0:
+        return contextlib.nullcontext()
+    return folder_lock(
+        cfg.run_dir,
+        job="train",
+        advice="wait for it to finish (a rerun then resumes or refuses a finished run), or choose another run_dir",
+    )
+
+
 def train(cfg: PretrainConfig, **kwargs) -> Path:
-    """Train (or resume) the run of `cfg`; returns the run directory."""
+    """Train (or resume) the run of `cfg` under its run_dir lock; returns the run directory."""
+    with run_dir_lock(cfg):
+        return _train_locked(cfg, **kwargs)
+
+
+def _train_locked(cfg: PretrainConfig, **kwargs) -> Path:
     trainer = build_trainer(cfg, **kwargs)
     # Autoresumed from the final checkpoint (killed before FINISHED.json): nothing is left to train,
     # and Composer's fit() would refuse to start.
