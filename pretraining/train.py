@@ -31,6 +31,7 @@ from contracts.config import config_to_dict, save_resolved_config
 from contracts.layout import (
     CHECKPOINT_PATTERN,
     CHECKPOINTS_DIR,
+    EXPORTS_DIR,
     FINISHED_FILE,
     LATEST_CHECKPOINT_PATTERN,
     LOSS_LOG_FILE,
@@ -267,11 +268,25 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
 
         old = yaml.safe_load(saved.read_text()).get("config_hash")
         new = stable_hash(config_to_dict(cfg))
-        if old != new:
+        if old != new and saved_state(run_dir):
             raise PretrainError(
                 f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
-                f"{new}); resuming needs the same config. Choose another run_dir."
+                f"{new}) with {saved_state(run_dir)[0].relative_to(run_dir)}; resuming needs the same "
+                "config. Choose another run_dir."
             )
+        if old != new and dist.get_global_rank() == 0:
+            print(
+                f"train: {run_dir}: an earlier attempt of another config (hash {old}) saved no checkpoint "
+                "or weights; starting this config afresh (docs/reliability.md)",
+                flush=True,
+            )
+
+
+def saved_state(run_dir: Path) -> list[Path]:
+    """What a run saved that a later start would build on: resume checkpoints and weight exports.
+    A run directory without them (an attempt that failed before its first checkpoint, e.g. on a
+    setting found wrong at the first step) holds nothing another config could clash with."""
+    return sorted((run_dir / CHECKPOINTS_DIR).glob("*.pt")) + sorted(run_dir.glob(f"{EXPORTS_DIR}/step-*"))
 
 
 def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
@@ -433,12 +448,12 @@ def build_trainer(
     device_batch_size = per_rank_batch_size(cfg.train.global_batch_size, dist.get_world_size())
     if dataloader is None:
         from pretraining.data import build_train_dataloader
-        from pretraining.data.config import DataBudgetError, data_budget
+        from pretraining.data.config import DataBudgetError, PreparedDataError, data_budget
 
-        dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
         try:  # which samples this run reads, in how many epochs (docs/data.md)
+            dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
             budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps, cfg.train.global_batch_size)
-        except DataBudgetError as exc:
+        except (DataBudgetError, PreparedDataError) as exc:
             raise PretrainError(str(exc)) from None
         if dist.get_global_rank() == 0:
             print(f"train: {budget}", flush=True)
