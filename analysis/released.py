@@ -26,9 +26,20 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from tqdm import tqdm
 
+from contracts.locks import FolderInUse, folder_lock
 from contracts.paper import DATASET_BY_ID, PAPER_PROTOCOL_METRICS, RELEASED_FOLDERS, TASK_TYPES
 from contracts.run_record import RunRecord, RunRecordError
-from contracts.run_store import INSTANCES, PART_GLOB, part_manifest, part_path, read_part, records_table, write_part
+from contracts.run_store import (
+    INSTANCES,
+    PART_GLOB,
+    part_manifest,
+    part_path,
+    read_part,
+    read_store_manifest,
+    records_table,
+    write_part,
+    write_store_manifest,
+)
 
 _LIST_START = re.compile(rb'"scores_i"\s*:\s*\[')
 PART_VALUES = 2**24  # instance scores per store part: 64 MB of float32 (bounded memory)
@@ -270,11 +281,39 @@ def import_released_to_store(
     store = Path(store)
     if store.is_file():
         raise ReleasedImportError(f"{store}: is a file; an import writes a store folder (or use -o X.jsonl)")
-    store.mkdir(parents=True, exist_ok=True)
+    try:
+        with folder_lock(store, job="import-released", advice="wait for it to finish, or import into another -o"):
+            return _import_locked(root, files, store, skip_bad, part_values)
+    except (FolderInUse, RunRecordError) as exc:
+        raise ReleasedImportError(str(exc)) from None
+
+
+def _check_same_source(store: Path, root: Path, parts: list[Path]) -> str:
+    """The store's source (the resolved tree); an error when it holds the import of another tree.
+    A store from before store.json existed is another tree's when a file its parts name is not in
+    this tree."""
+    source = str(root.resolve())
+    manifest = read_store_manifest(store)
+    other = (manifest or {}).get("source")
+    if manifest is None and parts:
+        names = [name for part in parts for name in part_manifest(part).get("sources", [])]
+        absent = next((name for name in names if not (root / name).is_file()), None)
+        other = f"a tree holding {absent}" if absent else None
+    if other is not None and other != source:
+        raise ReleasedImportError(
+            f"{store}: holds the import of {other}, not of {source}; import this tree into another -o "
+            "(or remove that store first)"
+        )
+    return source
+
+
+def _import_locked(root: Path, files: list[Path], store: Path, skip_bad: bool, part_values: int) -> StoreImport:
     for stale in store.glob(".part-*.tmp"):  # left by an interrupted write
         stale.unlink()
     summary, done = StoreImport(), set()
     parts = sorted(store.glob(PART_GLOB))
+    tree = _check_same_source(store, root, parts)
+    write_store_manifest(store, tree)  # not complete until the last part is written
     for part in parts:
         manifest = part_manifest(part)
         done.update(manifest.get("sources", []))
@@ -321,4 +360,5 @@ def import_released_to_store(
         flush()
     if summary.runs == 0:
         raise ReleasedImportError(f"{root}: no run could be imported ({len(summary.skipped)} bad files)")
+    write_store_manifest(store, tree, sorted(store.glob(PART_GLOB)))
     return summary

@@ -11,8 +11,8 @@ from analysis.cli import main
 from analysis.release_bench import RELEASED_INSTANCES, benchmark_release, write_synthetic_release
 from analysis.released import ReleasedImportError, import_released, import_released_to_store, parse_results_json
 from contracts.paper import DATASETS
-from contracts.run_record import read_run_records
-from contracts.run_store import iter_store_records, part_manifest, store_parts
+from contracts.run_record import RunRecordError, read_run_records
+from contracts.run_store import PART_GLOB, iter_store_records, part_manifest, store_parts
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_interrupted_import_resumes_to_the_same_store(tmp_path, tiny_release, mo
     monkeypatch.setattr(released, "parse_released_run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         import_released_to_store(tiny_release, tmp_path / "resumed", part_values=500)
-    kept = len(store_parts(tmp_path / "resumed"))
+    kept = len(list((tmp_path / "resumed").glob(PART_GLOB)))
     assert 0 < kept < clean.parts_written
     (tmp_path / "resumed" / ".part-99999.parquet.x.tmp").write_bytes(b"half a part")  # a write cut short
     monkeypatch.setattr(released, "parse_released_run", real)
@@ -151,3 +151,46 @@ def test_bench_times_every_step(tmp_path, capsys):
     assert (tmp_path / "tables" / "tables.md").exists() and (tmp_path / "claims.csv").exists()
     again = benchmark_release(tmp_path, 1, reps=20, max_instances=8)  # the tree is reused
     assert again["generate_seconds"] == result["generate_seconds"]
+
+
+def test_an_interrupted_import_is_not_read_as_the_whole_release(tmp_path, tiny_release, monkeypatch, capsys):
+    """A store killed after its first parts was read by `table` as complete (docs/reliability.md)."""
+    store = tmp_path / "runs.parquet"
+    real = released.parse_released_run
+    calls = []
+
+    def interrupted(path, root):
+        calls.append(path)
+        if len(calls) == 150:
+            raise KeyboardInterrupt  # as a kill: no cleanup code runs after it in the import
+        return real(path, root)
+
+    monkeypatch.setattr(released, "parse_released_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_released_to_store(tiny_release, store, part_values=500)
+    assert list(store.glob(PART_GLOB))  # some parts were written
+    assert main(["table", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the import into it did not finish" in err[0] and "again: it resumes" in err[0], err
+    with pytest.raises(RunRecordError, match="did not finish"):
+        list(iter_store_records(store))
+    monkeypatch.setattr(released, "parse_released_run", real)
+    assert main(["import-released", str(tiny_release), "-o", str(store)]) == 0  # resumes and completes it
+    assert len(list(iter_store_records(store, instance_scores=False))) == 360
+    (store / "store.json").unlink()  # a store that does not say it is complete is not read
+    with pytest.raises(RunRecordError, match="no store.json"):
+        store_parts(store)
+
+
+def test_another_tree_is_not_imported_into_a_store_of_the_first(tmp_path, tiny_release, capsys):
+    import shutil
+
+    store = tmp_path / "runs.parquet"
+    assert main(["import-released", str(tiny_release), "-o", str(store)]) == 0
+    other = tmp_path / "other" / "results"
+    shutil.copytree(tiny_release / "210m-mlm40-42k", other / "610m-mlm40-42k")
+    capsys.readouterr()
+    assert main(["import-released", str(other), "-o", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert f"{store}: holds the import of {tiny_release.resolve()}, not of {other.resolve()}" in err
+    assert {r.model for r in iter_store_records(store, instance_scores=False)} == {"210m-mlm40-42k"}
