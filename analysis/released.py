@@ -16,7 +16,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -160,6 +162,39 @@ def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
     )
 
 
+def read_file_inside(path: Path, root: Path) -> bytes:
+    """The bytes of `path`, a regular file inside `root` (links inside the tree are followed):
+    a link out of the tree, a device (/dev/zero would fill the memory), a FIFO (reading it waits
+    for a writer) or a folder is refused in one line before it is read. The file is opened without
+    blocking and its type checked on the open descriptor, so it cannot be swapped in between."""
+    real = path.resolve()
+    if not real.is_relative_to(root.resolve()):
+        raise ReleasedImportError(f"{path}: links to {real}, outside the tree {root}: refused; copy the file into it")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kinds = {
+                stat.S_IFIFO: "a FIFO",
+                stat.S_IFCHR: "a device",
+                stat.S_IFBLK: "a device",
+                stat.S_IFDIR: "a folder",
+            }
+            kind = kinds.get(stat.S_IFMT(mode), "not a file")
+            raise ReleasedImportError(
+                f"{path}: {kind}, not a regular file: refused; a release holds results.json files"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    finally:
+        os.close(fd)
+
+
 def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | None]:
     """One results.json -> (its RunRecord without instance scores, its x100 test instance scores
     as float64, or None); errors name the file and the field."""
@@ -175,10 +210,7 @@ def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | 
     match = _RUN_DIR.match(run_dir)
     if match is None:
         raise ReleasedImportError(f"{path}: run folder '{run_dir}' is not [<train_set>_]lr<LR>_sd<SEED>")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    raw = read_file_inside(path, root)
     data = parse_results_json(raw)
     if data is None:  # not the simple shape: the plain parser, for the precise error
         try:

@@ -2,6 +2,7 @@
 the release-scale benchmark on a tiny tree."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -194,3 +195,38 @@ def test_another_tree_is_not_imported_into_a_store_of_the_first(tmp_path, tiny_r
     err = capsys.readouterr().err
     assert f"{store}: holds the import of {tiny_release.resolve()}, not of {other.resolve()}" in err
     assert {r.model for r in iter_store_records(store, instance_scores=False)} == {"210m-mlm40-42k"}
+
+
+SPECIAL_FILES = {
+    "a link to /dev/zero": (lambda path, outside: path.symlink_to("/dev/zero"), "links to /dev/zero, outside the tree"),
+    "a FIFO": (lambda path, outside: os.mkfifo(path), "a FIFO, not a regular file"),
+    "a link out of the tree": (lambda path, outside: path.symlink_to(outside), "outside the tree"),
+}
+
+
+def _limited():  # in the child: 4 GB of address space, so that old code reading /dev/zero fails, not the machine
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_FILES))
+def test_a_results_file_that_is_not_a_regular_file_of_the_tree_is_refused_unread(tmp_path, tiny_release, case):
+    """Was: /dev/zero read until memory ran out, a FIFO waited for ever, a link out of the tree was
+    imported silently (docs/reliability.md). Run in a child bounded in memory and time."""
+    import shutil
+    import subprocess
+    import sys
+
+    make, message = SPECIAL_FILES[case]
+    tree = tmp_path / "results"
+    shutil.copytree(tiny_release / "210m-mlm40-42k" / "SC" / "sst2", tree / "210m-mlm40-42k" / "SC" / "sst2")
+    target = tree / "210m-mlm40-42k" / "SC" / "sst2" / "lr1e-05_sd0" / "results.json"
+    outside = tmp_path / "outside.json"
+    shutil.move(target, outside)
+    make(target, outside)
+    argv = [sys.executable, "-m", "analysis", "import-released", str(tree), "-o", str(tmp_path / "runs.parquet")]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, preexec_fn=_limited)
+    assert result.returncode == 2, result.stderr[-2000:]
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and f"{target}: " in err[0] and message in err[0], err
