@@ -123,6 +123,11 @@ class RunConfig:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ValueError(f"max_grad_norm must be > 0 (null: no clipping), got {self.max_grad_norm}")
+        if not is_folder_name(self.name):  # the run directory is <out>/<name>/...: it must stay inside out
+            raise ValueError(
+                f"model name {self.name!r} ({'model_name' if self.model_name else 'from model'}) is not one folder "
+                "name (no '/', '.', '..' or control characters); give --model-name NAME"
+            )
 
     @property
     def name(self) -> str:
@@ -131,6 +136,17 @@ class RunConfig:
     @property
     def run_dir(self) -> Path:
         return finetune_run_dir(self.out, self.name, self.task, self.lr, self.seed)
+
+
+def is_folder_name(name: str) -> bool:
+    """One path component that stays where it is put: not empty, '.', '..', no separator, no
+    control character (a newline in a name would also end up in scripts and logs)."""
+    return (
+        bool(name)
+        and name not in {".", ".."}
+        and "/" not in name
+        and not any(ord(c) < 32 or ord(c) == 127 for c in name)
+    )
 
 
 def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
