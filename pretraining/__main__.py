@@ -9,10 +9,11 @@ import sys
 
 def _train(args) -> int:
     from contracts.config import ConfigError
-    from pretraining.config import load_pretrain_config
+    from pretraining.config import check_callbacks, load_pretrain_config
 
     try:
         cfg = load_pretrain_config(args.config, args.overrides)
+        check_callbacks(cfg.train.callbacks, args.trust_callbacks, f"{args.config}: train.callbacks")
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
@@ -23,7 +24,7 @@ def _train(args) -> int:
     from pretraining.train import PretrainError, train
 
     try:
-        run_dir = train(cfg, trust_checkpoints=args.trust_checkpoint)
+        run_dir = train(cfg, trust_checkpoints=args.trust_checkpoint, trust_callbacks=args.trust_callbacks)
     except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError, FolderInUse) as exc:
         print(f"train: {args.config}: {exc}", file=sys.stderr)
         return 2
@@ -128,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", help="YAML PretrainConfig (see `configs`)")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.max_steps=100")
     train.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
+    train.add_argument(
+        "--trust-callbacks",
+        action="store_true",
+        help="let train.callbacks name modules outside Composer and this package; naming one imports and "
+        "calls it, which runs its code: only for configs you trust (docs/pretraining.md)",
+    )
     train.set_defaults(func=_train)
 
     configs = sub.add_parser("configs", help="write the config of one of the paper's 50 checkpoints")

@@ -111,10 +111,42 @@ class ScheduleConfig:
             raise ValueError(f"schedule.alpha_f must lie in [0, 1], got {self.alpha_f}")
 
 
+# Packages whose callbacks a config may name without --trust-callbacks: Composer's and ours. Naming a
+# factory imports its module and calls it, so a config naming any other module could run any code
+# (`os:system`); docs/pretraining.md, docs/reliability.md.
+TRUSTED_CALLBACK_PACKAGES = (
+    "composer",
+    "contracts",
+    "pretraining",
+    "benchmarks",
+    "analysis",
+    "paper_figures",
+    "reproduce",
+)
+
+
+def untrusted_callbacks(specs) -> list[str]:
+    """The `train.callbacks` factories outside TRUSTED_CALLBACK_PACKAGES (read, never imported)."""
+    return [s.factory for s in specs if s.factory.partition(":")[0].split(".")[0] not in TRUSTED_CALLBACK_PACKAGES]
+
+
+def check_callbacks(specs, trust: bool, source: str = "train.callbacks") -> None:
+    """ConfigError, before anything is imported, for a factory outside Composer and this package
+    unless `trust` (--trust-callbacks)."""
+    untrusted = untrusted_callbacks(specs)
+    if untrusted and not trust:
+        raise ConfigError(
+            f"{source}: factory {untrusted[0]!r} is outside Composer and this package "
+            f"({', '.join(TRUSTED_CALLBACK_PACKAGES)}); importing it would run its code: pass --trust-callbacks "
+            "if you trust it (docs/pretraining.md)"
+        )
+
+
 @dataclass(frozen=True)
 class CallbackConfig:
     """A Composer callback added to the run: `factory` is "module:attribute" (a Callback class or a
-    function returning one), called with `kwargs`; e.g. composer.callbacks:SpeedMonitor."""
+    function returning one), called with `kwargs`; e.g. composer.callbacks:SpeedMonitor. Only
+    Composer's and this package's modules unless the run is trusted (check_callbacks)."""
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -201,5 +233,6 @@ __all__ = [
     "PretrainConfig",
     "ScheduleConfig",
     "TrainConfig",
+    "check_callbacks",
     "load_pretrain_config",
 ]

@@ -27,7 +27,7 @@ from composer.models import ComposerModel
 from composer.utils import dist
 from torch.nn.parallel import DistributedDataParallel
 
-from contracts.config import config_to_dict, save_resolved_config
+from contracts.config import ConfigError, config_to_dict, save_resolved_config
 from contracts.layout import (
     CHECKPOINT_PATTERN,
     CHECKPOINTS_DIR,
@@ -41,7 +41,7 @@ from contracts.layout import (
 )
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
-from pretraining.config import PretrainConfig
+from pretraining.config import PretrainConfig, check_callbacks
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
     check_checkpoint_fits,
@@ -405,10 +405,19 @@ def parallelism_config(cfg: PretrainConfig) -> dict | None:
     }
 
 
-def configured_callbacks(specs) -> list[Callback]:
-    """The Composer callbacks named by `train.callbacks` (imported and called with their kwargs)."""
+def _check_callbacks(specs, trust: bool) -> None:
+    try:
+        check_callbacks(specs, trust)
+    except ConfigError as exc:
+        raise PretrainError(str(exc)) from None
+
+
+def configured_callbacks(specs, trust: bool = False) -> list[Callback]:
+    """The Composer callbacks named by `train.callbacks` (imported and called with their kwargs);
+    outside Composer and this package only with `trust` (pretraining.config.check_callbacks)."""
     import importlib
 
+    _check_callbacks(specs, trust)
     callbacks = []
     for spec in specs:
         module, _, attribute = spec.factory.partition(":")
@@ -431,9 +440,12 @@ def build_trainer(
     token_ids: TokenIds | None = None,
     extra_callbacks=(),
     trust_checkpoints: bool = False,
+    trust_callbacks: bool = False,
 ) -> Trainer:
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer.
-    Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export)."""
+    Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export);
+    `train.callbacks` outside Composer and this package are imported only with `trust_callbacks`."""
+    _check_callbacks(cfg.train.callbacks, trust_callbacks)  # before anything is read, imported or built
     _check_run_dir(cfg)
     check_attention_backend(cfg)
     guard_composer_loads(trust_checkpoints)
@@ -461,7 +473,7 @@ def build_trainer(
     resume_from = _checkpoint_to_load(cfg)
     if resume_from is not None and dist.get_global_rank() == 0:  # rank 0 checked it is complete, above
         check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model), trust=trust_checkpoints)
-    user_callbacks = configured_callbacks(cfg.train.callbacks)
+    user_callbacks = configured_callbacks(cfg.train.callbacks, trust_callbacks)
     if cfg.train.compile:
         model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
     run_dir = Path(cfg.run_dir)  # created only once everything could be built

@@ -195,3 +195,22 @@ def test_a_failed_attempt_that_saved_nothing_does_not_hold_its_run_dir_to_its_co
     assert cli(["train", str(config), *fixed]) == 0  # nothing saved: the corrected command runs
     assert "saved no checkpoint or weights; starting this config afresh" in capsys.readouterr().out
     assert (run_dir / FINISHED_FILE).exists() and len((run_dir / "loss.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_config_cannot_import_code_from_outside_composer_and_ours_unless_trusted(tmp_path, embedded_data, capsys):
+    """`train.callbacks: [{factory: os:system, ...}]` ran its command before any check (docs/reliability.md)."""
+    from pretraining.train import PretrainError, train
+
+    marker = tmp_path / "RAN"
+    hostile = [{"factory": "os:system", "kwargs": {"command": f"touch {marker}"}}]
+    config = _write_config(tmp_path, embedded_data, callbacks=hostile)
+    assert cli(["train", str(config)]) == 2
+    line = _one_line(capsys)
+    assert f"{config}: train.callbacks: factory 'os:system' is outside Composer" in line and "--trust-callbacks" in line
+    with pytest.raises(PretrainError, match="--trust-callbacks"):
+        train(load_pretrain_config(config))
+    assert not marker.exists() and not (tmp_path / "e2e").exists()
+    from pretraining.config import check_callbacks
+
+    ours = load_pretrain_config(config, ["train.callbacks=[{factory: 'composer.callbacks:SpeedMonitor'}]"])
+    check_callbacks(ours.train.callbacks, trust=False)  # Composer's (and this package's) need no flag
