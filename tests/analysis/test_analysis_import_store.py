@@ -230,3 +230,17 @@ def test_a_results_file_that_is_not_a_regular_file_of_the_tree_is_refused_unread
     assert result.returncode == 2, result.stderr[-2000:]
     err = result.stderr.strip().splitlines()
     assert len(err) == 1 and f"{target}: " in err[0] and message in err[0], err
+
+
+def test_a_second_import_into_a_store_in_use_refuses_and_touches_nothing(tmp_path, tiny_release, capsys):
+    from contracts.locks import folder_lock
+
+    store = tmp_path / "runs.parquet"
+    assert main(["import-released", str(tiny_release), "-o", str(store)]) == 0
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    capsys.readouterr()
+    with folder_lock(store, job="import-released"):  # as a live import holds it
+        assert main(["import-released", str(tiny_release), "-o", str(store)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{store} is in use by another import-released (pid {os.getpid()} on" in err[0], err
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
