@@ -268,10 +268,11 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
 
         old = yaml.safe_load(saved.read_text()).get("config_hash")
         new = stable_hash(config_to_dict(cfg))
-        if old != new and saved_state(run_dir):
+        state = saved_state(run_dir)
+        if old != new and state:
             raise PretrainError(
                 f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
-                f"{new}) with {saved_state(run_dir)[0].relative_to(run_dir)}; resuming needs the same "
+                f"{new}) with {state[0].relative_to(run_dir)}; resuming needs the same "
                 "config. Choose another run_dir."
             )
         if old != new and dist.get_global_rank() == 0:
