@@ -42,6 +42,7 @@ from contracts.layout import (
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
 from pretraining.config import PretrainConfig, check_callbacks
+from pretraining.data.config import PreparedDataError
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
     check_checkpoint_fits,
@@ -575,6 +576,11 @@ def _train_locked(cfg: PretrainConfig, **kwargs) -> Path:
     if int(trainer.state.timestamp.batch.value) < cfg.train.max_steps:
         try:
             trainer.fit()
+        except PreparedDataError as exc:
+            raise PretrainError(
+                f"{run_dir}: {exc}; the files written before are intact: rerun the same command once the "
+                "data is fixed (docs/reliability.md)"
+            ) from exc
         except Exception as exc:
             full = disk_full_cause(exc)
             if full is None:

@@ -137,6 +137,7 @@ class ContinuedStreamingDataset(StreamingDataset):
     def __init__(self, *, start_sample: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.start_sample = start_sample
+        self.location = kwargs.get("remote") or kwargs.get("local")
         if start_sample:
             self.load_state_dict(
                 {
@@ -148,7 +149,14 @@ class ContinuedStreamingDataset(StreamingDataset):
             )
 
     def get_item(self, sample_id: int, retry: int = 7) -> dict:
-        sample = super().get_item(sample_id, retry)
+        try:
+            sample = super().get_item(sample_id, retry)
+        except (IndexError, ValueError) as exc:  # a shard whose contents are not what index.json says
+            raise PreparedDataError(
+                f"{self.location}: sample {sample_id} cannot be read ({type(exc).__name__}: {exc}): the prepared "
+                f"data is corrupted; check it with `python -m pretraining verify-data {self.location}` and prepare "
+                "it again (remove the decompressed .mds files streaming wrote beside the shards, or the cache_dir)"
+            ) from exc
         epoch = max(0, self.next_epoch - 1)  # streaming pre-increments next_epoch as an epoch starts
         return {**sample, SAMPLE_INDEX: epoch * self.num_samples + sample_id}
 

@@ -214,3 +214,19 @@ def test_a_config_cannot_import_code_from_outside_composer_and_ours_unless_trust
 
     ours = load_pretrain_config(config, ["train.callbacks=[{factory: 'composer.callbacks:SpeedMonitor'}]"])
     check_callbacks(ours.train.callbacks, trust=False)  # Composer's (and this package's) need no flag
+
+
+def test_a_shard_corrupted_within_its_size_is_one_line_not_a_traceback(tmp_path, embedded_data, capsys):
+    """Same size as index.json records, other contents: an IndexError traceback mid-training."""
+    bad = tmp_path / "bad"
+    shutil.copytree(embedded_data, bad)
+    for raw in bad.glob("*.mds"):  # streaming's decompressed copies: read the corrupted archive instead
+        raw.unlink()
+    shard = next(bad.glob("*.mds.zstd"))
+    data = bytearray(shard.read_bytes())
+    data[1000:1100] = b"x" * 100
+    shard.write_bytes(bytes(data))
+    config = _write_config(tmp_path, bad, name="bad-run")
+    assert cli(["train", str(config), "train.max_steps=4", "objective.switch_at=2"]) == 2
+    line = _one_line(capsys)
+    assert f"{bad}: sample" in line and "cannot be read" in line and "verify-data" in line, line
