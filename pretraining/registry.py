@@ -57,6 +57,9 @@ from contracts.paper import (
     TOY_STEP_DIVISOR,
     WARMUP_STEPS,
 )
+from pretraining.data.windows import MIN_WINDOW
+
+DATA_SEED = TRAIN_SEED = 17  # the package's seeds (the paper gives none)
 
 
 @dataclass(frozen=True)
@@ -175,22 +178,39 @@ def config_dict(
     data_path: str | None = None,
     tokenizer: str | None = None,
 ) -> dict:
-    """The YAML body (a PretrainConfig) of `run` at `scale`."""
+    """The YAML body (a PretrainConfig) of `run` at `scale`, every setting written out: a changed
+    default of the config classes never changes a written run (tests/pretraining/test_paper_configs.py
+    pins the 50 paper configs)."""
     if scale not in ("paper", "toy"):
         raise ValueError(f"scale {scale!r} is not paper or toy")
     s = lambda steps: scale_steps(steps, scale)  # noqa: E731
     paper = scale == "paper"
-    objective = {"kind": run.objective}
-    if run.objective != "clm":
-        objective["mlm_ratio"] = run.mlm_ratio
-        objective["replace"] = [1.0, 0.0, 0.0]
-    if run.switch_at is not None:
-        objective["switch_at"] = s(run.switch_at)
+    objective = {  # a CLM run never masks: its ratio is the unused default, written all the same
+        "kind": run.objective,
+        "mlm_ratio": run.mlm_ratio,
+        "replace": [1.0, 0.0, 0.0],
+        "switch_at": None if run.switch_at is None else s(run.switch_at),
+    }
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
     global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else TOY_BATCH_SEQUENCES
     data = {
         "path": data_path or (PAPER_DATA_PATH if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
+        "cache_dir": None,
         "seq_len": MAX_CONTEXT if paper else TOY_SEQ_LEN,
+        "shuffle": True,
+        "shuffle_seed": DATA_SEED,
+        "shuffle_algo": "py1e",
+        "shuffle_block_size": None,
+        "num_canonical_nodes": 1,
+        "predownload": None,
+        "cache_limit": None,
+        "download_retry": 2,
+        "download_timeout": 60.0,
+        "drop_last": True,
+        "start_sample": 0,
+        "allow_repeats": False,
+        "windows": "random_split",  # the release's two windows per block (docs/choices.md)
+        "min_window": MIN_WINDOW,
     }
     init = {"path": None, "kind": "weights"}
     if run.cpt_base is not None:
@@ -202,24 +222,36 @@ def config_dict(
         "run_dir": f"{runs_root}/{run_name(run)}",
         "tokenizer": tokenizer or ("meta-llama/Meta-Llama-3-8B" if paper else "embedded"),
         "data": data,
-        "model": {"preset": run.size if paper else TOY_SIZE[run.size], "attn_implementation": "sdpa"},
+        "model": {
+            "preset": run.size if paper else TOY_SIZE[run.size],
+            "attn_implementation": "sdpa",
+            "attention_scope": "window",  # the release: attention and positions per window
+        },
         "objective": objective,
         "optimizer": {
             "lr": 5e-4 if paper else 3e-3,
             "betas": [0.9, 0.95],
             "eps": 1e-5,
             "weight_decay": 0.1,
+            "no_decay": "none",  # the release decays every parameter
             "grad_clip_norm": 1.0,
         },
         "schedule": {"warmup": s(run.warmup), "decay": s(run.decay), "decay_shape": "linear", "alpha_f": 0.0},
         "train": {
             "max_steps": s(run.max_steps),
             "global_batch_size": global_batch_size,
+            "device_microbatch_size": None,
+            "seed": TRAIN_SEED,
             "checkpoint_steps": [s(c) for c in run.checkpoint_steps],
             "resume_interval": 1000 if paper else 10,
-            "seed": 17,
+            "keep_resume_checkpoints": 2,
             "precision": "auto",
+            "device": "auto",
             "fsdp": paper,
+            "compile": False,
+            "progress_bar": True,
+            "dataloader_workers": 0,
+            "callbacks": [],
         },
         "init": init,
     }

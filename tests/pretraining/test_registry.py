@@ -82,7 +82,7 @@ def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
         assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}", "kind": "weights"}
         # ... and read the data after the base run's last sample (docs/data.md).
         assert cfg["data"]["start_sample"] == base["train"]["max_steps"] * base["train"]["global_batch_size"]
-        assert "start_sample" not in base["data"]
+        assert base["data"]["start_sample"] == 0
         assert cfg["data"]["path"] == base["data"]["path"]
 
 
