@@ -57,7 +57,7 @@ from contracts.paper import (
     TOY_STEP_DIVISOR,
     WARMUP_STEPS,
 )
-from pretraining.data.windows import MIN_WINDOW
+from pretraining.data.windows import EARLY_END, MIN_WINDOW
 
 DATA_SEED = TRAIN_SEED = 17  # the package's seeds (the paper gives none)
 
@@ -211,6 +211,7 @@ def config_dict(
         "allow_repeats": False,
         "windows": "random_split",  # the release's two windows per block (docs/choices.md)
         "min_window": MIN_WINDOW,
+        "window_early_end": EARLY_END,  # the release's packer: a window ends at a document end near its split
     }
     init = {"path": None, "kind": "weights"}
     if run.cpt_base is not None:
