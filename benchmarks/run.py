@@ -329,7 +329,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     from benchmarks.datasets import load_task_data
     from benchmarks.finetune import TrainSettings, check_last_batch, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind, own_head_class, protocol_choice
-    from benchmarks.kinds.checkpoint import shipped_classes
+    from benchmarks.kinds.checkpoint import own_head_source, package_head_source
     from benchmarks.kinds.common import (
         EvalContext,
         load_backbone,
@@ -361,8 +361,12 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     # The head: the checkpoint's own task model (loaded with its head, seeded like ours) or ours
     head_class = own_head_class(spec.task_type, cfg.protocol)
     head = None if head_class is None else protocol_choice("head", cfg.protocol, cfg.head)
-    if head == "own_if_shipped":
-        head = "own" if head_class in shipped_classes(source) else "package"
+    head_source = None
+    if head == "own_if_shipped":  # as the release: the class its code defines, auto_map or not
+        head_source = own_head_source(source, head_class)
+        head = "own" if head_source else "package"
+        if head_source is None and rank == 0:
+            print(f"head: {source} defines no {head_class} class in its code; using this package's head")
     tokenizer = load_tokenizer(source, cfg.trust_remote_code)
     if head == "own":
         reproducibility.seed_all(cfg.seed)  # the own head is initialised as it loads
@@ -403,6 +407,12 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
     precision = resolve_precision(cfg.precision, device_type)
     reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too
     module = kind.build_module(backbone, data, settings)
+    if head == "own":
+        head_source = head_source or own_head_source(source, head_class)
+    elif head == "package":
+        head_source = package_head_source(module)
+    if head_source is not None:
+        extra["head_source"] = head_source.to_dict()
     if cfg.protocol == "paper" and precision == "amp_bf16":
         module.to(torch.bfloat16)  # the release loads (and so fine-tunes) the whole model in bf16
     extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
