@@ -25,8 +25,8 @@ from streaming import StreamingDataset
 from torch.utils.data import DataLoader
 
 from pretraining.data.config import DataConfig, PreparedDataError
+from pretraining.data.format import MANIFEST
 from pretraining.data.packing import document_ids
-from pretraining.data.prepare import MANIFEST
 from pretraining.data.windows import EARLY_END, window_ids
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS
 

@@ -42,15 +42,12 @@ from contracts.provenance import (
     utc_now,
 )
 from pretraining.assets import EMBEDDED_CORPUS
+from pretraining.data.format import FORMAT, FORMAT_VERSION, MANIFEST, MDS_COLUMNS
 from pretraining.data.packing import SamplePacker, document_tokens
 
 log = logging.getLogger(__name__)
 
 EMBEDDED = "embedded"  # input alias: the shipped FineWeb-Edu-schema corpus
-MDS_COLUMNS = {"input_ids": "ndarray:uint32", "doc_lengths": "ndarray:uint32"}
-MANIFEST = "manifest.json"
-FORMAT = "mlm-vs-clm/packed-mds"
-FORMAT_VERSION = 1
 _SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz")
 
 

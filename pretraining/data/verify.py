@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pretraining.data.format import FORMAT, MANIFEST, MDS_COLUMNS
 from pretraining.data.packing import check_sample
-from pretraining.data.prepare import FORMAT, MANIFEST, MDS_COLUMNS
 
 CONTEXT_SAMPLES = 20_000  # samples the own-document share is measured over (the first ones)
 WINDOW_SEED = 17  # DataConfig.shuffle_seed's default: the window splits a run makes by default
@@ -105,10 +105,11 @@ def measure_context(root: str | Path, max_samples: int = CONTEXT_SAMPLES, seed: 
     from streaming.base.compression import decompress
 
     from pretraining.data.context import WindowContext
+    from pretraining.data.windows import MIN_WINDOW
 
     root = Path(root)
     index = _read_json(root / "index.json", "not an MDS dataset (run prepare-data)")
-    context, start = WindowContext(), 0
+    context, start, mode = WindowContext(), 0, "random_split"
     for shard in index["shards"]:
         if start >= max_samples:
             break
@@ -116,9 +117,12 @@ def measure_context(root: str | Path, max_samples: int = CONTEXT_SAMPLES, seed: 
         data = _check_shard_file(root, shard)
         raw = decompress(shard["compression"], data) if shard["zip_data"] else data
         for i in range(min(shard["samples"], max_samples - start)):
-            context.add_sample(read_sample(raw, shard, i)["doc_lengths"], start + i, "random_split", seed)
+            doc_lengths = read_sample(raw, shard, i)["doc_lengths"]
+            if int(doc_lengths.sum()) < 2 * MIN_WINDOW:  # too short to split: training refuses random_split
+                mode = "fixed"
+            context.add_sample(doc_lengths, start + i, mode, seed)
         start += shard["samples"]
-    return {**context.summary(), "samples": min(start, max_samples), "windows_mode": "random_split", "seed": seed}
+    return {**context.summary(), "samples": min(start, max_samples), "windows_mode": mode, "seed": seed}
 
 
 def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = True) -> VerifyReport:

@@ -232,8 +232,9 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
 
     from pretraining import registry
 
-    body = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"], "toy")  # CPT: 2 steps x 16
-    assert body["data"]["start_sample"] == 42 * 16
+    body = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"], "toy")  # CPT: 2 steps x the toy batch
+    batch = body["train"]["global_batch_size"]
+    assert body["data"]["start_sample"] == 42 * batch
     cpt = tmp_path / "cpt.yaml"
     cpt.write_text(yaml.safe_dump(body))
     fits = tmp_path / "fits.yaml"
@@ -258,15 +259,16 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
         == 2
     )
     samples = json.loads((out / "manifest.json").read_text())["counts"]["samples"]
-    assert 48 <= samples < 42 * 16
+    assert 2 * batch <= samples < 42 * batch
     err = capsys.readouterr().err
-    assert f"{cpt}: data: {out} holds {samples} samples; this run reads samples 672 to 703" in err
+    reads = f"this run reads samples {42 * batch:,} to {44 * batch - 1:,}"
+    assert f"{cpt}: data: {out} holds {samples} samples; {reads}" in err
     assert "start_sample lies beyond the data" in err and f"the prepared data stays in {out}" in err
 
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(fits)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"verify-data: {fits}: data: {out} holds {samples} samples; this run reads samples 16 to 47 "
-        f"(2 steps x 16) = {48 / samples:.3g} epochs"
+        f"verify-data: {fits}: data: {out} holds {samples} samples; this run reads samples 16 to {15 + 2 * batch} "
+        f"(2 steps x {batch}) = {(16 + 2 * batch) / samples:.3g} epochs"
     )
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(cpt)]) == 1
     assert "verify-data: FAILED: " in capsys.readouterr().err
