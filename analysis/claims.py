@@ -1,16 +1,9 @@
 """The paper's claims as tested hypotheses: declarative specs, their evaluation, verdicts.
 
-Each claim is one row of CLAIMS and is tested as what its sentence says (docs/claims.md, "The
-claims"), not as a pooled average that can hold when the sentence is false:
-- difference      treatment - control, averaged over matched groups (`pair_on`) within each
-                  level of `across` ("at every size": one component per size, each must hold);
-- noninferiority  the same, each component above -margin ("CLM is competitive");
-- equivalence     the same, each component within +-margin (TOST; printed with its 90% interval);
-- steps           the difference at consecutive levels of `across`, ordered by `covariate`
-                  ("the gap grows with size": every step in the claimed direction);
-- u_shape         per curve (a level of `across`), the quadratic fitted over `covariate` falls at
-                  its lowest value and rises at its highest: an interior minimum;
-- spread          ratio of variance components, treatment over control, seed noise removed.
+Each claim is one entry of CLAIMS (analysis/claim_definitions.py: the paper's words, section,
+scope, margin, test and direction) and is tested as what its sentence says (docs/claims.md, "The
+claims"), not as a pooled average that can hold when the sentence is false; the tests are listed
+there.
 Components are linear contrasts of cell means; analysis.claim_tests tests them and combines
 them (intersection-union across components, Holm across claims).
 
@@ -31,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -41,6 +34,7 @@ from scipy import stats
 from analysis.aggregate import iter_cell_replicates, scan_runs
 from analysis.bench import release_models
 from analysis.cells import describe_models
+from analysis.claim_definitions import CLAIMS, Claim
 from analysis.claim_tests import (
     CONTRADICTED,
     SUPPORTED,
@@ -68,15 +62,8 @@ from analysis.small_sample import (
 )
 from contracts.paper import (
     AVERAGE,
-    BIPHASIC_SPLITS,
-    CLM_STEPS_BEFORE_MASKING,
-    CPT_STEPS,
     DATASET_BY_ID,
     DATASETS,
-    DEFAULT_MASKING_RATIO,
-    INTERMEDIATE_STEPS,
-    PRETRAIN_STEPS,
-    TASK_TYPES,
 )
 from contracts.run_record import RunRecord
 
@@ -124,233 +111,6 @@ DETAIL_COLUMNS = [
     "crossover",
     "reason",
 ]
-TESTS = ("difference", "noninferiority", "equivalence", "steps", "u_shape", "spread")
-
-FINAL_42K = {"checkpoint_step": PRETRAIN_STEPS, "schedule_steps": PRETRAIN_STEPS}
-MLM40 = {"objective": "mlm", "masking_ratio": DEFAULT_MASKING_RATIO}
-CLM = {"objective": "clm"}
-INTERMEDIATE_610M = {"size": "610m", "schedule_steps": PRETRAIN_STEPS, "final": False}
-EARLY_STEPS = INTERMEDIATE_STEPS[:3]  # 1k, 2k, 5k: "early in pretraining" (Figure 4)
-LONGEST_CPT = max(CPT_STEPS)  # 22k: Figure 8
-TC_MARGIN = 0.5  # F1 points, docs/claims.md "The claims"
-
-
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    sentence: str  # what the paper concludes, in our words
-    location: str  # where the paper says it
-    test: str  # one of TESTS
-    treatment: dict
-    control: dict | None
-    pair_on: tuple[str, ...]  # columns matching treatment and control cells (a "group")
-    direction: str  # greater | less: the claimed side of the boundary
-    unit: str
-    scope: str  # what must hold, in words (the report prints it)
-    task_types: tuple[str, ...] = TASK_TYPES
-    across: tuple[str, ...] = ()  # one component per level of these columns; each must hold
-    levels: dict = field(default_factory=dict)  # only these values of `across` columns
-    covariate: str | None = None  # steps: the order of the levels; u_shape: the x; spread: what varies
-    crossover_on: str | None = None  # also report where treatment - control changes sign
-    margin: float | None = None  # noninferiority / equivalence margin, in `unit`
-    needs_runs: str | None = None  # why published numbers cannot test it
-
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "mlm_beats_clm_sc",
-        "MLM beats CLM on sequence classification, at every model size",
-        "Sec. 3, Fig. 2, Table 2",
-        "difference",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "each of the 3 sizes (MLM-40 - CLM, mean of the 3 SC datasets) above 0",
-        task_types=("SC",),
-        across=("size",),
-    ),
-    Claim(
-        "mlm_beats_clm_qa",
-        "MLM beats CLM on question answering, at every model size",
-        "Sec. 3, Fig. 2, Table 4",
-        "difference",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "each of the 3 sizes (mean of the 3 QA datasets) above 0",
-        task_types=("QA",),
-        across=("size",),
-    ),
-    Claim(
-        "mlm_beats_clm_ir",
-        "MLM beats CLM on information retrieval",
-        "Sec. 3, Fig. 2, Table 5",
-        "difference",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "the mean over sizes and IR datasets above 0 (the sentence says no 'every size'; the gap's "
-        "size trend is its own claim)",
-        task_types=("IR",),
-    ),
-    Claim(
-        "clm_competitive_tc",
-        "CLM is competitive with MLM on token classification (not worse by more than 0.5 F1), at every size",
-        "Sec. 3, Fig. 2, Table 3",
-        "noninferiority",
-        {**CLM, **FINAL_42K},
-        {**MLM40, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        f"each of the 3 sizes (CLM - MLM-40, mean of the 3 TC datasets) above -{TC_MARGIN:g}",
-        task_types=("TC",),
-        across=("size",),
-        margin=TC_MARGIN,
-    ),
-    Claim(
-        "clm_beats_mlm_tc_610m",
-        "At 610M, CLM even beats MLM on token classification",
-        "Sec. 3, Fig. 2, Table 3",
-        "difference",
-        {**CLM, **FINAL_42K, "size": "610m"},
-        {**MLM40, **FINAL_42K, "size": "610m"},
-        ("dataset",),
-        "greater",
-        "points",
-        "610M: CLM - MLM-40, mean of the 3 TC datasets, above 0",
-        task_types=("TC",),
-    ),
-    Claim(
-        "gap_widens_with_size_sc",
-        "The MLM-over-CLM gap on sequence classification grows with model size",
-        "Sec. 3, Fig. 2",
-        "steps",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "each step 210M->610M and 610M->1B of the SC gap (mean of 3 datasets) above 0",
-        task_types=("SC",),
-        across=("size",),
-        covariate="log2_params",
-    ),
-    Claim(
-        "gap_narrows_with_size_ir",
-        "The MLM-over-CLM gap on information retrieval shrinks with model size",
-        "Sec. 3, Fig. 2",
-        "steps",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "less",
-        "points",
-        "each step 210M->610M and 610M->1B of the IR gap (mean of 3 datasets) below 0",
-        task_types=("IR",),
-        across=("size",),
-        covariate="log2_params",
-    ),
-    Claim(
-        "u_shape_masking_610m_1b",
-        "610M and 1B models show U-shaped curves of score vs masking ratio",
-        "Sec. 3, Fig. 3, Tables 2-5",
-        "u_shape",
-        {"objective": "mlm", "size": ("610m", "1b"), **FINAL_42K},
-        None,
-        ("size", "task_type", "masking_tenths", "dataset"),
-        "greater",
-        "points per 10 pp of masking",
-        "each of the 8 Figure 3 curves (610M, 1B x 4 task-type averages) has an interior minimum: "
-        "its fitted quadratic falls at 20% and rises at 50%",
-        across=("size", "task_type"),
-        covariate="masking_tenths",
-    ),
-    Claim(
-        "clm_leads_early",
-        "CLM is more data-efficient: it leads MLM early in pretraining (1k-5k steps)",
-        "Sec. 4, Fig. 4, Tables 6-9",
-        "difference",
-        {**CLM, **INTERMEDIATE_610M},
-        {**MLM40, **INTERMEDIATE_610M},
-        ("checkpoint_step", "dataset"),
-        "greater",
-        "points",
-        "each of the 1k, 2k, 5k checkpoints (610M CLM - MLM-40, mean of the 12 datasets) above 0",
-        across=("checkpoint_step",),
-        levels={"checkpoint_step": EARLY_STEPS},
-        crossover_on="checkpoint_step",
-    ),
-    Claim(
-        "clm_less_lr_sensitive",
-        "CLM models are less sensitive to the fine-tuning learning rate",
-        "Sec. 4, Fig. 5",
-        "spread",
-        {**CLM, **FINAL_42K},
-        {**MLM40, **FINAL_42K},
-        ("size", "dataset"),
-        "less",
-        "ratio of LR-sensitivity SDs (CLM / MLM-40)",
-        "the LR variance component (seed noise removed), summed over the 36 size x dataset cells, "
-        "smaller for CLM: SD ratio below 1",
-        covariate="lr",
-        needs_runs="Figure 5 is the spread over every LR in [1e-5, 1e-4] and seed; the tables print "
-        "only the best-LR mean per seed",
-    ),
-    Claim(
-        "biphasic_beats_mlm",
-        "At a fixed budget, CLM then MLM (25/75 and 50/50 splits) beats MLM only",
-        "Sec. 5, Fig. 6, Tables 10-13",
-        "difference",
-        {
-            "objective": "clm+mlm",
-            "masking_ratio": DEFAULT_MASKING_RATIO,
-            "clm_share": (0.25, 0.5),
-            "size": "610m",
-            "final": True,
-        },
-        {**MLM40, "size": "610m", "final": True, "schedule_steps": tuple(BIPHASIC_SPLITS)},
-        ("schedule_steps", "dataset"),
-        "greater",
-        "points",
-        "each split (25%, 50% CLM) at each budget (12k, 22k, 42k): biphasic - MLM-40, mean of the 12 datasets, above 0",
-        across=("schedule_steps", "clm_share"),
-    ),
-    Claim(
-        "biphasic_less_ratio_sensitive",
-        "After a CLM phase, the masking ratio of the MLM phase matters less",
-        "Sec. 5, Fig. 7",
-        "spread",
-        {"objective": "clm+mlm", "clm_steps": CLM_STEPS_BEFORE_MASKING, "size": "610m", **FINAL_42K},
-        {"objective": "mlm", "size": "610m", **FINAL_42K},
-        ("dataset",),
-        "less",
-        "ratio of masking-ratio SDs (CLM+MLM / MLM)",
-        "the variance of the true means over the 4 masking ratios (seed noise removed), summed over "
-        "the 12 datasets, smaller after CLM: SD ratio below 1",
-        covariate="masking_tenths",
-        needs_runs="Figure 7's 40k CLM + 2k MLM models (610m-clm-40k-mlm{20,30,40,50}-42k) are in "
-        "no table; the paper plots them from its raw runs",
-    ),
-    Claim(
-        "cpt_clm_base_beats_mlm_base",
-        "Continued MLM pretraining (22k steps) of a CLM model beats continuing an MLM model",
-        "Sec. 5, Fig. 8, Tables 14-17",
-        "difference",
-        {"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": LONGEST_CPT},
-        {"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": LONGEST_CPT},
-        ("dataset",),
-        "greater",
-        "points",
-        "the mean over the 12 datasets above 0 (one comparison: Figure 8)",
-    ),
-)
 
 
 class NotTestable(Exception):
