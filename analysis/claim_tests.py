@@ -160,6 +160,20 @@ def holm(p_values) -> np.ndarray:
     return out if np.ndim(p_values) == 2 else out[0]
 
 
+def family_holm(p_values, primary=None) -> np.ndarray:
+    """Holm along the last axis over the primary claims; each non-primary (sensitivity) claim is
+    adjusted as if it alone were added to the primary family, so that a second reading of one
+    sentence neither enlarges the family of the others nor escapes adjustment itself."""
+    p = np.asarray(p_values, dtype=float)
+    primary = np.ones(p.shape[-1], dtype=bool) if primary is None else np.asarray(primary, dtype=bool)
+    out = holm(np.where(primary, p, np.nan))
+    for j in np.flatnonzero(~primary):
+        alone = primary.copy()
+        alone[j] = True
+        out[..., j] = holm(np.where(alone, p, np.nan))[..., j]
+    return out
+
+
 def decide(p_for_holm, p_against_holm):
     """The verdict from the Holm-adjusted p-values (arrays give an array of verdicts)."""
     return np.where(
@@ -169,32 +183,34 @@ def decide(p_for_holm, p_against_holm):
     )
 
 
-def _verdict_grid(claims: Sequence[Sequence[ComponentStats] | None], taus: np.ndarray) -> np.ndarray:
+def _verdict_grid(claims: Sequence[Sequence[ComponentStats] | None], taus: np.ndarray, primary=None) -> np.ndarray:
     """(taus x claims) verdicts, every claim re-tested at each pretraining sd ("" = not testable)."""
     p_for = np.full((len(taus), len(claims)), np.nan)
     p_against = np.full((len(taus), len(claims)), np.nan)
     for i, components in enumerate(claims):
         if components:
             p_for[:, i], p_against[:, i] = _claim_p_grid(components, taus)
-    verdicts = decide(holm(p_for), holm(p_against)).astype(object)
+    verdicts = decide(family_holm(p_for, primary), family_holm(p_against, primary)).astype(object)
     verdicts[np.isnan(p_for)] = ""
     return verdicts
 
 
-def verdicts_at(claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0) -> list[str]:
+def verdicts_at(
+    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, primary=None
+) -> list[str]:
     """Every claim's verdict with pretraining sd tau, Holm across the testable ones ("" for None)."""
-    return list(_verdict_grid(claims, np.asarray([pretraining_sd], dtype=float))[0])
+    return list(_verdict_grid(claims, np.asarray([pretraining_sd], dtype=float), primary)[0])
 
 
 def tipping_pretraining_sd(
-    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, upper: float = 50.0
+    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, upper: float = 50.0, primary=None
 ) -> list[float]:
     """Per claim: the largest pretraining sd (points) up to which its verdict at `pretraining_sd`
     still holds, every claim re-tested and re-adjusted at each value (to 0.1% of the value); inf
     when it holds up to `upper`; NaN where it does not apply (not testable, inconclusive: more
     variance cannot make a claim conclusive, or no cell terms)."""
     grid = pretraining_sd + np.concatenate([[0.0], np.geomspace(1e-3, upper, 400)])
-    at = _verdict_grid(claims, grid)
+    at = _verdict_grid(claims, grid, primary)
     out = []
     for i, components in enumerate(claims):
         verdict = at[0, i]
@@ -207,6 +223,6 @@ def tipping_pretraining_sd(
             continue
         # The coarse values are 2.7% apart; 64 between the last that holds and the first that does not.
         fine = np.linspace(grid[changed[0] - 1], grid[changed[0]], 64)
-        holds = _verdict_grid(claims, fine)[:, i] == verdict
+        holds = _verdict_grid(claims, fine, primary)[:, i] == verdict
         out.append(float(fine[np.argmin(holds) - 1]))
     return out

@@ -34,7 +34,7 @@ from scipy import stats
 from analysis.aggregate import iter_cell_replicates, scan_runs
 from analysis.bench import release_models
 from analysis.cells import describe_models
-from analysis.claim_definitions import CLAIMS, Claim
+from analysis.claim_definitions import CLAIMS, CURVE_TESTS, Claim
 from analysis.claim_tests import (
     CONTRADICTED,
     SUPPORTED,
@@ -42,7 +42,7 @@ from analysis.claim_tests import (
     ComponentStats,
     claim_p,
     decide,
-    holm,
+    family_holm,
     interval,
     tipping_pretraining_sd,
 )
@@ -79,13 +79,17 @@ CSV_COLUMNS = ["claim", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "v
 _BOUNDS = ("low", "high", "low_mcse", "high_mcse")
 DETAIL_COLUMNS = [
     "sentence",
+    "quote",
+    "verbatim",
     "location",
+    "role",
     "test",
     "scope",
     "direction",
     "boundary",
     "unit",
     "margin",
+    "margin_source",
     "ci_level",
     "shown",
     "qualifying",
@@ -347,14 +351,15 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
         level = tuple(key[keys.index(c)] for c in claim.across)
         if all(c not in claim.levels or np.isclose(v, claim.levels[c]).any() for c, v in zip(claim.across, level)):
             by_level.setdefault(level, []).append((key, weights))
-    if claim.test == "u_shape":
-        return [c for level, members in sorted(by_level.items()) for c in _u_components(claim, level, members)]
+    if claim.test in CURVE_TESTS:
+        build = _u_components if claim.test == "u_shape" else _monotone_components
+        return [c for level, members in sorted(by_level.items()) for c in build(claim, level, members)]
     components = [
         Component(
             _level_label(claim.across, level),
             _level_label(claim.across, level),
             _mean_weights([w for _, w in members]),
-            *_side(claim),
+            *_side(claim, level),
             groups=tuple(w for _, w in members),
         )
         for level, members in sorted(by_level.items())
@@ -377,26 +382,36 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
     ]
 
 
-def _side(claim: Claim) -> tuple[str, float]:
-    if claim.test == "noninferiority":
+def _side(claim: Claim, level: tuple = ()) -> tuple[str, float]:
+    """(direction, boundary) of a component: -margin where the claim (or, for a claim with
+    `noninferior` levels, this level) is a non-inferiority statement."""
+    at = dict(zip(claim.across, level))
+    if claim.test == "noninferiority" or any(
+        c in at and np.isclose(at[c], values).any() for c, values in claim.noninferior.items()
+    ):
         return "greater", -claim.margin
     if claim.test == "equivalence":
         return "equivalent", claim.margin
     return claim.direction, 0.0
 
 
-def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
-    """The fitted quadratic's slope at the curve's lowest x (claimed < 0) and highest x (> 0):
-    both hold exactly when the quadratic has its minimum strictly inside the range (a U)."""
-    curve = _level_label(claim.across, level)
+def _curve_points(claim: Claim, members: list) -> tuple[np.ndarray, list[dict[int, float]]]:
+    """A curve's x values (sorted) and, per x, the weights of the mean of its datasets."""
     position = claim.pair_on.index(claim.covariate)
     by_x: dict[float, list[dict[int, float]]] = {}
     for key, weights in members:
         by_x.setdefault(float(key[position]), []).append(weights)
     xs = np.array(sorted(by_x))
+    return xs, [_mean_weights(by_x[x]) for x in xs]
+
+
+def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
+    """The fitted quadratic's slope at the curve's lowest x (claimed < 0) and highest x (> 0):
+    both hold exactly when the quadratic has its minimum strictly inside the range (a U)."""
+    curve = _level_label(claim.across, level)
+    xs, means = _curve_points(claim, members)
     if len(xs) < 3:
         return []
-    means = [_mean_weights(by_x[x]) for x in xs]  # each x: the mean of its datasets
     fit = np.linalg.pinv(np.vander(xs, 3, increasing=True))  # rows: intercept, b, c of a + b x + c x^2
     b = _add(*((fit[1, j], means[j]) for j in range(len(xs))))
     c = _add(*((fit[2, j], means[j]) for j in range(len(xs))))
@@ -408,6 +423,17 @@ def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
         Component(
             f"{curve} slope at {high * 10:g}%", curve, _add((1.0, b), (2 * high, c)), "greater", shape=(b, c), groups=()
         ),
+    ]
+
+
+def _monotone_components(claim: Claim, level: tuple, members: list) -> list[Component]:
+    """Each step between consecutive x of the curve (mean of its datasets) in the claimed
+    direction: all hold exactly when the curve is strictly monotone ("prefers higher ratios")."""
+    curve = _level_label(claim.across, level)
+    xs, means = _curve_points(claim, members)
+    return [
+        Component(f"{curve} {a * 10:g}% to {b * 10:g}%", curve, _add((1.0, wb), (-1.0, wa)), claim.direction)
+        for a, b, wa, wb in zip(xs, xs[1:], means, means[1:])
     ]
 
 
@@ -493,7 +519,7 @@ def claim_coverage(claim: Claim, cells: pd.DataFrame) -> Coverage:
             + (f"; unmatched (their pair or curve is incomplete) {describe_cells_list(unmatched)}" if unmatched else "")
         )
     whole = [label for label in needed_parts if label not in have_parts]
-    if whole and claim.test != "spread" and (claim.across or claim.test in ("steps", "u_shape")):
+    if whole and claim.test != "spread" and (claim.across or claim.test in ("steps", *CURVE_TESTS)):
         lacking = set().union(*(needed_parts[label] for label in whole)) - used
         raise NotTestable(
             f"no cells for {', '.join(whole)} (the claim needs every one): missing {describe_cells_list(lacking)}"
@@ -601,8 +627,8 @@ def _rliable(claim: Claim, component: Component, inputs: ClaimInputs) -> dict:
 
 def _contrast_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
     components = claim_components(claim, inputs.cells)
-    if claim.test == "u_shape" and not components:
-        raise NotTestable(f"no curve has 3 or more values of {claim.covariate} to fit a quadratic")
+    if claim.test in CURVE_TESTS and not components:
+        raise NotTestable(f"no curve has enough values of {claim.covariate} (3 for a quadratic, 2 for a step)")
     stats = [_component_stats(c, inputs.cells) for c in components]
     tested = claim_p(stats, pretraining_sd)
     shown, shown_stats = components[tested.deciding], stats[tested.deciding]
@@ -815,6 +841,10 @@ def evaluate_claim(
         "direction": claim.direction,
         "unit": claim.unit,
         "margin": claim.margin,
+        "margin_source": claim.margin_source,
+        "quote": claim.quote,
+        "verbatim": claim.verbatim,
+        "role": claim.role,
         "source": inputs.source,
         "pretraining_sd": pretraining_sd,
         "verdict": "",
@@ -847,13 +877,14 @@ def with_verdicts(
     tested = [claim_p(c, pretraining_sd) if c else None for c in components]
     report["p_value"] = [t.p_for if t else np.nan for t in tested]
     report["p_against"] = [t.p_against if t else np.nan for t in tested]
-    report["p_holm"] = holm(report["p_value"])
-    report["p_against_holm"] = holm(report["p_against"])
+    primary = (report["role"] == "primary").to_numpy()
+    report["p_holm"] = family_holm(report["p_value"], primary)
+    report["p_against_holm"] = family_holm(report["p_against"], primary)
     testable = np.array([t is not None for t in tested])
     report.loc[testable, "verdict"] = decide(
         report.loc[testable, "p_holm"].to_numpy(), report.loc[testable, "p_against_holm"].to_numpy()
     )
-    report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd)
+    report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd, primary=primary)
     planning, seeds_only, with_runs = [], [], []
     for tested_components in components:
         if not tested_components or any(s.terms is None for s in tested_components):

@@ -129,7 +129,7 @@ def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> D
         None,
         claim_power(components, MAX_SEEDS, most, pretraining_sd),
         pretraining_sd,
-        f"more than {most} runs x {MAX_SEEDS} seeds",
+        f"more than {most} runs x {MAX_SEEDS} seeds" if most > 1 else f"more than {MAX_SEEDS} seeds",
     )
 
 
