@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -226,3 +226,36 @@ def tipping_pretraining_sd(
         holds = _verdict_grid(claims, fine, primary)[:, i] == verdict
         out.append(float(fine[np.argmin(holds) - 1]))
     return out
+
+
+def flip_margin(
+    claims: Sequence[Sequence[ComponentStats] | None],
+    index: int,
+    margin: float,
+    pretraining_sd: float = 0.0,
+    primary=None,
+    upper_factor: float = 100.0,
+) -> float:
+    """The non-inferiority margin at which claim `index` turns `supported`: supported exactly when
+    its margin exceeds the returned value, every other claim's p fixed and Holm re-applied (its
+    margin components, those with boundary -margin, moved to -m). 0 when it is supported even
+    with no margin (a superiority result), inf when not up to upper_factor x margin."""
+    others = [claim_p(c, pretraining_sd).p_for if c else np.nan for c in claims]
+    moving = [c.null == -margin and c.direction == "greater" for c in claims[index]]
+
+    def supported(m: float) -> bool:
+        moved = [replace(c, null=-m) if move else c for c, move in zip(claims[index], moving)]
+        p = list(others)
+        p[index] = claim_p(moved, pretraining_sd).p_for
+        return bool(family_holm(np.asarray(p), primary)[index] < ALPHA)
+
+    if supported(0.0):
+        return 0.0
+    high = upper_factor * margin
+    if not supported(high):
+        return math.inf
+    low = 0.0
+    for _ in range(60):  # p is monotone in the margin: bisection to well below 0.001 points
+        middle = (low + high) / 2
+        low, high = (low, middle) if supported(middle) else (middle, high)
+    return high

@@ -43,6 +43,7 @@ from analysis.claim_tests import (
     claim_p,
     decide,
     family_holm,
+    flip_margin,
     interval,
     tipping_pretraining_sd,
 )
@@ -90,6 +91,7 @@ DETAIL_COLUMNS = [
     "unit",
     "margin",
     "margin_source",
+    "flip_margin",
     "ci_level",
     "shown",
     "qualifying",
@@ -885,6 +887,11 @@ def with_verdicts(
         report.loc[testable, "p_holm"].to_numpy(), report.loc[testable, "p_against_holm"].to_numpy()
     )
     report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd, primary=primary)
+    # Non-inferiority: the margin at which the verdict would flip (docs/claims.md, "Margins").
+    report["flip_margin"] = [
+        flip_margin(components, i, float(m), pretraining_sd, primary) if c and pd.notna(m) else np.nan
+        for i, (c, m) in enumerate(zip(components, report["margin"]))
+    ]
     planning, seeds_only, with_runs = [], [], []
     for tested_components in components:
         if not tested_components or any(s.terms is None for s in tested_components):

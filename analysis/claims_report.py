@@ -89,6 +89,27 @@ def _text(value) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
+def _flip(value) -> str:
+    if pd.isna(value):
+        return "—"
+    if value == math.inf:
+        return "none: not supported at any margin (its other components decide)"
+    if value == 0:
+        return "0 (supported with no margin)"
+    return f"supported when the margin exceeds {value:.3f}"
+
+
+def margin_lines(report: pd.DataFrame) -> list[str]:
+    """One line per non-inferiority claim: its margin, where the number comes from, and the margin at
+    which the verdict would flip."""
+    rows = report[report["margin"].notna() & (report["verdict"] != NOT_TESTABLE)]
+    return [
+        f"margin: {r['claim']}: {r['margin']:g} {r['unit']} ({_text(r.get('margin_source'))}); "
+        f"verdict {r['verdict']}, {_flip(r.get('flip_margin'))}"
+        for r in rows.to_dict("records")
+    ]
+
+
 def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None) -> str:
     source = report["source"].iloc[0] if len(report) else ""
     testable = report[report["verdict"] != NOT_TESTABLE]
@@ -163,6 +184,18 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
                 f"{_sd(r['tipping_pretraining_sd'])} | {_sd(r['planning_pretraining_sd'])} | "
                 f"{_text(r['seeds_for_80'])} | {_text(r['design_for_80'])} |"
             )
+    margins = margin_lines(report)
+    if margins:
+        lines += [
+            "",
+            "## Margins",
+            "",
+            "Each non-inferiority margin is on the paper's own scale, with its source; the flip margin is "
+            "the margin above which the claim would be supported, every other claim fixed and Holm re-applied "
+            '(docs/claims.md, "Margins").',
+            "",
+        ]
+        lines += [f"- {m.removeprefix('margin: ')}" for m in margins]
     if "seed_boot_low" in report and report["seed_boot_low"].notna().any():
         lines += [
             "",
@@ -327,6 +360,6 @@ def verdict_table(report: pd.DataFrame) -> str:
             ],
         }
     )
-    lines = [view.to_string(index=False), "", ONE_PRETRAINING_RUN]
+    lines = [view.to_string(index=False), "", ONE_PRETRAINING_RUN, *margin_lines(report)]
     lines += [f"warning: {c}: {w}" for c, w in zip(report["claim"], report["warning"]) if _text(w)]
     return "\n".join(lines)

@@ -367,3 +367,20 @@ def test_readme_tables_are_the_published_report(published_report):
         assert seeds == row.seeds_for_80, claim
         expected = f"{row.design_for_80} ({row.planning_pretraining_sd:.2f})"
         assert design == ("none" if row.design_for_80.startswith("none") else expected), claim
+
+
+def test_flip_margin_is_where_the_non_inferiority_verdict_changes(published, published_report):
+    """Issue 36: the report prints the margin at which each non-inferiority verdict flips; the
+    claim re-evaluated with a margin 1% above it is supported, 1% below it is not (Holm over the
+    same family). Biphasic: its 22k 25/75 superiority component decides, at any margin."""
+    report = published_report.set_index("claim")
+    flip = report.loc["clm_competitive_tc", "flip_margin"]
+    assert 0.3 < flip < 0.5 and report.loc["clm_competitive_tc", "verdict"] == INCONCLUSIVE
+    for factor, verdict in ((1.01, SUPPORTED), (0.99, INCONCLUSIVE)):
+        claims = tuple(replace(c, margin=flip * factor) if c.id == "clm_competitive_tc" else c for c in CLAIMS)
+        again = evaluate_claims(published, claims=claims, reps=0).set_index("claim")
+        assert again.loc["clm_competitive_tc", "verdict"] == verdict, factor
+    assert report.loc["biphasic_beats_mlm", "flip_margin"] == math.inf
+    assert math.isnan(report.loc["mlm_beats_clm_sc", "flip_margin"])
+    assert f"supported when the margin exceeds {flip:.3f}" in verdict_table(published_report)
+    assert "## Margins" in claims_markdown(published_report, None, None)
