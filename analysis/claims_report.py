@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from analysis.claim_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE
+from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE, WEAKEST_CAVEAT
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
 VERDICT_COLORS = {SUPPORTED: "#1b7837", CONTRADICTED: "#b2182b", INCONCLUSIVE: "#7f7f7f", NOT_TESTABLE: "#bbbbbb"}
@@ -75,6 +75,13 @@ def _estimate(r: dict) -> str:
     level = r.get("ci_level")
     label = "" if pd.isna(level) or round(float(level), 2) == 0.95 else f" ({float(level):.0%} CI)"
     return f"{_num(r['estimate'])} {_interval(r['ci_low'], r['ci_high'])}{label}"
+
+
+def _weakest(r: dict) -> str:
+    """The deciding component and its interval, where it is not the headline (else "")."""
+    if r["verdict"] == NOT_TESTABLE or pd.isna(r.get("weakest")) or r.get("weakest") == r.get("shown"):
+        return ""
+    return f"{r['weakest']}: {_num(r['weakest_estimate'])} {_interval(r['weakest_ci_low'], r['weakest_ci_high'])}*"
 
 
 def _shown(r: dict) -> str:
@@ -142,14 +149,18 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
         "",
         "## Verdicts",
         "",
-        "| claim | the paper says | what must hold | shown | estimate [95% CI] | unit | qualifying | p | p (Holm) "
-        "| verdict |",
-        "|---|---|---|---|---:|---|---|---:|---:|---|",
+        WEAKEST_CAVEAT + " Weakest intervals are marked *.",
+        "",
+        "| claim | the paper says | what must hold | headline | estimate [95% CI] | weakest (deciding) | unit "
+        "| qualifying | p | p (Holm) | verdict |",
+        "|---|---|---|---|---:|---|---|---|---:|---:|---|",
     ]
     for r in records:
+        quote = f'"{r["quote"]}"' if r.get("verbatim") is True else f"{_text(r.get('quote'))} (paraphrase)"
+        role = " (sensitivity reading)" if r.get("role") == "sensitivity" else ""
         lines.append(
-            f"| `{r['claim']}` | {r['sentence']} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
-            f"{r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
+            f"| `{r['claim']}`{role} | {quote} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
+            f"{_weakest(r)} | {r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
             f"| **{r['verdict']}** |"
         )
     if not testable.empty:
@@ -341,8 +352,9 @@ def verdict_table(report: pd.DataFrame) -> str:
     view = pd.DataFrame(
         {
             "claim": report["claim"],
-            "shown": [_shown(r) for r in report.to_dict("records")],
+            "headline": [_shown(r) for r in report.to_dict("records")],
             "estimate [CI]": [_estimate(r) for r in report.to_dict("records")],
+            "weakest [CI]*": [_weakest(r) for r in report.to_dict("records")],
             "qualifying": report["qualifying"].map(_text),
             "p_holm": [_p(p) for p in report["p_holm"]],
             "verdict": [
@@ -360,6 +372,6 @@ def verdict_table(report: pd.DataFrame) -> str:
             ],
         }
     )
-    lines = [view.to_string(index=False), "", ONE_PRETRAINING_RUN, *margin_lines(report)]
+    lines = [view.to_string(index=False), "", "* " + WEAKEST_CAVEAT, ONE_PRETRAINING_RUN, *margin_lines(report)]
     lines += [f"warning: {c}: {w}" for c, w in zip(report["claim"], report["warning"]) if _text(w)]
     return "\n".join(lines)

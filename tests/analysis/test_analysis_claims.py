@@ -71,11 +71,12 @@ def test_published_report(published_report):
     assert set(untestable.index) == {"clm_less_lr_sensitive", "biphasic_less_ratio_sensitive"}
     assert "Figure 5" in untestable.loc["clm_less_lr_sensitive", "reason"]
     assert "Figure 7" in untestable.loc["biphasic_less_ratio_sensitive", "reason"]
-    assert report.loc["mlm_beats_clm_sc", "verdict"] == SUPPORTED and report.loc["mlm_beats_clm_sc", "shown"] == "210m"
+    assert report.loc["mlm_beats_clm_sc", "verdict"] == SUPPORTED and report.loc["mlm_beats_clm_sc", "shown"] == "610m"
+    assert report.loc["mlm_beats_clm_sc", "weakest"] == "210m"
     # Issue 36: at the margin on the paper's scale (0.125 F1) the 1B estimate -0.06 [-0.28, 0.17] is
     # not clearly non-inferior.
     assert report.loc["clm_competitive_tc", "verdict"] == INCONCLUSIVE
-    assert report.loc["clm_competitive_tc", "shown"] == "1b"
+    assert report.loc["clm_competitive_tc", "weakest"] == "1b"
     # Issue 29: at 610M alone CLM - MLM-40 = +0.48, not significant once Holm counts the claims.
     assert report.loc["clm_beats_mlm_tc_610m", "verdict"] == INCONCLUSIVE
     assert report.loc["clm_beats_mlm_tc_610m", "p_value"] < 0.05 < report.loc["clm_beats_mlm_tc_610m", "p_holm"]
@@ -90,10 +91,10 @@ def test_published_report(published_report):
     assert report.loc["ir_prefers_high_masking", "verdict"] == INCONCLUSIVE
     # Per task type (Figure 8's panels): better on SC, worse on QA.
     assert report.loc["cpt_clm_base_beats_mlm_base", "verdict"] == INCONCLUSIVE
-    assert report.loc["cpt_clm_base_beats_mlm_base", "shown"] == "QA"
+    assert report.loc["cpt_clm_base_beats_mlm_base", "weakest"] == "QA"
     assert "SC: 0.93" in report.loc["cpt_clm_base_beats_mlm_base", "components"]
-    assert report.loc["clm_leads_early", "shown"] == "QA 5k steps"
-    assert report.loc["biphasic_beats_mlm", "shown"] == "42k budget 75% CLM"
+    assert report.loc["clm_leads_early", "weakest"] == "QA 5k steps"
+    assert report.loc["biphasic_beats_mlm", "weakest"] == "42k budget 75% CLM"
     assert (report.loc[report.verdict != NOT_TESTABLE, "cells_used"] == report.cells_needed.dropna()).all()
     assert (report["warning"].fillna("") == "").all()
     # Published numbers have no seeds: no bootstrap over seeds or instances, no rliable metrics.
@@ -114,8 +115,10 @@ def test_published_components_by_hand(published_report):
         variances += [(hw * math.sqrt(5) / 1.96) ** 2 / 5 / 9 for hw in (mlm.ci_halfwidth, clm.ci_halfwidth)]
     df = sum(variances) ** 2 / sum(v**2 / 4 for v in variances)
     row = published_report.set_index("claim").loc["mlm_beats_clm_sc"]
-    assert row.estimate == pytest.approx(np.mean(diffs)) == pytest.approx(2.09, abs=0.005)
-    assert (row.ci_high - row.ci_low) / 2 == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(sum(variances)))
+    assert row.weakest == "210m"  # the deciding component; the headline is 610M
+    assert row.weakest_estimate == pytest.approx(np.mean(diffs)) == pytest.approx(2.09, abs=0.005)
+    half = (row.weakest_ci_high - row.weakest_ci_low) / 2
+    assert half == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(sum(variances)))
     assert row.n_runs == 90  # 18 printed cells x 5 seeds
     assert row.components.startswith("1b: 5.56") and "210m: 2.09" in row.components
 
@@ -384,3 +387,22 @@ def test_flip_margin_is_where_the_non_inferiority_verdict_changes(published, pub
     assert math.isnan(report.loc["mlm_beats_clm_sc", "flip_margin"])
     assert f"supported when the margin exceeds {flip:.3f}" in verdict_table(published_report)
     assert "## Margins" in claims_markdown(published_report, None, None)
+
+
+def test_the_headline_is_pre_registered_and_the_weakest_is_shown_beside_it(published):
+    """Issue 36 item 5: the estimate shown is the headline named in the claim definition whatever
+    the data say; the deciding (weakest) component is reported beside it with its caveat."""
+    for gaps in ({"210m": 3.0, "610m": 1.0, "1b": 3.0}, {"210m": 1.0, "610m": 3.0, "1b": 3.0}):
+        inputs = _tree(
+            published,
+            lambda cells, gaps=gaps: np.where(
+                (cells.objective == "mlm") & np.isclose(cells.masking_tenths, 4.0), 80.0 + cells["size"].map(gaps), 80.0
+            ),
+        )
+        row = evaluate_claims(inputs, reps=0).set_index("claim").loc["mlm_beats_clm_sc"]
+        assert row.shown == CLAIM["mlm_beats_clm_sc"].headline == "610m"
+        assert row.estimate == pytest.approx(gaps["610m"], abs=1e-9)
+        assert row.weakest == min(gaps, key=gaps.get) and row.weakest_estimate == pytest.approx(1.0)
+    assert all(c.headline for c in CLAIMS if c.test != "spread")
+    table = verdict_table(evaluate_claims(published, reps=0))
+    assert "210m: 2.09 [1.75, 2.43]*" in table and "not a 95% interval" in table
