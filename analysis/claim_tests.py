@@ -21,7 +21,7 @@ against the boundary the paper's sentence puts on it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -40,6 +40,19 @@ class CellTerm:
     weight: float
     sd: float
     n: int
+    task_type: str = ""  # which pretraining SD applies when it is given per task type
+
+
+def pretraining_variance(terms: Sequence[CellTerm], tau) -> float:
+    """The variance a pretraining SD adds to a contrast: each model's run effect shifts its cells
+    alike, so per model (sum of its weights x tau)^2, with tau per cell's task type when `tau` is a
+    {task type: SD} mapping (the effects of one run on its task types taken as fully correlated:
+    the conservative case, as for category averages)."""
+    by_model: dict[str, float] = {}
+    for t in terms:
+        sd = tau.get(t.task_type, 0.0) if isinstance(tau, Mapping) else tau
+        by_model[t.model] = by_model.get(t.model, 0.0) + t.weight * sd
+    return float(sum(v * v for v in by_model.values()))
 
 
 @dataclass(frozen=True)
@@ -80,12 +93,16 @@ class ComponentStats:
     def se_df(self, pretraining_sd=0.0):
         """Standard error and Welch-Satterthwaite df with pretraining sd tau (a number or an array;
         tau is known: its part has infinite df)."""
-        tau = np.asarray(pretraining_sd, dtype=float)
+        if isinstance(pretraining_sd, Mapping):  # one SD per task type: a single value
+            added, tau = (pretraining_variance(self.terms, pretraining_sd) if self.terms else 0.0), np.asarray(0.0)
+        else:
+            tau = np.asarray(pretraining_sd, dtype=float)
+            added = tau**2 * self.pretraining_weight
         if self.terms is None:
             return np.full(tau.shape, self.fixed_se)[()], np.full(tau.shape, self.fixed_df)[()]
         parts = np.array([t.weight**2 * t.sd**2 / t.n for t in self.terms])
         dfs = np.array([t.n - 1 for t in self.terms], dtype=float)
-        total = parts.sum() + tau**2 * self.pretraining_weight
+        total = parts.sum() + added
         denominator = float(np.sum(parts**2 / dfs))
         df = total**2 / denominator if denominator > 0 else np.full(tau.shape, np.inf)[()]
         return np.sqrt(total), df
@@ -131,17 +148,20 @@ class ClaimP:
     passing: tuple[bool, ...]  # per component: its own test passes (unadjusted, level ALPHA)
 
 
-def claim_p(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> ClaimP:
-    p_for, p_against = _claim_p_grid(components, np.asarray([pretraining_sd], dtype=float))
-    each = [float(component_p(c, pretraining_sd)[0]) for c in components]
+def claim_p(components: Sequence[ComponentStats], pretraining_sd=0.0) -> ClaimP:
+    """`pretraining_sd`: points, or {task type: points} (SDs estimated from replicates)."""
+    grid = pretraining_sd if isinstance(pretraining_sd, Mapping) else np.asarray([pretraining_sd], dtype=float)
+    p_for, p_against = _claim_p_grid(components, grid)
+    each = [float(np.ravel(component_p(c, pretraining_sd)[0])[0]) for c in components]
     return ClaimP(float(p_for[0]), float(p_against[0]), int(np.argmax(each)), tuple(p < ALPHA for p in each))
 
 
 def _claim_p_grid(components: Sequence[ComponentStats], taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The claim's (p for, p against) at each pretraining sd of `taus`."""
+    """The claim's (p for, p against) at each pretraining sd of `taus` (or at one {task type: sd})."""
     ps = [component_p(c, taus) for c in components]
-    p_for = np.max([np.broadcast_to(p, taus.shape) for p, _ in ps], axis=0)
-    p_against = np.minimum(1.0, len(ps) * np.min([np.broadcast_to(q, taus.shape) for _, q in ps], axis=0))
+    shape = (1,) if isinstance(taus, Mapping) else taus.shape
+    p_for = np.max([np.broadcast_to(p, shape) for p, _ in ps], axis=0)
+    p_against = np.minimum(1.0, len(ps) * np.min([np.broadcast_to(q, shape) for _, q in ps], axis=0))
     return p_for, p_against
 
 
@@ -209,6 +229,8 @@ def tipping_pretraining_sd(
     still holds, every claim re-tested and re-adjusted at each value (to 0.1% of the value); inf
     when it holds up to `upper`; NaN where it does not apply (not testable, inconclusive: more
     variance cannot make a claim conclusive, or no cell terms)."""
+    if isinstance(pretraining_sd, Mapping):  # SDs estimated per task type: no single SD to tip
+        return [float("nan")] * len(claims)
     grid = pretraining_sd + np.concatenate([[0.0], np.geomspace(1e-3, upper, 400)])
     at = _verdict_grid(claims, grid, primary)
     out = []

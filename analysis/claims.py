@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -50,6 +50,7 @@ from analysis.claim_tests import (
 from analysis.intervals import Z_95, keyed_rng, percentile_bounds
 from analysis.models import pseudo_seeds
 from analysis.power import TARGET_POWER, plan
+from analysis.pretraining_variance import estimate_pretraining_sd, pretraining_sd_profile
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
 from analysis.small_sample import (
@@ -59,8 +60,10 @@ from analysis.small_sample import (
     lr_variance,
     sd_ratio,
     seed_bootstrap_calibration,
+    shared_level_variance,
     stretch,
 )
+from contracts.model_names import split_replicate
 from contracts.paper import (
     AVERAGE,
     DATASET_BY_ID,
@@ -170,10 +173,16 @@ def _size_params(size) -> float:
 
 
 def describe_cells(cells: pd.DataFrame) -> pd.DataFrame:
-    """The model-description columns plus those the claims select on: final (the checkpoint is
+    """The model-description columns plus those the claims select on: configuration and replicate
+    (contracts.model_names.split_replicate), final (the checkpoint is
     its schedule's last), clm_share (CLM share of the steps, to the nearest quarter: 3k of 12k,
     5k of 22k, 10k of 42k are all 25%), log2_params, masking_tenths (masking ratio x 10)."""
     out = pd.concat([cells.reset_index(drop=True), describe_models(cells["model"].reset_index(drop=True))], axis=1)
+    # A repeated pretraining run of one configuration (`-rep<k>`, contracts.model_names) selects
+    # like its configuration, so a claim's groups average over the replicates.
+    split = [split_replicate(m) for m in out["model"]]
+    out["configuration"] = [c for c, _ in split]
+    out["replicate"] = [k for _, k in split]
     out["final"] = out["checkpoint_step"] == out["schedule_steps"]
     steps = (out["clm_steps"] + out["mlm_steps"]).astype(float)
     out["clm_share"] = np.round(4 * out["clm_steps"].astype(float) / steps.where(steps > 0)) / 4
@@ -556,7 +565,11 @@ def _component_stats(component: Component, cells: pd.DataFrame) -> ComponentStat
         few = int(np.argmax(ns < 2))
         raise NotTestable(f"{models[few]}/{cells['dataset'].to_numpy()[rows][few]} has fewer than 2 seeds")
     weights = np.array([component.weights[r] for r in rows])
-    terms = tuple(CellTerm(str(m), float(w), float(s), int(n)) for m, w, s, n in zip(models, weights, sds, ns))
+    task_types = cells["task_type"].to_numpy()[rows]
+    terms = tuple(
+        CellTerm(str(m), float(w), float(s), int(n), str(t))
+        for m, w, s, n, t in zip(models, weights, sds, ns, task_types)
+    )
     return ComponentStats(
         component.label, component.curve, float(weights @ means), component.direction, component.boundary, terms
     )
@@ -703,12 +716,18 @@ def _lr_table(inputs: ClaimInputs, cell: int) -> np.ndarray:
     return table
 
 
+def _tau_for(pretraining_sd, task_type: str) -> float:
+    """The pretraining SD of a task type: per task type (a mapping) or one for all."""
+    return float(pretraining_sd.get(task_type, 0.0)) if isinstance(pretraining_sd, Mapping) else float(pretraining_sd)
+
+
 def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
     """Variance components (analysis.small_sample) per matched group, treatment and control; the
     claim is their ratio over groups (Fieller interval), tested by the paired t of the differences."""
     pairs = [(t, c) for t, c in _spread_pairs(claim, inputs.cells).values() if t and c]
     cells = inputs.cells
-    if claim.covariate == "lr":
+    extra = (0.0, 0.0)
+    if claim.covariate == "lr":  # an LR spread is within one model: no pretraining run crossed
         pairs = [(t, c) for t, c in pairs if len(t) == 1 and len(c) == 1]
         if len(pairs) < 2:
             raise NotTestable("fewer than 2 groups with one treatment and one control cell")
@@ -724,15 +743,30 @@ def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
         if (cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"] < 2).any():
             raise NotTestable("a cell of the claim has fewer than 2 seeds")
 
-        def component(rows):
-            chosen = cells.loc[rows]
-            return level_variance(chosen["mean"], chosen["sd"], chosen["n_seeds"])
+        # Each level is its own pretraining run (Figure 7: eight models), shared by the groups: a
+        # pretraining SD inflates every group's spread alike (subtracted) and moves the sums over
+        # groups together (added to the Fieller variances; analysis.small_sample).
+        tau = np.array([_tau_for(pretraining_sd, cells.loc[t[0], "task_type"]) for t, _ in pairs])
 
-        treatment = [component(t) for t, _ in pairs]
-        control = [component(c) for _, c in pairs]
+        def component(rows, tau_g):
+            chosen = cells.loc[rows]
+            return level_variance(chosen["mean"], chosen["sd"], chosen["n_seeds"]) - tau_g**2
+
+        def shared(side: int) -> float:
+            rows = [sorted(pair[side], key=lambda r: cells.loc[r, "model"]) for pair in pairs]
+            if len({len(r) for r in rows}) > 1:
+                raise NotTestable(f"groups differ in their number of {claim.covariate} levels")
+            means = cells["mean"].to_numpy(float)[np.array(rows)]
+            return shared_level_variance(means, tau) / len(pairs) ** 2 if tau.any() else 0.0
+
+        treatment = [component(t, g) for (t, _), g in zip(pairs, tau)]
+        control = [component(c, g) for (_, c), g in zip(pairs, tau)]
+        extra = (shared(0), shared(1))
         n_runs = int(cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"].sum())
         what = f"variance of the true means over {claim.covariate} per group (method of moments)"
-    fit = fieller_ratio(treatment, control)
+        if tau.any():
+            what += f", pretraining SD {'/'.join(f'{v:g}' for v in sorted(set(tau)))} per run shared by the groups"
+    fit = fieller_ratio(treatment, control, extra_variance=extra)
     stats = ComponentStats(
         "all groups", "all groups", fit.difference, claim.direction, 0.0, fixed_se=fit.se, fixed_df=fit.df
     )
@@ -922,9 +956,9 @@ def with_verdicts(
             with_runs.append("")
             continue
         # Planning value: the claim's median seed sd (pretraining runs assumed to vary as much as
-        # fine-tuning seeds) unless --pretraining-sd gives one.
+        # fine-tuning seeds) unless --pretraining-sd gives one, or replicates estimate it per task type.
         tau = pretraining_sd or float(np.median([t.sd for s in tested_components for t in s.terms]))
-        planning.append(tau)
+        planning.append(np.nan if isinstance(tau, Mapping) else tau)
         seeds_only.append(plan(tested_components).describe())
         with_runs.append(plan(tested_components, tau).describe())
     report["planning_pretraining_sd"] = planning
@@ -945,11 +979,27 @@ def evaluate_claims(
     rng_seed: int = 0,
     pretraining_sd: float = 0.0,
 ) -> pd.DataFrame:
-    """The report: one row per claim, CSV_COLUMNS then DETAIL_COLUMNS."""
+    """The report: one row per claim, CSV_COLUMNS then DETAIL_COLUMNS. With replicated pretraining
+    runs (`-rep<k>` names) the pretraining SD is estimated per task type (analysis.pretraining_variance)
+    and applied to every claim; `pretraining_sd` (--pretraining-sd) is the fallback for task types
+    without replicates. The estimates are in `report.attrs["pretraining_sd_estimates"]`."""
     if not (pretraining_sd >= 0 and math.isfinite(pretraining_sd)):
         raise ValueError(f"--pretraining-sd must be a finite number >= 0 (points), got {pretraining_sd}")
-    evaluated = [evaluate_claim(c, inputs, reps, rng_seed, pretraining_sd) for c in claims]
-    return with_verdicts([r for r, _ in evaluated], [s for _, s in evaluated], pretraining_sd)
+    estimates = estimate_pretraining_sd(inputs.cells) if (inputs.cells["replicate"] > 1).any() else {}
+    tau = pretraining_sd_profile(estimates, pretraining_sd) if estimates else pretraining_sd
+    evaluated = [evaluate_claim(c, inputs, reps, rng_seed, tau) for c in claims]
+    report = with_verdicts([r for r, _ in evaluated], [s for _, s in evaluated], tau)
+    if estimates:
+        report["pretraining_sd"] = describe_pretraining_sd(tau, estimates)
+    report.attrs["pretraining_sd_estimates"] = list(estimates.values())
+    return report
+
+
+def describe_pretraining_sd(tau: dict[str, float], estimates: dict) -> str:
+    """'SC 0.31 (estimated), TC 0 (--pretraining-sd)': the SD used per task type and its source."""
+    return ", ".join(
+        f"{t} {v:.2f} ({'estimated from replicates' if t in estimates else '--pretraining-sd'})" for t, v in tau.items()
+    )
 
 
 POWER_NOTE = (

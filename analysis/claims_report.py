@@ -117,6 +117,27 @@ def margin_lines(report: pd.DataFrame) -> list[str]:
     ]
 
 
+REPLICATES_NOTE = (
+    "Some configurations were pretrained more than once (`-rep<k>` names): the SD of a pretraining run's "
+    "effect is estimated per task type from them (method of moments, 95% chi-square interval; "
+    'docs/claims.md, "Pretraining replicates") and added to every claim whose contrast crosses '
+    "pretraining runs; task types without replicates use --pretraining-sd."
+)
+
+
+def _has_sd(sd) -> bool:
+    return isinstance(sd, str) or (sd is not None and not pd.isna(sd) and sd > 0)
+
+
+def _sd_text(sd) -> str:
+    return sd if isinstance(sd, str) else f"{sd:g} points"
+
+
+def pretraining_lines(report: pd.DataFrame) -> list[str]:
+    """One line per task type whose pretraining SD is estimated from replicates, with its interval."""
+    return ["estimated pretraining SD " + e.describe() for e in report.attrs.get("pretraining_sd_estimates", [])]
+
+
 def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None) -> str:
     source = report["source"].iloc[0] if len(report) else ""
     testable = report[report["verdict"] != NOT_TESTABLE]
@@ -128,15 +149,18 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
         "",
         f"Source: {source}. Written {utc_now()}."
         + (f" Bootstrap: {reps} replicates, generator seed {rng_seed}." if reps else "")
-        + (f" Pretraining SD added to every cell: {sd:g} points." if sd else ""),
+        + (f" Pretraining SD added to every cell: {_sd_text(sd)}." if _has_sd(sd) else ""),
         "",
         "Summary: "
         + ", ".join(f"{counts.get(v, 0)} {v}" for v in (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE))
         + ".",
         "",
-        f"**One pretraining run per configuration.** {ONE_PRETRAINING_RUN}",
-        "",
     ]
+    estimated = pretraining_lines(report)
+    if estimated:
+        lines += ["**Pretraining replicates.** " + REPLICATES_NOTE, ""] + [f"- {e}" for e in estimated] + [""]
+    else:
+        lines += [f"**One pretraining run per configuration.** {ONE_PRETRAINING_RUN}", ""]
     warned = [r for r in records if _text(r.get("warning"))]
     if warned:
         lines += ["**Coverage warnings** (these verdicts do not cover every cell the claim needs):", ""]
@@ -372,6 +396,9 @@ def verdict_table(report: pd.DataFrame) -> str:
             ],
         }
     )
-    lines = [view.to_string(index=False), "", "* " + WEAKEST_CAVEAT, ONE_PRETRAINING_RUN, *margin_lines(report)]
+    estimated = pretraining_lines(report)
+    lines = [view.to_string(index=False), "", "* " + WEAKEST_CAVEAT]
+    lines += [REPLICATES_NOTE, *estimated] if estimated else [ONE_PRETRAINING_RUN]
+    lines += margin_lines(report)
     lines += [f"warning: {c}: {w}" for c, w in zip(report["claim"], report["warning"]) if _text(w)]
     return "\n".join(lines)

@@ -21,13 +21,13 @@ the wrong side of its boundary has no design with 80% power.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-from analysis.claim_tests import ALPHA, ComponentStats
+from analysis.claim_tests import ALPHA, ComponentStats, pretraining_variance
 from analysis.small_sample import welch_df
 
 TARGET_POWER = 0.8
@@ -46,7 +46,7 @@ def component_power(component: ComponentStats, seeds: int, runs: int = 1, pretra
     tau = pretraining_sd if runs > 1 else 0.0  # one run per model: the analysis cannot see tau
     seed_parts = [t.weight**2 * t.sd**2 / (seeds * runs) for t in component.terms]
     model_parts = [
-        (sum(t.weight for t in cells) ** 2 * tau**2) / runs + sum(t.weight**2 * t.sd**2 for t in cells) / (seeds * runs)
+        pretraining_variance(cells, tau) / runs + sum(t.weight**2 * t.sd**2 for t in cells) / (seeds * runs)
         for cells in by_model.values()
     ]
     variance = float(sum(model_parts))
@@ -100,7 +100,7 @@ class Design:
         return f"{self.runs} runs x {self.seeds} seeds"
 
 
-def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> Design:
+def plan(components: Sequence[ComponentStats], pretraining_sd=0.0) -> Design:
     """Seeds per cell (and, when pretraining_sd > 0, pretraining runs per model: 2 or more, since
     one run cannot measure tau) for TARGET_POWER at the observed effects."""
     wrong = [c for c in components if not _on_claimed_side(c)]
@@ -112,7 +112,8 @@ def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> D
             pretraining_sd,
             f"none: {wrong[0].label} observed on the wrong side",
         )
-    for runs in [1] if pretraining_sd == 0 else range(2, MAX_RUNS + 1):
+    varies = any(v > 0 for v in pretraining_sd.values()) if isinstance(pretraining_sd, Mapping) else pretraining_sd > 0
+    for runs in range(2, MAX_RUNS + 1) if varies else [1]:
         if claim_power(components, MAX_SEEDS, runs, pretraining_sd) < TARGET_POWER:
             continue
         low, high = 2, MAX_SEEDS  # power grows with seeds: the fewest that reach the target
@@ -123,7 +124,7 @@ def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> D
             else:
                 low = middle + 1
         return Design(runs, low, claim_power(components, low, runs, pretraining_sd), pretraining_sd)
-    most = MAX_RUNS if pretraining_sd > 0 else 1
+    most = MAX_RUNS if varies else 1
     return Design(
         most,
         None,

@@ -16,6 +16,7 @@ from analysis.claims import (
     Claim,
     claim_components,
     crossovers,
+    describe_cells,
     evaluate_claim,
     evaluate_claims,
     inputs_from_published,
@@ -24,6 +25,7 @@ from analysis.claims import (
 from analysis.claims_report import claims_markdown, verdict_table
 from analysis.models import pseudo_seeds
 from analysis.published import load_published_cells
+from contracts.paper import TASK_TYPES
 from tests.analysis.analysis_testlib import make_record
 
 CLAIM = {c.id: c for c in CLAIMS}
@@ -406,3 +408,49 @@ def test_the_headline_is_pre_registered_and_the_weakest_is_shown_beside_it(publi
     assert all(c.headline for c in CLAIMS if c.test != "spread")
     table = verdict_table(evaluate_claims(published, reps=0))
     assert "210m: 2.09 [1.75, 2.43]*" in table and "not a 95% interval" in table
+
+
+def _with_replicate(published, model: str, shift: float):
+    """The published cells plus a second pretraining run of `model` (`-rep2`), its means shifted."""
+    cells = published.cells
+    copy = cells[cells.model == model].assign(model=f"{model}-rep2")
+    copy["mean"] = copy["mean"] + shift
+    base = ["model", "task_type", "dataset", "mean", "sd", "n_seeds"]
+    return replace(published, cells=describe_cells(pd.concat([cells[base], copy[base]], ignore_index=True)))
+
+
+def test_a_replicate_named_run_aggregates_with_its_configuration(published):
+    """Issue 36: `1b-clm-42k-rep2` selects as 1b-clm-42k; the 1B SC gap is MLM-40 minus the mean
+    of the two CLM runs, each run's pretraining effect weighing half; the report prints the SD
+    estimated from the two runs per task type, with its interval."""
+    inputs = _with_replicate(published, "1b-clm-42k", shift=1.0)
+    assert set(inputs.cells.loc[inputs.cells.replicate == 2, "configuration"]) == {"1b-clm-42k"}
+    before = {c.label: c for c in claim_components(CLAIM["mlm_beats_clm_sc"], published.cells)}
+    after = {c.label: c for c in claim_components(CLAIM["mlm_beats_clm_sc"], inputs.cells)}
+    assert _value(after["1b"], inputs.cells) == pytest.approx(_value(before["1b"], published.cells) - 0.5)
+    assert sum(w for c, w in after["1b"].weights.items() if inputs.cells.loc[c, "replicate"] == 2) == pytest.approx(
+        -0.5
+    )
+    report = evaluate_claims(inputs, reps=0)
+    estimates = {e.task_type: e for e in report.attrs["pretraining_sd_estimates"]}
+    assert set(estimates) == set(TASK_TYPES) and all(e.runs == 2 and e.df == 1 for e in estimates.values())
+    # Two runs 1 point apart on every dataset: MS = 0.5, the SD is sqrt(0.5 - seed part).
+    sc = estimates["SC"]
+    assert sc.sd == pytest.approx(math.sqrt(0.5 - sc.seed_part)) and sc.low <= sc.sd <= sc.high
+    assert "estimated pretraining SD SC: " in verdict_table(report)
+    assert "estimated from replicates" in report.set_index("claim").loc["mlm_beats_clm_sc", "pretraining_sd"]
+
+
+def test_figure7_intervals_widen_with_the_pretraining_sd():
+    """Issue 36: the masking-ratio spread claim compares eight separately pretrained models;
+    --pretraining-sd was silently ignored there. Now its interval widens with it."""
+    models = [f"610m-mlm{r}-42k" for r in (20, 30, 40, 50)] + [f"610m-clm-40k-mlm{r}-42k" for r in (20, 30, 40, 50)]
+    # MLM-only spread 4 times CLM+MLM's: SD ratio about 0.4 (synthetic runs, published truth).
+    shift = {"610m-mlm20-42k": -4, "610m-mlm50-42k": 4, "610m-clm-40k-mlm20-42k": -1, "610m-clm-40k-mlm50-42k": 1}
+    records = synthetic_records(models, instances=5, rng_seed=4, shift=shift)
+    inputs = inputs_from_records(iter(records), "fig7", reps=50)
+    claim = (CLAIM["biphasic_less_ratio_sensitive"],)
+    rows = [evaluate_claims(inputs, claims=claim, reps=50, pretraining_sd=sd).iloc[0] for sd in (0.0, 0.3, 0.6, 1.0)]
+    assert [r.verdict for r in rows] == [SUPPORTED] * 3 + [INCONCLUSIVE]
+    assert rows[0].ci_high < rows[1].ci_high < rows[2].ci_high < rows[3].ci_high
+    assert rows[0].p_value < rows[1].p_value < rows[2].p_value < rows[3].p_value
