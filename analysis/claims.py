@@ -49,7 +49,7 @@ from analysis.claim_tests import (
 )
 from analysis.intervals import Z_95, keyed_rng, percentile_bounds
 from analysis.models import pseudo_seeds
-from analysis.power import TARGET_POWER, plan
+from analysis.power import TARGET_POWER, decision_power, plan, plan_decision
 from analysis.pretraining_variance import estimate_pretraining_sd, pretraining_sd_profile
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
@@ -122,6 +122,9 @@ DETAIL_COLUMNS = [
     "fragile",
     "seeds_for_80",
     "design_for_80",
+    "decision_power",
+    "seeds_for_80_alone",
+    "design_for_80_alone",
     "model",
     "boot_reps",
     *(f"seed_boot_{b}" for b in _BOUNDS),
@@ -966,8 +969,21 @@ def with_verdicts(
     report["fragile"] = report["verdict"].isin([SUPPORTED, CONTRADICTED]) & (
         report["tipping_pretraining_sd"] < report["planning_pretraining_sd"]
     )
-    report["seeds_for_80"] = seeds_only
-    report["design_for_80"] = with_runs
+    # The claim's own tests alone (no Holm), then the whole decision by simulation (docs/claims.md,
+    # "Next experiment"): every claim re-run at one design, intersection-union and Holm included.
+    report["seeds_for_80_alone"] = seeds_only
+    report["design_for_80_alone"] = with_runs
+    plannable = [c if c and all(s.terms is not None for s in c) else None for c in components]
+    observed = report["p_value"].to_numpy(float)
+    report["decision_power"] = decision_power(
+        components, None, primary=primary, rng=np.random.default_rng(0), observed_p=observed
+    )
+    taus = [0.0 if isinstance(t, float) and math.isnan(t) else t for t in planning]
+    if isinstance(pretraining_sd, Mapping):  # estimated per task type: plan at the estimates
+        taus = [pretraining_sd] * len(taus)
+    seeds_for, design_for = plan_decision(components, taus, primary, observed_p=observed)
+    report["seeds_for_80"] = [s if p is not None else "" for s, p in zip(seeds_for, plannable)]
+    report["design_for_80"] = [d if p is not None else w for d, p, w in zip(design_for, plannable, with_runs)]
     report["n_runs"] = report["n_runs"].fillna(0).astype(int)
     return report
 
@@ -1003,7 +1019,10 @@ def describe_pretraining_sd(tau: dict[str, float], estimates: dict) -> str:
 
 
 POWER_NOTE = (
-    f"Next experiment: fine-tuning seeds per cell for {TARGET_POWER:.0%} power at the observed effect "
+    f"Next experiment: fine-tuning seeds per cell for {TARGET_POWER:.0%} power at the observed effects "
     "with the released pretraining runs; and, at the planning pretraining SD, pretraining runs per "
-    "configuration x seeds per run (the cheapest: fewest runs). Level 5% two-sided per claim, no Holm."
+    "configuration x seeds per run (the cheapest: fewest runs). Power of the whole decision: every claim "
+    "re-run at that design, each component's t test simulated at its observed estimate, every component "
+    "needed and Holm across the claims, as the verdicts are made (P(supported) now: the same at the "
+    "design as it is); the claim's own tests alone (no Holm) need the 'alone' designs of the CSV."
 )

@@ -209,15 +209,16 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
             "to 50 points; '—' for inconclusive claims, which more variance cannot settle). A verdict whose "
             "tipping SD is below the planning SD is fragile. " + POWER_NOTE,
             "",
-            "| claim | verdict | cells | tipping pretraining SD | planning SD | seeds for 80% | runs x seeds for 80% |",
-            "|---|---|---:|---:|---:|---|---|",
+            "| claim | verdict | cells | tipping pretraining SD | planning SD | P(supported) now | seeds for 80% "
+            "| runs x seeds for 80% |",
+            "|---|---|---:|---:|---:|---:|---|---|",
         ]
         for r in testable.to_dict("records"):
             fragile = " (fragile)" if _is_fragile(r) else ""
             lines.append(
                 f"| `{r['claim']}` | {r['verdict']}{fragile} | {int(r['cells_used'])} of {int(r['cells_needed'])} | "
                 f"{_sd(r['tipping_pretraining_sd'])} | {_sd(r['planning_pretraining_sd'])} | "
-                f"{_text(r['seeds_for_80'])} | {_text(r['design_for_80'])} |"
+                f"{_num(r.get('decision_power'))} | {_text(r['seeds_for_80'])} | {_text(r['design_for_80'])} |"
             )
     margins = margin_lines(report)
     if margins:
@@ -389,6 +390,7 @@ def verdict_table(report: pd.DataFrame) -> str:
                 "" if pd.isna(u) else f"{int(u)}/{int(n)}" for u, n in zip(report["cells_used"], report["cells_needed"])
             ],
             "tipping SD": [_sd(v) for v in report["tipping_pretraining_sd"]],
+            "P(supported) now": [_num(p) for p in report["decision_power"]],
             "seeds for 80%": report["seeds_for_80"].map(_text),
             "runs x seeds (planning SD)": [
                 f"{_text(d)} ({_sd(t)})" if _text(d) else ""
