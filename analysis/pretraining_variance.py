@@ -40,11 +40,14 @@ class PretrainingSD:
     configurations: int
     runs: int
     seed_part: float  # V: the mean seed variance of a run's task-type mean
+    one_seed: bool = False  # some cell has 1 fine-tuning seed: V unknown (taken as 0), sd an upper bound
 
     def describe(self) -> str:
+        caveat = "; 1 fine-tuning seed per cell: includes the fine-tuning noise, an upper bound"
+        caveat = caveat if self.one_seed else ""
         return (
             f"{self.task_type}: {self.sd:.2f} [{self.low:.2f}, {self.high:.2f}] "
-            f"({self.runs} runs of {self.configurations} configuration(s), df {self.df})"
+            f"({self.runs} runs of {self.configurations} configuration(s), df {self.df}{caveat})"
         )
 
 
@@ -70,9 +73,10 @@ def run_means(cells: pd.DataFrame) -> pd.DataFrame:
                     "replicate": int(k),
                     "mean": float(g["mean"].mean()),
                     "seed_variance": float((g["sd"].fillna(0.0) ** 2 / g["n_seeds"]).sum() / d**2),
+                    "one_seed": bool((g["n_seeds"] < 2).any()),
                 }
             )
-    return pd.DataFrame(rows, columns=["task_type", "configuration", "replicate", "mean", "seed_variance"])
+    return pd.DataFrame(rows, columns=["task_type", "configuration", "replicate", "mean", "seed_variance", "one_seed"])
 
 
 def estimate_pretraining_sd(cells: pd.DataFrame, confidence: float = 0.95) -> dict[str, PretrainingSD]:
@@ -100,6 +104,7 @@ def estimate_pretraining_sd(cells: pd.DataFrame, confidence: float = 0.95) -> di
             configurations,
             len(group),
             v,
+            bool(group["one_seed"].any()),
         )
     return out
 

@@ -41,3 +41,10 @@ def test_task_types_without_replicates_fall_back_to_the_option():
     assert profile["SC"] == estimates["SC"].sd and profile["TC"] == profile["QA"] == profile["IR"] == 0.3
     one_run = cells[cells.replicate == 1]
     assert estimate_pretraining_sd(one_run) == {}
+
+
+def test_one_fine_tuning_seed_is_said():
+    """With one seed per cell the seed part is unknown: the SD includes the fine-tuning noise."""
+    cells = simulate_run_means(np.random.default_rng(3), 0.5, 0.5, 2, 2).assign(sd=np.nan, n_seeds=1)
+    got = estimate_pretraining_sd(cells)["SC"]
+    assert got.one_seed and got.seed_part == 0 and "an upper bound" in got.describe()
