@@ -439,9 +439,9 @@ SENTENCE_TREES = {
     ),
     # issue 36: IR rising by 2 points per 10 pp at every size; boundary: flat from 40% to 50%.
     "ir_prefers_high_masking": (
-        ("false", lambda t: _with_curves(t, lambda x: -2.0 * x, sizes=("210m", "610m", "1b"))),
-        ("boundary", lambda t: _with_curves(t, lambda x: 2.0 * min(x, 4.0), sizes=("210m", "610m", "1b"))),
-        ("true", lambda t: _with_curves(t, lambda x: 2.0 * x, sizes=("210m", "610m", "1b"))),
+        ("false", lambda t: _with_curves(t, lambda x: -2.0 * x, sizes=PAPER_SIZES)),
+        ("boundary", lambda t: _with_curves(t, lambda x: 2.0 * min(x, 4.0), sizes=PAPER_SIZES)),
+        ("true", lambda t: _with_curves(t, lambda x: 2.0 * x, sizes=PAPER_SIZES)),
     ),
     # issue 36: 25/75 +2 over MLM; 75/25 -1 (false), at -margin (boundary), +1.5 (true); 50/50 -3
     # throughout: the v4 sentence does not name it.
