@@ -16,7 +16,9 @@ cells is tested on the rest with a warning in every output. The report never sto
 
 Every verdict is conditional on the paper's one pretraining run per configuration; the report
 says so, and gives per claim the largest pretraining sd at which its verdict still holds and the
-design (seeds, pretraining runs) that would give 80% power (analysis.power).
+design (seeds, pretraining runs) that would give the whole decision 80% power (analysis.power).
+With replicated pretraining runs (`<name>-rep<k>`) the pretraining sd is estimated per task type
+(analysis.pretraining_variance) and applied to every claim, --pretraining-sd the fallback.
 """
 
 from __future__ import annotations
