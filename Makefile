@@ -22,6 +22,7 @@ help:
 	@echo "make reproduce FIGURE=N|TABLE=N [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   whole pipeline of N's study"
 	@echo "                                 (Figures 2-10, Tables 2-17; toy: minutes here -> OUT/<study>)"
 	@echo "make reproduce-figure3 [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   = make reproduce FIGURE=3 (~8 min here)"
+	@echo "make reproduce FIGURE=N REPLICATES=2   pretrain each configuration twice (-rep2: other seeds); claims report with the estimated pretraining SD"
 	@echo "make reproduce-figure3 SOURCE=published|runs [RUNS=runs.jsonl]       only draw Figure 3"
 	@echo "make tables [RUNS=runs.jsonl]    regenerate Tables 2-17 (published values when RUNS is empty)"
 	@echo "make audit RUNS=runs.jsonl       compare run records with the published tables"
@@ -70,7 +71,7 @@ lint: setup
 # them), into $(OUT)/<study> (masking, data-efficiency, biphasic, masking-after-clm, cpt).
 reproduce: setup
 	@test -n "$(FIGURE)$(TABLE)" || { echo "make reproduce: give FIGURE=N or TABLE=N, e.g. make reproduce FIGURE=4" >&2; exit 2; }
-	OMP_NUM_THREADS=1 $(PY) -m reproduce $(if $(FIGURE),--figure $(FIGURE),--table $(TABLE)) --scale $(SCALE) --out-root $(OUT) $(if $(DRY_RUN),--dry-run)
+	OMP_NUM_THREADS=1 $(PY) -m reproduce $(if $(FIGURE),--figure $(FIGURE),--table $(TABLE)) --scale $(SCALE) --out-root $(OUT) $(if $(DRY_RUN),--dry-run) $(if $(REPLICATES),--pretrain-replicates $(REPLICATES))
 
 # Default (SOURCE not given): `make reproduce FIGURE=3` (-> $(OUT)/masking). SOURCE=published|runs: draw only.
 reproduce-figure3: setup

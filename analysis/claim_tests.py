@@ -21,8 +21,8 @@ against the boundary the paper's sentence puts on it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -40,6 +40,19 @@ class CellTerm:
     weight: float
     sd: float
     n: int
+    task_type: str = ""  # which pretraining SD applies when it is given per task type
+
+
+def pretraining_variance(terms: Sequence[CellTerm], tau) -> float:
+    """The variance a pretraining SD adds to a contrast: each model's run effect shifts its cells
+    alike, so per model (sum of its weights x tau)^2, with tau per cell's task type when `tau` is a
+    {task type: SD} mapping (the effects of one run on its task types taken as fully correlated:
+    the conservative case, as for category averages)."""
+    by_model: dict[str, float] = {}
+    for t in terms:
+        sd = tau.get(t.task_type, 0.0) if isinstance(tau, Mapping) else tau
+        by_model[t.model] = by_model.get(t.model, 0.0) + t.weight * sd
+    return float(sum(v * v for v in by_model.values()))
 
 
 @dataclass(frozen=True)
@@ -80,12 +93,16 @@ class ComponentStats:
     def se_df(self, pretraining_sd=0.0):
         """Standard error and Welch-Satterthwaite df with pretraining sd tau (a number or an array;
         tau is known: its part has infinite df)."""
-        tau = np.asarray(pretraining_sd, dtype=float)
+        if isinstance(pretraining_sd, Mapping):  # one SD per task type: a single value
+            added, tau = (pretraining_variance(self.terms, pretraining_sd) if self.terms else 0.0), np.asarray(0.0)
+        else:
+            tau = np.asarray(pretraining_sd, dtype=float)
+            added = tau**2 * self.pretraining_weight
         if self.terms is None:
             return np.full(tau.shape, self.fixed_se)[()], np.full(tau.shape, self.fixed_df)[()]
         parts = np.array([t.weight**2 * t.sd**2 / t.n for t in self.terms])
         dfs = np.array([t.n - 1 for t in self.terms], dtype=float)
-        total = parts.sum() + tau**2 * self.pretraining_weight
+        total = parts.sum() + added
         denominator = float(np.sum(parts**2 / dfs))
         df = total**2 / denominator if denominator > 0 else np.full(tau.shape, np.inf)[()]
         return np.sqrt(total), df
@@ -131,17 +148,20 @@ class ClaimP:
     passing: tuple[bool, ...]  # per component: its own test passes (unadjusted, level ALPHA)
 
 
-def claim_p(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> ClaimP:
-    p_for, p_against = _claim_p_grid(components, np.asarray([pretraining_sd], dtype=float))
-    each = [float(component_p(c, pretraining_sd)[0]) for c in components]
+def claim_p(components: Sequence[ComponentStats], pretraining_sd=0.0) -> ClaimP:
+    """`pretraining_sd`: points, or {task type: points} (SDs estimated from replicates)."""
+    grid = pretraining_sd if isinstance(pretraining_sd, Mapping) else np.asarray([pretraining_sd], dtype=float)
+    p_for, p_against = _claim_p_grid(components, grid)
+    each = [float(np.ravel(component_p(c, pretraining_sd)[0])[0]) for c in components]
     return ClaimP(float(p_for[0]), float(p_against[0]), int(np.argmax(each)), tuple(p < ALPHA for p in each))
 
 
 def _claim_p_grid(components: Sequence[ComponentStats], taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The claim's (p for, p against) at each pretraining sd of `taus`."""
+    """The claim's (p for, p against) at each pretraining sd of `taus` (or at one {task type: sd})."""
     ps = [component_p(c, taus) for c in components]
-    p_for = np.max([np.broadcast_to(p, taus.shape) for p, _ in ps], axis=0)
-    p_against = np.minimum(1.0, len(ps) * np.min([np.broadcast_to(q, taus.shape) for _, q in ps], axis=0))
+    shape = (1,) if isinstance(taus, Mapping) else taus.shape
+    p_for = np.max([np.broadcast_to(p, shape) for p, _ in ps], axis=0)
+    p_against = np.minimum(1.0, len(ps) * np.min([np.broadcast_to(q, shape) for _, q in ps], axis=0))
     return p_for, p_against
 
 
@@ -150,6 +170,17 @@ def holm(p_values) -> np.ndarray:
     (an untestable claim) is left out of the family. Equals statsmodels' multipletests(method="holm")."""
     p = np.atleast_2d(np.asarray(p_values, dtype=float))
     out = np.full(p.shape, np.nan)
+    missing = np.isnan(p)
+    if (missing == missing[:1]).all():  # one family of claims in every row: all rows at once
+        columns = np.flatnonzero(~missing[0])
+        if len(columns):
+            values = p[:, columns]
+            order = np.argsort(values, axis=1, kind="stable")
+            ranked = np.take_along_axis(values, order, axis=1) * (len(columns) - np.arange(len(columns)))
+            adjusted = np.empty_like(values)
+            np.put_along_axis(adjusted, order, np.minimum(1.0, np.maximum.accumulate(ranked, axis=1)), axis=1)
+            out[:, columns] = adjusted
+        return out if np.ndim(p_values) == 2 else out[0]
     for row, values in enumerate(p):
         finite = np.flatnonzero(~np.isnan(values))
         if not len(finite):
@@ -158,6 +189,20 @@ def holm(p_values) -> np.ndarray:
         scaled = (len(order) - np.arange(len(order))) * values[order]
         out[row, order] = np.minimum(1.0, np.maximum.accumulate(scaled))
     return out if np.ndim(p_values) == 2 else out[0]
+
+
+def family_holm(p_values, primary=None) -> np.ndarray:
+    """Holm along the last axis over the primary claims; each non-primary (sensitivity) claim is
+    adjusted as if it alone were added to the primary family, so that a second reading of one
+    sentence neither enlarges the family of the others nor escapes adjustment itself."""
+    p = np.asarray(p_values, dtype=float)
+    primary = np.ones(p.shape[-1], dtype=bool) if primary is None else np.asarray(primary, dtype=bool)
+    out = holm(np.where(primary, p, np.nan))
+    for j in np.flatnonzero(~primary):
+        alone = primary.copy()
+        alone[j] = True
+        out[..., j] = holm(np.where(alone, p, np.nan))[..., j]
+    return out
 
 
 def decide(p_for_holm, p_against_holm):
@@ -169,32 +214,36 @@ def decide(p_for_holm, p_against_holm):
     )
 
 
-def _verdict_grid(claims: Sequence[Sequence[ComponentStats] | None], taus: np.ndarray) -> np.ndarray:
+def _verdict_grid(claims: Sequence[Sequence[ComponentStats] | None], taus: np.ndarray, primary=None) -> np.ndarray:
     """(taus x claims) verdicts, every claim re-tested at each pretraining sd ("" = not testable)."""
     p_for = np.full((len(taus), len(claims)), np.nan)
     p_against = np.full((len(taus), len(claims)), np.nan)
     for i, components in enumerate(claims):
         if components:
             p_for[:, i], p_against[:, i] = _claim_p_grid(components, taus)
-    verdicts = decide(holm(p_for), holm(p_against)).astype(object)
+    verdicts = decide(family_holm(p_for, primary), family_holm(p_against, primary)).astype(object)
     verdicts[np.isnan(p_for)] = ""
     return verdicts
 
 
-def verdicts_at(claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0) -> list[str]:
+def verdicts_at(
+    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, primary=None
+) -> list[str]:
     """Every claim's verdict with pretraining sd tau, Holm across the testable ones ("" for None)."""
-    return list(_verdict_grid(claims, np.asarray([pretraining_sd], dtype=float))[0])
+    return list(_verdict_grid(claims, np.asarray([pretraining_sd], dtype=float), primary)[0])
 
 
 def tipping_pretraining_sd(
-    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, upper: float = 50.0
+    claims: Sequence[Sequence[ComponentStats] | None], pretraining_sd: float = 0.0, upper: float = 50.0, primary=None
 ) -> list[float]:
     """Per claim: the largest pretraining sd (points) up to which its verdict at `pretraining_sd`
     still holds, every claim re-tested and re-adjusted at each value (to 0.1% of the value); inf
     when it holds up to `upper`; NaN where it does not apply (not testable, inconclusive: more
     variance cannot make a claim conclusive, or no cell terms)."""
+    if isinstance(pretraining_sd, Mapping):  # SDs estimated per task type: no single SD to tip
+        return [float("nan")] * len(claims)
     grid = pretraining_sd + np.concatenate([[0.0], np.geomspace(1e-3, upper, 400)])
-    at = _verdict_grid(claims, grid)
+    at = _verdict_grid(claims, grid, primary)
     out = []
     for i, components in enumerate(claims):
         verdict = at[0, i]
@@ -207,6 +256,39 @@ def tipping_pretraining_sd(
             continue
         # The coarse values are 2.7% apart; 64 between the last that holds and the first that does not.
         fine = np.linspace(grid[changed[0] - 1], grid[changed[0]], 64)
-        holds = _verdict_grid(claims, fine)[:, i] == verdict
+        holds = _verdict_grid(claims, fine, primary)[:, i] == verdict
         out.append(float(fine[np.argmin(holds) - 1]))
     return out
+
+
+def flip_margin(
+    claims: Sequence[Sequence[ComponentStats] | None],
+    index: int,
+    margin: float,
+    pretraining_sd: float = 0.0,
+    primary=None,
+    upper_factor: float = 100.0,
+) -> float:
+    """The non-inferiority margin at which claim `index` turns `supported`: supported exactly when
+    its margin exceeds the returned value, every other claim's p fixed and Holm re-applied (its
+    margin components, those with boundary -margin, moved to -m). 0 when it is supported even
+    with no margin (a superiority result), inf when not up to upper_factor x margin."""
+    others = [claim_p(c, pretraining_sd).p_for if c else np.nan for c in claims]
+    moving = [c.null == -margin and c.direction == "greater" for c in claims[index]]
+
+    def supported(m: float) -> bool:
+        moved = [replace(c, null=-m) if move else c for c, move in zip(claims[index], moving)]
+        p = list(others)
+        p[index] = claim_p(moved, pretraining_sd).p_for
+        return bool(family_holm(np.asarray(p), primary)[index] < ALPHA)
+
+    if supported(0.0):
+        return 0.0
+    high = upper_factor * margin
+    if not supported(high):
+        return math.inf
+    low = 0.0
+    for _ in range(60):  # p is monotone in the margin: bisection to well below 0.001 points
+        middle = (low + high) / 2
+        low, high = (low, middle) if supported(middle) else (middle, high)
+    return high

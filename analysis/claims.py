@@ -1,16 +1,9 @@
 """The paper's claims as tested hypotheses: declarative specs, their evaluation, verdicts.
 
-Each claim is one row of CLAIMS and is tested as what its sentence says (docs/claims.md, "The
-claims"), not as a pooled average that can hold when the sentence is false:
-- difference      treatment - control, averaged over matched groups (`pair_on`) within each
-                  level of `across` ("at every size": one component per size, each must hold);
-- noninferiority  the same, each component above -margin ("CLM is competitive");
-- equivalence     the same, each component within +-margin (TOST; printed with its 90% interval);
-- steps           the difference at consecutive levels of `across`, ordered by `covariate`
-                  ("the gap grows with size": every step in the claimed direction);
-- u_shape         per curve (a level of `across`), the quadratic fitted over `covariate` falls at
-                  its lowest value and rises at its highest: an interior minimum;
-- spread          ratio of variance components, treatment over control, seed noise removed.
+Each claim is one entry of CLAIMS (analysis/claim_definitions.py: the paper's words, section,
+scope, margin, test and direction) and is tested as what its sentence says (docs/claims.md, "The
+claims"), not as a pooled average that can hold when the sentence is false; the tests are listed
+there.
 Components are linear contrasts of cell means; analysis.claim_tests tests them and combines
 them (intersection-union across components, Holm across claims).
 
@@ -23,15 +16,17 @@ cells is tested on the rest with a warning in every output. The report never sto
 
 Every verdict is conditional on the paper's one pretraining run per configuration; the report
 says so, and gives per claim the largest pretraining sd at which its verdict still holds and the
-design (seeds, pretraining runs) that would give 80% power (analysis.power).
+design (seeds, pretraining runs) that would give the whole decision 80% power (analysis.power).
+With replicated pretraining runs (`<name>-rep<k>`) the pretraining sd is estimated per task type
+(analysis.pretraining_variance) and applied to every claim, --pretraining-sd the fallback.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -41,6 +36,7 @@ from scipy import stats
 from analysis.aggregate import iter_cell_replicates, scan_runs
 from analysis.bench import release_models
 from analysis.cells import describe_models
+from analysis.claim_definitions import CLAIMS, CURVE_TESTS, Claim
 from analysis.claim_tests import (
     CONTRADICTED,
     SUPPORTED,
@@ -48,13 +44,15 @@ from analysis.claim_tests import (
     ComponentStats,
     claim_p,
     decide,
-    holm,
+    family_holm,
+    flip_margin,
     interval,
     tipping_pretraining_sd,
 )
 from analysis.intervals import Z_95, keyed_rng, percentile_bounds
 from analysis.models import pseudo_seeds
-from analysis.power import TARGET_POWER, plan
+from analysis.power import TARGET_POWER, decision_power, plan, plan_decision
+from analysis.pretraining_variance import estimate_pretraining_sd, pretraining_sd_profile
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
 from analysis.small_sample import (
@@ -64,19 +62,14 @@ from analysis.small_sample import (
     lr_variance,
     sd_ratio,
     seed_bootstrap_calibration,
+    shared_level_variance,
     stretch,
 )
+from contracts.model_names import split_replicate
 from contracts.paper import (
     AVERAGE,
-    BIPHASIC_SPLITS,
-    CLM_STEPS_BEFORE_MASKING,
-    CPT_STEPS,
     DATASET_BY_ID,
     DATASETS,
-    DEFAULT_MASKING_RATIO,
-    INTERMEDIATE_STEPS,
-    PRETRAIN_STEPS,
-    TASK_TYPES,
 )
 from contracts.run_record import RunRecord
 
@@ -88,19 +81,35 @@ ONE_PRETRAINING_RUN = (
     "(intervals carry fine-tuning seed noise only); the tipping pretraining SD is the largest SD of "
     "a pretraining run's effect (points, shared by a model's datasets) at which the verdict still holds."
 )
+WEAKEST_CAVEAT = (
+    "The estimate shown is the claim's pre-registered headline component; the weakest component (the "
+    "largest p, which decides the verdict) is selected after seeing the data, so its interval is not a 95% "
+    "interval for it: in simulations of the published design it covered 91-98% depending on the claim "
+    '(docs/claims.md, "Headline component").'
+)
 CSV_COLUMNS = ["claim", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "verdict", "n_runs", "source"]
 _BOUNDS = ("low", "high", "low_mcse", "high_mcse")
 DETAIL_COLUMNS = [
     "sentence",
+    "quote",
+    "verbatim",
     "location",
+    "role",
     "test",
     "scope",
     "direction",
     "boundary",
     "unit",
     "margin",
+    "margin_source",
+    "flip_margin",
     "ci_level",
     "shown",
+    "headline",
+    "weakest",
+    "weakest_estimate",
+    "weakest_ci_low",
+    "weakest_ci_high",
     "qualifying",
     "components",
     "p_against",
@@ -115,6 +124,9 @@ DETAIL_COLUMNS = [
     "fragile",
     "seeds_for_80",
     "design_for_80",
+    "decision_power",
+    "seeds_for_80_alone",
+    "design_for_80_alone",
     "model",
     "boot_reps",
     *(f"seed_boot_{b}" for b in _BOUNDS),
@@ -124,233 +136,6 @@ DETAIL_COLUMNS = [
     "crossover",
     "reason",
 ]
-TESTS = ("difference", "noninferiority", "equivalence", "steps", "u_shape", "spread")
-
-FINAL_42K = {"checkpoint_step": PRETRAIN_STEPS, "schedule_steps": PRETRAIN_STEPS}
-MLM40 = {"objective": "mlm", "masking_ratio": DEFAULT_MASKING_RATIO}
-CLM = {"objective": "clm"}
-INTERMEDIATE_610M = {"size": "610m", "schedule_steps": PRETRAIN_STEPS, "final": False}
-EARLY_STEPS = INTERMEDIATE_STEPS[:3]  # 1k, 2k, 5k: "early in pretraining" (Figure 4)
-LONGEST_CPT = max(CPT_STEPS)  # 22k: Figure 8
-TC_MARGIN = 0.5  # F1 points, docs/claims.md "The claims"
-
-
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    sentence: str  # what the paper concludes, in our words
-    location: str  # where the paper says it
-    test: str  # one of TESTS
-    treatment: dict
-    control: dict | None
-    pair_on: tuple[str, ...]  # columns matching treatment and control cells (a "group")
-    direction: str  # greater | less: the claimed side of the boundary
-    unit: str
-    scope: str  # what must hold, in words (the report prints it)
-    task_types: tuple[str, ...] = TASK_TYPES
-    across: tuple[str, ...] = ()  # one component per level of these columns; each must hold
-    levels: dict = field(default_factory=dict)  # only these values of `across` columns
-    covariate: str | None = None  # steps: the order of the levels; u_shape: the x; spread: what varies
-    crossover_on: str | None = None  # also report where treatment - control changes sign
-    margin: float | None = None  # noninferiority / equivalence margin, in `unit`
-    needs_runs: str | None = None  # why published numbers cannot test it
-
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "mlm_beats_clm_sc",
-        "MLM beats CLM on sequence classification, at every model size",
-        "Sec. 3, Fig. 2, Table 2",
-        "difference",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "each of the 3 sizes (MLM-40 - CLM, mean of the 3 SC datasets) above 0",
-        task_types=("SC",),
-        across=("size",),
-    ),
-    Claim(
-        "mlm_beats_clm_qa",
-        "MLM beats CLM on question answering, at every model size",
-        "Sec. 3, Fig. 2, Table 4",
-        "difference",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "each of the 3 sizes (mean of the 3 QA datasets) above 0",
-        task_types=("QA",),
-        across=("size",),
-    ),
-    Claim(
-        "mlm_beats_clm_ir",
-        "MLM beats CLM on information retrieval",
-        "Sec. 3, Fig. 2, Table 5",
-        "difference",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "the mean over sizes and IR datasets above 0 (the sentence says no 'every size'; the gap's "
-        "size trend is its own claim)",
-        task_types=("IR",),
-    ),
-    Claim(
-        "clm_competitive_tc",
-        "CLM is competitive with MLM on token classification (not worse by more than 0.5 F1), at every size",
-        "Sec. 3, Fig. 2, Table 3",
-        "noninferiority",
-        {**CLM, **FINAL_42K},
-        {**MLM40, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        f"each of the 3 sizes (CLM - MLM-40, mean of the 3 TC datasets) above -{TC_MARGIN:g}",
-        task_types=("TC",),
-        across=("size",),
-        margin=TC_MARGIN,
-    ),
-    Claim(
-        "clm_beats_mlm_tc_610m",
-        "At 610M, CLM even beats MLM on token classification",
-        "Sec. 3, Fig. 2, Table 3",
-        "difference",
-        {**CLM, **FINAL_42K, "size": "610m"},
-        {**MLM40, **FINAL_42K, "size": "610m"},
-        ("dataset",),
-        "greater",
-        "points",
-        "610M: CLM - MLM-40, mean of the 3 TC datasets, above 0",
-        task_types=("TC",),
-    ),
-    Claim(
-        "gap_widens_with_size_sc",
-        "The MLM-over-CLM gap on sequence classification grows with model size",
-        "Sec. 3, Fig. 2",
-        "steps",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "greater",
-        "points",
-        "each step 210M->610M and 610M->1B of the SC gap (mean of 3 datasets) above 0",
-        task_types=("SC",),
-        across=("size",),
-        covariate="log2_params",
-    ),
-    Claim(
-        "gap_narrows_with_size_ir",
-        "The MLM-over-CLM gap on information retrieval shrinks with model size",
-        "Sec. 3, Fig. 2",
-        "steps",
-        {**MLM40, **FINAL_42K},
-        {**CLM, **FINAL_42K},
-        ("size", "dataset"),
-        "less",
-        "points",
-        "each step 210M->610M and 610M->1B of the IR gap (mean of 3 datasets) below 0",
-        task_types=("IR",),
-        across=("size",),
-        covariate="log2_params",
-    ),
-    Claim(
-        "u_shape_masking_610m_1b",
-        "610M and 1B models show U-shaped curves of score vs masking ratio",
-        "Sec. 3, Fig. 3, Tables 2-5",
-        "u_shape",
-        {"objective": "mlm", "size": ("610m", "1b"), **FINAL_42K},
-        None,
-        ("size", "task_type", "masking_tenths", "dataset"),
-        "greater",
-        "points per 10 pp of masking",
-        "each of the 8 Figure 3 curves (610M, 1B x 4 task-type averages) has an interior minimum: "
-        "its fitted quadratic falls at 20% and rises at 50%",
-        across=("size", "task_type"),
-        covariate="masking_tenths",
-    ),
-    Claim(
-        "clm_leads_early",
-        "CLM is more data-efficient: it leads MLM early in pretraining (1k-5k steps)",
-        "Sec. 4, Fig. 4, Tables 6-9",
-        "difference",
-        {**CLM, **INTERMEDIATE_610M},
-        {**MLM40, **INTERMEDIATE_610M},
-        ("checkpoint_step", "dataset"),
-        "greater",
-        "points",
-        "each of the 1k, 2k, 5k checkpoints (610M CLM - MLM-40, mean of the 12 datasets) above 0",
-        across=("checkpoint_step",),
-        levels={"checkpoint_step": EARLY_STEPS},
-        crossover_on="checkpoint_step",
-    ),
-    Claim(
-        "clm_less_lr_sensitive",
-        "CLM models are less sensitive to the fine-tuning learning rate",
-        "Sec. 4, Fig. 5",
-        "spread",
-        {**CLM, **FINAL_42K},
-        {**MLM40, **FINAL_42K},
-        ("size", "dataset"),
-        "less",
-        "ratio of LR-sensitivity SDs (CLM / MLM-40)",
-        "the LR variance component (seed noise removed), summed over the 36 size x dataset cells, "
-        "smaller for CLM: SD ratio below 1",
-        covariate="lr",
-        needs_runs="Figure 5 is the spread over every LR in [1e-5, 1e-4] and seed; the tables print "
-        "only the best-LR mean per seed",
-    ),
-    Claim(
-        "biphasic_beats_mlm",
-        "At a fixed budget, CLM then MLM (25/75 and 50/50 splits) beats MLM only",
-        "Sec. 5, Fig. 6, Tables 10-13",
-        "difference",
-        {
-            "objective": "clm+mlm",
-            "masking_ratio": DEFAULT_MASKING_RATIO,
-            "clm_share": (0.25, 0.5),
-            "size": "610m",
-            "final": True,
-        },
-        {**MLM40, "size": "610m", "final": True, "schedule_steps": tuple(BIPHASIC_SPLITS)},
-        ("schedule_steps", "dataset"),
-        "greater",
-        "points",
-        "each split (25%, 50% CLM) at each budget (12k, 22k, 42k): biphasic - MLM-40, mean of the 12 datasets, above 0",
-        across=("schedule_steps", "clm_share"),
-    ),
-    Claim(
-        "biphasic_less_ratio_sensitive",
-        "After a CLM phase, the masking ratio of the MLM phase matters less",
-        "Sec. 5, Fig. 7",
-        "spread",
-        {"objective": "clm+mlm", "clm_steps": CLM_STEPS_BEFORE_MASKING, "size": "610m", **FINAL_42K},
-        {"objective": "mlm", "size": "610m", **FINAL_42K},
-        ("dataset",),
-        "less",
-        "ratio of masking-ratio SDs (CLM+MLM / MLM)",
-        "the variance of the true means over the 4 masking ratios (seed noise removed), summed over "
-        "the 12 datasets, smaller after CLM: SD ratio below 1",
-        covariate="masking_tenths",
-        needs_runs="Figure 7's 40k CLM + 2k MLM models (610m-clm-40k-mlm{20,30,40,50}-42k) are in "
-        "no table; the paper plots them from its raw runs",
-    ),
-    Claim(
-        "cpt_clm_base_beats_mlm_base",
-        "Continued MLM pretraining (22k steps) of a CLM model beats continuing an MLM model",
-        "Sec. 5, Fig. 8, Tables 14-17",
-        "difference",
-        {"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": LONGEST_CPT},
-        {"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": LONGEST_CPT},
-        ("dataset",),
-        "greater",
-        "points",
-        "the mean over the 12 datasets above 0 (one comparison: Figure 8)",
-    ),
-)
 
 
 class NotTestable(Exception):
@@ -393,10 +178,16 @@ def _size_params(size) -> float:
 
 
 def describe_cells(cells: pd.DataFrame) -> pd.DataFrame:
-    """The model-description columns plus those the claims select on: final (the checkpoint is
+    """The model-description columns plus those the claims select on: configuration and replicate
+    (contracts.model_names.split_replicate), final (the checkpoint is
     its schedule's last), clm_share (CLM share of the steps, to the nearest quarter: 3k of 12k,
     5k of 22k, 10k of 42k are all 25%), log2_params, masking_tenths (masking ratio x 10)."""
     out = pd.concat([cells.reset_index(drop=True), describe_models(cells["model"].reset_index(drop=True))], axis=1)
+    # A repeated pretraining run of one configuration (`-rep<k>`, contracts.model_names) selects
+    # like its configuration, so a claim's groups average over the replicates.
+    split = [split_replicate(m) for m in out["model"]]
+    out["configuration"] = [c for c, _ in split]
+    out["replicate"] = [k for _, k in split]
     out["final"] = out["checkpoint_step"] == out["schedule_steps"]
     steps = (out["clm_steps"] + out["mlm_steps"]).astype(float)
     out["clm_share"] = np.round(4 * out["clm_steps"].astype(float) / steps.where(steps > 0)) / 4
@@ -587,14 +378,15 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
         level = tuple(key[keys.index(c)] for c in claim.across)
         if all(c not in claim.levels or np.isclose(v, claim.levels[c]).any() for c, v in zip(claim.across, level)):
             by_level.setdefault(level, []).append((key, weights))
-    if claim.test == "u_shape":
-        return [c for level, members in sorted(by_level.items()) for c in _u_components(claim, level, members)]
+    if claim.test in CURVE_TESTS:
+        build = _u_components if claim.test == "u_shape" else _monotone_components
+        return [c for level, members in sorted(by_level.items()) for c in build(claim, level, members)]
     components = [
         Component(
             _level_label(claim.across, level),
             _level_label(claim.across, level),
             _mean_weights([w for _, w in members]),
-            *_side(claim),
+            *_side(claim, level),
             groups=tuple(w for _, w in members),
         )
         for level, members in sorted(by_level.items())
@@ -617,26 +409,36 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
     ]
 
 
-def _side(claim: Claim) -> tuple[str, float]:
-    if claim.test == "noninferiority":
+def _side(claim: Claim, level: tuple = ()) -> tuple[str, float]:
+    """(direction, boundary) of a component: -margin where the claim (or, for a claim with
+    `noninferior` levels, this level) is a non-inferiority statement."""
+    at = dict(zip(claim.across, level))
+    if claim.test == "noninferiority" or any(
+        c in at and np.isclose(at[c], values).any() for c, values in claim.noninferior.items()
+    ):
         return "greater", -claim.margin
     if claim.test == "equivalence":
         return "equivalent", claim.margin
     return claim.direction, 0.0
 
 
-def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
-    """The fitted quadratic's slope at the curve's lowest x (claimed < 0) and highest x (> 0):
-    both hold exactly when the quadratic has its minimum strictly inside the range (a U)."""
-    curve = _level_label(claim.across, level)
+def _curve_points(claim: Claim, members: list) -> tuple[np.ndarray, list[dict[int, float]]]:
+    """A curve's x values (sorted) and, per x, the weights of the mean of its datasets."""
     position = claim.pair_on.index(claim.covariate)
     by_x: dict[float, list[dict[int, float]]] = {}
     for key, weights in members:
         by_x.setdefault(float(key[position]), []).append(weights)
     xs = np.array(sorted(by_x))
+    return xs, [_mean_weights(by_x[x]) for x in xs]
+
+
+def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
+    """The fitted quadratic's slope at the curve's lowest x (claimed < 0) and highest x (> 0):
+    both hold exactly when the quadratic has its minimum strictly inside the range (a U)."""
+    curve = _level_label(claim.across, level)
+    xs, means = _curve_points(claim, members)
     if len(xs) < 3:
         return []
-    means = [_mean_weights(by_x[x]) for x in xs]  # each x: the mean of its datasets
     fit = np.linalg.pinv(np.vander(xs, 3, increasing=True))  # rows: intercept, b, c of a + b x + c x^2
     b = _add(*((fit[1, j], means[j]) for j in range(len(xs))))
     c = _add(*((fit[2, j], means[j]) for j in range(len(xs))))
@@ -648,6 +450,17 @@ def _u_components(claim: Claim, level: tuple, members: list) -> list[Component]:
         Component(
             f"{curve} slope at {high * 10:g}%", curve, _add((1.0, b), (2 * high, c)), "greater", shape=(b, c), groups=()
         ),
+    ]
+
+
+def _monotone_components(claim: Claim, level: tuple, members: list) -> list[Component]:
+    """Each step between consecutive x of the curve (mean of its datasets) in the claimed
+    direction: all hold exactly when the curve is strictly monotone ("prefers higher ratios")."""
+    curve = _level_label(claim.across, level)
+    xs, means = _curve_points(claim, members)
+    return [
+        Component(f"{curve} {a * 10:g}% to {b * 10:g}%", curve, _add((1.0, wb), (-1.0, wa)), claim.direction)
+        for a, b, wa, wb in zip(xs, xs[1:], means, means[1:])
     ]
 
 
@@ -733,7 +546,7 @@ def claim_coverage(claim: Claim, cells: pd.DataFrame) -> Coverage:
             + (f"; unmatched (their pair or curve is incomplete) {describe_cells_list(unmatched)}" if unmatched else "")
         )
     whole = [label for label in needed_parts if label not in have_parts]
-    if whole and claim.test != "spread" and (claim.across or claim.test in ("steps", "u_shape")):
+    if whole and claim.test != "spread" and (claim.across or claim.test in ("steps", *CURVE_TESTS)):
         lacking = set().union(*(needed_parts[label] for label in whole)) - used
         raise NotTestable(
             f"no cells for {', '.join(whole)} (the claim needs every one): missing {describe_cells_list(lacking)}"
@@ -757,7 +570,11 @@ def _component_stats(component: Component, cells: pd.DataFrame) -> ComponentStat
         few = int(np.argmax(ns < 2))
         raise NotTestable(f"{models[few]}/{cells['dataset'].to_numpy()[rows][few]} has fewer than 2 seeds")
     weights = np.array([component.weights[r] for r in rows])
-    terms = tuple(CellTerm(str(m), float(w), float(s), int(n)) for m, w, s, n in zip(models, weights, sds, ns))
+    task_types = cells["task_type"].to_numpy()[rows]
+    terms = tuple(
+        CellTerm(str(m), float(w), float(s), int(n), str(t))
+        for m, w, s, n, t in zip(models, weights, sds, ns, task_types)
+    )
     return ComponentStats(
         component.label, component.curve, float(weights @ means), component.direction, component.boundary, terms
     )
@@ -841,12 +658,18 @@ def _rliable(claim: Claim, component: Component, inputs: ClaimInputs) -> dict:
 
 def _contrast_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
     components = claim_components(claim, inputs.cells)
-    if claim.test == "u_shape" and not components:
-        raise NotTestable(f"no curve has 3 or more values of {claim.covariate} to fit a quadratic")
+    if claim.test in CURVE_TESTS and not components:
+        raise NotTestable(f"no curve has enough values of {claim.covariate} (3 for a quadratic, 2 for a step)")
     stats = [_component_stats(c, inputs.cells) for c in components]
     tested = claim_p(stats, pretraining_sd)
-    shown, shown_stats = components[tested.deciding], stats[tested.deciding]
+    labels = [c.label for c in components]
+    # The pre-registered headline (claim_definitions.HEADLINE_RULE); the deciding (weakest)
+    # component is reported beside it, with its coverage caveat (docs/claims.md).
+    at = labels.index(claim.headline) if claim.headline in labels else tested.deciding
+    shown, shown_stats = components[at], stats[at]
     low, high, level = interval(shown_stats, pretraining_sd)
+    weakest = stats[tested.deciding]
+    weakest_low, weakest_high, _ = interval(weakest, pretraining_sd)
     rows = sorted({r for c in components for r in c.weights})
     row = {
         "estimate": shown_stats.estimate,
@@ -854,6 +677,11 @@ def _contrast_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
         "ci_high": high,
         "ci_level": level,
         "shown": shown.label,
+        "headline": bool(claim.headline) and claim.headline in labels,
+        "weakest": weakest.label,
+        "weakest_estimate": weakest.estimate,
+        "weakest_ci_low": weakest_low,
+        "weakest_ci_high": weakest_high,
         "boundary": shown.boundary,
         "qualifying": _qualifying(stats, tested.passing),
         "components": _components_text(components, stats, inputs.cells, pretraining_sd),
@@ -893,12 +721,18 @@ def _lr_table(inputs: ClaimInputs, cell: int) -> np.ndarray:
     return table
 
 
+def _tau_for(pretraining_sd, task_type: str) -> float:
+    """The pretraining SD of a task type: per task type (a mapping) or one for all."""
+    return float(pretraining_sd.get(task_type, 0.0)) if isinstance(pretraining_sd, Mapping) else float(pretraining_sd)
+
+
 def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
     """Variance components (analysis.small_sample) per matched group, treatment and control; the
     claim is their ratio over groups (Fieller interval), tested by the paired t of the differences."""
     pairs = [(t, c) for t, c in _spread_pairs(claim, inputs.cells).values() if t and c]
     cells = inputs.cells
-    if claim.covariate == "lr":
+    extra = (0.0, 0.0)
+    if claim.covariate == "lr":  # an LR spread is within one model: no pretraining run crossed
         pairs = [(t, c) for t, c in pairs if len(t) == 1 and len(c) == 1]
         if len(pairs) < 2:
             raise NotTestable("fewer than 2 groups with one treatment and one control cell")
@@ -914,15 +748,30 @@ def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
         if (cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"] < 2).any():
             raise NotTestable("a cell of the claim has fewer than 2 seeds")
 
-        def component(rows):
-            chosen = cells.loc[rows]
-            return level_variance(chosen["mean"], chosen["sd"], chosen["n_seeds"])
+        # Each level is its own pretraining run (Figure 7: eight models), shared by the groups: a
+        # pretraining SD inflates every group's spread alike (subtracted) and moves the sums over
+        # groups together (added to the Fieller variances; analysis.small_sample).
+        tau = np.array([_tau_for(pretraining_sd, cells.loc[t[0], "task_type"]) for t, _ in pairs])
 
-        treatment = [component(t) for t, _ in pairs]
-        control = [component(c) for _, c in pairs]
+        def component(rows, tau_g):
+            chosen = cells.loc[rows]
+            return level_variance(chosen["mean"], chosen["sd"], chosen["n_seeds"]) - tau_g**2
+
+        def shared(side: int) -> float:
+            rows = [sorted(pair[side], key=lambda r: cells.loc[r, "model"]) for pair in pairs]
+            if len({len(r) for r in rows}) > 1:
+                raise NotTestable(f"groups differ in their number of {claim.covariate} levels")
+            means = cells["mean"].to_numpy(float)[np.array(rows)]
+            return shared_level_variance(means, tau) / len(pairs) ** 2 if tau.any() else 0.0
+
+        treatment = [component(t, g) for (t, _), g in zip(pairs, tau)]
+        control = [component(c, g) for (_, c), g in zip(pairs, tau)]
+        extra = (shared(0), shared(1))
         n_runs = int(cells.loc[[x for t, c in pairs for x in t + c], "n_seeds"].sum())
         what = f"variance of the true means over {claim.covariate} per group (method of moments)"
-    fit = fieller_ratio(treatment, control)
+        if tau.any():
+            what += f", pretraining SD {'/'.join(f'{v:g}' for v in sorted(set(tau)))} per run shared by the groups"
+    fit = fieller_ratio(treatment, control, extra_variance=extra)
     stats = ComponentStats(
         "all groups", "all groups", fit.difference, claim.direction, 0.0, fixed_se=fit.se, fixed_df=fit.df
     )
@@ -1055,6 +904,10 @@ def evaluate_claim(
         "direction": claim.direction,
         "unit": claim.unit,
         "margin": claim.margin,
+        "margin_source": claim.margin_source,
+        "quote": claim.quote,
+        "verbatim": claim.verbatim,
+        "role": claim.role,
         "source": inputs.source,
         "pretraining_sd": pretraining_sd,
         "verdict": "",
@@ -1087,13 +940,19 @@ def with_verdicts(
     tested = [claim_p(c, pretraining_sd) if c else None for c in components]
     report["p_value"] = [t.p_for if t else np.nan for t in tested]
     report["p_against"] = [t.p_against if t else np.nan for t in tested]
-    report["p_holm"] = holm(report["p_value"])
-    report["p_against_holm"] = holm(report["p_against"])
+    primary = (report["role"] == "primary").to_numpy()
+    report["p_holm"] = family_holm(report["p_value"], primary)
+    report["p_against_holm"] = family_holm(report["p_against"], primary)
     testable = np.array([t is not None for t in tested])
     report.loc[testable, "verdict"] = decide(
         report.loc[testable, "p_holm"].to_numpy(), report.loc[testable, "p_against_holm"].to_numpy()
     )
-    report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd)
+    report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd, primary=primary)
+    # Non-inferiority: the margin at which the verdict would flip (docs/claims.md, "Margins").
+    report["flip_margin"] = [
+        flip_margin(components, i, float(m), pretraining_sd, primary) if c and pd.notna(m) else np.nan
+        for i, (c, m) in enumerate(zip(components, report["margin"]))
+    ]
     planning, seeds_only, with_runs = [], [], []
     for tested_components in components:
         if not tested_components or any(s.terms is None for s in tested_components):
@@ -1102,9 +961,9 @@ def with_verdicts(
             with_runs.append("")
             continue
         # Planning value: the claim's median seed sd (pretraining runs assumed to vary as much as
-        # fine-tuning seeds) unless --pretraining-sd gives one.
+        # fine-tuning seeds) unless --pretraining-sd gives one, or replicates estimate it per task type.
         tau = pretraining_sd or float(np.median([t.sd for s in tested_components for t in s.terms]))
-        planning.append(tau)
+        planning.append(np.nan if isinstance(tau, Mapping) else tau)
         seeds_only.append(plan(tested_components).describe())
         with_runs.append(plan(tested_components, tau).describe())
     report["planning_pretraining_sd"] = planning
@@ -1112,8 +971,21 @@ def with_verdicts(
     report["fragile"] = report["verdict"].isin([SUPPORTED, CONTRADICTED]) & (
         report["tipping_pretraining_sd"] < report["planning_pretraining_sd"]
     )
-    report["seeds_for_80"] = seeds_only
-    report["design_for_80"] = with_runs
+    # The claim's own tests alone (no Holm), then the whole decision by simulation (docs/claims.md,
+    # "Next experiment"): every claim re-run at one design, intersection-union and Holm included.
+    report["seeds_for_80_alone"] = seeds_only
+    report["design_for_80_alone"] = with_runs
+    plannable = [c if c and all(s.terms is not None for s in c) else None for c in components]
+    observed = report["p_value"].to_numpy(float)
+    report["decision_power"] = decision_power(
+        components, None, primary=primary, rng=np.random.default_rng(0), observed_p=observed
+    )
+    taus = [0.0 if isinstance(t, float) and math.isnan(t) else t for t in planning]
+    if isinstance(pretraining_sd, Mapping):  # estimated per task type: plan at the estimates
+        taus = [pretraining_sd] * len(taus)
+    seeds_for, design_for = plan_decision(components, taus, primary, observed_p=observed)
+    report["seeds_for_80"] = [s if p is not None else "" for s, p in zip(seeds_for, plannable)]
+    report["design_for_80"] = [d if p is not None else w for d, p, w in zip(design_for, plannable, with_runs)]
     report["n_runs"] = report["n_runs"].fillna(0).astype(int)
     return report
 
@@ -1125,15 +997,34 @@ def evaluate_claims(
     rng_seed: int = 0,
     pretraining_sd: float = 0.0,
 ) -> pd.DataFrame:
-    """The report: one row per claim, CSV_COLUMNS then DETAIL_COLUMNS."""
+    """The report: one row per claim, CSV_COLUMNS then DETAIL_COLUMNS. With replicated pretraining
+    runs (`-rep<k>` names) the pretraining SD is estimated per task type (analysis.pretraining_variance)
+    and applied to every claim; `pretraining_sd` (--pretraining-sd) is the fallback for task types
+    without replicates. The estimates are in `report.attrs["pretraining_sd_estimates"]`."""
     if not (pretraining_sd >= 0 and math.isfinite(pretraining_sd)):
         raise ValueError(f"--pretraining-sd must be a finite number >= 0 (points), got {pretraining_sd}")
-    evaluated = [evaluate_claim(c, inputs, reps, rng_seed, pretraining_sd) for c in claims]
-    return with_verdicts([r for r, _ in evaluated], [s for _, s in evaluated], pretraining_sd)
+    estimates = estimate_pretraining_sd(inputs.cells) if (inputs.cells["replicate"] > 1).any() else {}
+    tau = pretraining_sd_profile(estimates, pretraining_sd) if estimates else pretraining_sd
+    evaluated = [evaluate_claim(c, inputs, reps, rng_seed, tau) for c in claims]
+    report = with_verdicts([r for r, _ in evaluated], [s for _, s in evaluated], tau)
+    if estimates:
+        report["pretraining_sd"] = describe_pretraining_sd(tau, estimates)
+    report.attrs["pretraining_sd_estimates"] = list(estimates.values())
+    return report
+
+
+def describe_pretraining_sd(tau: dict[str, float], estimates: dict) -> str:
+    """'SC 0.31 (estimated), TC 0 (--pretraining-sd)': the SD used per task type and its source."""
+    return ", ".join(
+        f"{t} {v:.2f} ({'estimated from replicates' if t in estimates else '--pretraining-sd'})" for t, v in tau.items()
+    )
 
 
 POWER_NOTE = (
-    f"Next experiment: fine-tuning seeds per cell for {TARGET_POWER:.0%} power at the observed effect "
+    f"Next experiment: fine-tuning seeds per cell for {TARGET_POWER:.0%} power at the observed effects "
     "with the released pretraining runs; and, at the planning pretraining SD, pretraining runs per "
-    "configuration x seeds per run (the cheapest: fewest runs). Level 5% two-sided per claim, no Holm."
+    "configuration x seeds per run (the cheapest: fewest runs). Power of the whole decision: every claim "
+    "re-run at that design, each component's t test simulated at its observed estimate, every component "
+    "needed and Holm across the claims, as the verdicts are made (P(supported) now: the same at the "
+    "design as it is); the claim's own tests alone (no Holm) need the 'alone' designs of the CSV."
 )

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from analysis.claim_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE
+from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE, WEAKEST_CAVEAT
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
 VERDICT_COLORS = {SUPPORTED: "#1b7837", CONTRADICTED: "#b2182b", INCONCLUSIVE: "#7f7f7f", NOT_TESTABLE: "#bbbbbb"}
@@ -77,6 +77,13 @@ def _estimate(r: dict) -> str:
     return f"{_num(r['estimate'])} {_interval(r['ci_low'], r['ci_high'])}{label}"
 
 
+def _weakest(r: dict) -> str:
+    """The deciding component and its interval, where it is not the headline (else "")."""
+    if r["verdict"] == NOT_TESTABLE or pd.isna(r.get("weakest")) or r.get("weakest") == r.get("shown"):
+        return ""
+    return f"{r['weakest']}: {_num(r['weakest_estimate'])} {_interval(r['weakest_ci_low'], r['weakest_ci_high'])}*"
+
+
 def _shown(r: dict) -> str:
     return "" if r["verdict"] == NOT_TESTABLE or pd.isna(r.get("shown")) else str(r["shown"])
 
@@ -87,6 +94,48 @@ def _is_fragile(r: dict) -> bool:
 
 def _text(value) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _flip(value) -> str:
+    if pd.isna(value):
+        return "—"
+    if value == math.inf:
+        return "none: not supported at any margin (its other components decide)"
+    if value == 0:
+        return "0 (supported with no margin)"
+    return f"supported when the margin exceeds {value:.3f}"
+
+
+def margin_lines(report: pd.DataFrame) -> list[str]:
+    """One line per non-inferiority claim: its margin, where the number comes from, and the margin at
+    which the verdict would flip."""
+    rows = report[report["margin"].notna() & (report["verdict"] != NOT_TESTABLE)]
+    return [
+        f"margin: {r['claim']}: {r['margin']:g} {r['unit']} ({_text(r.get('margin_source'))}); "
+        f"verdict {r['verdict']}, {_flip(r.get('flip_margin'))}"
+        for r in rows.to_dict("records")
+    ]
+
+
+REPLICATES_NOTE = (
+    "Some configurations were pretrained more than once (`-rep<k>` names): the SD of a pretraining run's "
+    "effect is estimated per task type from them (method of moments, 95% chi-square interval; "
+    'docs/claims.md, "Pretraining replicates") and added to every claim whose contrast crosses '
+    "pretraining runs; task types without replicates use --pretraining-sd."
+)
+
+
+def _has_sd(sd) -> bool:
+    return isinstance(sd, str) or (sd is not None and not pd.isna(sd) and sd > 0)
+
+
+def _sd_text(sd) -> str:
+    return sd if isinstance(sd, str) else f"{sd:g} points"
+
+
+def pretraining_lines(report: pd.DataFrame) -> list[str]:
+    """One line per task type whose pretraining SD is estimated from replicates, with its interval."""
+    return ["estimated pretraining SD " + e.describe() for e in report.attrs.get("pretraining_sd_estimates", [])]
 
 
 def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None) -> str:
@@ -100,15 +149,18 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
         "",
         f"Source: {source}. Written {utc_now()}."
         + (f" Bootstrap: {reps} replicates, generator seed {rng_seed}." if reps else "")
-        + (f" Pretraining SD added to every cell: {sd:g} points." if sd else ""),
+        + (f" Pretraining SD added to every cell: {_sd_text(sd)}." if _has_sd(sd) else ""),
         "",
         "Summary: "
         + ", ".join(f"{counts.get(v, 0)} {v}" for v in (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE))
         + ".",
         "",
-        f"**One pretraining run per configuration.** {ONE_PRETRAINING_RUN}",
-        "",
     ]
+    estimated = pretraining_lines(report)
+    if estimated:
+        lines += ["**Pretraining replicates.** " + REPLICATES_NOTE, ""] + [f"- {e}" for e in estimated] + [""]
+    else:
+        lines += [f"**One pretraining run per configuration.** {ONE_PRETRAINING_RUN}", ""]
     warned = [r for r in records if _text(r.get("warning"))]
     if warned:
         lines += ["**Coverage warnings** (these verdicts do not cover every cell the claim needs):", ""]
@@ -121,14 +173,18 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
         "",
         "## Verdicts",
         "",
-        "| claim | the paper says | what must hold | shown | estimate [95% CI] | unit | qualifying | p | p (Holm) "
-        "| verdict |",
-        "|---|---|---|---|---:|---|---|---:|---:|---|",
+        WEAKEST_CAVEAT + " Weakest intervals are marked *.",
+        "",
+        "| claim | the paper says | what must hold | headline | estimate [95% CI] | weakest (deciding) | unit "
+        "| qualifying | p | p (Holm) | verdict |",
+        "|---|---|---|---|---:|---|---|---|---:|---:|---|",
     ]
     for r in records:
+        quote = f'"{r["quote"]}"' if r.get("verbatim") is True else f"{_text(r.get('quote'))} (paraphrase)"
+        role = " (sensitivity reading)" if r.get("role") == "sensitivity" else ""
         lines.append(
-            f"| `{r['claim']}` | {r['sentence']} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
-            f"{r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
+            f"| `{r['claim']}`{role} | {quote} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
+            f"{_weakest(r)} | {r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
             f"| **{r['verdict']}** |"
         )
     if not testable.empty:
@@ -153,16 +209,29 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
             "to 50 points; '—' for inconclusive claims, which more variance cannot settle). A verdict whose "
             "tipping SD is below the planning SD is fragile. " + POWER_NOTE,
             "",
-            "| claim | verdict | cells | tipping pretraining SD | planning SD | seeds for 80% | runs x seeds for 80% |",
-            "|---|---|---:|---:|---:|---|---|",
+            "| claim | verdict | cells | tipping pretraining SD | planning SD | P(supported) now | seeds for 80% "
+            "| runs x seeds for 80% |",
+            "|---|---|---:|---:|---:|---:|---|---|",
         ]
         for r in testable.to_dict("records"):
             fragile = " (fragile)" if _is_fragile(r) else ""
             lines.append(
                 f"| `{r['claim']}` | {r['verdict']}{fragile} | {int(r['cells_used'])} of {int(r['cells_needed'])} | "
                 f"{_sd(r['tipping_pretraining_sd'])} | {_sd(r['planning_pretraining_sd'])} | "
-                f"{_text(r['seeds_for_80'])} | {_text(r['design_for_80'])} |"
+                f"{_num(r.get('decision_power'))} | {_text(r['seeds_for_80'])} | {_text(r['design_for_80'])} |"
             )
+    margins = margin_lines(report)
+    if margins:
+        lines += [
+            "",
+            "## Margins",
+            "",
+            "Each non-inferiority margin is on the paper's own scale, with its source; the flip margin is "
+            "the margin above which the claim would be supported, every other claim fixed and Holm re-applied "
+            '(docs/claims.md, "Margins").',
+            "",
+        ]
+        lines += [f"- {m.removeprefix('margin: ')}" for m in margins]
     if "seed_boot_low" in report and report["seed_boot_low"].notna().any():
         lines += [
             "",
@@ -221,8 +290,9 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
 
 
 def forest_plot(report: pd.DataFrame) -> Figure:
-    """One row per claim, each on its own scale (units differ): the shown component's estimate and
-    interval, the boundary the claim must clear; colour = verdict."""
+    """One row per claim, each on its own scale (units differ): the headline component's estimate and
+    interval, the weakest (deciding) one dashed below it where it differs, the boundary the claim
+    must clear; colour = verdict."""
     height = 0.55 * len(report) + 1.2
     fig = Figure(figsize=(9, height))  # fixed margins: a layout engine costs seconds per row
     fig.subplots_adjust(left=0.3, right=0.78, top=1 - 0.6 / height, bottom=0.5 / height, hspace=1.6)
@@ -240,7 +310,9 @@ def forest_plot(report: pd.DataFrame) -> Figure:
             continue
         low, high, estimate = r["ci_low"], r["ci_high"], r["estimate"]
         boundary = float(r["boundary"]) if pd.notna(r.get("boundary")) else 0.0
-        marks = [m for m in (low, high, estimate, boundary) if math.isfinite(m)]
+        weakest = bool(_weakest(r))
+        extra = (r["weakest_ci_low"], r["weakest_ci_high"], r["weakest_estimate"]) if weakest else ()
+        marks = [m for m in (low, high, estimate, boundary, *extra) if math.isfinite(m)]
         if r["test"] == "equivalence":
             marks += [-r["margin"], r["margin"]]
             for m in (-r["margin"], r["margin"]):
@@ -250,19 +322,28 @@ def forest_plot(report: pd.DataFrame) -> Figure:
         left, right = min(marks) - 0.1 * span, max(marks) + 0.1 * span
         ax.plot([max(low, left), min(high, right)], [0, 0], color=color, lw=2.5)
         ax.plot([estimate], [0], "o", color=color, ms=6)
+        if weakest:  # the deciding component, selected after the fact: open marker, thin line
+            w_low, w_high, w_est = extra
+            ax.plot([max(w_low, left), min(w_high, right)], [-0.4, -0.4], color=color, lw=1, ls="--")
+            ax.plot([w_est], [-0.4], "o", mfc="none", color=color, ms=5)
+            ax.set_ylim(-1, 0.6)
         ax.set_xlim(left, right)
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.tick_params(axis="x", labelsize=7)
         ax.text(
             1.01,
             0.5,
-            f"{r['verdict']} ({r['qualifying']})\n{r['shown']}",
+            f"{r['verdict']} ({r['qualifying']})\n{r['shown']}" + (f"\n* {r['weakest']}" if weakest else ""),
             transform=ax.transAxes,
             fontsize=7,
             va="center",
             color=color,
         )
-    fig.suptitle("Claims of arXiv 2507.00994: deciding component and interval (each row on its own scale)", fontsize=10)
+    fig.suptitle(
+        "Claims of arXiv 2507.00994: headline component (filled) and, dashed, the weakest one* (each row on its "
+        "own scale)\n* selected after the fact: its interval is not a 95% interval",
+        fontsize=9,
+    )
     return fig
 
 
@@ -308,8 +389,9 @@ def verdict_table(report: pd.DataFrame) -> str:
     view = pd.DataFrame(
         {
             "claim": report["claim"],
-            "shown": [_shown(r) for r in report.to_dict("records")],
+            "headline": [_shown(r) for r in report.to_dict("records")],
             "estimate [CI]": [_estimate(r) for r in report.to_dict("records")],
+            "weakest [CI]*": [_weakest(r) for r in report.to_dict("records")],
             "qualifying": report["qualifying"].map(_text),
             "p_holm": [_p(p) for p in report["p_holm"]],
             "verdict": [
@@ -320,6 +402,7 @@ def verdict_table(report: pd.DataFrame) -> str:
                 "" if pd.isna(u) else f"{int(u)}/{int(n)}" for u, n in zip(report["cells_used"], report["cells_needed"])
             ],
             "tipping SD": [_sd(v) for v in report["tipping_pretraining_sd"]],
+            "P(supported) now": [_num(p) for p in report["decision_power"]],
             "seeds for 80%": report["seeds_for_80"].map(_text),
             "runs x seeds (planning SD)": [
                 f"{_text(d)} ({_sd(t)})" if _text(d) else ""
@@ -327,6 +410,9 @@ def verdict_table(report: pd.DataFrame) -> str:
             ],
         }
     )
-    lines = [view.to_string(index=False), "", ONE_PRETRAINING_RUN]
+    estimated = pretraining_lines(report)
+    lines = [view.to_string(index=False), "", "* " + WEAKEST_CAVEAT]
+    lines += [REPLICATES_NOTE, *estimated] if estimated else [ONE_PRETRAINING_RUN]
+    lines += margin_lines(report)
     lines += [f"warning: {c}: {w}" for c, w in zip(report["claim"], report["warning"]) if _text(w)]
     return "\n".join(lines)

@@ -382,7 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         metavar="POINTS",
         help="SD of a pretraining run's effect added to every model (default 0: the paper's one run per "
-        "configuration, verdicts about those runs; the report gives each verdict's tipping SD)",
+        "configuration, verdicts about those runs; the report gives each verdict's tipping SD). With "
+        "replicated runs (<name>-rep<k>) the SD is estimated per task type and this is the fallback for task "
+        "types without replicates",
     )
     _add_bootstrap_options(p)
     p.set_defaults(func=_cmd_claims)

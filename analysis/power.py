@@ -21,13 +21,13 @@ the wrong side of its boundary has no design with 80% power.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
-from analysis.claim_tests import ALPHA, ComponentStats
+from analysis.claim_tests import ALPHA, ComponentStats, pretraining_variance
 from analysis.small_sample import welch_df
 
 TARGET_POWER = 0.8
@@ -35,9 +35,9 @@ MAX_SEEDS = 100
 MAX_RUNS = 10
 
 
-def component_power(component: ComponentStats, seeds: int, runs: int = 1, pretraining_sd: float = 0.0) -> float:
-    """Power of the component's t test (level ALPHA two-sided, in the claimed direction) with
-    `seeds` seeds per run and `runs` pretraining runs per model, at its observed estimate."""
+def design_se_df(component: ComponentStats, seeds: int, runs: int = 1, pretraining_sd=0.0) -> tuple[float, float]:
+    """Standard error and Welch-Satterthwaite df of the component with `seeds` seeds per run and
+    `runs` pretraining runs per model (module doc)."""
     if component.terms is None:
         raise ValueError(f"component {component.label}: no cell terms to plan from")
     by_model: dict[str, list] = {}
@@ -46,7 +46,7 @@ def component_power(component: ComponentStats, seeds: int, runs: int = 1, pretra
     tau = pretraining_sd if runs > 1 else 0.0  # one run per model: the analysis cannot see tau
     seed_parts = [t.weight**2 * t.sd**2 / (seeds * runs) for t in component.terms]
     model_parts = [
-        (sum(t.weight for t in cells) ** 2 * tau**2) / runs + sum(t.weight**2 * t.sd**2 for t in cells) / (seeds * runs)
+        pretraining_variance(cells, tau) / runs + sum(t.weight**2 * t.sd**2 for t in cells) / (seeds * runs)
         for cells in by_model.values()
     ]
     variance = float(sum(model_parts))
@@ -54,7 +54,13 @@ def component_power(component: ComponentStats, seeds: int, runs: int = 1, pretra
         df = welch_df(model_parts, [runs - 1] * len(model_parts))
     else:
         df = welch_df(seed_parts, [seeds - 1] * len(seed_parts))
-    return _t_power(component, math.sqrt(variance), df)
+    return math.sqrt(variance), df
+
+
+def component_power(component: ComponentStats, seeds: int, runs: int = 1, pretraining_sd=0.0) -> float:
+    """Power of the component's t test (level ALPHA two-sided, in the claimed direction) with
+    `seeds` seeds per run and `runs` pretraining runs per model, at its observed estimate."""
+    return _t_power(component, *design_se_df(component, seeds, runs, pretraining_sd))
 
 
 def _t_power(component: ComponentStats, se: float, df: float) -> float:
@@ -100,7 +106,7 @@ class Design:
         return f"{self.runs} runs x {self.seeds} seeds"
 
 
-def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> Design:
+def plan(components: Sequence[ComponentStats], pretraining_sd=0.0) -> Design:
     """Seeds per cell (and, when pretraining_sd > 0, pretraining runs per model: 2 or more, since
     one run cannot measure tau) for TARGET_POWER at the observed effects."""
     wrong = [c for c in components if not _on_claimed_side(c)]
@@ -112,7 +118,8 @@ def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> D
             pretraining_sd,
             f"none: {wrong[0].label} observed on the wrong side",
         )
-    for runs in [1] if pretraining_sd == 0 else range(2, MAX_RUNS + 1):
+    varies = any(v > 0 for v in pretraining_sd.values()) if isinstance(pretraining_sd, Mapping) else pretraining_sd > 0
+    for runs in range(2, MAX_RUNS + 1) if varies else [1]:
         if claim_power(components, MAX_SEEDS, runs, pretraining_sd) < TARGET_POWER:
             continue
         low, high = 2, MAX_SEEDS  # power grows with seeds: the fewest that reach the target
@@ -123,13 +130,13 @@ def plan(components: Sequence[ComponentStats], pretraining_sd: float = 0.0) -> D
             else:
                 low = middle + 1
         return Design(runs, low, claim_power(components, low, runs, pretraining_sd), pretraining_sd)
-    most = MAX_RUNS if pretraining_sd > 0 else 1
+    most = MAX_RUNS if varies else 1
     return Design(
         most,
         None,
         claim_power(components, MAX_SEEDS, most, pretraining_sd),
         pretraining_sd,
-        f"more than {most} runs x {MAX_SEEDS} seeds",
+        f"more than {most} runs x {MAX_SEEDS} seeds" if most > 1 else f"more than {MAX_SEEDS} seeds",
     )
 
 
@@ -138,3 +145,155 @@ def _on_claimed_side(component: ComponentStats) -> bool:
         return abs(component.estimate) < component.null
     shift = component.estimate - component.null
     return shift > 0 if component.direction == "greater" else shift < 0
+
+
+# --- the whole decision: every claim re-run at one design, Holm and intersection-union included ---
+SEED_GRID = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
+RUN_GRID = (2, 3, 4, 5, 6, 8, 10)
+DECISION_SIMS = 1000
+
+
+def _simulated_p(components: Sequence[ComponentStats], se, df, rng: np.random.Generator, sims: int) -> np.ndarray:
+    """(sims x components) p for the claim (analysis.claim_tests.component_p) of each component in
+    simulated experiments: estimate = truth + se z, its estimated se = se sqrt(chi2_df / df), the
+    truth being the observed estimate."""
+    se, df = np.asarray(se, dtype=float), np.minimum(np.asarray(df, dtype=float), 1e6)
+    truth = np.array([c.estimate for c in components])
+    null = np.array([c.null for c in components])
+    estimate = truth + se * rng.standard_normal((sims, len(components)))
+    se_hat = se * np.sqrt(rng.chisquare(df, (sims, len(components))) / df)
+    p = np.empty_like(estimate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j, c in enumerate(components):
+            if c.direction == "equivalent":
+                low = stats.t.sf((estimate[:, j] + null[j]) / se_hat[:, j], df[j])
+                high = stats.t.cdf((estimate[:, j] - null[j]) / se_hat[:, j], df[j])
+                p[:, j] = np.maximum(low, high)
+        sign = np.array([-1.0 if c.direction == "less" else 1.0 for c in components])
+        directional = np.array([c.direction != "equivalent" for c in components])
+        t = sign * (estimate - null) / se_hat
+        p[:, directional] = np.minimum(1.0, 2 * special.stdtr(df, -t))[:, directional]  # = 2 t.sf(t, df)
+    return p
+
+
+def decision_power(
+    claims: Sequence[Sequence[ComponentStats] | None],
+    seeds: int | None,
+    runs: int = 1,
+    pretraining_sd=(),
+    primary=None,
+    sims: int = DECISION_SIMS,
+    rng: np.random.Generator | None = None,
+    observed_p=None,
+) -> np.ndarray:
+    """Per claim, the chance that the report calls it `supported` when EVERY claim is re-run with
+    `seeds` seeds per run and `runs` pretraining runs per model, each at its observed estimates:
+    each component's t test simulated, the claim's p the largest (intersection-union), Holm across
+    the claims (analysis.claim_tests.family_holm). `pretraining_sd`: one value per claim (its
+    planning SD; () = 0). Claims without cell terms (spread claims) keep `observed_p`; NaN for
+    claims that are not testable. seeds=None: the design as it is (each component's own cells and
+    seed counts, no pretraining variance)."""
+    from analysis.claim_tests import family_holm
+
+    rng = np.random.default_rng(0) if rng is None else rng
+    taus = list(pretraining_sd) or [0.0] * len(claims)
+    p = np.full((sims, len(claims)), np.nan)
+    for i, components in enumerate(claims):
+        if not components:
+            continue
+        if any(c.terms is None for c in components):
+            p[:, i] = observed_p[i] if observed_p is not None else np.nan
+            continue
+        if seeds is None:
+            fits = [tuple(float(v) for v in c.se_df(0.0)) for c in components]
+        else:
+            fits = [design_se_df(c, seeds, runs, taus[i]) for c in components]
+        se, df = zip(*fits)
+        p[:, i] = _simulated_p(components, se, df, rng, sims).max(axis=1)
+    supported = family_holm(p, primary) < ALPHA
+    power = supported.mean(axis=0)
+    power[np.isnan(p).all(axis=0)] = np.nan
+    return power
+
+
+def _z_power_bound(components: Sequence[ComponentStats], seeds: int, runs: int, pretraining_sd) -> float:
+    """Every component's one-sided z-test power at 2.5% (above its t-test power), multiplied."""
+    power = 1.0
+    for c in components:
+        se, _ = design_se_df(c, seeds, runs, pretraining_sd)
+        shift = abs(c.estimate) - c.null if c.direction == "equivalent" else c.estimate - c.null
+        shift = -shift if c.direction == "less" else shift
+        power *= float(stats.norm.cdf(shift / se - stats.norm.isf(ALPHA / 2))) if se > 0 else float(shift > 0)
+    return power
+
+
+def plan_decision(
+    claims: Sequence[Sequence[ComponentStats] | None],
+    planning_sd: Sequence[float],
+    primary=None,
+    sims: int = DECISION_SIMS,
+    rng_seed: int = 0,
+    observed_p=None,
+) -> tuple[list[float], list[str], list[str]]:
+    """Per claim: the fewest seeds per cell of SEED_GRID with TARGET_POWER for the whole decision
+    (one pretraining run), and the fewest runs x seeds of RUN_GRID x SEED_GRID at the planning SDs.
+    Every claim is re-run at the same design; common random numbers across designs (one generator
+    seed)."""
+    n = len(claims)
+    wrong = [
+        next((c.label for c in comps if comps and c.terms is not None and not _on_claimed_side(c)), None)
+        if comps
+        else None
+        for comps in claims
+    ]
+    plannable = [bool(comps) and all(c.terms is not None for c in comps) for comps in claims]
+
+    def power_at(seeds, runs, taus):
+        return decision_power(
+            claims, seeds, runs, taus, primary, sims, np.random.default_rng(rng_seed), observed_p=observed_p
+        )
+
+    def worth_simulating(seeds, runs, taus, found) -> bool:
+        # The whole decision is never more likely than every component's own test passing (Holm only
+        # raises p): simulate only where some claim still searching reaches the target alone.
+        # The z test's power bounds the t test's from above: a cheap, safe filter.
+        return any(
+            plannable[i]
+            and not found[i]
+            and wrong[i] is None
+            and _z_power_bound(claims[i], seeds, runs, taus[i] if taus else 0.0) >= TARGET_POWER
+            for i in range(n)
+        )
+
+    seeds_for = [""] * n
+    found = [False] * n
+    for seeds in SEED_GRID:
+        if not worth_simulating(seeds, 1, (), found):
+            continue
+        power = power_at(seeds, 1, ())
+        for i in range(n):
+            if plannable[i] and not found[i] and wrong[i] is None and power[i] >= TARGET_POWER:
+                seeds_for[i], found[i] = f"{seeds} seeds", True
+        if all(found[i] or not plannable[i] or wrong[i] for i in range(n)):
+            break
+    design_for = [""] * n
+    found = [False] * n
+    for runs in RUN_GRID:
+        for seeds in SEED_GRID:
+            if all(found[i] or not plannable[i] or wrong[i] for i in range(n)):
+                break
+            if not worth_simulating(seeds, runs, planning_sd, found):
+                continue
+            power = power_at(seeds, runs, planning_sd)
+            for i in range(n):
+                if plannable[i] and not found[i] and wrong[i] is None and power[i] >= TARGET_POWER:
+                    design_for[i], found[i] = f"{runs} runs x {seeds} seeds", True
+    for i in range(n):
+        if not plannable[i]:
+            continue
+        if wrong[i] is not None:
+            seeds_for[i] = design_for[i] = f"none: {wrong[i]} observed on the wrong side"
+            continue
+        seeds_for[i] = seeds_for[i] or f"more than {SEED_GRID[-1]} seeds"
+        design_for[i] = design_for[i] or f"more than {RUN_GRID[-1]} runs x {SEED_GRID[-1]} seeds"
+    return seeds_for, design_for

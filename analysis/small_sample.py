@@ -132,16 +132,20 @@ class RatioFit:
     df: float  # groups - 1
 
 
-def fieller_ratio(treatment, control, confidence: float = 0.95) -> RatioFit:
+def fieller_ratio(treatment, control, confidence: float = 0.95, extra_variance=(0.0, 0.0)) -> RatioFit:
     """Ratio of the means of paired values over groups with Fieller's interval: the ratios rho for
     which mean(t) - rho mean(c) is within the t quantile of its paired standard error. Unbounded
-    ends are +-inf (the control mean is not clearly above 0)."""
+    ends are +-inf (the control mean is not clearly above 0). `extra_variance`: variance of the
+    treatment and control means that the spread over groups cannot see (a part shared by every
+    group, e.g. the pretraining runs behind them), added to their variances (independent)."""
     t_values, c_values = np.asarray(treatment, dtype=float), np.asarray(control, dtype=float)
     groups = len(t_values)
     if groups < 2:
         raise ValueError("a ratio over groups needs 2 or more groups")
     a, b = t_values.mean(), c_values.mean()
     cov = np.cov(t_values, c_values, ddof=1) / groups  # covariance of the two means
+    cov[0, 0] += extra_variance[0]
+    cov[1, 1] += extra_variance[1]
     q2 = t_quantile(groups - 1, confidence) ** 2
     lead, half, last = b * b - q2 * cov[1, 1], a * b - q2 * cov[0, 1], a * a - q2 * cov[0, 0]
     discriminant = half * half - lead * last
@@ -150,9 +154,24 @@ def fieller_ratio(treatment, control, confidence: float = 0.95) -> RatioFit:
     else:
         low, high = -math.inf, math.inf
     differences = t_values - c_values
-    se = float(differences.std(ddof=1) / math.sqrt(groups))
+    se = float(math.sqrt(differences.var(ddof=1) / groups + extra_variance[0] + extra_variance[1]))
     ratio = a / b if b != 0 else math.copysign(math.inf, a)
     return RatioFit(float(ratio), float(low), float(high), float(differences.mean()), se, float(groups - 1))
+
+
+def shared_level_variance(means: np.ndarray, taus: np.ndarray) -> float:
+    """Variance, over the runs behind them, of the sum over groups of `level_variance`: (groups x
+    k levels) cell means whose level r is one pretraining run, with an effect tau_g z_r shared by
+    the groups (z_r ~ N(0, 1) per run). With centred means d_gr and c_r = sum_g tau_g d_gr, the sum
+    gains (2 / (k - 1)) sum_r c_r z_r + (sum_g tau_g^2) S_z (S_z: the sample variance of the z_r),
+    of variance (2 / (k - 1))^2 sum_r c_r^2 + (sum_g tau_g^2)^2 2 / (k - 1); its mean, sum_g
+    tau_g^2, is what level_variance must also subtract. The observed means stand in for the true."""
+    means, taus = np.asarray(means, dtype=float), np.asarray(taus, dtype=float)
+    k = means.shape[1]
+    if k < 2:
+        raise ValueError("a spread over levels needs 2 or more levels")
+    c = taus @ (means - means.mean(axis=1, keepdims=True))
+    return float((2 / (k - 1)) ** 2 * np.sum(c**2) + np.sum(taus**2) ** 2 * 2 / (k - 1))
 
 
 def sd_ratio(value: float) -> float:

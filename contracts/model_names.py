@@ -5,8 +5,12 @@ Grammar (steps are `<n>k` = n thousand, or a plain integer for toy runs):
   intermediate ckpt  <size>-<obj>-<T>-<step>   (step of the T run, before its decay)
   biphasic           <size>-clm-<N>-mlm<p>-<T> (N CLM steps, then MLM up to T in total)
   CPT                <size>-<obj>-dec<B>-mlm<p>-<T> (decayed B-step base, MLM up to T in total)
-A hub prefix (`MLMvsCLM/`) is ignored. Names outside the grammar are external models: `parse`
-returns None and records carry no pretraining description. Every name in the package is built
+  replicate          <any of the above>-rep<k>, k >= 2: the k-th pretraining run of the same
+                     configuration (other init and data-order seeds; the first run has no suffix)
+A replicate parses to its configuration's description; `split_replicate` is the one place that
+reads the suffix and `replicate_name` the one that writes it. A hub prefix (`MLMvsCLM/`) is
+ignored. Names outside the grammar are external models: `parse` returns None and records carry
+no pretraining description. Every name in the package is built
 by the functions below (`format_model_name`, or by parts: `single_objective_name`, `biphasic_name`,
 `cpt_name`).
 """
@@ -73,9 +77,32 @@ def strip_hub_prefix(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1]
 
 
+_REPLICATE = re.compile(r"^(?P<base>.+)-rep(?P<k>\d+)$")
+
+
+def split_replicate(model: str) -> tuple[str, int]:
+    """(configuration name, replicate number) of a model name: '610m-clm-42k-rep2' ->
+    ('610m-clm-42k', 2); a name without the suffix is replicate 1 of itself. The suffix counts
+    only on a release-style configuration with k >= 2 ('-rep1' and 'my-model-rep2' are names of
+    their own)."""
+    name = strip_hub_prefix(model)
+    match = _REPLICATE.match(name)
+    if match and int(match["k"]) >= 2 and not match["k"].startswith("0") and _NAME.match(match["base"]):
+        return match["base"], int(match["k"])
+    return name, 1
+
+
+def replicate_name(configuration: str, k: int) -> str:
+    """The name of the k-th pretraining run of a configuration (k = 1: the configuration's name)."""
+    if k < 1:
+        raise ValueError(f"replicate numbers start at 1, got {k}")
+    return configuration if k == 1 else f"{configuration}-rep{k}"
+
+
 def parse_model_name(model: str) -> PretrainingDescription | None:
-    """Pretraining description of a release-style name, None for any other model."""
-    match = _NAME.match(strip_hub_prefix(model))
+    """Pretraining description of a release-style name (a replicate: of its configuration), None
+    for any other model."""
+    match = _NAME.match(split_replicate(model)[0])
     if match is None:
         return None
     g = match.groupdict()

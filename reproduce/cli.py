@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="local fine-tuning processes (default 2)")
     p.add_argument("--threads", type=int, help="torch threads per process (default 1)")
     p.add_argument("--reps", type=int, help="bootstrap replicates (default 1000)")
+    p.add_argument(
+        "--pretrain-replicates",
+        type=int,
+        help="pretraining runs per configuration (default 1); runs 2..N are <name>-rep<k> with other init and "
+        "data-order seeds, and the analysis writes a claims report with the pretraining SD estimated per task type",
+    )
     slurm = p.add_argument_group("Slurm (always at --scale paper)")
     slurm.add_argument("--slurm", action="store_true", help="write (and submit) Slurm jobs instead of running here")
     slurm.add_argument(
@@ -173,6 +179,7 @@ def config_from_args(args) -> ReproduceConfig:
         "workers",
         "threads",
         "reps",
+        "pretrain_replicates",
     ):
         value = getattr(args, key)
         if value is not None:

@@ -27,13 +27,38 @@ def figure_files(cfg: ReproduceConfig) -> list[str]:
     return names
 
 
+def as_paper_records(cfg: ReproduceConfig, records) -> list:
+    """The records with each toy model renamed to the paper checkpoint it stands in for (and that
+    checkpoint's pretraining description); other records unchanged."""
+    from dataclasses import replace as replace_record
+
+    renamed = stand_ins(cfg)
+    return [
+        replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
+        if r.model in renamed
+        else r
+        for r in records
+    ]
+
+
+def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
+    """With replicated pretraining runs: the claims report on the records as paper checkpoints
+    (`claims.md`, `claims.csv` in `folder`), its estimated pretraining SD per task type in one line."""
+    from analysis.claims import evaluate_claims, inputs_from_records
+    from analysis.claims_report import pretraining_lines, write_claims_report
+
+    source = f"{cfg.scale}-scale reproduction, {cfg.pretrain_replicates} pretraining runs per configuration"
+    inputs = inputs_from_records(as_paper_records(cfg, records), source, reps=cfg.reps)
+    report = evaluate_claims(inputs, reps=cfg.reps)
+    write_claims_report(report, csv=str(folder / "claims.csv"), markdown=str(folder / "claims.md"), reps=cfg.reps)
+    return "; ".join(pretraining_lines(report)) or "no task type has 2 runs of one configuration"
+
+
 def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str], chance=None) -> list[str]:
     """The study's figures from our cells / records (toy runs drawn as the paper checkpoints they stand
     in for, and said so on the figure), each next to the published one where the paper has the numbers.
     `chance` (reproduce.local.chance_levels: one row per dataset) is drawn on Figure 3 as the mean
     chance level of each task type. Returns one summary per figure."""
-    from dataclasses import replace as replace_record
-
     from analysis.published import load_published_cells
     from paper_figures.cli import CELL_FIGURES, LOG_FIGURES, RUN_FIGURES
     from paper_figures.output import save_figure
@@ -41,12 +66,7 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     renamed = stand_ins(cfg)
     back = {paper: ours for ours, paper in renamed.items()}
     cells = cells.assign(model=cells["model"].map(lambda m: renamed.get(m, m)))
-    records = [
-        replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
-        if r.model in renamed
-        else r
-        for r in records
-    ]
+    records = as_paper_records(cfg, records)
     world = f"\n[{toy_world_caption(cfg)}]" if cfg.scale == "toy" else ""
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
     summaries = []

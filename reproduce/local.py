@@ -17,7 +17,7 @@ from pathlib import Path
 from contracts.config import config_from_dict, config_to_dict
 from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
-from reproduce.figures import draw_figures, figure_files
+from reproduce.figures import claims_report, draw_figures, figure_files
 from reproduce.housekeeping import finished_run_checkpoints, folder_size, output_lock
 from reproduce.plan import (
     WORLD_DOCUMENTS,
@@ -335,6 +335,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         out / "audit" / "audit.md",
         *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
         *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
+        *([out / "claims" / "claims.md"] if cfg.pretrain_replicates > 1 else []),
     ]
     if (
         stamp.exists()
@@ -363,6 +364,8 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         atomic_write_text(out / "learning.csv", table.to_csv(index=False))
         learned = f"; {summary_line(table)} ({out / 'learning.csv'})"
     figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance)
+    if cfg.pretrain_replicates > 1:  # docs/reproduce.md, "Pretraining replicates"
+        learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(cfg, records, out / 'claims')}"
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
     c = summary["cells"]
     return (

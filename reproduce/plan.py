@@ -12,7 +12,7 @@ from typing import Literal
 
 from contracts.config import config_to_dict
 from contracts.layout import export_dir
-from contracts.model_names import parse_model_name
+from contracts.model_names import parse_model_name, replicate_name, split_replicate
 from contracts.paper import (
     DATASETS,
     FINETUNE_LRS,
@@ -98,6 +98,10 @@ class ReproduceConfig:
     workers: int = 2  # local processes for fine-tuning (each with `threads` torch threads)
     threads: int = 1
     reps: int = 1000  # bootstrap replicates of the analysis
+    # Pretraining runs per configuration (docs/reproduce.md, "Pretraining replicates"): run k >= 2 is
+    # `<name>-rep<k>` with other init and data-order seeds; the analysis then estimates the
+    # pretraining SD per task type (analysis.pretraining_variance) in its claims report.
+    pretrain_replicates: int = 1
 
     def __post_init__(self):
         if self.study not in STUDIES:
@@ -136,6 +140,10 @@ class ReproduceConfig:
             raise ValueError(f"data_root {TOY_WORLD!r} is the toy world's task mirror: it needs scale toy")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
+        if self.pretrain_replicates < 1:
+            raise ValueError(
+                f"pretrain_replicates {self.pretrain_replicates} must be >= 1 (1: one run per configuration)"
+            )
         try:
             if not study_checkpoints(self):
                 raise ValueError("the options select no checkpoint of the study")
@@ -197,15 +205,24 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
 def study_checkpoints(cfg: ReproduceConfig) -> tuple:
     """The study's checkpoints (reproduce.studies.Checkpoint) that this reproduction fine-tunes."""
     chosen = checkpoints(STUDIES[cfg.study], cfg.scale, pretrain_length(cfg), cfg.checkpoints)
-    if cfg.study != "masking":
-        return tuple(chosen)
-    keep = []
-    for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
-        desc = parse_model_name(ckpt.name)
-        wanted_ratio = cfg.clm if desc.objective == "clm" else desc.masking_ratio in (cfg.ratios or MASKING_RATIOS)
-        if (cfg.sizes is None or desc.size in cfg.sizes) and wanted_ratio:
-            keep.append(ckpt)
-    return tuple(keep)
+    keep = list(chosen)
+    if cfg.study == "masking":
+        keep = []
+        for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
+            desc = parse_model_name(ckpt.name)
+            wanted_ratio = cfg.clm if desc.objective == "clm" else desc.masking_ratio in (cfg.ratios or MASKING_RATIOS)
+            if (cfg.sizes is None or desc.size in cfg.sizes) and wanted_ratio:
+                keep.append(ckpt)
+    return tuple(keep) + tuple(
+        replace(
+            c,
+            name=replicate_name(c.name, k),
+            paper_name=replicate_name(c.paper_name, k),
+            run_name=replicate_name(c.run_name, k),
+        )
+        for k in range(2, cfg.pretrain_replicates + 1)
+        for c in keep
+    )
 
 
 def model_names(cfg: ReproduceConfig) -> list[str]:
@@ -249,14 +266,25 @@ def _checkpoint(cfg: ReproduceConfig, name: str):
 
 
 def pretraining_runs(cfg: ReproduceConfig) -> dict[str, str]:
-    """Run directory name at this scale -> registry run, CPT bases before their CPT runs."""
-    return {scaled_name(run, cfg.scale, pretrain_length(cfg)): run for run in runs_to_train(study_checkpoints(cfg))}
+    """Run directory name at this scale -> registry run, CPT bases before their CPT runs; then the same
+    runs again per replicate (`-rep<k>`)."""
+    runs = runs_to_train([c for c in study_checkpoints(cfg) if split_replicate(c.name)[1] == 1])
+    return {
+        replicate_name(scaled_name(run, cfg.scale, pretrain_length(cfg)), k): run
+        for k in range(1, cfg.pretrain_replicates + 1)
+        for run in runs
+    }
+
+
+REPLICATE_SEED_STEP = 1000  # run k's init and data-order seeds: the registry's + 1000 (k - 1)
 
 
 def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     """The registry's config of the run `name` (e.g. `toy_m-mlm40-42`) at this scale, renamed so that
     every run record carries its pretraining description (and shortened by --pretrain-steps)."""
     from pretraining import registry
+    from pretraining.config import TrainConfig
+    from pretraining.data.config import DataConfig
 
     runs = pretraining_runs(cfg)
     if name not in runs:
@@ -271,10 +299,16 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     )
     body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
     body["run_dir"] = str(pretraining_dir(cfg) / name)
+    replicate = split_replicate(name)[1]
+    if replicate > 1:  # another pretraining run of the configuration: other init and data order
+        body["train"]["seed"] = body["train"].get("seed", TrainConfig.seed) + REPLICATE_SEED_STEP * (replicate - 1)
+        body["data"]["shuffle_seed"] = body["data"].get(
+            "shuffle_seed", DataConfig.shuffle_seed
+        ) + REPLICATE_SEED_STEP * (replicate - 1)
     length = pretrain_length(cfg)
-    if run.cpt_base is not None:  # the decayed base, under its name at this scale
+    if run.cpt_base is not None:  # the decayed base of the same replicate, under its name at this scale
         base = registry.RUNS[run.cpt_base]
-        base_dir = scaled_name(base.name, cfg.scale, length)
+        base_dir = replicate_name(scaled_name(base.name, cfg.scale, length), replicate)
         steps = scale_steps(base.max_steps, cfg.scale, length)
         body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / base_dir, steps))
         body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data

@@ -16,6 +16,7 @@ from analysis.claims import (
     Claim,
     claim_components,
     crossovers,
+    describe_cells,
     evaluate_claim,
     evaluate_claims,
     inputs_from_published,
@@ -24,6 +25,7 @@ from analysis.claims import (
 from analysis.claims_report import claims_markdown, verdict_table
 from analysis.models import pseudo_seeds
 from analysis.published import load_published_cells
+from contracts.paper import TASK_TYPES
 from tests.analysis.analysis_testlib import make_record
 
 CLAIM = {c.id: c for c in CLAIMS}
@@ -49,13 +51,18 @@ def test_every_sentence_is_a_spec():
         "gap_widens_with_size_sc",
         "gap_narrows_with_size_ir",
         "u_shape_masking_610m_1b",
+        "u_shape_masking_610m_1b_tc_qa",
+        "ir_prefers_high_masking",
         "clm_leads_early",
         "clm_less_lr_sensitive",
         "biphasic_beats_mlm",
         "biphasic_less_ratio_sensitive",
         "cpt_clm_base_beats_mlm_base",
     }
-    assert CLAIM["clm_competitive_tc"].test == "noninferiority" and CLAIM["clm_competitive_tc"].margin == 0.5
+    assert CLAIM["clm_competitive_tc"].test == "noninferiority" and CLAIM["clm_competitive_tc"].margin == 0.125
+    assert CLAIM["u_shape_masking_610m_1b"].task_types == ("TC",)
+    assert CLAIM["u_shape_masking_610m_1b_tc_qa"].role == "sensitivity"
+    assert all(c.quote and c.location for c in CLAIMS)
     assert CLAIM["mlm_beats_clm_sc"].across == ("size",) and CLAIM["u_shape_masking_610m_1b"].test == "u_shape"
 
 
@@ -66,16 +73,30 @@ def test_published_report(published_report):
     assert set(untestable.index) == {"clm_less_lr_sensitive", "biphasic_less_ratio_sensitive"}
     assert "Figure 5" in untestable.loc["clm_less_lr_sensitive", "reason"]
     assert "Figure 7" in untestable.loc["biphasic_less_ratio_sensitive", "reason"]
-    assert report.loc["mlm_beats_clm_sc", "verdict"] == SUPPORTED and report.loc["mlm_beats_clm_sc", "shown"] == "210m"
-    assert report.loc["clm_competitive_tc", "verdict"] == SUPPORTED
-    # Issue 29: at 610M alone CLM - MLM-40 = +0.48, not significant once Holm counts 11 claims.
+    assert report.loc["mlm_beats_clm_sc", "verdict"] == SUPPORTED and report.loc["mlm_beats_clm_sc", "shown"] == "610m"
+    assert report.loc["mlm_beats_clm_sc", "weakest"] == "210m"
+    # Issue 36: at the margin on the paper's scale (0.125 F1) the 1B estimate -0.06 [-0.28, 0.17] is
+    # not clearly non-inferior.
+    assert report.loc["clm_competitive_tc", "verdict"] == INCONCLUSIVE
+    assert report.loc["clm_competitive_tc", "weakest"] == "1b"
+    # Issue 29: at 610M alone CLM - MLM-40 = +0.48, not significant once Holm counts the claims.
     assert report.loc["clm_beats_mlm_tc_610m", "verdict"] == INCONCLUSIVE
     assert report.loc["clm_beats_mlm_tc_610m", "p_value"] < 0.05 < report.loc["clm_beats_mlm_tc_610m", "p_holm"]
-    # The 210M->610M step of the IR gap goes the wrong way; 3 of 8 Figure 3 curves have no U.
+    # The 210M->610M step of the IR gap goes the wrong way. Both TC curves are U-shaped (unadjusted
+    # p 0.0066), not significant once Holm counts the 12 primary claims (0.053).
     assert report.loc["gap_narrows_with_size_ir", "qualifying"] == "1 of 2"
-    assert report.loc["u_shape_masking_610m_1b", "qualifying"] == "5 of 8"
-    assert report.loc["u_shape_masking_610m_1b", "verdict"] == INCONCLUSIVE
+    assert report.loc["u_shape_masking_610m_1b", "qualifying"] == "2 of 2"
+    assert (
+        report.loc["u_shape_masking_610m_1b", "p_value"] < 0.01 < 0.05 < report.loc["u_shape_masking_610m_1b", "p_holm"]
+    )
+    assert report.loc["u_shape_masking_610m_1b_tc_qa", "qualifying"] == "4 of 4"
+    assert report.loc["ir_prefers_high_masking", "verdict"] == INCONCLUSIVE
+    # Per task type (Figure 8's panels): better on SC, worse on QA.
     assert report.loc["cpt_clm_base_beats_mlm_base", "verdict"] == INCONCLUSIVE
+    assert report.loc["cpt_clm_base_beats_mlm_base", "weakest"] == "QA"
+    assert "SC: 0.93" in report.loc["cpt_clm_base_beats_mlm_base", "components"]
+    assert report.loc["clm_leads_early", "weakest"] == "QA 5k steps"
+    assert report.loc["biphasic_beats_mlm", "weakest"] == "42k budget 75% CLM"
     assert (report.loc[report.verdict != NOT_TESTABLE, "cells_used"] == report.cells_needed.dropna()).all()
     assert (report["warning"].fillna("") == "").all()
     # Published numbers have no seeds: no bootstrap over seeds or instances, no rliable metrics.
@@ -96,8 +117,10 @@ def test_published_components_by_hand(published_report):
         variances += [(hw * math.sqrt(5) / 1.96) ** 2 / 5 / 9 for hw in (mlm.ci_halfwidth, clm.ci_halfwidth)]
     df = sum(variances) ** 2 / sum(v**2 / 4 for v in variances)
     row = published_report.set_index("claim").loc["mlm_beats_clm_sc"]
-    assert row.estimate == pytest.approx(np.mean(diffs)) == pytest.approx(2.09, abs=0.005)
-    assert (row.ci_high - row.ci_low) / 2 == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(sum(variances)))
+    assert row.weakest == "210m"  # the deciding component; the headline is 610M
+    assert row.weakest_estimate == pytest.approx(np.mean(diffs)) == pytest.approx(2.09, abs=0.005)
+    half = (row.weakest_ci_high - row.weakest_ci_low) / 2
+    assert half == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(sum(variances)))
     assert row.n_runs == 90  # 18 printed cells x 5 seeds
     assert row.components.startswith("1b: 5.56") and "210m: 2.09" in row.components
 
@@ -123,12 +146,69 @@ def test_components_recover_steps_and_an_interior_minimum_exactly(published):
     assert _value(steps[0], cells) == pytest.approx(0.5 * math.log2(610 / 210))
     assert _value(steps[1], cells) == pytest.approx(0.5 * math.log2(1000 / 610))
     cells["mean"] = 70.0 + 2 * (cells.masking_tenths - 3.5) ** 2
-    curves = claim_components(CLAIM["u_shape_masking_610m_1b"], cells)
-    assert len(curves) == 16 and len({c.curve for c in curves}) == 8
+    curves = claim_components(CLAIM["u_shape_masking_610m_1b_tc_qa"], cells)
+    assert len(curves) == 8 and len({c.curve for c in curves}) == 4
     assert [round(_value(c, cells), 9) for c in curves[:2]] == [-6.0, 6.0]
     inputs = replace(published, cells=cells.assign(sd=0.1))
-    row, _ = evaluate_claim(CLAIM["u_shape_masking_610m_1b"], inputs, reps=0)
-    assert row["components"].count("(vertex 35%)") == 8
+    row, _ = evaluate_claim(CLAIM["u_shape_masking_610m_1b_tc_qa"], inputs, reps=0)
+    assert row["components"].count("(vertex 35%)") == 4
+    cells["mean"] = 70.0 + 3 * cells.masking_tenths
+    steps = claim_components(CLAIM["ir_prefers_high_masking"], cells)
+    assert len(steps) == 9 and [round(_value(c, cells), 9) for c in steps] == [3.0] * 9
+    assert steps[0].label == "1b IR 20% to 30%"
+
+
+def _tree(published, mean_of):
+    """Noise-free published design (sd 0.1 per cell) with the means `mean_of(cells)`."""
+    cells = published.cells.copy()
+    cells["mean"] = mean_of(cells)
+    return replace(published, cells=cells.assign(sd=0.1))
+
+
+def test_u_shape_is_supported_where_tc_is_u_shaped_and_ir_monotone(published):
+    """Issue 36: the paper contrasts the U on TC with IR's monotone trend (Limitations); a tree
+    with exactly that shape supports both, where the former 8-curve reading could not."""
+    x = published.cells.masking_tenths
+
+    def means(cells):
+        return np.where(cells.task_type == "IR", 70.0 + 2 * x, 70.0 + (x - 3.5) ** 2)
+
+    report = evaluate_claims(_tree(published, means), reps=0).set_index("claim")
+    assert report.loc["u_shape_masking_610m_1b", "verdict"] == SUPPORTED
+    assert report.loc["ir_prefers_high_masking", "verdict"] == SUPPORTED
+    assert report.loc["u_shape_masking_610m_1b_tc_qa", "verdict"] == SUPPORTED  # QA U-shaped too
+
+
+def test_biphasic_is_not_decided_by_the_50_50_split(published):
+    """25/75 above MLM at every budget, 75/25 within its margin, 50/50 far below: supported (the
+    50/50 wording is not in v4). 75/25 beyond the margin below MLM: not supported."""
+    share = published.cells.clm_share
+
+    def means(cells, at_75=-0.1):
+        return 80.0 + np.select([share == 0.25, share == 0.5, share == 0.75], [1.0, -5.0, at_75], 0.0)
+
+    report = evaluate_claims(_tree(published, means), reps=0).set_index("claim")
+    row = report.loc["biphasic_beats_mlm"]
+    assert row.verdict == SUPPORTED and row.qualifying == "6 of 6" and "50% CLM" not in row.components
+    worse = evaluate_claims(_tree(published, lambda c: means(c, at_75=-1.0)), reps=0).set_index("claim")
+    assert worse.loc["biphasic_beats_mlm", "verdict"] != SUPPORTED
+
+
+def test_margins_are_the_printed_half_widths_of_what_is_compared():
+    """docs/claims.md, "Margins": TC, the median printed half-width of the six TC averages of
+    Table 3 compared; biphasic, the median half-width of the 12-dataset mean (from the printed
+    category half-widths) of MLM-40 and the 75% split at each budget."""
+    cells = load_published_cells()
+    averages = cells[cells.dataset == "average"].drop_duplicates(["model", "task_type"]).set_index("model")
+    tc = averages[averages.task_type == "TC"].loc[
+        [f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("mlm40", "clm")]
+    ]
+    assert CLAIM["clm_competitive_tc"].margin == pytest.approx(np.median(tc.ci_halfwidth))
+    models = ["610m-mlm40-12k", "610m-clm-9k-mlm40-12k", "610m-mlm40-22k", "610m-clm-17k-mlm40-22k"]
+    models += ["610m-mlm40-42k", "610m-clm-32k-mlm40-42k"]
+    half_widths = [math.sqrt((averages.loc[[m], "ci_halfwidth"] ** 2).sum()) / 4 for m in models]
+    assert CLAIM["biphasic_beats_mlm"].margin == pytest.approx(np.median(half_widths), abs=0.005)
+    assert all(CLAIM[c].margin_source for c in ("clm_competitive_tc", "biphasic_beats_mlm"))
 
 
 def test_crossovers_interpolate_in_log_steps():
@@ -257,10 +337,10 @@ def test_pretraining_sd_tipping_point_and_option(published, published_report):
         report.loc["mlm_beats_clm_sc", "ci_high"] - report.loc["mlm_beats_clm_sc", "ci_low"]
     )
     assert math.isnan(report.loc["cpt_clm_base_beats_mlm_base", "tipping_pretraining_sd"])
-    assert report.loc["clm_competitive_tc", "fragile"]  # overturned below its planning SD
-    assert report.loc["cpt_clm_base_beats_mlm_base", "seeds_for_80"].endswith("seeds")
-    wrong_side = "none: 610m IR slope at 20% observed on the wrong side"
-    assert report.loc["u_shape_masking_610m_1b", "seeds_for_80"] == wrong_side
+    assert report.loc["gap_widens_with_size_sc", "fragile"]  # overturned below its planning SD
+    assert report.loc["clm_beats_mlm_tc_610m", "seeds_for_80"].endswith("seeds")
+    wrong_side = "none: QA observed on the wrong side"
+    assert report.loc["cpt_clm_base_beats_mlm_base", "seeds_for_80"] == wrong_side
     with pytest.raises(ValueError, match="pretraining-sd"):
         evaluate_claims(published, reps=0, pretraining_sd=-1.0)
 
@@ -292,3 +372,85 @@ def test_readme_tables_are_the_published_report(published_report):
         assert seeds == row.seeds_for_80, claim
         expected = f"{row.design_for_80} ({row.planning_pretraining_sd:.2f})"
         assert design == ("none" if row.design_for_80.startswith("none") else expected), claim
+
+
+def test_flip_margin_is_where_the_non_inferiority_verdict_changes(published, published_report):
+    """Issue 36: the report prints the margin at which each non-inferiority verdict flips; the
+    claim re-evaluated with a margin 1% above it is supported, 1% below it is not (Holm over the
+    same family). Biphasic: its 22k 25/75 superiority component decides, at any margin."""
+    report = published_report.set_index("claim")
+    flip = report.loc["clm_competitive_tc", "flip_margin"]
+    assert 0.3 < flip < 0.5 and report.loc["clm_competitive_tc", "verdict"] == INCONCLUSIVE
+    for factor, verdict in ((1.01, SUPPORTED), (0.99, INCONCLUSIVE)):
+        claims = tuple(replace(c, margin=flip * factor) if c.id == "clm_competitive_tc" else c for c in CLAIMS)
+        again = evaluate_claims(published, claims=claims, reps=0).set_index("claim")
+        assert again.loc["clm_competitive_tc", "verdict"] == verdict, factor
+    assert report.loc["biphasic_beats_mlm", "flip_margin"] == math.inf
+    assert math.isnan(report.loc["mlm_beats_clm_sc", "flip_margin"])
+    assert f"supported when the margin exceeds {flip:.3f}" in verdict_table(published_report)
+    assert "## Margins" in claims_markdown(published_report, None, None)
+
+
+def test_the_headline_is_pre_registered_and_the_weakest_is_shown_beside_it(published):
+    """Issue 36 item 5: the estimate shown is the headline named in the claim definition whatever
+    the data say; the deciding (weakest) component is reported beside it with its caveat."""
+    for gaps in ({"210m": 3.0, "610m": 1.0, "1b": 3.0}, {"210m": 1.0, "610m": 3.0, "1b": 3.0}):
+        inputs = _tree(
+            published,
+            lambda cells, gaps=gaps: np.where(
+                (cells.objective == "mlm") & np.isclose(cells.masking_tenths, 4.0), 80.0 + cells["size"].map(gaps), 80.0
+            ),
+        )
+        row = evaluate_claims(inputs, reps=0).set_index("claim").loc["mlm_beats_clm_sc"]
+        assert row.shown == CLAIM["mlm_beats_clm_sc"].headline == "610m"
+        assert row.estimate == pytest.approx(gaps["610m"], abs=1e-9)
+        assert row.weakest == min(gaps, key=gaps.get) and row.weakest_estimate == pytest.approx(1.0)
+    assert all(c.headline for c in CLAIMS if c.test != "spread")
+    table = verdict_table(evaluate_claims(published, reps=0))
+    assert "210m: 2.09 [1.75, 2.43]*" in table and "not a 95% interval" in table
+
+
+def _with_replicate(published, model: str, shift: float):
+    """The published cells plus a second pretraining run of `model` (`-rep2`), its means shifted."""
+    cells = published.cells
+    copy = cells[cells.model == model].assign(model=f"{model}-rep2")
+    copy["mean"] = copy["mean"] + shift
+    base = ["model", "task_type", "dataset", "mean", "sd", "n_seeds"]
+    return replace(published, cells=describe_cells(pd.concat([cells[base], copy[base]], ignore_index=True)))
+
+
+def test_a_replicate_named_run_aggregates_with_its_configuration(published):
+    """Issue 36: `1b-clm-42k-rep2` selects as 1b-clm-42k; the 1B SC gap is MLM-40 minus the mean
+    of the two CLM runs, each run's pretraining effect weighing half; the report prints the SD
+    estimated from the two runs per task type, with its interval."""
+    inputs = _with_replicate(published, "1b-clm-42k", shift=1.0)
+    assert set(inputs.cells.loc[inputs.cells.replicate == 2, "configuration"]) == {"1b-clm-42k"}
+    before = {c.label: c for c in claim_components(CLAIM["mlm_beats_clm_sc"], published.cells)}
+    after = {c.label: c for c in claim_components(CLAIM["mlm_beats_clm_sc"], inputs.cells)}
+    assert _value(after["1b"], inputs.cells) == pytest.approx(_value(before["1b"], published.cells) - 0.5)
+    assert sum(w for c, w in after["1b"].weights.items() if inputs.cells.loc[c, "replicate"] == 2) == pytest.approx(
+        -0.5
+    )
+    report = evaluate_claims(inputs, reps=0)
+    estimates = {e.task_type: e for e in report.attrs["pretraining_sd_estimates"]}
+    assert set(estimates) == set(TASK_TYPES) and all(e.runs == 2 and e.df == 1 for e in estimates.values())
+    # Two runs 1 point apart on every dataset: MS = 0.5, the SD is sqrt(0.5 - seed part).
+    sc = estimates["SC"]
+    assert sc.sd == pytest.approx(math.sqrt(0.5 - sc.seed_part)) and sc.low <= sc.sd <= sc.high
+    assert "estimated pretraining SD SC: " in verdict_table(report)
+    assert "estimated from replicates" in report.set_index("claim").loc["mlm_beats_clm_sc", "pretraining_sd"]
+
+
+def test_figure7_intervals_widen_with_the_pretraining_sd():
+    """Issue 36: the masking-ratio spread claim compares eight separately pretrained models;
+    --pretraining-sd was silently ignored there. Now its interval widens with it."""
+    models = [f"610m-mlm{r}-42k" for r in (20, 30, 40, 50)] + [f"610m-clm-40k-mlm{r}-42k" for r in (20, 30, 40, 50)]
+    # MLM-only spread 4 times CLM+MLM's: SD ratio about 0.4 (synthetic runs, published truth).
+    shift = {"610m-mlm20-42k": -4, "610m-mlm50-42k": 4, "610m-clm-40k-mlm20-42k": -1, "610m-clm-40k-mlm50-42k": 1}
+    records = synthetic_records(models, instances=5, rng_seed=4, shift=shift)
+    inputs = inputs_from_records(iter(records), "fig7", reps=50)
+    claim = (CLAIM["biphasic_less_ratio_sensitive"],)
+    rows = [evaluate_claims(inputs, claims=claim, reps=50, pretraining_sd=sd).iloc[0] for sd in (0.0, 0.3, 0.6, 1.0)]
+    assert [r.verdict for r in rows] == [SUPPORTED] * 3 + [INCONCLUSIVE]
+    assert rows[0].ci_high < rows[1].ci_high < rows[2].ci_high < rows[3].ci_high
+    assert rows[0].p_value < rows[1].p_value < rows[2].p_value < rows[3].p_value

@@ -42,7 +42,7 @@ def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):
     assert "The paper pretrained each configuration once" in printed.out and "warning:" not in printed.out
     assert "2 claim(s) not testable from this source" in printed.err
     report = pd.read_csv(out / "claims.csv")
-    assert list(report.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == 13
+    assert list(report.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == 15
     assert {"cells_used", "cells_needed", "warning", "tipping_pretraining_sd", "seeds_for_80"} <= set(report.columns)
     markdown = (out / "claims.md").read_text()
     assert "| `clm_competitive_tc` |" in markdown and "## Not testable from this source" in markdown
@@ -53,7 +53,7 @@ def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):
 
 def test_claims_on_the_released_fixture_and_on_run_files(tmp_path, released_root, mldr_records, capsys):
     assert main(["claims", "--released", str(released_root), "--reps", "200"]) == 0
-    assert capsys.readouterr().out.count(NOT_TESTABLE) == 13  # one model, one dataset: nothing to compare
+    assert capsys.readouterr().out.count(NOT_TESTABLE) == 15  # one model, one dataset: nothing to compare
     runs = write_run_records(tmp_path / "runs.jsonl", mldr_records)
     assert main(["claims", str(runs), "--csv", str(tmp_path / "c.csv"), "--reps", "200"]) == 0
     report = pd.read_csv(tmp_path / "c.csv", keep_default_na=False)

@@ -201,3 +201,36 @@ def test_fieller_interval_hand_case():
     assert noisy.low < 0.5 < noisy.high and noisy.df == 4
     unbounded = fieller_ratio([1.0, -1.0, 0.5], [0.1, -0.1, 0.05])  # the control mean is not clear of 0
     assert (unbounded.low, unbounded.high) == (-math.inf, math.inf)
+
+
+def test_decision_power_of_one_component_alone_is_its_t_power():
+    """Issue 36 item 4: the simulated whole decision reduces to the analytic t power for one claim
+    of one component (Holm over one claim is its own p), within 3 binomial standard errors."""
+    from analysis.power import decision_power
+
+    component = _difference(0.6, sd=0.8)
+    for seeds in (4, 8):
+        got = decision_power([[component]], seeds, sims=4000, rng=np.random.default_rng(3))[0]
+        expected = component_power(component, seeds)
+        assert abs(got - expected) < 3 * math.sqrt(expected * (1 - expected) / 4000), seeds
+
+
+def test_decision_power_counts_holm_and_every_component():
+    """Three claims of three components each: the chance that the report supports a claim (every
+    component, Holm across the claims) is below the power of its components' tests alone, and a
+    hopeless claim in the family lowers the others' (Holm divides by more); the planned design for
+    the whole decision needs at least the seeds of the claim alone."""
+    from analysis.power import decision_power, plan_decision
+
+    strong = [_difference(2.0, sd=0.8, label=s) for s in ("210m", "610m", "1b")]
+    weak = [_difference(1.2, sd=0.8, label=s) for s in ("210m", "610m", "1b")]
+    hopeless = [_difference(0.01, sd=0.8, label="x")]
+    rng = np.random.default_rng
+    alone = claim_power(weak, 10)
+    assert 0.5 < alone < 0.95
+    family = decision_power([strong, weak, hopeless], 10, sims=4000, rng=rng(4))
+    assert family[1] < alone - 0.05
+    without = decision_power([strong, weak], 10, sims=4000, rng=rng(4))
+    assert family[1] < without[1] - 0.02
+    seeds_for, _ = plan_decision([strong, weak, hopeless], [0.3, 0.3, 0.3], sims=1000)
+    assert int(seeds_for[1].split()[0]) >= plan(weak).seeds

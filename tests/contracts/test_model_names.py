@@ -1,7 +1,7 @@
 import pytest
 
 from analysis.published import load_published_raw
-from contracts.model_names import format_model_name, parse_model_name
+from contracts.model_names import format_model_name, parse_model_name, replicate_name, split_replicate
 
 
 def test_every_published_checkpoint_name_parses_and_matches_its_printed_steps():
@@ -51,3 +51,26 @@ def test_parse_variants(name, objective, ratio, clm, mlm, decayed):
 )
 def test_external_or_impossible_names_have_no_description(name):
     assert parse_model_name(name) is None
+
+
+@pytest.mark.parametrize(
+    "name, configuration, k",
+    [
+        ("610m-clm-42k-rep2", "610m-clm-42k", 2),
+        ("MLMvsCLM/610m-mlm40-42k-rep3", "610m-mlm40-42k", 3),
+        ("610m-clm-42k-10000-rep2", "610m-clm-42k-10000", 2),
+        ("toy_s-clm-50-mlm30-200-rep12", "toy_s-clm-50-mlm30-200", 12),
+        ("610m-clm-42k", "610m-clm-42k", 1),
+    ],
+)
+def test_a_replicate_parses_to_its_configuration(name, configuration, k):
+    """Issue 36: a second pretraining run of one configuration has a name (`-rep<k>`, k >= 2)
+    that parses to the configuration's description; replicate_name writes it back."""
+    assert split_replicate(name) == (configuration, k)
+    assert parse_model_name(name) == parse_model_name(configuration) is not None
+    assert replicate_name(configuration, k) == name.split("/")[-1]
+
+
+@pytest.mark.parametrize("name", ["610m-clm-42k-rep1", "610m-clm-42k-rep02", "my-encoder-rep2", "610m-clm-42k-rep"])
+def test_names_that_only_look_like_replicates(name):
+    assert split_replicate(name) == (name, 1) and parse_model_name(name) is None

@@ -120,3 +120,48 @@ def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
         body = plan.pretraining_config(cfg, name)
         base_steps = int(body["init"]["path"].rsplit("step-", 1)[1])
         assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 26
+
+
+def test_pretrain_replicates_add_runs_with_other_seeds(tmp_path):
+    """Issue 36: --pretrain-replicates 2 on the reduced grid pretrains each configuration twice,
+    the second run `-rep2` with other init and data-order seeds (a CPT run continues the base run
+    of its own replicate), and fine-tunes both."""
+    args = ["--reduced", "--pretrain-replicates", "2", "--out", str(tmp_path)]
+    cfg = cli.config_from_args(cli.build_parser().parse_args(args))
+    runs = plan.pretraining_runs(cfg)
+    first = [r for r in runs if not r.endswith("-rep2")]
+    assert len(runs) == 2 * len(first) == 6 and all(f"{r}-rep2" in runs for r in first)
+    one, two = plan.pretraining_config(cfg, first[0]), plan.pretraining_config(cfg, f"{first[0]}-rep2")
+    assert two["name"] == f"{first[0]}-rep2" and two["run_dir"].endswith("-rep2")
+    assert two["train"]["seed"] != one["train"]["seed"]
+    assert two["data"]["shuffle_seed"] != one["data"].get("shuffle_seed", 17)
+    assert two["model"] == one["model"]
+    assert f"{first[0]}-rep2" in plan.finetuned_models(cfg)
+    assert plan.stand_ins(cfg)[f"{first[0]}-rep2"].endswith("-42k-rep2")
+    cpt = cli.config_from_args(
+        cli.build_parser().parse_args(["--table", "14", "--pretrain-replicates", "2", "--out", str(tmp_path / "c")])
+    )
+    for name, run in plan.pretraining_runs(cpt).items():
+        if "dec" in run and name.endswith("-rep2"):
+            assert "-rep2" in plan.pretraining_config(cpt, name)["init"]["path"]
+    assert cli.main(["--out", str(tmp_path / "o"), "--pretrain-replicates", "0"]) == 2
+
+
+def test_replicated_records_give_a_claims_report_with_the_estimated_sd(tmp_path):
+    """The analysis stage's claims step (reproduce.figures.claims_report) on records of two runs per
+    configuration: one line per task type with the estimated SD and its interval."""
+    from reproduce.figures import claims_report
+    from tests.analysis.analysis_testlib import make_record
+
+    args = ["--reduced", "--pretrain-replicates", "2", "--out", str(tmp_path), "--reps", "50"]
+    cfg = cli.config_from_args(cli.build_parser().parse_args(args))
+    records = [
+        make_record(model=model, task_type="SC", dataset=d, seed=s, val=60, test=60 + k + s / 10 + j)
+        for j, model in enumerate(plan.model_names(cfg))
+        for k in (0.5 if model.endswith("-rep2") else 0.0,)
+        for d in ("sst2", "qqp", "mnli")
+        for s in range(3)
+    ]
+    line = claims_report(cfg, records, tmp_path / "claims")
+    assert line.startswith("estimated pretraining SD SC: ") and "[" in line
+    assert "estimated pretraining SD SC" in (tmp_path / "claims" / "claims.md").read_text()
