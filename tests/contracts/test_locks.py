@@ -32,6 +32,14 @@ def held(tmp_path):
         assert holder.stdout.readline().strip() == "held"
         return holder.pid
 
+    def kill(pid: int) -> None:
+        """kill -9 and wait until the holder is gone (its flock is released at exit, not at the signal)."""
+        (holder,) = [h for h in holders if h.pid == pid]
+        subprocess.run(["kill", "-9", str(pid)], check=True)
+        holder.wait()
+
+    hold.kill = kill
+
     yield hold
     for holder in holders:
         holder.kill()
@@ -48,7 +56,7 @@ def test_the_lock_is_refused_while_held_removed_after_and_free_once_its_holder_i
     with pytest.raises(FolderInUse, match=f"{folder} is in use by another job \\(pid {pid} on "):
         with folder_lock(folder):
             pass
-    subprocess.run(["kill", "-9", str(pid)], check=True)  # released by the kernel, even on kill -9
+    held.kill(pid)  # released by the kernel, even on kill -9
     with folder_lock(folder) as lock:
         assert lock.read_text().startswith("pid ")
     assert not (folder / LOCK_FILE).exists()  # the lock file of a finished job is removed
