@@ -15,6 +15,7 @@ import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from contracts.provenance import DiskFullError, disk_full_cause
 
@@ -66,6 +67,15 @@ def git_blob_sha1_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def raise_hub_error(exc: Exception, repo_id: str, repo_type: str = "model", revision: str | None = None) -> NoReturn:
+    """Raise the one-line error of `hub_error` from `exc`, or `exc` itself when it is none of the
+    Hub's (never `exc` as its own cause: that loops whoever walks the chain)."""
+    error = hub_error(exc, repo_id, repo_type, revision)
+    if error is exc:
+        raise exc
+    raise error from exc
 
 
 def hub_error(exc: BaseException, repo_id: str, repo_type: str = "model", revision: str | None = None) -> Exception:
@@ -128,7 +138,7 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
     try:
         info = HfApi().repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
     except Exception as exc:  # noqa: BLE001 - turned into one line naming the repo
-        raise hub_error(exc, repo_id, repo_type, revision) from exc
+        raise_hub_error(exc, repo_id, repo_type, revision)
     files = {
         s.rfilename: RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
         for s in info.siblings or ()
@@ -181,7 +191,7 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
                 snapshot.repo_id, path, repo_type=snapshot.repo_type, revision=snapshot.sha, local_dir=local_dir
             )
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
-            raise hub_error(exc, snapshot.repo_id, snapshot.repo_type) from exc
+            raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
         problem = verify_file(local_dir / path, snapshot.files[path])
         if problem:
             (local_dir / path).unlink(missing_ok=True)

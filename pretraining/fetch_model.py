@@ -34,7 +34,7 @@ from contracts.hub import (
     check_free_space,
     download,
     endpoint,
-    hub_error,
+    raise_hub_error,
     resolve,
     sha256_file,
     verify_file,
@@ -204,7 +204,7 @@ def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
     try:
         folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
     except Exception as exc:  # noqa: BLE001 - one line naming the repo
-        raise hub_error(exc, snapshot.repo_id) from exc
+        raise_hub_error(exc, snapshot.repo_id)
     if folder.name != snapshot.sha:
         raise HubError(f"{snapshot.repo_id}: {snapshot.requested} moved to {folder.name[:12]} during the fetch; rerun")
     for path in files:
