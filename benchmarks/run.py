@@ -42,6 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from benchmarks.tasks import IR_TRAIN_TASK
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
 from contracts.model_names import strip_hub_prefix
@@ -49,7 +50,6 @@ from contracts.provenance import atomic_write_json, git_sha, package_versions, s
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
 log = logging.getLogger("benchmarks.run")
 
 

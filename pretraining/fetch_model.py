@@ -30,10 +30,13 @@ from contracts.hub import (
     DOWNLOAD_STATE_DIR,
     MODEL_MANIFEST,
     HubError,
+    bytes_to_download,
     check_fetched_model,
     check_free_space,
+    check_writable,
     download,
     endpoint,
+    quiet_retries,
     raise_hub_error,
     resolve,
     sha256_file,
@@ -160,8 +163,9 @@ def fetch_model(
     if out.exists() and any(out.iterdir()):
         raise FetchModelError(f"{out} exists and holds no {MANIFEST_FILE}: choose an empty or new --out")
     partial = out.with_name(out.name + ".partial")
-    missing = sum(snapshot.files[f].size or 0 for f in files if not (partial / f).is_file())  # a rerun resumes
-    check_free_space(partial, missing, f"{repo}@{snapshot.sha[:12]}")
+    check_writable(partial)
+    missing, have = bytes_to_download(snapshot, files, partial)  # a rerun resumes: what is there counts
+    check_free_space(partial, missing, f"{repo}@{snapshot.sha[:12]}", have)
     log(f"fetch-model: {repo}@{snapshot.sha[:12]}: {len(files)} files, {size / 1e6:.1f} MB -> {out}")
     download(snapshot, files, partial)
     code_from = _bundle_remote_code(partial, log)
@@ -202,7 +206,8 @@ def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
         f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
     )
     try:
-        folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
+        with quiet_retries():
+            folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
     except Exception as exc:  # noqa: BLE001 - one line naming the repo
         raise_hub_error(exc, snapshot.repo_id)
     if folder.name != snapshot.sha:

@@ -50,3 +50,34 @@ def test_the_disk_full_check_ends_on_a_looping_chain_and_finds_enospc_in_it():
     outer, inner = RuntimeError("outer"), RuntimeError("inner")
     outer.__cause__, inner.__cause__, inner.__context__ = inner, outer, full
     assert _in_thread(disk_full_cause, outer) == (True, [full])
+
+
+@pytest.mark.parametrize(
+    "cause, says",
+    [
+        ("connection", "connection to "),
+        ("http", "answered HTTP 503"),
+    ],
+)
+def test_a_file_the_hub_could_not_be_asked_about_is_not_reported_missing(cause, says):
+    """hf_hub_download raises LocalEntryNotFoundError (an EntryNotFoundError) from the real
+    failure when the file's metadata call failed: the line names that failure."""
+    import requests
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from contracts.hub import hub_error
+
+    if cause == "connection":
+        real = requests.ConnectionError("Connection refused")
+    else:
+        response = requests.Response()
+        response.status_code = 503
+        real = requests.HTTPError("503 Server Error", response=response)
+    try:
+        try:
+            raise real
+        except requests.RequestException as exc:
+            raise LocalEntryNotFoundError("An error happened while trying to locate the file on the Hub") from exc
+    except LocalEntryNotFoundError as exc:
+        line = str(hub_error(exc, "org/data", "dataset"))
+    assert says in line and "missing" not in line
