@@ -114,6 +114,8 @@ class RunConfig:
             raise ValueError("batch_size and device_microbatch_size must be >= 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.max_length is not None and self.max_length < 1:  # 0 read as "no limit" before
+            raise ValueError(f"max_length must be >= 1 (null: the model maximum), got {self.max_length}")
         if not self.model:
             raise ValueError("model is empty")
         if self.protocol not in PROTOCOLS:
@@ -132,14 +134,10 @@ class RunConfig:
 
 def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
     """CLI values on top of a YAML file (default: configs/paper.yaml) and `field=value` overrides."""
-    import yaml
-
-    from contracts.config import ConfigError, apply_overrides
+    from contracts.config import apply_overrides, read_yaml_mapping
 
     path = Path(config_file) if config_file else CONFIG_DIR / "paper.yaml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml_mapping(path)
     data.update({k: v for k, v in values.items() if v is not None})
     return config_from_dict(RunConfig, apply_overrides(data, list(overrides)), str(path))
 

@@ -122,6 +122,12 @@ class TrainConfig:
     dataloader_workers: int = 0
     callbacks: tuple[CallbackConfig, ...] = ()  # more Composer callbacks (docs/pretraining.md)
 
+    def __post_init__(self):
+        if self.global_batch_size < 1:
+            raise ValueError(f"train.global_batch_size {self.global_batch_size} must be >= 1 (samples per step)")
+        if self.device_microbatch_size is not None and self.device_microbatch_size < 1:
+            raise ValueError(f"train.device_microbatch_size {self.device_microbatch_size} must be >= 1 or null")
+
 
 @dataclass(frozen=True)
 class PretrainConfig:

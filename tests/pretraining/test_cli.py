@@ -151,3 +151,12 @@ def test_train_refuses_to_repeat_samples(tmp_path, embedded_data, capsys):
     assert cli(["train", str(config), "data.start_sample=100000000"]) == 2
     assert "start_sample lies beyond the data" in capsys.readouterr().err
     assert not (tmp_path / "long").exists()
+
+
+def test_a_global_batch_of_zero_is_one_line_before_anything_is_written(tmp_path, capsys):
+    """Issue 35 item 14: it was a traceback from the data loader, after the data was opened."""
+    config = _write_config(tmp_path, tmp_path / "no-data", name="zero")
+    assert cli(["train", str(config), "train.global_batch_size=0"]) == 2
+    err = capsys.readouterr().err
+    assert "train.global_batch_size 0 must be >= 1" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "zero").exists()
