@@ -151,6 +151,12 @@ def trained_ir_model(cfg: RunConfig) -> Path:
     return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / IR_MODEL_DIR
 
 
+# The meaning of the RunConfig fields, saved in each run's config.yaml (`settings_version`; absent:
+# 1). Bump it when a field changes what it does without a new field appearing: a complete run saved
+# under another version is then not reused. A field added to RunConfig needs no bump: a saved
+# config that lacks it was made before it existed and is not reused either (`_same_settings`).
+SETTINGS_VERSION = 1
+
 # Settings that change how a run is computed or where it is kept, not what it measures: a complete
 # run is reused whatever they are (a moved output folder, another GPU kind, a larger micro-batch).
 NOT_RESULT_SETTINGS = frozenset(
@@ -176,12 +182,14 @@ IR_EVALUATION_SETTINGS = frozenset(
 
 
 def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: frozenset = frozenset()) -> RunRecord:
-    """A complete record is reused only for the run it was made by: same protocol, and the same
-    settings (its config.yaml, except NOT_RESULT_SETTINGS and `also_free`). Otherwise a changed
-    --max-steps or batch size would silently return the old score (docs/benchmarks.md, "Reruns")."""
+    """A complete record is reused only for the run it was made by: same protocol, same
+    SETTINGS_VERSION, and every setting present and equal (its config.yaml, except
+    NOT_RESULT_SETTINGS and `also_free`). Otherwise a changed --max-steps or batch size, or a run
+    made before a setting existed (an unclipped run before `max_grad_norm`), would silently return
+    the old score (docs/benchmarks.md, "Reruns")."""
     import yaml
 
-    from contracts.config import config_to_dict, saved_config
+    from contracts.config import config_to_dict
 
     if record.protocol != cfg.protocol:
         raise RunError(
@@ -190,12 +198,27 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
         )
     saved_path = path.parent / RUN_CONFIG_FILE
     try:
-        saved = saved_config(path.parent)
-    except (OSError, yaml.YAMLError, TypeError, KeyError):
+        document = yaml.safe_load(saved_path.read_text())
+        saved = document["config"]
+        version = document.get("settings_version", 1)
+    except (OSError, yaml.YAMLError, TypeError, KeyError, AttributeError):
         return record  # a record without its config (copied by hand, an older release): nothing to compare
+    redo = f"remove {path.parent} to redo it, or write this run to another --out"
+    if version != SETTINGS_VERSION:
+        raise RunError(
+            f"{path}: holds a complete run saved under settings version {version} ({saved_path}), this "
+            f'package\'s is {SETTINGS_VERSION} (docs/benchmarks.md, "Reruns"): {redo}'
+        )
     wanted = yaml.safe_load(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     for field, value in wanted.items():
-        if field in NOT_RESULT_SETTINGS or field in also_free or field not in saved or saved[field] == value:
+        if field in NOT_RESULT_SETTINGS or field in also_free:
+            continue
+        if field not in saved:
+            raise RunError(
+                f"{path}: holds a complete run made before the setting {field} existed ({saved_path} lacks it), "
+                f"so it may not have been computed as this run ({field}={value!r}): {redo}"
+            )
+        if saved[field] == value:
             continue
         raise RunError(
             f"{path}: holds a complete run with {field}={saved[field]!r} ({saved_path}); this run has "
@@ -288,7 +311,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
             log.info("clearing %s: leftover of an interrupted run", out_dir)
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
-        save_resolved_config(cfg, out_dir)
+        save_resolved_config(cfg, out_dir, extra={"settings_version": SETTINGS_VERSION})
     record = _execute(cfg, spec, out_dir)
     if rank == 0:
         atomic_write_json(record_path, record.to_dict())

@@ -165,12 +165,16 @@ def config_to_dict(cfg) -> dict:
     return plain(dataclasses.asdict(cfg))
 
 
-def save_resolved_config(cfg, out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE) -> Path:
-    """Write the resolved config with git sha, package versions and its hash next to the outputs."""
+def save_resolved_config(
+    cfg, out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE, extra: dict | None = None
+) -> Path:
+    """Write the resolved config with git sha, package versions and its hash next to the outputs
+    (`extra`: more top-level keys, e.g. the version of the settings' meaning)."""
     body = config_to_dict(cfg)
     document = {
         "config": body,
         "config_hash": stable_hash(body),
+        **(extra or {}),
         "git_sha": git_sha(),
         "package_versions": package_versions(),
         "written": utc_now(),
