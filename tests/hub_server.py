@@ -18,7 +18,8 @@ EntryNotFound), so the clients raise their own exception types. Faults for tests
 `fail_after(repo, file, n)` closes the connection after n bytes of the next GET of that file;
 `fail_with(repo, file, status[, head=True])` answers the next GET (HEAD) of that file with an HTTP error;
 `fail_api(repo, status)` answers the repo-info call with that status. Every request is logged in
-`requests` (method, path, Range header, status), so a test can assert what the client asked for.
+`requests` (method, path, Range and Authorization headers, status), so a test can assert what the
+client asked for.
 
     with HubServer() as hub:
         hub.add("dataset", "org/data", {"README.md": b"...", "train.jsonl": b"..."})
@@ -178,6 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "method": self.command,
                 "path": urlsplit(self.path).path,
                 "range": self.headers.get("Range"),
+                "auth": self.headers.get("Authorization"),
                 "status": status,
                 "bytes": sent,
             }
