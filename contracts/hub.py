@@ -305,16 +305,21 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
 def check_files(root: Path, entries: dict[str, dict], hashes: bool = True) -> list[str]:
     """Problems of the files `entries` ({relative path: {"bytes", "sha256"}}) under `root` against
     those records, one line each; `hashes=False` checks presence and sizes only (fast)."""
-    problems = []
+    return [problem for _, problem in differing_files(root, entries, hashes)]
+
+
+def differing_files(root: Path, entries: dict[str, dict], hashes: bool = True) -> list[tuple[str, str]]:
+    """(relative path, what differs) of each file of `entries` that is not as recorded."""
+    out = []
     for rel, entry in sorted(entries.items()):
         path = Path(root) / rel
         if not path.is_file():
-            problems.append(f"{path}: missing (the manifest lists it)")
+            out.append((rel, f"{path}: missing (the manifest lists it)"))
         elif path.stat().st_size != entry["bytes"]:
-            problems.append(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}")
+            out.append((rel, f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}"))
         elif hashes and sha256_file(path) != entry["sha256"]:
-            problems.append(f"{path}: sha256 differs from the manifest (corrupted or changed)")
-    return problems
+            out.append((rel, f"{path}: sha256 differs from the manifest (corrupted or changed)"))
+    return out
 
 
 def check_fetched_model(folder: Path, hashes: bool = True) -> list[str]:

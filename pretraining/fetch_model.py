@@ -34,6 +34,7 @@ from contracts.hub import (
     check_fetched_model,
     check_free_space,
     check_writable,
+    differing_files,
     download,
     endpoint,
     quiet_retries,
@@ -155,11 +156,13 @@ def fetch_model(
                 f"{out} holds {existing['repo']}@{existing['revision'][:12]}, not {repo}@{snapshot.sha[:12]}: "
                 "choose another --out or delete it"
             )
-        problems = check_model(out, hashes=False)
-        if not problems:
+        # the sha256 too: a file changed in place keeps its size
+        damaged = differing_files(out, existing["files"])
+        if not damaged:
             log(f"fetch-model: {out}: up to date ({repo}@{snapshot.sha[:12]})")
             return existing
-        raise FetchModelError(f"{out} is damaged ({problems[0]}): delete it and fetch again")
+        log(f"fetch-model: {out}: {len(damaged)} file(s) differ from its manifest ({damaged[0][1]}); refetching")
+        _reopen(out, snapshot)
     if out.exists() and any(out.iterdir()):
         raise FetchModelError(f"{out} exists and holds no {MANIFEST_FILE}: choose an empty or new --out")
     partial = out.with_name(out.name + ".partial")
@@ -185,6 +188,21 @@ def fetch_model(
         out.rmdir()  # empty (checked above)
     os.replace(partial, out)
     return manifest
+
+
+def _reopen(out: Path, snapshot) -> None:
+    """Turn a fetched folder back into its `.partial`, keeping only the files that are the Hub's
+    (the damaged ones go, and so do the manifest and what bundling wrote, which is redone), so that
+    the fetch downloads the rest again (huggingface_hub keeps an LFS file whose sha256 matches) and
+    renames it back."""
+    partial = out.with_name(out.name + ".partial")
+    if partial.exists():
+        raise FetchModelError(f"{out} is damaged and {partial} exists too: delete one of them and rerun")
+    os.replace(out, partial)
+    for path in [p for p in partial.rglob("*") if p.is_file()]:
+        remote = snapshot.files.get(path.relative_to(partial).as_posix())
+        if remote is None or verify_file(path, remote) is not None:
+            path.unlink()
 
 
 def _payload(folder: Path) -> list[Path]:
