@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.benchmarks.test_fetch import OFFLINE, differences_from_the_toy_mirror, error_line, run
-from tests.benchmarks.toy_hub import parquet_repo, serve, toy_hub
+from tests.benchmarks.tiny import save_remote_code_model
+from tests.benchmarks.toy_hub import model_repo, parquet_repo, serve, toy_hub
 from tests.hub_server import HubServer
 
 SQUAD = "rajpurkar/squad"
@@ -23,9 +24,11 @@ SQUAD_FILES = (SQUAD_TRAIN, "plain_text/validation-00000-of-00001.parquet")
 
 
 @pytest.fixture(scope="module")
-def hub():
+def hub(tmp_path_factory):
     with HubServer() as server:
         serve(server, toy_hub())
+        model = save_remote_code_model(tmp_path_factory.mktemp("model") / "sl_model")
+        server.add("model", "MLMvsCLM/610m-mlm40-42k", model_repo(model))
         yield server
 
 
@@ -71,6 +74,19 @@ def test_a_read_only_out_is_refused_in_one_line_before_downloading(hub, tmp_path
     assert "choose a writable --out (nothing was downloaded)" in error_line(result)
     assert not [r for r in hub.requests[before:] if "/resolve/" in r["path"]]  # no file was asked for
     assert not new.exists()
+
+
+def test_fetch_model_into_a_read_only_folder_is_one_line_before_downloading(hub, tmp_path):
+    _, new = _read_only_dirs(tmp_path)
+    before = len(hub.requests)
+    result = run(hub, tmp_path, "fetch-model", "610m-mlm40-42k", "--out", new, module="pretraining", timeout=120)
+    assert result.returncode == 2
+    partial = new.with_name(new.name + ".partial")
+    assert error_line(result) == (
+        f"fetch-model: --out {partial}: cannot write there (Operation not permitted); choose a writable --out "
+        "(nothing was downloaded)"
+    ) or "cannot write there (Permission denied)" in error_line(result)
+    assert not [r for r in hub.requests[before:] if "/resolve/" in r["path"]]
 
 
 def test_the_free_space_check_counts_what_is_already_downloaded(hub, tmp_path):
