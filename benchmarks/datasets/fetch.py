@@ -31,6 +31,7 @@ verifies a mirror against its manifest offline.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import gzip
 import json
@@ -461,6 +462,11 @@ def fetch_data(
                     full.errno,
                     f"{full.filename or root}: no space left on the device while fetching {hub_id}; the finished "
                     "repos are kept: free space and rerun (downloads resume)",
+                ) from exc
+            if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EROFS:
+                raise FetchError(  # a folder inside --out that turned read-only, a file of another user
+                    f"{exc.filename or root}: cannot write there ({exc.strerror}) while fetching {hub_id}; the "
+                    "finished repos are kept: make it writable (or choose another --out) and rerun"
                 ) from exc
             raise
         _write_manifest(root, manifest)

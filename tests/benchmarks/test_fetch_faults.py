@@ -76,6 +76,25 @@ def test_a_read_only_out_is_refused_in_one_line_before_downloading(hub, tmp_path
     assert not new.exists()
 
 
+_REFUSED = """
+import errno, huggingface_hub
+def refuse(repo_id, filename, *args, local_dir=None, **kwargs):
+    raise PermissionError(errno.EACCES, "Permission denied", f"{local_dir}/{filename}")
+huggingface_hub.hf_hub_download = refuse
+"""
+
+
+def test_an_error_none_of_the_hubs_inside_a_download_is_one_line_not_an_endless_loop(hub, tmp_path):
+    """Issue 35 item 6: the error was re-raised as its own cause and the disk-full check walked that
+    chain forever at 100% CPU (the subprocess's time limit ends it if it comes back)."""
+    mirror = tmp_path / "m"
+    result = run(hub, tmp_path, "fetch-data", "--out", mirror, "--tasks", "squad", prelude=_REFUSED, timeout=120)
+    assert result.returncode == 2
+    line = error_line(result)
+    assert line.startswith(f"error: {mirror}/.downloads/rajpurkar/squad/README.md: cannot write there (Permission")
+    assert "while fetching rajpurkar/squad; the finished repos are kept" in line
+
+
 def test_fetch_model_into_a_read_only_folder_is_one_line_before_downloading(hub, tmp_path):
     _, new = _read_only_dirs(tmp_path)
     before = len(hub.requests)
