@@ -85,6 +85,24 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
     return selected, runs
 
 
+def lr_grid_gaps(runs: pd.DataFrame) -> list[str]:
+    """One line per seed that lacks an LR which another seed of its cell has (a run that failed
+    or is still missing): its LR is then selected from fewer candidates than the others'."""
+    out = []
+    for key, cell in runs.groupby(RUN_KEY, sort=True):
+        grid = set(cell["lr"])
+        for seed, own in cell.groupby("seed", sort=True):
+            missing = sorted(grid - set(own["lr"]))
+            if missing:
+                model, _, dataset, train_set = key
+                trained = f" (trained on {train_set})" if train_set else ""
+                out.append(
+                    f"{model} {dataset}{trained} seed {seed}: no run at LR {', '.join(f'{lr:g}' for lr in missing)} "
+                    f"({len(own)} of the cell's {len(grid)} LRs); its LR is selected from the others"
+                )
+    return out
+
+
 def select_best_lr_per_seed(records: Iterable[RunRecord]) -> pd.DataFrame:
     """The `selected` frame of scan_runs: the best-validation LR of every seed."""
     return scan_runs(records)[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.aggregate import aggregate_selected, scan_runs
+from analysis.aggregate import aggregate_selected, lr_grid_gaps, scan_runs
 from analysis.audit import FAIL_ON, exit_code, run_audit
 from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
@@ -80,9 +80,15 @@ def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = 
             print(note, file=sys.stderr)
         if selected.empty:
             _no_runs(paths, protocol, bool(note))
-        return selected, runs
-    records = _runs_under(_load_runs(paths), protocol, paths)
-    return scan_runs(r for r in records if datasets is None or r.dataset in datasets)
+    else:
+        records = _runs_under(_load_runs(paths), protocol, paths)
+        selected, runs = scan_runs(r for r in records if datasets is None or r.dataset in datasets)
+    gaps = lr_grid_gaps(runs)
+    for line in gaps[:5]:
+        print(f"warning: {line}", file=sys.stderr)
+    if len(gaps) > 5:
+        print(f"warning: {len(gaps) - 5} more seeds lack an LR of their cell's grid", file=sys.stderr)
+    return selected, runs
 
 
 def _no_runs(paths: list[str], protocol: str, other_protocol: bool):

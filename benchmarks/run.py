@@ -44,6 +44,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from benchmarks.tasks import IR_TRAIN_TASK
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
 from contracts.locks import LOCK_FILE, folder_lock
@@ -52,7 +53,6 @@ from contracts.provenance import atomic_write_json, git_sha, package_versions, s
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
 log = logging.getLogger("benchmarks.run")
 
 
@@ -118,6 +118,8 @@ class RunConfig:
             raise ValueError("batch_size and device_microbatch_size must be >= 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.max_length is not None and self.max_length < 1:  # 0 read as "no limit" before
+            raise ValueError(f"max_length must be >= 1 (null: the model maximum), got {self.max_length}")
         if not self.model:
             raise ValueError("model is empty")
         if self.protocol not in PROTOCOLS:
@@ -152,14 +154,10 @@ def is_folder_name(name: str) -> bool:
 
 def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
     """CLI values on top of a YAML file (default: configs/paper.yaml) and `field=value` overrides."""
-    import yaml
-
-    from contracts.config import ConfigError, apply_overrides
+    from contracts.config import apply_overrides, read_yaml_mapping
 
     path = Path(config_file) if config_file else CONFIG_DIR / "paper.yaml"
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml_mapping(path)
     data.update({k: v for k, v in values.items() if v is not None})
     return config_from_dict(RunConfig, apply_overrides(data, list(overrides)), str(path))
 
@@ -172,6 +170,12 @@ def existing_record(path: Path) -> RunRecord | None:
 def trained_ir_model(cfg: RunConfig) -> Path:
     return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / IR_MODEL_DIR
 
+
+# The meaning of the RunConfig fields, saved in each run's config.yaml (`settings_version`; absent:
+# 1). Bump it when a field changes what it does without a new field appearing: a complete run saved
+# under another version is then not reused. A field added to RunConfig needs no bump: a saved
+# config that lacks it was made before it existed and is not reused either (`_same_settings`).
+SETTINGS_VERSION = 1
 
 # Settings that change how a run is computed or where it is kept, not what it measures: a complete
 # run is reused whatever they are (a moved output folder, another GPU kind, a larger micro-batch).
@@ -198,12 +202,14 @@ IR_EVALUATION_SETTINGS = frozenset(
 
 
 def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: frozenset = frozenset()) -> RunRecord:
-    """A complete record is reused only for the run it was made by: same protocol, and the same
-    settings (its config.yaml, except NOT_RESULT_SETTINGS and `also_free`). Otherwise a changed
-    --max-steps or batch size would silently return the old score (docs/benchmarks.md, "Reruns")."""
+    """A complete record is reused only for the run it was made by: same protocol, same
+    SETTINGS_VERSION, and every setting present and equal (its config.yaml, except
+    NOT_RESULT_SETTINGS and `also_free`). Otherwise a changed --max-steps or batch size, or a run
+    made before a setting existed (an unclipped run before `max_grad_norm`), would silently return
+    the old score (docs/benchmarks.md, "Reruns")."""
     import yaml
 
-    from contracts.config import config_to_dict, saved_config
+    from contracts.config import config_to_dict
 
     if record.protocol != cfg.protocol:
         raise RunError(
@@ -212,12 +218,27 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
         )
     saved_path = path.parent / RUN_CONFIG_FILE
     try:
-        saved = saved_config(path.parent)
-    except (OSError, yaml.YAMLError, TypeError, KeyError):
+        document = yaml.safe_load(saved_path.read_text())
+        saved = document["config"]
+        version = document.get("settings_version", 1)
+    except (OSError, yaml.YAMLError, TypeError, KeyError, AttributeError):
         return record  # a record without its config (copied by hand, an older release): nothing to compare
+    redo = f"remove {path.parent} to redo it, or write this run to another --out"
+    if version != SETTINGS_VERSION:
+        raise RunError(
+            f"{path}: holds a complete run saved under settings version {version} ({saved_path}), this "
+            f'package\'s is {SETTINGS_VERSION} (docs/benchmarks.md, "Reruns"): {redo}'
+        )
     wanted = yaml.safe_load(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     for field, value in wanted.items():
-        if field in NOT_RESULT_SETTINGS or field in also_free or field not in saved or saved[field] == value:
+        if field in NOT_RESULT_SETTINGS or field in also_free:
+            continue
+        if field not in saved:
+            raise RunError(
+                f"{path}: holds a complete run made before the setting {field} existed ({saved_path} lacks it), "
+                f"so it may not have been computed as this run ({field}={value!r}): {redo}"
+            )
+        if saved[field] == value:
             continue
         raise RunError(
             f"{path}: holds a complete run with {field}={saved[field]!r} ({saved_path}); this run has "
@@ -310,7 +331,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         handoff = _rank_zero_handoff(cfg.device) if world_size > 1 else None
         if rank == 0:
             _clear_leftover(out_dir)
-            save_resolved_config(cfg, out_dir)
+            save_resolved_config(cfg, out_dir, extra={"settings_version": SETTINGS_VERSION})
         record = _execute(cfg, spec, out_dir)
         if rank == 0:
             atomic_write_json(record_path, record.to_dict())

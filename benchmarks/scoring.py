@@ -67,7 +67,25 @@ def _field(row: dict, name: str, path: Path):
     return row[name]
 
 
-def _read_accuracy(pred_path: Path, ref_path: Path):
+def _check_labels(values, allowed: set, path: Path, spec) -> None:
+    """Refuse a label (SC: an id or a name; TC: a tag name) outside the task's label set: it would
+    be scored as a plain miss (or, as gold, count an impossible class) without a word."""
+    for number, value in enumerate(values, start=1):
+        for label in value if spec.task_type == "TC" else [value]:
+            if isinstance(label, bool) or not isinstance(label, (int, str)) or label not in allowed:
+                names = ", ".join(spec.label_names)
+                ids = f"ids 0-{spec.num_labels - 1} or " if spec.task_type == "SC" else ""
+                raise ScoringInputError(
+                    f"{path}: entry {number}: label {label!r} is not one of the {spec.num_labels} labels of "
+                    f"{spec.name} ({ids}{names})"
+                )
+
+
+def _labels_of(spec) -> set:
+    return set(spec.label_names) | (set(range(spec.num_labels)) if spec.task_type == "SC" else set())
+
+
+def _read_accuracy(pred_path: Path, ref_path: Path, spec):
     preds, refs = _jsonl(pred_path), _jsonl(ref_path)
     if refs and isinstance(refs[0], dict):
         gold = {_key(r, ref_path): _field(r, "label", ref_path) for r in refs}
@@ -75,10 +93,14 @@ def _read_accuracy(pred_path: Path, ref_path: Path):
         missing = [k for k in gold if k not in got]
         if missing:
             raise ScoringInputError(f"{pred_path}: no prediction for id {missing[0]!r}")
-        return metrics.accuracy([got[k] for k in gold], list(gold.values()), list(gold))
-    if len(preds) != len(refs):
+        preds, refs, ids = [got[k] for k in gold], list(gold.values()), list(gold)
+    elif len(preds) != len(refs):
         raise ScoringInputError(f"{pred_path} has {len(preds)} lines, {ref_path} {len(refs)}")
-    return metrics.accuracy(preds, refs)
+    else:
+        ids = None
+    _check_labels(refs, _labels_of(spec), ref_path, spec)
+    _check_labels(preds, _labels_of(spec), pred_path, spec)
+    return metrics.accuracy(preds, refs, ids) if ids is not None else metrics.accuracy(preds, refs)
 
 
 def _read_trec(path: Path, kind: str) -> dict:
@@ -101,8 +123,8 @@ def _read_trec(path: Path, kind: str) -> dict:
     return out
 
 
-def _read_sentences(pred_path: Path, ref_path: Path) -> tuple[list, list]:
-    """Word tag lists, one sentence per line, aligned line by line."""
+def _read_sentences(pred_path: Path, ref_path: Path, spec) -> tuple[list, list]:
+    """Word tag lists, one sentence per line, aligned line by line, every tag one of the task's."""
     preds, refs = _jsonl(pred_path), _jsonl(ref_path)
     if len(preds) != len(refs):
         raise ScoringInputError(
@@ -117,6 +139,8 @@ def _read_sentences(pred_path: Path, ref_path: Path) -> tuple[list, list]:
                 f"{pred_path}:{number}: {len(pred)} tags for the {len(gold)} words "
                 f"of {ref_path}:{number}; give one tag per word"
             )
+    _check_labels(refs, _labels_of(spec), ref_path, spec)
+    _check_labels(preds, _labels_of(spec), pred_path, spec)
     return preds, refs
 
 
@@ -164,15 +188,15 @@ def score_files(
     spec = get_task(task)
     metric = spec.metric_under(protocol)
     if metric == "accuracy":
-        return _read_accuracy(predictions, references)
+        return _read_accuracy(predictions, references, spec)
     if metric == "sentence_macro_f1":
-        return metrics.sentence_macro_f1(*_read_sentences(predictions, references))
+        return metrics.sentence_macro_f1(*_read_sentences(predictions, references, spec))
     if metric == "answer_token_f1":
         return metrics.answer_token_f1(*_read_answer_positions(predictions, references))
     if metric == "retrieved_ndcg@10":
         return metrics.retrieved_ndcg_at_10(_read_trec(predictions, "run"), _read_trec(references, "qrels"))
     if metric == "seqeval_f1":
-        return metrics.seqeval_f1(*_read_sentences(predictions, references), mode=seqeval_mode)
+        return metrics.seqeval_f1(*_read_sentences(predictions, references, spec), mode=seqeval_mode)
     if metric in ("squad_f1", "squad_v2_f1", "record_f1"):
         preds, refs = _jsonl(predictions), _jsonl(references)
         got = {_key(p, predictions): _field(p, "prediction_text", predictions) for p in preds}

@@ -20,7 +20,7 @@ with the released harness's metric (`contracts.paper.PAPER_PROTOCOL_METRICS`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +28,7 @@ from contracts.paper import DATASET_BY_ID, DATASETS, PAPER_PROTOCOL_METRICS
 from contracts.run_record import PROTOCOLS
 
 TaskType = Literal["SC", "TC", "QA", "IR"]
+IR_TRAIN_TASK = "msmarco"  # the IR run that trains the model the other IR runs evaluate
 # How the model-selection split is obtained:
 #   train_carveout: `validation_fraction` of the hub train split (datasets.train_test_split, seed
 #                   `split_seed`), the official validation split is the reported test.
@@ -348,6 +349,15 @@ def get_task(name: str) -> TaskSpec:
         return TASKS[name]
     except KeyError:
         raise UnknownTaskError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}") from None
+
+
+def with_ir_training(tasks: Sequence[str]) -> list[str]:
+    """`tasks` and, when an IR task that evaluates another run's model is among them (NQ, MLDR),
+    the MS MARCO task whose runs train that model (the released harness; docs/protocol.md)."""
+    tasks = list(dict.fromkeys(tasks))
+    if IR_TRAIN_TASK not in tasks and any(get_task(t).task_type == "IR" for t in tasks):
+        tasks.append(IR_TRAIN_TASK)
+    return tasks
 
 
 def tasks_of(task_type: str) -> tuple[TaskSpec, ...]:

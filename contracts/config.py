@@ -108,7 +108,38 @@ def apply_overrides(data: dict, overrides: list[str], where: str = "override") -
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"{where} {item!r}: {part} is not a mapping")
-        node[parts[-1]] = yaml.safe_load(raw)
+        try:  # safe_load: a `!!python/...` tag is refused here, never run
+            node[parts[-1]] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            problem = _yaml_problem(exc)
+            raise ConfigError(f"{where} {item!r}: the value is not plain YAML ({problem}); quote it") from None
+    return data
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what and where (PyYAML's message spans several lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def read_yaml_mapping(path: str | os.PathLike) -> dict:
+    """The mapping a YAML config file holds; ConfigError naming the file when it is missing, not a
+    file, not YAML (PyYAML's safe loader: no tags that build Python objects) or not a mapping."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    if not path.is_file():
+        raise ConfigError(f"{path}: not a file; give a YAML config file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file; give a YAML config file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
     return data
 
 
@@ -117,15 +148,7 @@ def config_from_dict(cls: type[T], data: dict, source: str = "config") -> T:
 
 
 def load_config(cls: type[T], path: str | os.PathLike, overrides: list[str] = ()) -> T:
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: config file not found")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
+    data = read_yaml_mapping(path)
     return config_from_dict(cls, apply_overrides(data, list(overrides)), str(path))
 
 
@@ -142,12 +165,16 @@ def config_to_dict(cfg) -> dict:
     return plain(dataclasses.asdict(cfg))
 
 
-def save_resolved_config(cfg, out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE) -> Path:
-    """Write the resolved config with git sha, package versions and its hash next to the outputs."""
+def save_resolved_config(
+    cfg, out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE, extra: dict | None = None
+) -> Path:
+    """Write the resolved config with git sha, package versions and its hash next to the outputs
+    (`extra`: more top-level keys, e.g. the version of the settings' meaning)."""
     body = config_to_dict(cfg)
     document = {
         "config": body,
         "config_hash": stable_hash(body),
+        **(extra or {}),
         "git_sha": git_sha(),
         "package_versions": package_versions(),
         "written": utc_now(),

@@ -11,10 +11,15 @@ Failures become one-line `HubError`s naming the repo and the fix; a full disk is
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from contracts.provenance import DiskFullError, disk_full_cause
 
@@ -26,7 +31,8 @@ MODEL_MANIFEST = "fetch_manifest.json"
 
 class HubError(RuntimeError):
     """The Hub could not give what was asked (unknown repo, revision or file, server or network
-    error, offline mode); one line naming it and what to do."""
+    error, offline mode), or the folder to fetch into cannot be written; one line naming it and
+    what to do."""
 
 
 @dataclass(frozen=True)
@@ -68,18 +74,32 @@ def git_blob_sha1_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def raise_hub_error(exc: Exception, repo_id: str, repo_type: str = "model", revision: str | None = None) -> NoReturn:
+    """Raise the one-line error of `hub_error` from `exc`, or `exc` itself when it is none of the
+    Hub's (never `exc` as its own cause: that loops whoever walks the chain)."""
+    error = hub_error(exc, repo_id, repo_type, revision)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
 def hub_error(exc: BaseException, repo_id: str, repo_type: str = "model", revision: str | None = None) -> Exception:
     """The one-line error for an exception raised by huggingface_hub while fetching `repo_id`."""
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
+        LocalEntryNotFoundError,
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
-    from requests import RequestException
+    from requests import HTTPError, RequestException
 
+    if isinstance(exc, LocalEntryNotFoundError) and exc.__cause__ is not None:
+        # hf_hub_download's "cannot locate the file" (an EntryNotFoundError too) when the call for
+        # the file's metadata failed: a server error or a lost connection, not a missing file
+        return hub_error(exc.__cause__, repo_id, repo_type, revision)
     full = disk_full_cause(exc)
     if full is not None:
         return DiskFullError(
@@ -102,18 +122,56 @@ def hub_error(exc: BaseException, repo_id: str, repo_type: str = "model", revisi
         return HubError(
             f"{kind} repo {repo_id}: HF_HUB_OFFLINE is set; fetch on a machine with network (the login node)"
         )
-    if isinstance(exc, HfHubHTTPError):
+    # requests' HTTPError too: http_backoff raises it once its retries of a 5xx answer are spent
+    if isinstance(exc, (HfHubHTTPError, HTTPError)) and getattr(exc, "response", None) is not None:
         status = getattr(exc.response, "status_code", "?")
         return HubError(
-            f"{kind} repo {repo_id}: the Hub ({endpoint()}) answered HTTP {status}; retry later: "
+            f"{kind} repo {repo_id}: the Hub ({endpoint()}) answered HTTP {status}{_retried()}; retry later: "
             "what was downloaded is kept and the next run resumes"
         )
     if isinstance(exc, (RequestException, ConnectionError, TimeoutError)):
         return HubError(
-            f"{kind} repo {repo_id}: connection to {endpoint()} failed ({_first_line(exc)}); rerun the same "
-            "command: finished files are kept and an interrupted one resumes"
+            f"{kind} repo {repo_id}: connection to {endpoint()} failed ({_first_line(exc)}){_retried()}; rerun "
+            "the same command: finished files are kept and an interrupted one resumes"
         )
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+class _Retries(logging.Filter):
+    """Keeps huggingface_hub's retry warnings (two lines per retry of a 5xx answer or a lost
+    connection, `huggingface_hub.utils._http.http_backoff`) off the terminal and counts them: the
+    retries still happen, and the one-line error says how many there were."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Retrying in "):
+            self.count += 1
+            return False
+        return " thrown while requesting " not in message
+
+
+_RETRY_LOGGER = "huggingface_hub.utils._http"
+_retries = _Retries()
+
+
+@contextlib.contextmanager
+def quiet_retries():
+    """Inside: huggingface_hub's retry warnings are counted, not printed (see `_Retries`)."""
+    logger = logging.getLogger(_RETRY_LOGGER)
+    _retries.count = 0
+    logger.addFilter(_retries)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_retries)
+
+
+def _retried() -> str:
+    return f" (after {_retries.count} retries)" if _retries.count else ""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -126,9 +184,10 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
     from huggingface_hub import HfApi
 
     try:
-        info = HfApi().repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
+        with quiet_retries():
+            info = HfApi().repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
     except Exception as exc:  # noqa: BLE001 - turned into one line naming the repo
-        raise hub_error(exc, repo_id, repo_type, revision) from exc
+        raise_hub_error(exc, repo_id, repo_type, revision)
     files = {
         s.rfilename: RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
         for s in info.siblings or ()
@@ -136,16 +195,66 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
     return Snapshot(repo_id, repo_type, revision or "main", info.sha, files)
 
 
-def check_free_space(folder: Path, need: int, what: str) -> None:
-    """Refuse before writing when `folder`'s file system has less than `need` bytes free."""
+def check_writable(folder: Path, option: str = "--out") -> None:
+    """Refuse before fetching when `folder` cannot be created or written (a read-only disk, a
+    folder of another user): one line, nothing downloaded."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise HubError(
+            f"{option} {folder}: cannot write there ({exc.strerror or exc}); choose a writable {option} "
+            "(nothing was downloaded)"
+        ) from None
+
+
+def human_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def bytes_to_download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> tuple[int, int]:
+    """(bytes still to download, bytes already downloaded) of `paths` into `local_dir`: a finished
+    file counts whole, an interrupted one by its `.incomplete` part, which the next
+    `hf_hub_download` continues (huggingface_hub's local-folder layout; the part is named by the
+    file's ETag, which the Hub sets to the sha256 of an LFS file and the git blob id of others)."""
+    from huggingface_hub._local_folder import get_local_download_paths
+
+    local_dir = Path(local_dir)
+    remaining = have = 0
+    for path in paths:
+        remote = snapshot.files[path]
+        size = remote.size or 0
+        if (local_dir / path).is_file():
+            have += size
+            continue
+        part = 0
+        etag = remote.sha256 or remote.git_sha1
+        if etag and local_dir.is_dir():
+            incomplete = get_local_download_paths(local_dir, path).incomplete_path(etag)
+            part = min(incomplete.stat().st_size, size) if incomplete.is_file() else 0
+        have += part
+        remaining += size - part
+    return remaining, have
+
+
+def check_free_space(folder: Path, need: int, what: str, have: int = 0) -> None:
+    """Refuse before writing when `folder`'s file system has less than `need` bytes free (`have`:
+    what is already downloaded and not counted in `need`, for the message)."""
     folder = Path(folder)
     probe = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
     free = shutil.disk_usage(probe).free
     if free < need:
+        already = f" more ({human_bytes(have)} already downloaded)" if have else ""
         raise DiskFullError(
             28,
-            f"{folder}: {what} needs about {need / 1e9:.2f} GB, {free / 1e9:.2f} GB are free on that disk: "
-            "free space or choose another --out (nothing was written)",
+            f"{folder}: {what} needs about {human_bytes(need)}{already}, {human_bytes(free)} are free on that disk: "
+            "free space or choose another --out (nothing more was written)",
         )
 
 
@@ -177,11 +286,12 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
     local_dir = Path(local_dir)
     for path in paths:
         try:
-            hf_hub_download(
-                snapshot.repo_id, path, repo_type=snapshot.repo_type, revision=snapshot.sha, local_dir=local_dir
-            )
+            with quiet_retries():
+                hf_hub_download(
+                    snapshot.repo_id, path, repo_type=snapshot.repo_type, revision=snapshot.sha, local_dir=local_dir
+                )
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
-            raise hub_error(exc, snapshot.repo_id, snapshot.repo_type) from exc
+            raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
         problem = verify_file(local_dir / path, snapshot.files[path])
         if problem:
             (local_dir / path).unlink(missing_ok=True)
@@ -195,16 +305,21 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
 def check_files(root: Path, entries: dict[str, dict], hashes: bool = True) -> list[str]:
     """Problems of the files `entries` ({relative path: {"bytes", "sha256"}}) under `root` against
     those records, one line each; `hashes=False` checks presence and sizes only (fast)."""
-    problems = []
+    return [problem for _, problem in differing_files(root, entries, hashes)]
+
+
+def differing_files(root: Path, entries: dict[str, dict], hashes: bool = True) -> list[tuple[str, str]]:
+    """(relative path, what differs) of each file of `entries` that is not as recorded."""
+    out = []
     for rel, entry in sorted(entries.items()):
         path = Path(root) / rel
         if not path.is_file():
-            problems.append(f"{path}: missing (the manifest lists it)")
+            out.append((rel, f"{path}: missing (the manifest lists it)"))
         elif path.stat().st_size != entry["bytes"]:
-            problems.append(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}")
+            out.append((rel, f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}"))
         elif hashes and sha256_file(path) != entry["sha256"]:
-            problems.append(f"{path}: sha256 differs from the manifest (corrupted or changed)")
-    return problems
+            out.append((rel, f"{path}: sha256 differs from the manifest (corrupted or changed)"))
+    return out
 
 
 def check_fetched_model(folder: Path, hashes: bool = True) -> list[str]:

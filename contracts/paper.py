@@ -172,3 +172,33 @@ BIPHASIC_SPLITS: dict[int, tuple[int, ...]] = {
 CLM_STEPS_BEFORE_MASKING = 40_000
 # Continued pretraining (Tables 14-17): MLM-40 steps after the decayed 42k CLM or MLM-40 base.
 CPT_STEPS = (2_000, 12_000, 22_000)
+
+
+# --- compute the paper reports (v4, Section 2) ----------------------------------------------------------
+@dataclass(frozen=True)
+class PaperCompute:
+    """One stage of the compute the paper reports: its GPU-hours (AMD MI250X GPUs of Adastra, 24
+    nodes x 8), the models it counts and the optimizer steps (pretraining) or runs (evaluation)."""
+
+    stage: str
+    gpu_hours: int
+    models: int
+    size: str | None  # the model size the steps ran at (None: several)
+    steps: int | None  # pretraining steps of the stage, as the paper states them
+    runs: int | None = None  # fine-tuning runs (evaluation)
+
+
+PAPER_GPU = "AMD MI250X"
+PAPER_GPUS = 192  # 24 Adastra nodes x 8 GPUs, 12 sequences each
+# Dense bf16 peak of one of those GPUs: an MI250X package (2 dies) peaks at 383 TFLOP/s and Adastra
+# counts each die as a GPU (8 per node), so 191.5 each (AMD's data sheet; not in the paper).
+PAPER_GPU_BF16_TFLOPS = 191.5
+PAPER_COMPUTE: tuple[PaperCompute, ...] = (
+    PaperCompute("pretraining", 81_000, 15, None, 15 * PRETRAIN_STEPS),  # 210m, 610m, 1b x 5 objectives
+    PaperCompute("biphasic", 16_000, 17, "610m", 120_000),  # "120k additional steps"
+    # "26k steps" with checkpoints shared (one 22k continuation of a base with two 2k decay branches);
+    # the paper does not say whether per base or for both: taken as stated.
+    PaperCompute("cpt", 4_000, 6, "610m", 26_000),
+    PaperCompute("evaluation", 9_000, 42, None, None, runs=15_120),  # "about 9k", 42 models x 360 runs
+)
+PAPER_COMPUTE_TOTAL_GPU_HOURS = 110_000

@@ -91,11 +91,19 @@ class DiskFullError(OSError):
 
 def disk_full_cause(exc: BaseException | None) -> OSError | None:
     """The "no space left" (or quota) OSError behind `exc`, if any: libraries may raise their own
-    error while cleaning up after one (torch.save raises a RuntimeError from its zip writer)."""
-    while exc is not None:
+    error while cleaning up after one (torch.save raises a RuntimeError from its zip writer).
+    Both links are followed (`raise X from Y` sets the cause, raising while handling sets the
+    context), each exception once: a chain may loop (`raise exc from exc`)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return exc
-        exc = exc.__cause__ or exc.__context__
+        todo += [exc.__context__, exc.__cause__]  # the cause first (popped last-in first-out)
     return None
 
 

@@ -163,6 +163,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--source runs needs --runs RUNS.jsonl [...]")
     if args.source == "published" and args.runs:
         parser.error("--runs is only read with --source runs")
+    # checked before anything is drawn: matplotlib raises on a dpi of 0 only when saving, and a
+    # tokens-per-step or N of 0 would draw Figure 10 against zero FLOPs
+    for option, value, valid in (
+        ("--dpi", args.dpi, args.dpi >= 1),
+        ("--ema", args.ema, 0 < args.ema <= 1),
+        ("--tokens-per-step", args.tokens_per_step, args.tokens_per_step >= 1),
+        ("--n-params", args.n_params, args.n_params is None or args.n_params >= 1),
+    ):
+        if not valid:
+            bound = "in (0, 1] (1 = the raw loss)" if option == "--ema" else "a positive integer"
+            parser.error(f"{option} {value:g}: must be {bound}")
     out = args.out or Path("outputs") / ("figures" if args.figure == "all" else args.figure)
     names = ALL_FIGURES if args.figure == "all" else [args.figure]
     sources = _Sources(args.source, args.runs)

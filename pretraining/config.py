@@ -178,6 +178,8 @@ class TrainConfig:
     callbacks: tuple[CallbackConfig, ...] = ()  # more Composer callbacks (docs/pretraining.md)
 
     def __post_init__(self):
+        if self.global_batch_size < 1:
+            raise ValueError(f"train.global_batch_size {self.global_batch_size} must be >= 1 (samples per step)")
         if self.max_steps < 1:
             raise ValueError(f"train.max_steps must be >= 1, got {self.max_steps}")
         if self.resume_interval < 1:

@@ -30,11 +30,15 @@ from contracts.hub import (
     DOWNLOAD_STATE_DIR,
     MODEL_MANIFEST,
     HubError,
+    bytes_to_download,
     check_fetched_model,
     check_free_space,
+    check_writable,
+    differing_files,
     download,
     endpoint,
-    hub_error,
+    quiet_retries,
+    raise_hub_error,
     resolve,
     sha256_file,
     verify_file,
@@ -152,16 +156,19 @@ def fetch_model(
                 f"{out} holds {existing['repo']}@{existing['revision'][:12]}, not {repo}@{snapshot.sha[:12]}: "
                 "choose another --out or delete it"
             )
-        problems = check_model(out, hashes=False)
-        if not problems:
+        # the sha256 too: a file changed in place keeps its size
+        damaged = differing_files(out, existing["files"])
+        if not damaged:
             log(f"fetch-model: {out}: up to date ({repo}@{snapshot.sha[:12]})")
             return existing
-        raise FetchModelError(f"{out} is damaged ({problems[0]}): delete it and fetch again")
+        log(f"fetch-model: {out}: {len(damaged)} file(s) differ from its manifest ({damaged[0][1]}); refetching")
+        _reopen(out, snapshot)
     if out.exists() and any(out.iterdir()):
         raise FetchModelError(f"{out} exists and holds no {MANIFEST_FILE}: choose an empty or new --out")
     partial = out.with_name(out.name + ".partial")
-    missing = sum(snapshot.files[f].size or 0 for f in files if not (partial / f).is_file())  # a rerun resumes
-    check_free_space(partial, missing, f"{repo}@{snapshot.sha[:12]}")
+    check_writable(partial)
+    missing, have = bytes_to_download(snapshot, files, partial)  # a rerun resumes: what is there counts
+    check_free_space(partial, missing, f"{repo}@{snapshot.sha[:12]}", have)
     log(f"fetch-model: {repo}@{snapshot.sha[:12]}: {len(files)} files, {size / 1e6:.1f} MB -> {out}")
     download(snapshot, files, partial)
     code_from = _bundle_remote_code(partial, log)
@@ -183,6 +190,21 @@ def fetch_model(
     return manifest
 
 
+def _reopen(out: Path, snapshot) -> None:
+    """Turn a fetched folder back into its `.partial`, keeping only the files that are the Hub's
+    (the damaged ones go, and so do the manifest and what bundling wrote, which is redone), so that
+    the fetch downloads the rest again (huggingface_hub keeps an LFS file whose sha256 matches) and
+    renames it back."""
+    partial = out.with_name(out.name + ".partial")
+    if partial.exists():
+        raise FetchModelError(f"{out} is damaged and {partial} exists too: delete one of them and rerun")
+    os.replace(out, partial)
+    for path in [p for p in partial.rglob("*") if p.is_file()]:
+        remote = snapshot.files.get(path.relative_to(partial).as_posix())
+        if remote is None or verify_file(path, remote) is not None:
+            path.unlink()
+
+
 def _payload(folder: Path) -> list[Path]:
     """The files of a fetched folder, without the download state and the manifest."""
     return [
@@ -202,9 +224,10 @@ def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
         f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
     )
     try:
-        folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
+        with quiet_retries():
+            folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
     except Exception as exc:  # noqa: BLE001 - one line naming the repo
-        raise hub_error(exc, snapshot.repo_id) from exc
+        raise_hub_error(exc, snapshot.repo_id)
     if folder.name != snapshot.sha:
         raise HubError(f"{snapshot.repo_id}: {snapshot.requested} moved to {folder.name[:12]} during the fetch; rerun")
     for path in files:

@@ -16,9 +16,10 @@ clients use (huggingface_hub 0.36, file_download.py / hf_api.py):
 Errors come as the Hub sends them (status + `X-Error-Code`: RepoNotFound, RevisionNotFound,
 EntryNotFound), so the clients raise their own exception types. Faults for tests, deterministic:
 `fail_after(repo, file, n)` closes the connection after n bytes of the next GET of that file;
-`fail_with(repo, file, status)` answers the next GET of that file with an HTTP error;
+`fail_with(repo, file, status[, head=True])` answers the next GET (HEAD) of that file with an HTTP error;
 `fail_api(repo, status)` answers the repo-info call with that status. Every request is logged in
-`requests` (method, path, Range header, status), so a test can assert what the client asked for.
+`requests` (method, path, Range and Authorization headers, status), so a test can assert what the
+client asked for.
 
     with HubServer() as hub:
         hub.add("dataset", "org/data", {"README.md": b"...", "train.jsonl": b"..."})
@@ -92,6 +93,7 @@ class HubServer:
         self._file_faults: dict[str, list[int]] = {}  # repo/file -> [bytes before closing, times left]
         self._api_faults: dict[str, list[int]] = {}  # repo id -> [status, times left]
         self._status_faults: dict[str, list[int]] = {}  # repo/file -> [status, times left]
+        self._head_status_faults: dict[str, list[int]] = {}  # the same, for HEAD requests
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -107,10 +109,13 @@ class HubServer:
         """The next `times` GETs of the file `path` of `repo_id` stop after `n_bytes` bytes."""
         self._file_faults[f"{repo_id}/{path}"] = [n_bytes, times]
 
-    def fail_with(self, repo_id: str, path: str, status: int, times: int = 1) -> None:
+    def fail_with(self, repo_id: str, path: str, status: int, times: int = 1, head: bool = False) -> None:
         """The next `times` GETs of the file `path` of `repo_id` answer `status` (403: as a CDN
-        answers a signed URL that expired mid-stream; huggingface_hub does not retry it)."""
-        self._status_faults[f"{repo_id}/{path}"] = [status, times]
+        answers a signed URL that expired mid-stream; huggingface_hub does not retry it);
+        `head=True`: its HEAD requests instead (the metadata call before a download; a 5xx there
+        is retried by huggingface_hub)."""
+        faults = self._head_status_faults if head else self._status_faults
+        faults[f"{repo_id}/{path}"] = [status, times]
 
     def fail_api(self, repo_id: str, status: int = 500, times: int = 1_000_000) -> None:
         """Repo-info calls for `repo_id` answer `status` (`times` times)."""
@@ -174,6 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "method": self.command,
                 "path": urlsplit(self.path).path,
                 "range": self.headers.get("Range"),
+                "auth": self.headers.get("Authorization"),
                 "status": status,
                 "bytes": sent,
             }
@@ -295,9 +301,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = "/".join(parts[4:])
         if path not in repo.files:
             return self._error(404, "EntryNotFound", f"{path} does not exist", head)
-        status = None if head else self.server_hub._take(self.server_hub._status_faults, f"{repo.repo_id}/{path}")
+        faults = self.server_hub._head_status_faults if head else self.server_hub._status_faults
+        status = self.server_hub._take(faults, f"{repo.repo_id}/{path}")
         if status is not None:
-            return self._error(status, "Forbidden", f"simulated error {status} for {path}")
+            return self._error(status, "Forbidden", f"simulated error {status} for {path}", head)
         data = repo.files[path]
         headers = {"X-Repo-Commit": sha, "ETag": f'"{repo.etag(path)}"', "Accept-Ranges": "bytes"}
         if repo.is_lfs(path):

@@ -31,6 +31,7 @@ verifies a mirror against its manifest offline.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import gzip
 import json
@@ -40,8 +41,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from benchmarks.tasks import ONTONOTES5_TAGS, TASKS, HubSource, TaskSpec, get_task
-from contracts.hub import HubError, Snapshot, check_files, check_free_space, download, resolve, sha256_file
+from benchmarks.tasks import ONTONOTES5_TAGS, TASKS, HubSource, TaskSpec, get_task, with_ir_training
+from contracts.hub import (
+    HubError,
+    Snapshot,
+    bytes_to_download,
+    check_files,
+    check_free_space,
+    check_writable,
+    download,
+    resolve,
+    sha256_file,
+)
 from contracts.provenance import DiskFullError, atomic_write_json, disk_full_cause, git_sha, package_versions, utc_now
 
 MANIFEST_FILE = "manifest.json"
@@ -145,12 +156,17 @@ RAW_LAYOUTS: dict[str, RawLayout] = {
         },
     ),
 }
-# Repos fetched as raw files in any case: their Hub copies are script-based.
+# Repos fetched as raw files unless they hold Parquet files: their Hub copies are script-based
+# (the BeIR org has converted some of its repos to Parquet, e.g. BeIR/nfcorpus and BeIR/fever).
 SCRIPT_BASED = ("hgissbkh/ontonotes5", "BeIR/msmarco", "BeIR/nq", "BeIR/msmarco-qrels", "BeIR/nq-qrels")
 
 
 def _is_script_based(snapshot: Snapshot) -> bool:
-    return snapshot.repo_id in SCRIPT_BASED or any("/" not in path and path.endswith(".py") for path in snapshot.files)
+    """Raw files, converted here: a repo with a loading script at its top, or one of
+    `SCRIPT_BASED` as long as it holds no Parquet file (a converted repo is read with datasets)."""
+    if any("/" not in path and path.endswith(".py") for path in snapshot.files):
+        return True
+    return snapshot.repo_id in SCRIPT_BASED and not any(path.endswith(".parquet") for path in snapshot.files)
 
 
 def _raw_files(snapshot: Snapshot, layout: RawLayout, unit: Unit) -> list[str]:
@@ -384,7 +400,8 @@ def _unit_present(root: Path, manifest: dict, unit: Unit, requested: str | None)
     if requested is not None and requested not in (source.get("requested"), source.get("revision")):
         return False
     path = root / rel
-    return path.is_file() and path.stat().st_size == entry["bytes"]
+    # the sha256 too: a file changed in place (same size) is fetched again, not "up to date"
+    return path.is_file() and path.stat().st_size == entry["bytes"] and sha256_file(path) == entry["sha256"]
 
 
 def _write_manifest(root: Path, manifest: dict) -> None:
@@ -408,16 +425,18 @@ def fetch_data(
     keep_downloads: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """Fetch `tasks` into the mirror `out` (see the module docstring); returns the manifest."""
+    """Fetch `tasks` into the mirror `out` (see the module docstring); returns the manifest.
+    NQ and MLDR bring MS MARCO: their runs evaluate the model MS MARCO's runs train."""
     root = Path(out).absolute()
     revisions = dict(revisions or {})
-    groups = units_of(tasks)  # checks the task names first
+    tasks = with_ir_training(tasks)  # checks the task names first
+    groups = units_of(tasks)
     unknown = sorted(set(revisions) - set(groups))
     if unknown:
         raise FetchError(
             f"--revision for {', '.join(unknown)}: no task asked for reads it (repos: {', '.join(groups)})"
         )
-    root.mkdir(parents=True, exist_ok=True)
+    check_writable(root)
     manifest = read_manifest(root) or {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -444,6 +463,11 @@ def fetch_data(
                     f"{full.filename or root}: no space left on the device while fetching {hub_id}; the finished "
                     "repos are kept: free space and rerun (downloads resume)",
                 ) from exc
+            if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EROFS:
+                raise FetchError(  # a folder inside --out that turned read-only, a file of another user
+                    f"{exc.filename or root}: cannot write there ({exc.strerror}) while fetching {hub_id}; the "
+                    "finished repos are kept: make it writable (or choose another --out) and rerun"
+                ) from exc
             raise
         _write_manifest(root, manifest)
     _write_manifest(root, manifest)
@@ -467,13 +491,14 @@ def _fetch_repo(root: Path, manifest: dict, hub_id: str, units: list[Unit], requ
     needed = list(dict.fromkeys(f for files in plan.values() for f in files))
     if raw and RAW_LAYOUTS[hub_id].label_file:
         needed += [p for p in snapshot.files if PurePosixPath(p).name == RAW_LAYOUTS[hub_id].label_file][:1]
-    missing = [f for f in needed if not (local / f).is_file()]
-    size = sum(snapshot.files[f].size or 0 for f in missing)
+    remaining, have = bytes_to_download(snapshot, needed, local)
     log(
         f"fetch-data: {hub_id}@{snapshot.sha[:12]} ({method}): {len(needed)} files, "
-        f"{size / 1e6:.1f} MB to download -> {', '.join(u.label() for u in units)}"
+        f"{remaining / 1e6:.1f} MB to download -> {', '.join(u.label() for u in units)}"
     )
-    check_free_space(root, int(size * _SPACE_FACTOR[method]), f"fetching {hub_id}")
+    # what is left to download, and the conversion of all of it (what is downloaded already counts)
+    conversion = (remaining + have) * (_SPACE_FACTOR[method] - 1)
+    check_free_space(root, int(remaining + conversion), f"fetching {hub_id}", have)
     download(snapshot, needed, local)
     source = manifest["sources"].setdefault(hub_id, {"files": {}})
     if source.get("revision") not in (None, snapshot.sha):  # another revision: its units are refetched
@@ -535,9 +560,14 @@ def check_mirror(root: str | os.PathLike, tasks: Sequence[str] | None = None, ha
         fix = f"python -m benchmarks fetch-data --out {root}"
         return [f"{root}: no {MANIFEST_FILE}: not a fetch-data mirror (write one with `{fix}`)"]
     problems, wanted = [], None
-    if tasks is not None:
+    if tasks is None:  # the tasks a fetch was asked for and did not finish
+        for name in manifest.get("requested_tasks", []):
+            if name not in manifest.get("tasks", {}):
+                fix = f"python -m benchmarks fetch-data --out {root} --tasks {name}"
+                problems.append(f"{root}: task {name} was asked for but is incomplete (a fetch stopped): `{fix}`")
+    else:
         wanted = set()
-        for name in tasks:
+        for name in with_ir_training(tasks):
             if name not in manifest.get("tasks", {}):
                 fix = f"python -m benchmarks fetch-data --out {root} --tasks {name}"
                 problems.append(f"{root}: task {name} is not in this mirror: `{fix}`")

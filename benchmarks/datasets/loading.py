@@ -40,6 +40,7 @@ from typing import Literal
 
 import datasets
 from datasets import Dataset, Features
+from datasets.exceptions import DatasetGenerationError
 
 from benchmarks.datasets.schemas import schema_of
 from benchmarks.metrics import pooled_doc_ids, relevant_queries
@@ -154,9 +155,25 @@ def load_hub_split(source: HubSource, split: str, data_root: Path | None, requir
             return datasets.load_dataset(
                 builder, data_files={split: str(path)}, features=features, split=split, **kwargs
             )
+        except DatasetGenerationError as exc:  # a truncated row, a value of another type than the Hub's
+            raise DatasetError(
+                f"{path}: a row cannot be read with the dataset's columns and types ({_innermost(exc)}); "
+                f"fix the file or fetch it again (`python -m benchmarks fetch-data --check {data_root}` names "
+                "a damaged file)"
+            ) from None
         finally:
             if bars_were_on:
                 datasets.enable_progress_bars()
+
+
+def _innermost(exc: BaseException) -> str:
+    """The first line of the deepest cause of `exc` (datasets wraps the parser's error)."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 # ---------------------------------------------------------------------------------------------

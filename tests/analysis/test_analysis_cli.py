@@ -100,3 +100,15 @@ def test_errors_are_one_line_with_exit_2(tmp_path, capsys):
     empty.write_text("")
     assert main(["table", str(empty)]) == 2
     _one_line_error(capsys, "no run records")
+
+
+def test_a_seed_missing_an_lr_is_selected_with_a_warning(tmp_path, mldr_records, capsys):
+    """Issue 35 item 14: the seed's LR was selected from the other five without a word."""
+    complete = write_run_records(tmp_path / "complete.jsonl", mldr_records)
+    assert main(["table", str(complete), "--reps", "50"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    dropped = next(r for r in mldr_records if r.seed == 3)
+    gappy = write_run_records(tmp_path / "gappy.jsonl", [r for r in mldr_records if r is not dropped])
+    assert main(["table", str(gappy), "--reps", "50"]) == 0
+    err = capsys.readouterr().err
+    assert f"seed 3: no run at LR {dropped.lr:g} (5 of the cell's 6 LRs); its LR is selected from the others" in err

@@ -35,7 +35,7 @@ def hub(tmp_path_factory):
         yield server
 
 
-def run(hub, home: Path, *argv, env=ONLINE, prelude: str = "", module: str = "benchmarks"):
+def run(hub, home: Path, *argv, env=ONLINE, prelude: str = "", module: str = "benchmarks", timeout: int = 600):
     """`python -m <module> ARGV` against the stand-in Hub; `prelude` runs first in the same process
     (to simulate a full disk)."""
     code = f"{prelude}\nimport sys\nfrom {module}.__main__ import main\nsys.exit(main(sys.argv[1:]))"
@@ -53,7 +53,7 @@ def run(hub, home: Path, *argv, env=ONLINE, prelude: str = "", module: str = "be
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
 
 
@@ -73,7 +73,8 @@ def rows(split):
     return split.to_list() if hasattr(split, "to_list") else (split.queries, split.corpus, split.qrels)
 
 different = []
-for name, spec in TASKS.items():
+names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(TASKS)
+for name, spec in ((n, TASKS[n]) for n in names):
     fetched = load_task_data(spec, sys.argv[1], query_split_seed=0)
     toy = load_task_data(spec, TOY_DATA_ROOT, query_split_seed=0)
     for role in ("train", "validation", "test"):
@@ -124,15 +125,7 @@ def test_interrupted_fetch_resumes_and_the_mirror_serves_an_offline_run(hub, tmp
     assert "OK: 32 files match the manifest" in check.stdout
 
     # offline, the loader reads exactly the toy data from the fetched mirror (script-based repos included)
-    same = subprocess.run(
-        [sys.executable, "-c", _SAME_DATA, str(mirror)],
-        env={**os.environ, **OFFLINE, "HF_HOME": str(tmp_path / "hf")},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert same.returncode == 0, same.stderr
-    assert "different: []" in same.stdout
+    assert differences_from_the_toy_mirror(mirror, tmp_path) == "different: []"
 
     # a released-style checkpoint with its own model code, fetched, then a toy run offline on the
     # converted OntoNotes (a script-based repo)
@@ -159,6 +152,20 @@ def test_interrupted_fetch_resumes_and_the_mirror_serves_an_offline_run(hub, tmp
     check = run(hub, tmp_path, "fetch-data", "--check", mirror, env=OFFLINE)
     assert check.returncode == 1
     assert error_line(check) == f"fetch-data: FAILED: {target}: sha256 differs from the manifest (corrupted or changed)"
+
+
+def differences_from_the_toy_mirror(mirror: Path, home: Path, tasks: str | None = None) -> str:
+    """Offline, what the loader reads differently from `mirror` than from the committed toy mirror
+    (all tasks, or the comma-separated `tasks`): "different: []" when nothing."""
+    same = subprocess.run(
+        [sys.executable, "-c", _SAME_DATA, str(mirror), *([tasks] if tasks else [])],
+        env={**os.environ, **OFFLINE, "HF_HOME": str(home / "hf")},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert same.returncode == 0, same.stderr
+    return same.stdout.strip().splitlines()[-1]
 
 
 def manifest_sha(mirror: Path, repo: str) -> str:
@@ -200,7 +207,7 @@ def test_a_full_disk_is_one_line_and_the_rerun_completes(hub, tmp_path):
     before = hub.count("GET", "plain_text/validation-00000-of-00001.parquet")
     short = run(hub, tmp_path, "fetch-data", "--out", mirror, "--tasks", "squad", prelude=_LITTLE_SPACE)
     assert short.returncode == 2
-    assert "needs about" in error_line(short) and "GB are free" in error_line(short)
+    assert "needs about" in error_line(short) and "1.00 kB are free" in error_line(short)
     assert hub.count("GET", "plain_text/validation-00000-of-00001.parquet") == before  # refused before downloading
 
     full = run(hub, tmp_path, "fetch-data", "--out", mirror, "--tasks", "squad", prelude=_NO_SPACE)

@@ -161,6 +161,27 @@ def test_a_complete_run_is_reused_only_with_the_settings_it_was_made_with(tiny, 
     assert computed  # evaluation settings of its own
 
 
+@pytest.mark.parametrize("field", ["max_grad_norm", "ir_eval_encoding", "tc_whitespace_tokens", "head"])
+def test_a_run_saved_before_a_setting_existed_is_not_reused_as_if_equal(tiny, tmp_path, field):
+    """Issue 35 item 9: a config.yaml without a setting (written before gradient clipping, the IR
+    encoding, the TC whitespace rule or the head choice existed) was reused as if its value were
+    this run's, so an old unclipped run counted as a clipped one."""
+    run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["settings_version"] == 1
+    del saved["config"][field]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    with pytest.raises(RunError, match=f"holds a complete run made before the setting {field} existed"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+
+    saved["config"][field] = yaml.safe_load(yaml.safe_dump(getattr(_cfg(tiny["bert"], tmp_path, "sst2"), field)))
+    saved["settings_version"] = 0  # a setting that changed meaning without a new field
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    with pytest.raises(RunError, match="saved under settings version 0 .* this package's is 1"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+
+
 def test_one_epoch_stops_every_task_after_a_pass_over_its_training_split(tiny, tmp_path):
     """`one_epoch: true` (the toy world's budget) ends a task after one pass, capped at max_steps;
     unset, only CoNLL and UNER do (as released)."""

@@ -193,3 +193,17 @@ def test_register_adds_score_to_any_subparsers():
     scoring.register(sub)
     args = parser.parse_args(["score", "uner", "p", "r", "--per-instance", "o"])
     assert args.func is not None and args.task == "uner" and str(args.per_instance) == "o"
+
+
+@pytest.mark.parametrize(
+    "task, preds, refs, bad",
+    [
+        ("sst2", [1, 0], [1, 7], "r.jsonl: entry 2: label 7 is not one of the 2 labels of sst2 (ids 0-1 or negative"),
+        ("mnli", ["entailment", "maybe"], ["entailment", "neutral"], "p.jsonl: entry 2: label 'maybe' is not one"),
+        ("conll2003", [["B-PER", "O"]], [["B-PER", "B-FOO"]], "r.jsonl: entry 1: label 'B-FOO' is not one of the 9"),
+    ],
+)
+def test_a_label_outside_the_tasks_label_set_is_refused_not_scored(tmp_path, capsys, task, preds, refs, bad):
+    """Issue 35 item 14: such a label was scored (a gold label no model can predict counted as a miss)."""
+    code, err = _run(capsys, task, _write(tmp_path / "p.jsonl", preds), _write(tmp_path / "r.jsonl", refs))
+    assert code == 2 and bad in err and len(err.strip().splitlines()) == 1, err

@@ -81,3 +81,33 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
         assert stat.S_IMODE(atomic_write_text(tmp_path / "g.txt", "y").stat().st_mode) == 0o644
     finally:
         os.umask(umask)
+
+
+def _one_line(exc_info) -> str:
+    message = str(exc_info.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_a_broken_config_file_is_one_line_naming_it_and_where(tmp_path):
+    """Issue 35 item 14: PyYAML's message spans four lines; a folder given as the config was a
+    traceback (IsADirectoryError)."""
+    broken = tmp_path / "run.yaml"
+    broken.write_text("name: a\noptim: [1,\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(Run, broken)
+    assert _one_line(caught).startswith(f"{broken}: not valid YAML: ") and "at line 3, column 1" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        load_config(Run, tmp_path)
+    assert _one_line(caught) == f"{tmp_path}: not a file; give a YAML config file"
+
+
+def test_a_python_tag_in_an_override_is_refused_in_one_line_and_never_run(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("name: a\n")
+    marker = tmp_path / "ran"
+    override = f'steps=!!python/object/apply:os.system ["touch {marker}"]'
+    with pytest.raises(ConfigError) as caught:
+        load_config(Run, path, [override])
+    assert _one_line(caught).startswith(f"override {override!r}: the value is not plain YAML (could not determine")
+    assert not marker.exists()

@@ -139,3 +139,16 @@ def test_all_from_published_skips_the_run_figures(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err
     assert "skipped figure5" in err and "skipped figure7" in err
     assert saved == [f"figure{n}" for n in (2, 3, 4, 6, 8, 9, 10, 11)]
+
+
+@pytest.mark.parametrize(
+    "option, value", [("--dpi", "0"), ("--ema", "0"), ("--ema", "1.5"), ("--tokens-per-step", "0"), ("--n-params", "0")]
+)
+def test_an_out_of_range_option_is_one_line_before_anything_is_drawn(tmp_path, capsys, option, value):
+    """Issue 35 item 14: --dpi 0 was a traceback after the figure was drawn; --tokens-per-step 0 and
+    --n-params 0 drew Figure 10 against zero FLOPs."""
+    with pytest.raises(SystemExit) as caught:
+        main(["figure10", "--source", "published", option, value, "--out", str(tmp_path / "f")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and f"error: {option} {value}: must be" in err
+    assert not (tmp_path / "f").exists()

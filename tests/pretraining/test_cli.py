@@ -232,3 +232,12 @@ def test_a_shard_corrupted_within_its_size_is_one_line_not_a_traceback(tmp_path,
     assert cli(["train", str(config), "train.max_steps=4", "objective.switch_at=2"]) == 2
     line = _one_line(capsys)
     assert f"{bad}: sample" in line and "cannot be read" in line and "verify-data" in line, line
+
+
+def test_a_global_batch_of_zero_is_one_line_before_anything_is_written(tmp_path, capsys):
+    """Issue 35 item 14: it was a traceback from the data loader, after the data was opened."""
+    config = _write_config(tmp_path, tmp_path / "no-data", name="zero")
+    assert cli(["train", str(config), "train.global_batch_size=0"]) == 2
+    err = capsys.readouterr().err
+    assert "train.global_batch_size 0 must be >= 1" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "zero").exists()

@@ -19,15 +19,17 @@ from tests.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "HuggingFaceFW/fineweb-edu"
-README = """---
-configs:
-- config_name: sample-10BT
-  data_files:
-  - split: train
-    path: sample/10BT/*
----
-# toy FineWeb-Edu
-"""
+
+
+def fineweb_readme(config: str, folder: str) -> str:
+    """A FineWeb-Edu-style dataset card: one config whose train split is the files of `folder`."""
+    return (
+        f"---\nconfigs:\n- config_name: {config}\n  data_files:\n  - split: train\n"
+        f"    path: {folder}/*\n---\n# toy FineWeb-Edu\n"
+    )
+
+
+README = fineweb_readme("sample-10BT", "sample/10BT")
 
 
 def _data_files(tmp_path: Path) -> list[Path]:

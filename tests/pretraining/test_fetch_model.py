@@ -135,3 +135,20 @@ def test_bad_names_are_one_line(hub, tmp_path, capsys):
     assert missing.returncode == 2
     assert one_error(missing).startswith("fetch-model: model repo org/nothing-here not found on http://127.0.0.1:")
     assert not (tmp_path / "m").exists() and not (tmp_path / "m.partial").exists()
+
+
+def test_a_file_changed_in_place_is_fetched_again_not_up_to_date(hub, tmp_path):
+    """Issue 35 item 11: a rerun compared sizes only, so a same-size corrupted file was "up to date"."""
+    out = tmp_path / "610m-mlm40-42k"
+    assert run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress").returncode == 0
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # same size, other content
+    weights.write_bytes(bytes(data))
+    before = len(hub.requests)
+    again = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert "up to date" not in again.stdout and "1 file(s) differ from its manifest" in again.stdout
+    weights_size = len(hub.repos["model", RELEASED].files["model.safetensors"])
+    assert hub.bytes_sent("/model.safetensors", since=before) == weights_size  # fetched again, once
+    assert check_model(out) == [] and not out.with_name(out.name + ".partial").exists()

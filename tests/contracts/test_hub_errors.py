@@ -1,0 +1,83 @@
+"""contracts.hub's errors without a Hub: which one line an exception of huggingface_hub becomes,
+and that an error that is none of the Hub's is raised as it is (issue 35, items 6 and 11)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+
+import pytest
+
+from contracts.hub import RemoteFile, Snapshot, download
+from contracts.provenance import disk_full_cause
+
+
+def _snapshot() -> Snapshot:
+    return Snapshot("org/data", "dataset", "main", "a" * 40, {"x.json": RemoteFile("x.json", 3, None, None)})
+
+
+def test_an_error_that_is_none_of_the_hubs_is_not_raised_as_its_own_cause(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "x.json"))
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    with pytest.raises(PermissionError) as caught:
+        download(_snapshot(), ["x.json"], tmp_path)
+    assert caught.value.__cause__ is not caught.value  # `raise exc from exc` made the chain a loop
+    assert disk_full_cause(caught.value) is None
+
+
+def _in_thread(function, *args):
+    """function(*args) in a daemon thread; (finished, result): a loop does not hang the test run."""
+    result, done = [], threading.Event()
+
+    def target():
+        result.append(function(*args))
+        done.set()
+
+    threading.Thread(target=target, daemon=True).start()
+    return done.wait(timeout=30), result
+
+
+def test_the_disk_full_check_ends_on_a_looping_chain_and_finds_enospc_in_it():
+    loop = RuntimeError("cleanup failed")
+    loop.__cause__ = loop
+    assert _in_thread(disk_full_cause, loop) == (True, [None])
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    outer, inner = RuntimeError("outer"), RuntimeError("inner")
+    outer.__cause__, inner.__cause__, inner.__context__ = inner, outer, full
+    assert _in_thread(disk_full_cause, outer) == (True, [full])
+
+
+@pytest.mark.parametrize(
+    "cause, says",
+    [
+        ("connection", "connection to "),
+        ("http", "answered HTTP 503"),
+    ],
+)
+def test_a_file_the_hub_could_not_be_asked_about_is_not_reported_missing(cause, says):
+    """hf_hub_download raises LocalEntryNotFoundError (an EntryNotFoundError) from the real
+    failure when the file's metadata call failed: the line names that failure."""
+    import requests
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from contracts.hub import hub_error
+
+    if cause == "connection":
+        real = requests.ConnectionError("Connection refused")
+    else:
+        response = requests.Response()
+        response.status_code = 503
+        real = requests.HTTPError("503 Server Error", response=response)
+    try:
+        try:
+            raise real
+        except requests.RequestException as exc:
+            raise LocalEntryNotFoundError("An error happened while trying to locate the file on the Hub") from exc
+    except LocalEntryNotFoundError as exc:
+        line = str(hub_error(exc, "org/data", "dataset"))
+    assert says in line and "missing" not in line
