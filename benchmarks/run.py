@@ -40,10 +40,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
+from contracts.loggers import check_logger_section
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
@@ -104,6 +105,8 @@ class RunConfig:
     ir_eval_encoding: Literal["sentence_transformers", "as_training"] | None = None  # IR evaluation inputs
     tc_whitespace_tokens: Literal["next_word", "ignore"] | None = None  # TC whitespace-only sub-tokens
     head: Literal["own", "package"] | None = None  # SC/TC/QA: the checkpoint's own head class, or ours
+    # Experiment trackers the training logs to, by name (contracts.loggers, docs/watching.md)
+    loggers: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if not self.lr > 0:
@@ -120,6 +123,7 @@ class RunConfig:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ValueError(f"max_grad_norm must be > 0 (null: no clipping), got {self.max_grad_norm}")
+        check_logger_section(self.loggers)
 
     @property
     def name(self) -> str:
@@ -168,6 +172,7 @@ NOT_RESULT_SETTINGS = frozenset(
         "trust_remote_code",
         "save_sentence_transformers",
         "save_weights",
+        "loggers",
     }
 )
 # What an IR evaluation (NQ, MLDR) may change about the MS MARCO model it reuses: its own task and
@@ -284,6 +289,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         head_class = own_head_class(spec.task_type, cfg.protocol)
         if cfg.head == "own" and head_class:  # refused before anything is written
             check_own_head(cfg.model, head_class)
+    loggers = _training_loggers(cfg, spec, out_dir)  # a bad section stops the run before anything is written
     handoff = _rank_zero_handoff(cfg.device) if world_size > 1 else None
     if rank == 0:
         if out_dir.exists():
@@ -291,12 +297,25 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
         save_resolved_config(cfg, out_dir)
-    record = _execute(cfg, spec, out_dir)
+    record = _execute(cfg, spec, out_dir, loggers)
     if rank == 0:
         atomic_write_json(record_path, record.to_dict())
         if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
             _drop_evaluated_ir_model(cfg)
     return (record if handoff is None else handoff(record)), True
+
+
+def _training_loggers(cfg: RunConfig, spec, out_dir: Path) -> list:
+    """Composer loggers of `cfg.loggers` for a run that trains (files under its run directory by
+    default); RunError naming the field when a name, argument or package is wrong."""
+    if not cfg.loggers or (spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK):
+        return []
+    from pretraining.monitoring import LoggerSetupError, composer_loggers
+
+    try:
+        return composer_loggers(cfg.loggers, out_dir)
+    except LoggerSetupError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
@@ -320,7 +339,7 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
         shutil.rmtree(doomed)
 
 
-def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
+def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | None:
     """Train (every rank) and evaluate (rank 0): the record on rank 0, None on the others."""
     import torch
     from composer.utils import dist, reproducibility
@@ -428,7 +447,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
             check_last_batch(len(features), train_settings, world_size)
         except ValueError as exc:
             raise RunError(f"{cfg.task}: {exc}") from None
-        train = fit(module, features, collate, train_settings)
+        train = fit(module, features, collate, train_settings, loggers=loggers)
         train.pop("step_losses")
         extra["train"] = {**train, "n_examples": len(features)}
         if rank != 0:

@@ -38,7 +38,7 @@ from contracts.layout import (
     latest_checkpoint,
 )
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
-from pretraining.config import PretrainConfig
+from pretraining.config import PretrainConfig, identity_of, run_identity
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
     check_checkpoint_fits,
@@ -46,7 +46,9 @@ from pretraining.export import (
     guard_composer_loads,
     save_hf_directory,
 )
+from pretraining.flops import flop_shape, step_flops
 from pretraining.modeling import Block, MlmClmForLM
+from pretraining.monitoring import LoggerSetupError, composer_loggers, monitor_callbacks
 from pretraining.objectives import (
     IGNORE_INDEX,
     SAMPLE_INDEX,
@@ -82,6 +84,12 @@ class ComposerLM(ComposerModel):
         super().__init__()
         self.model = model
         self.is_causal = bool(model.config.is_causal)
+        self._flop_shape = flop_shape(model.config)
+
+    def flops_per_batch(self, batch: dict) -> float:
+        """Model FLOPs of this rank's batch as trained (Composer's SpeedMonitor reads it for
+        FLOP/s and MFU): attention over the batch's segments, the LM head at its labels."""
+        return step_flops(self._flop_shape, batch[SEGMENT_IDS], batch["labels"])
 
     def forward(self, batch: dict) -> Any:
         return self.model(
@@ -263,8 +271,9 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
     if saved.exists():
         import yaml
 
-        old = yaml.safe_load(saved.read_text()).get("config_hash")
-        new = stable_hash(config_to_dict(cfg))
+        # loggers and monitor may differ: they change what a run shows, not what it computes
+        old = stable_hash(run_identity(yaml.safe_load(saved.read_text()).get("config") or {}))
+        new = stable_hash(identity_of(cfg))
         if old != new:
             raise PretrainError(
                 f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
@@ -419,6 +428,10 @@ def build_trainer(
     Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export)."""
     _check_run_dir(cfg)
     check_attention_backend(cfg)
+    try:  # built first: a bad name, argument or missing package stops the run before anything is written
+        loggers = composer_loggers(cfg.loggers, cfg.run_dir)
+    except LoggerSetupError as exc:
+        raise PretrainError(str(exc)) from None
     guard_composer_loads(trust_checkpoints)
     if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
         newest_complete_checkpoint(Path(cfg.run_dir) / CHECKPOINTS_DIR)
@@ -455,7 +468,7 @@ def build_trainer(
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
     metadata = {
         "name": cfg.name,
-        "config_hash": stable_hash(config_to_dict(cfg)),
+        "config_hash": stable_hash(identity_of(cfg)),
         "objective": obj.kind,
         "switch_at": obj.switch_at,
         "mlm_ratio": obj.mlm_ratio,
@@ -469,6 +482,7 @@ def build_trainer(
         ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer, metadata),
         *user_callbacks,
         *extra_callbacks,
+        *(monitor_callbacks(cfg.monitor.window, cfg.monitor.peak_flops) if loggers else []),
     ]
     algorithms = [
         ObjectiveAlgorithm(
@@ -486,6 +500,7 @@ def build_trainer(
         step_schedulers_every_batch=True,
         algorithms=algorithms,
         callbacks=callbacks,
+        loggers=loggers,
         run_name=cfg.name,
         save_folder=str(run_dir / CHECKPOINTS_DIR),
         save_filename=CHECKPOINT_PATTERN,

@@ -16,10 +16,12 @@ import yaml
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, RunConfig, RunError, load_run_config, run
 from benchmarks.tasks import TASKS
+from contracts.config import ConfigError
 from contracts.layout import finetune_run_dir, format_lr
 from contracts.run_record import PROTOCOLS, RunRecord
 from contracts.run_store import iter_records_in
 from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
+from tests.fake_wandb import fake_wandb, logged_metrics, wandb_calls  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,6 +159,30 @@ def test_a_complete_run_is_reused_only_with_the_settings_it_was_made_with(tiny, 
         run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=2))
     _, computed = run(_cfg(tiny["bert"], tmp_path, "mldr_en", max_steps=1, ir_top_k=50, eval_batch_size=16))
     assert computed  # evaluation settings of its own
+
+
+@pytest.mark.usefixtures("fake_wandb")
+def test_a_fine_tuning_run_logs_to_its_configured_tracker_and_is_reused_without_it(tiny, tmp_path):
+    """loggers: (docs/watching.md) builds Composer's logger for the training; the record does not
+    depend on it, so a run made with a tracker is reused without one."""
+    record, _ = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=4, loggers={"wandb": {"project": "ft"}}))
+    init = json.loads(wandb_calls(tmp_path).read_text().splitlines()[0])
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    assert init["kwargs"] == {
+        "project": "ft",
+        "mode": "offline",
+        "dir": str(run_dir.absolute()),
+        "name": init["kwargs"]["name"],
+    }
+    logged = logged_metrics(tmp_path)
+    assert sorted(logged["loss/train/total"]) == [0, 1, 2, 3]
+    assert logged["loss/train/total"][3] == pytest.approx(record.provenance["train"]["final_train_loss"])
+    assert sorted(logged["throughput/batches_per_sec"]) == [3, 4]  # a window of half the run's 4 steps
+    assert "lr-AdamW/group0" in logged
+    again, computed = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=4))
+    assert not computed and again == record
+    with pytest.raises(ConfigError, match=r"loggers\.tensorbord: unknown logger"):
+        _cfg(tiny["bert"], tmp_path / "other", "sst2", loggers={"tensorbord": {}})
 
 
 def test_one_epoch_stops_every_task_after_a_pass_over_its_training_split(tiny, tmp_path):
