@@ -4,6 +4,7 @@ The names, defaults and secret checks are pure (contracts.loggers); the FLOPs ar
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from pathlib import Path
 
@@ -29,7 +30,13 @@ CLASSES = {"wandb": OfflineWandBLogger}  # names whose Composer class is adapted
 def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers") -> list:
     """The Composer logger of each configured name, built with its arguments checked against the
     class's own signature; LoggerSetupError before any is built (so before anything is written)."""
-    from contracts.loggers import LOGGERS, check_logger_section, logger_arguments, missing_logger_package
+    from contracts.loggers import (
+        LOGGERS,
+        check_logger_section,
+        install_line,
+        logger_arguments,
+        missing_logger_package,
+    )
 
     try:
         check_logger_section(loggers, where)
@@ -50,6 +57,15 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers")
     missing = missing_logger_package(loggers, where)
     if missing:
         raise LoggerSetupError(missing)
+    for name in loggers:  # installed, but at a version that does not import with this stack
+        try:
+            importlib.import_module(LOGGERS[name].package)
+        except Exception as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            raise LoggerSetupError(
+                f"{where}.{name}: the {LOGGERS[name].package} package is installed but does not import here "
+                f"({type(exc).__name__}: {first}); {install_line(name)} (docs/watching.md)"
+            ) from None
     return [cls(**kwargs) for cls, kwargs in planned]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,22 @@ def test_a_logger_argument_composer_does_not_take_is_one_line(tmp_path):
     assert not (tmp_path / "toy").exists()
 
 
+def test_a_tracker_package_that_does_not_import_is_one_line(tmp_path, monkeypatch):
+    """As wandb < 0.19 (Composer 0.32.1's range) does with protobuf 7: found, but its import fails."""
+    package = tmp_path / "broken_site" / "wandb"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError(\"cannot import name 'Deprecated'\")\n")
+    monkeypatch.syspath_prepend(str(package.parent))
+    monkeypatch.delitem(sys.modules, "wandb", raising=False)
+    cfg = toy_run_config(tmp_path, loggers={"wandb": {}})
+    with pytest.raises(
+        PretrainError, match=r"^loggers\.wandb: the wandb package is installed but does not import"
+    ) as err:
+        _run(cfg)
+    assert "ImportError: cannot import name 'Deprecated'" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "toy").exists()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("tensorboard") is not None, reason="tensorboard is installed here")
 def test_a_missing_tracker_package_is_one_line_with_the_install_line(tmp_path, capsys):
     status, (line,) = _cli_train(tmp_path, capsys, {"tensorboard": {}})
@@ -180,11 +197,14 @@ def test_tensorboard_event_files_hold_loss_lr_and_throughput(tmp_path):
 
     cfg = toy_run_config(tmp_path, loggers={"tensorboard": {}}, monitor={"window": 4})
     run_dir = _run(cfg)
-    events = EventAccumulator(str(run_dir / "tensorboard")).Reload()
+    events = EventAccumulator(str(run_dir / "tensorboard" / cfg.name)).Reload()  # Composer: <log_dir>/<run name>
     tags = set(events.Tags()["scalars"])
     assert set(SCALARS) <= tags, sorted(tags)
     losses = [json.loads(line)["loss"] for line in (run_dir / "loss.jsonl").read_text().splitlines()]
-    assert [e.value for e in events.Scalars("loss/train/total")] == pytest.approx(losses, rel=1e-5)
+    scalars = events.Scalars("loss/train/total")
+    assert [e.step for e in scalars] == list(range(24)) and [e.value for e in scalars] == pytest.approx(
+        losses, rel=1e-6
+    )
 
 
 @pytest.mark.skipif(
@@ -199,3 +219,6 @@ def test_an_mlflow_file_store_records_the_same_metrics(tmp_path):
     (run,) = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
     keys = set(run.data.metrics)
     assert set(SCALARS) <= keys, sorted(keys)
+    history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss/train/total"))
+    losses = [json.loads(line)["loss"] for line in (run_dir / "loss.jsonl").read_text().splitlines()]
+    assert [step for step, _ in history] == list(range(24)) and [v for _, v in history] == pytest.approx(losses)
