@@ -36,6 +36,7 @@ import dataclasses
 import logging
 import shutil
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,10 +44,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
-from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
+from contracts.layout import ERROR_FILE, IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
 from contracts.loggers import check_logger_section
 from contracts.model_names import strip_hub_prefix
-from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
+from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -297,7 +298,12 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
         save_resolved_config(cfg, out_dir)
-    record = _execute(cfg, spec, out_dir, loggers)
+    try:
+        record = _execute(cfg, spec, out_dir, loggers)
+    except Exception as exc:  # kept beside the run for `reproduce status`; a rerun clears the folder
+        if rank == 0:
+            atomic_write_text(out_dir / ERROR_FILE, f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+        raise
     if rank == 0:
         atomic_write_json(record_path, record.to_dict())
         if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:

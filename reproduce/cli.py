@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         "figures (next to the published ones), tabulate, audit. Toy scale runs here (cached: a "
         "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
         f"paper writes Slurm jobs for a cluster. Studies: {studies}.",
+        epilog="python -m reproduce status OUT: where the study in OUT stands (runs, losses, ETA, failures) "
+        "and a PNG of its loss curves, read while it runs (docs/watching.md).",
     )
     p.add_argument(
         "--clean",
@@ -181,6 +183,11 @@ def config_from_args(args) -> ReproduceConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["status"]:  # python -m reproduce status OUT (reproduce.status)
+        from reproduce.status import main as status_main
+
+        return status_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.clean:

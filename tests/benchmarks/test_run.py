@@ -185,6 +185,25 @@ def test_a_fine_tuning_run_logs_to_its_configured_tracker_and_is_reused_without_
         _cfg(tiny["bert"], tmp_path / "other", "sst2", loggers={"tensorbord": {}})
 
 
+def test_a_failed_run_keeps_its_error_beside_it_until_it_is_redone(tiny, tmp_path, monkeypatch):
+    """error.txt (first line: type and message) is what `reproduce status` shows for a failed run."""
+    import benchmarks.finetune
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+
+    monkeypatch.setattr(benchmarks.finetune, "fit", out_of_memory)
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    error = (run_dir / "error.txt").read_text()
+    assert error.splitlines()[0] == "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert "Traceback (most recent call last)" in error and not (run_dir / "record.json").exists()
+    monkeypatch.undo()
+    _, computed = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    assert computed and not (run_dir / "error.txt").exists() and (run_dir / "record.json").is_file()
+
+
 def test_one_epoch_stops_every_task_after_a_pass_over_its_training_split(tiny, tmp_path):
     """`one_epoch: true` (the toy world's budget) ends a task after one pass, capped at max_steps;
     unset, only CoNLL and UNER do (as released)."""
