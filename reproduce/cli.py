@@ -30,6 +30,18 @@ def _csv(kind):
     return parse
 
 
+def _yaml_mapping(text: str) -> dict:
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise argparse.ArgumentTypeError(f"not YAML ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a YAML mapping such as '{{tensorboard: {{}}}}', got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     studies = "; ".join(
         f"{s.name}: Figures {', '.join(map(str, s.figures))}"
@@ -114,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="local fine-tuning processes (default 2)")
     p.add_argument("--threads", type=int, help="torch threads per process (default 1)")
     p.add_argument("--reps", type=int, help="bootstrap replicates (default 1000)")
+    p.add_argument(
+        "--loggers",
+        type=_yaml_mapping,
+        help="experiment trackers of every pretraining and fine-tuning run, as YAML, e.g. "
+        "'{tensorboard: {}, wandb: {project: masking}}' (offline by default; docs/watching.md)",
+    )
     slurm = p.add_argument_group("Slurm (always at --scale paper)")
     slurm.add_argument("--slurm", action="store_true", help="write (and submit) Slurm jobs instead of running here")
     slurm.add_argument(
@@ -175,6 +193,7 @@ def config_from_args(args) -> ReproduceConfig:
         "workers",
         "threads",
         "reps",
+        "loggers",
     ):
         value = getattr(args, key)
         if value is not None:

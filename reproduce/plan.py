@@ -6,12 +6,13 @@ here; reproduce.local runs the DAG in this process, reproduce.slurm writes it as
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from contracts.config import config_to_dict
 from contracts.layout import export_dir
+from contracts.loggers import check_logger_section
 from contracts.model_names import parse_model_name
 from contracts.paper import (
     DATASETS,
@@ -94,6 +95,8 @@ class ReproduceConfig:
     workers: int = 2  # local processes for fine-tuning (each with `threads` torch threads)
     threads: int = 1
     reps: int = 1000  # bootstrap replicates of the analysis
+    # Experiment trackers of every pretraining and fine-tuning run (contracts.loggers, docs/watching.md)
+    loggers: dict[str, Any] = field(default_factory=dict, hash=False)  # (a dict: not hashable)
 
     def __post_init__(self):
         if self.study not in STUDIES:
@@ -132,6 +135,7 @@ class ReproduceConfig:
             raise ValueError(f"data_root {TOY_WORLD!r} is the toy world's task mirror: it needs scale toy")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
+        check_logger_section(self.loggers)
         try:
             if not study_checkpoints(self):
                 raise ValueError("the options select no checkpoint of the study")
@@ -266,6 +270,8 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         tokenizer=tokenizer_path(cfg),
     )
     body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
+    if cfg.loggers:
+        body["loggers"] = dict(cfg.loggers)
     body["run_dir"] = str(pretraining_dir(cfg) / name)
     length = pretrain_length(cfg)
     if run.cpt_base is not None:  # the decayed base, under its name at this scale
@@ -309,6 +315,7 @@ def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: b
         "out": str(finetune_dir(cfg)),
         "data_root": task_data_root(cfg),
         "max_steps": cfg.finetune_steps,
+        **({"loggers": dict(cfg.loggers)} if cfg.loggers else {}),
     }
     base = load_run_config(values, cfg.finetune_config)
     jobs = []
