@@ -107,7 +107,7 @@ class RunConfig:
     tc_whitespace_tokens: Literal["next_word", "ignore"] | None = None  # TC whitespace-only sub-tokens
     head: Literal["own", "package"] | None = None  # SC/TC/QA: the checkpoint's own head class, or ours
     # Experiment trackers the training logs to, by name (contracts.loggers, docs/watching.md)
-    loggers: dict[str, Any] = dataclasses.field(default_factory=dict)
+    loggers: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if not self.lr > 0:

@@ -159,7 +159,7 @@ class PretrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     init: InitConfig = field(default_factory=InitConfig)
-    loggers: dict[str, Any] = field(default_factory=dict)  # tracker name -> its Composer arguments
+    loggers: dict[str, Any] = field(default_factory=dict, hash=False)  # tracker name -> its Composer arguments
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
 
     def __post_init__(self):
