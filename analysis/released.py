@@ -16,7 +16,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,9 +28,20 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from tqdm import tqdm
 
+from contracts.locks import FolderInUse, folder_lock
 from contracts.paper import DATASET_BY_ID, PAPER_PROTOCOL_METRICS, RELEASED_FOLDERS, TASK_TYPES
 from contracts.run_record import RunRecord, RunRecordError
-from contracts.run_store import INSTANCES, PART_GLOB, part_manifest, part_path, read_part, records_table, write_part
+from contracts.run_store import (
+    INSTANCES,
+    PART_GLOB,
+    part_manifest,
+    part_path,
+    read_part,
+    read_store_manifest,
+    records_table,
+    write_part,
+    write_store_manifest,
+)
 
 _LIST_START = re.compile(rb'"scores_i"\s*:\s*\[')
 PART_VALUES = 2**24  # instance scores per store part: 64 MB of float32 (bounded memory)
@@ -149,6 +162,39 @@ def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
     )
 
 
+def read_file_inside(path: Path, root: Path) -> bytes:
+    """The bytes of `path`, a regular file inside `root` (links inside the tree are followed):
+    a link out of the tree, a device (/dev/zero would fill the memory), a FIFO (reading it waits
+    for a writer) or a folder is refused in one line before it is read. The file is opened without
+    blocking and its type checked on the open descriptor, so it cannot be swapped in between."""
+    real = path.resolve()
+    if not real.is_relative_to(root.resolve()):
+        raise ReleasedImportError(f"{path}: links to {real}, outside the tree {root}: refused; copy the file into it")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kinds = {
+                stat.S_IFIFO: "a FIFO",
+                stat.S_IFCHR: "a device",
+                stat.S_IFBLK: "a device",
+                stat.S_IFDIR: "a folder",
+            }
+            kind = kinds.get(stat.S_IFMT(mode), "not a file")
+            raise ReleasedImportError(
+                f"{path}: {kind}, not a regular file: refused; a release holds results.json files"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    finally:
+        os.close(fd)
+
+
 def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | None]:
     """One results.json -> (its RunRecord without instance scores, its x100 test instance scores
     as float64, or None); errors name the file and the field."""
@@ -164,10 +210,7 @@ def parse_released_run(path: Path, root: Path) -> tuple[RunRecord, np.ndarray | 
     match = _RUN_DIR.match(run_dir)
     if match is None:
         raise ReleasedImportError(f"{path}: run folder '{run_dir}' is not [<train_set>_]lr<LR>_sd<SEED>")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
+    raw = read_file_inside(path, root)
     data = parse_results_json(raw)
     if data is None:  # not the simple shape: the plain parser, for the precise error
         try:
@@ -270,11 +313,39 @@ def import_released_to_store(
     store = Path(store)
     if store.is_file():
         raise ReleasedImportError(f"{store}: is a file; an import writes a store folder (or use -o X.jsonl)")
-    store.mkdir(parents=True, exist_ok=True)
+    try:
+        with folder_lock(store, job="import-released", advice="wait for it to finish, or import into another -o"):
+            return _import_locked(root, files, store, skip_bad, part_values)
+    except (FolderInUse, RunRecordError) as exc:
+        raise ReleasedImportError(str(exc)) from None
+
+
+def _check_same_source(store: Path, root: Path, parts: list[Path]) -> str:
+    """The store's source (the resolved tree); an error when it holds the import of another tree.
+    A store from before store.json existed is another tree's when a file its parts name is not in
+    this tree."""
+    source = str(root.resolve())
+    manifest = read_store_manifest(store)
+    other = (manifest or {}).get("source")
+    if manifest is None and parts:
+        names = [name for part in parts for name in part_manifest(part).get("sources", [])]
+        absent = next((name for name in names if not (root / name).is_file()), None)
+        other = f"a tree holding {absent}" if absent else None
+    if other is not None and other != source:
+        raise ReleasedImportError(
+            f"{store}: holds the import of {other}, not of {source}; import this tree into another -o "
+            "(or remove that store first)"
+        )
+    return source
+
+
+def _import_locked(root: Path, files: list[Path], store: Path, skip_bad: bool, part_values: int) -> StoreImport:
     for stale in store.glob(".part-*.tmp"):  # left by an interrupted write
         stale.unlink()
     summary, done = StoreImport(), set()
     parts = sorted(store.glob(PART_GLOB))
+    tree = _check_same_source(store, root, parts)
+    write_store_manifest(store, tree)  # not complete until the last part is written
     for part in parts:
         manifest = part_manifest(part)
         done.update(manifest.get("sources", []))
@@ -321,4 +392,5 @@ def import_released_to_store(
         flush()
     if summary.runs == 0:
         raise ReleasedImportError(f"{root}: no run could be imported ({len(summary.skipped)} bad files)")
+    write_store_manifest(store, tree, sorted(store.glob(PART_GLOB)))
     return summary

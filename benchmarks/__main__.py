@@ -93,6 +93,7 @@ def cmd_matrix(args) -> int:
     from benchmarks import matrix
     from benchmarks.run import load_run_config
 
+    matrix.check_sbatch_options(args.sbatch_option)  # before the job list is written
     base = load_run_config(
         {"model": "-", "task": "-", "lr": 1.0, "seed": 0, **_run_values(args)}, args.config, args.set
     )
@@ -298,6 +299,7 @@ def _user_errors() -> tuple[type[Exception], ...]:
         "benchmarks.tasks": "UnknownTaskError",
         "benchmarks.datasets.fetch": "FetchError",
         "contracts.hub": "HubError",
+        "contracts.locks": "FolderInUse",
     }
     return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
 

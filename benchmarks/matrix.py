@@ -211,6 +211,18 @@ def not_ready(problems: Sequence[str], limit: int = 3) -> str:
     return "not ready for the offline Slurm jobs: " + "; ".join(problems[:limit]) + more
 
 
+def check_sbatch_options(options: Sequence[str], where: str = "--sbatch-option") -> None:
+    """MatrixError naming the option when one holds a control character: each becomes a `#SBATCH`
+    line, a comment to bash, and a newline in it would start a shell command of its own in the
+    script (docs/reliability.md)."""
+    for option in options:
+        if any(ord(c) < 32 or ord(c) == 127 for c in option):
+            raise MatrixError(
+                f"{where} {option!r}: holds a newline or another control character, which would put a "
+                "command of its own into the Slurm script; give each option on one line"
+            )
+
+
 def slurm_script(
     jobs_path: Path,
     jobs: Sequence[dict],
@@ -220,6 +232,7 @@ def slurm_script(
     python: str | None = None,
 ) -> str:
     """A bash script that submits the job arrays when run with bash, and is the array task body."""
+    check_sbatch_options(sbatch_options)
     sizes = array_sizes(jobs)
     python = python or sys.executable
     throttle_suffix = f"%{throttle}" if throttle else ""

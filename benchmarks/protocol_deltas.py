@@ -3,6 +3,7 @@
 of one setting and with the value the harness used before (issue 28), all else the paper's.
 
     python -m benchmarks.protocol_deltas --world WORLD --model CKPT --out OUT [--lr 2e-3] [--seed 0]
+        [--trust-remote-code]
 
 WORLD is a toy world (`reproduce.world`: `tasks/`, `world.jsonl`), CKPT a checkpoint pretrained on it
 (the commands that made the one of docs/protocol.md are there). Settings:
@@ -141,29 +142,41 @@ def whitespace_tokens(model: Path, data_root: Path) -> tuple[int, int]:
     return spaces, tokens
 
 
-def _score(model: Path, name: str, task: str, out: Path, lr: float, seed: int, data_root: Path, set_: list) -> float:
+def _score(
+    model: Path, name: str, task: str, out: Path, lr: float, seed: int, data_root: Path, set_: list, trust: bool
+) -> float:
     from benchmarks.run import load_run_config, run
 
     values = {"model": str(model), "model_name": name, "task": task, "lr": lr, "seed": seed}
-    values.update({"out": str(out), "data_root": str(data_root), "trust_remote_code": True})
+    values.update({"out": str(out), "data_root": str(data_root), "trust_remote_code": trust})
     record, _ = run(load_run_config(values, CONFIG, set_))
     return record.test_score
 
 
-def checkpoints(world: Path, model: Path, name: str, out: Path) -> dict[str, dict[str, Path]]:
-    """setting -> {name: checkpoint} it is measured on (module doc)."""
-    heads = f"{name}-own-heads"
+def checkpoints(world: Path, model: Path, name: str, out: Path, trust: bool = False) -> dict[str, dict[str, Path]]:
+    """setting -> {name: checkpoint} it is measured on (module doc). The `head` setting runs the
+    model code a copy of `model` ships (its own heads, and so the code `model` ships too): only
+    with `trust` (--trust-remote-code)."""
     untrained = llama3_style_model(world, out / "models")
-    return {
+    models = {
         "max_grad_norm": {name: model},
         "ir_eval_encoding": {name: model},
-        "head": {heads: own_heads(model, out / "models" / heads)},
         "tc_whitespace_tokens": {name: model, untrained.name: untrained},
     }
+    if trust:
+        heads = f"{name}-own-heads"
+        models["head"] = {heads: own_heads(model, out / "models" / heads)}
+    return models
 
 
 def measure(
-    world: Path, models: dict[str, dict[str, Path]], out: Path, lr: float, seed: int, noise_seed: int | None
+    world: Path,
+    models: dict[str, dict[str, Path]],
+    out: Path,
+    lr: float,
+    seed: int,
+    noise_seed: int | None,
+    trust: bool = False,
 ) -> list[dict]:
     """One row per (setting, checkpoint, task it touches): test scores under both values."""
     from benchmarks.tasks import TASKS
@@ -171,16 +184,16 @@ def measure(
     data_root = world / "tasks"
     rows = []
     for setting, (released, before, types) in SETTINGS.items():
-        for name, checkpoint in models[setting].items():
+        for name, checkpoint in models.get(setting, {}).items():
             for task, spec in TASKS.items():
                 if spec.task_type not in types:
                     continue
                 ours_before = [f"{setting}={'null' if before is None else before}"]
-                score = _score(checkpoint, name, task, out / "released", lr, seed, data_root, [])
-                old = _score(checkpoint, name, task, out / f"before-{setting}", lr, seed, data_root, ours_before)
+                score = _score(checkpoint, name, task, out / "released", lr, seed, data_root, [], trust)
+                old = _score(checkpoint, name, task, out / f"before-{setting}", lr, seed, data_root, ours_before, trust)
                 noise = None
                 if noise_seed is not None:
-                    other = _score(checkpoint, name, task, out / "released", lr, noise_seed, data_root, [])
+                    other = _score(checkpoint, name, task, out / "released", lr, noise_seed, data_root, [], trust)
                     noise = abs(other - score)
                 rows.append(
                     {
@@ -231,15 +244,31 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float, default=2e-3, help="fine-tuning LR (toy default 2e-3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-seed", type=int, default=1, help="a second seed of the released runs (-1: none)")
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let --model run the model code it ships (needed for a checkpoint of another model type, and for "
+        "the `head` setting, which runs a copy of it with heads in its code); only for code you trust",
+    )
     args = parser.parse_args(argv)
     for path in (args.world / "tasks", args.world / "world.jsonl", args.model / "config.json"):
         if not path.exists():
             parser.error(f"{path} does not exist: --world is a toy world folder, --model a checkpoint folder")
+    from benchmarks.kinds.checkpoint import ModelLoadError, check_remote_code
+
+    try:  # before anything is written or loaded (docs/reliability.md)
+        check_remote_code(str(args.model), args.trust_remote_code)
+    except ModelLoadError as exc:
+        print(f"protocol_deltas: {exc}", file=sys.stderr)
+        return 2
+    if not args.trust_remote_code:
+        print("protocol_deltas: setting `head` skipped: it runs code shipped with a checkpoint (--trust-remote-code)")
     torch.set_num_threads(1)
     started = time.time()
     noise_seed = None if args.noise_seed < 0 else args.noise_seed
-    models = checkpoints(args.world, args.model, args.model_name or args.model.name, args.out)
-    rows = measure(args.world, models, args.out, args.lr, args.seed, noise_seed)
+    trust = args.trust_remote_code
+    models = checkpoints(args.world, args.model, args.model_name or args.model.name, args.out, trust)
+    rows = measure(args.world, models, args.out, args.lr, args.seed, noise_seed, trust)
     pd.DataFrame(rows).to_csv(args.out / "deltas.csv", index=False)
     print(table(rows))
     for name, model in models["tc_whitespace_tokens"].items():

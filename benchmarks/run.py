@@ -3,7 +3,8 @@
 A run directory holds the resolved config (`config.yaml`, with git sha and package versions) and,
 once the run is complete, its run record (`record.json`, contracts.run_record, written atomically
 last). A directory with a record is complete and never touched again (the run is skipped); a
-directory without one is the leftover of an interrupted run and is cleared and redone.
+directory without one is the leftover of an interrupted run and is cleared and redone. A running
+job holds the directory's lock (`.lock`, contracts.locks): a second job of the same run refuses.
 
 IR: one model per (lr, seed) is trained on MS MARCO pairs by the `msmarco` run, saved under its
 run directory (`model/`, written before its record) and evaluated on MS MARCO; the `nq` and
@@ -32,6 +33,7 @@ released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a chec
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import shutil
@@ -45,6 +47,7 @@ from typing import Any, Literal
 
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.layout import ERROR_FILE, IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
+from contracts.locks import LOCK_FILE, folder_lock
 from contracts.loggers import check_logger_section
 from contracts.model_names import strip_hub_prefix
 from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, package_versions, stable_hash, utc_now
@@ -125,6 +128,11 @@ class RunConfig:
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ValueError(f"max_grad_norm must be > 0 (null: no clipping), got {self.max_grad_norm}")
         check_logger_section(self.loggers)
+        if not is_folder_name(self.name):  # the run directory is <out>/<name>/...: it must stay inside out
+            raise ValueError(
+                f"model name {self.name!r} ({'model_name' if self.model_name else 'from model'}) is not one folder "
+                "name (no '/', '.', '..' or control characters); give --model-name NAME"
+            )
 
     @property
     def name(self) -> str:
@@ -133,6 +141,17 @@ class RunConfig:
     @property
     def run_dir(self) -> Path:
         return finetune_run_dir(self.out, self.name, self.task, self.lr, self.seed)
+
+
+def is_folder_name(name: str) -> bool:
+    """One path component that stays where it is put: not empty, '.', '..', no separator, no
+    control character (a newline in a name would also end up in scripts and logs)."""
+    return (
+        bool(name)
+        and name not in {".", ".."}
+        and "/" not in name
+        and not any(ord(c) < 32 or ord(c) == 127 for c in name)
+    )
 
 
 def load_run_config(values: dict, config_file: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
@@ -291,23 +310,23 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         if cfg.head == "own" and head_class:  # refused before anything is written
             check_own_head(cfg.model, head_class)
     loggers = _training_loggers(cfg, spec, out_dir)  # a bad section stops the run before anything is written
-    handoff = _rank_zero_handoff(cfg.device) if world_size > 1 else None
-    if rank == 0:
-        if out_dir.exists():
-            log.info("clearing %s: leftover of an interrupted run", out_dir)
-            shutil.rmtree(out_dir)
-        out_dir.mkdir(parents=True)
-        save_resolved_config(cfg, out_dir)
-    try:
-        record = _execute(cfg, spec, out_dir, loggers)
-    except Exception as exc:  # kept beside the run for `reproduce status`; a rerun clears the folder
+    with _run_dir_lock(out_dir, rank):
+        if rank == 0 and world_size == 1 and (done := existing_record(record_path)) is not None:
+            return _same_settings(done, record_path, cfg), False  # completed by a job that just ended
+        handoff = _rank_zero_handoff(cfg.device) if world_size > 1 else None
         if rank == 0:
-            atomic_write_text(out_dir / ERROR_FILE, f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
-        raise
-    if rank == 0:
-        atomic_write_json(record_path, record.to_dict())
-        if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
-            _drop_evaluated_ir_model(cfg)
+            _clear_leftover(out_dir)
+            save_resolved_config(cfg, out_dir)
+        try:
+            record = _execute(cfg, spec, out_dir, loggers)
+        except Exception as exc:  # kept beside the run for `reproduce status`; a rerun clears the folder
+            if rank == 0:
+                atomic_write_text(out_dir / ERROR_FILE, f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+            raise
+        if rank == 0:
+            atomic_write_json(record_path, record.to_dict())
+            if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
+                _drop_evaluated_ir_model(cfg)
     return (record if handoff is None else handoff(record)), True
 
 
@@ -322,6 +341,31 @@ def _training_loggers(cfg: RunConfig, spec, out_dir: Path) -> list:
         return composer_loggers(cfg.loggers, out_dir)
     except LoggerSetupError as exc:
         raise RunError(str(exc)) from None
+
+
+def _run_dir_lock(out_dir: Path, rank: int) -> contextlib.AbstractContextManager:
+    """Rank 0 holds `<run dir>/.lock` for the whole run (contracts.locks): a second job of the same
+    run refuses at once, naming the holder's pid, and never clears the live run's folder as a
+    leftover (docs/reliability.md)."""
+    if rank != 0:
+        return contextlib.nullcontext()
+    return folder_lock(
+        out_dir,
+        job="benchmarks run",
+        advice="wait for it to finish (a rerun then skips the complete run), or choose another --out",
+    )
+
+
+def _clear_leftover(out_dir: Path) -> None:
+    """Remove what an interrupted run left in `out_dir` (not the lock this run holds)."""
+    leftovers = [p for p in out_dir.iterdir() if p.name != LOCK_FILE]
+    if leftovers:
+        log.info("clearing %s: leftover of an interrupted run", out_dir)
+    for path in leftovers:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _drop_evaluated_ir_model(cfg: RunConfig) -> None:

@@ -127,8 +127,16 @@ TOY_SHAPES: dict[str, ModelShape] = {
 TOY_SIZES = tuple(TOY_SHAPES)
 TOY_SIZE = dict(zip(PAPER_SIZES, TOY_SIZES))  # paper size -> the toy size that stands in for it
 TOY_STEP_DIVISOR = 1000  # toy runs take every paper step count divided by this (at least 1 step)
-TOY_BATCH_SEQUENCES = 16  # packed samples of TOY_SEQ_LEN tokens per toy pretraining step
-TOY_SEQ_LEN = 128
+# Toy pretraining blocks: split into two windows of 12..68 tokens (40 on average) as the paper's
+# 2,048-token blocks are split (docs/pretraining.md), next to toy-world pages of about 66 tokens, as
+# FineWeb-Edu documents of about 1,000 tokens sit next to 1,024-token windows (docs/reproduce.md,
+# "Toy learning"); 26 blocks a step keep the toy step at about 2,048 tokens. Every toy fine-tuning
+# input (at most 64 tokens) fits in a window.
+TOY_SEQ_LEN = 80
+TOY_BATCH_SEQUENCES = 26  # packed samples of TOY_SEQ_LEN tokens per toy pretraining step
+# The toy runs' peak LR (the paper's is 5e-4 over 42k steps). 3e-3 made the MLM runs write large
+# activations over every token in their first steps, which fine-tuning could not undo (docs/reproduce.md).
+TOY_PRETRAIN_LR = 1e-3
 
 # Tokens per optimizer step: Table 1 prints 2,359,296 (= 2,304 x 1,024), the text 2,373,120
 # (12 sequences x 192 GPUs; docs/choices.md). We use Table 1: 1,152 packed sequences x 2,048 tokens.

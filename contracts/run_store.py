@@ -13,6 +13,11 @@ row group of STORE_SCHEMA:
 A part is written atomically (temporary file + rename), so a store never holds half a part; its
 key-value metadata `run_store` (JSON) names the source files it holds (`sources`) and those
 skipped as bad (`skipped`: [path, reason]), which lets an interrupted import resume.
+A store folder's `store.json` says what it holds: `source` (the tree imported into it, null for
+records written by write_run_store), `complete` (false while an import runs: set once the last part
+is written) and `parts` (the part files of the complete store). Readers refuse a folder whose
+store.json is missing or not complete, or whose parts differ from it: an interrupted import is
+never read as the whole release (docs/reliability.md).
 Instance scores are float32 (7 significant digits; metrics are printed to 2 decimals); a record
 read back from a store has float(np.float32(x)) instance scores.
 """
@@ -37,6 +42,7 @@ from contracts.run_record import SCHEMA_VERSION, RunRecord, RunRecordError, iter
 
 STORE_SUFFIX = ".parquet"
 PART_GLOB = "part-*.parquet"
+STORE_MANIFEST = "store.json"
 METADATA_KEY = b"run_store"
 INSTANCES = "test_instance_scores"
 JSON_FIELDS = ("pretraining", "provenance", "other_scores")
@@ -67,7 +73,8 @@ def is_run_store(path: str | os.PathLike) -> bool:
 
 
 def store_parts(path: str | os.PathLike) -> list[Path]:
-    """The part files of a store, in order; an error naming the path when there are none."""
+    """The part files of a complete store, in order; an error naming the path when there are
+    none, or when the folder's store.json does not say the store is complete with these parts."""
     path = Path(path)
     if path.is_file():
         return [path]
@@ -77,7 +84,50 @@ def store_parts(path: str | os.PathLike) -> list[Path]:
             f"{path}: no run store here (expected a .parquet file or a folder of "
             f"{PART_GLOB}); write one with `python -m analysis import-released DIR -o OUT.parquet`"
         )
+    check_complete(path, parts)
     return parts
+
+
+def read_store_manifest(store: str | os.PathLike) -> dict | None:
+    """The folder's store.json, None when it has none."""
+    path = Path(store) / STORE_MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunRecordError(f"{path}: not readable JSON ({exc}); import into a new store") from None
+    if not isinstance(manifest, dict):
+        raise RunRecordError(f"{path}: not a store manifest (expected an object); import into a new store")
+    return manifest
+
+
+def write_store_manifest(store: str | os.PathLike, source: str | None, parts: list[Path] | None = None) -> Path:
+    """store.json: `parts` None while an import runs (complete false), the store's parts once done."""
+    body = {"source": source, "complete": parts is not None, "parts": [p.name for p in parts or ()]}
+    return atomic_write_bytes(Path(store) / STORE_MANIFEST, (json.dumps(body, indent=2) + "\n").encode())
+
+
+def check_complete(store: Path, parts: list[Path]) -> None:
+    """A store folder is read only when its store.json says complete, with exactly these parts."""
+    manifest = read_store_manifest(store)
+    rerun = f"run `python -m analysis import-released {(manifest or {}).get('source') or 'DIR'} -o {store}` again"
+    if manifest is None:
+        raise RunRecordError(
+            f"{store}: no {STORE_MANIFEST}: an import that did not finish (or one from before {STORE_MANIFEST} "
+            f"existed); {rerun}: it resumes and marks the store complete"
+        )
+    if not manifest.get("complete"):
+        raise RunRecordError(
+            f"{store}: the import into it did not finish ({len(parts)} parts so far); {rerun}: it resumes"
+        )
+    listed, found = set(manifest.get("parts") or ()), {p.name for p in parts}
+    if listed != found:
+        missing, extra = sorted(listed - found), sorted(found - listed)
+        raise RunRecordError(
+            f"{store}: its parts differ from {STORE_MANIFEST} (missing: {missing or 'none'}; not listed: "
+            f"{extra or 'none'}); import into a new store"
+        )
 
 
 def instances_array(scores: Iterable[np.ndarray | None]) -> pa.ListArray:
@@ -142,6 +192,7 @@ def write_run_store(path: str | os.PathLike, records: Iterable[RunRecord], rows_
             batch, index = [], index + 1
     if batch or index == 0:
         write_part(part_path(path, index), records_table(batch))
+    write_store_manifest(path, None, sorted(path.glob(PART_GLOB)))
     return path
 
 

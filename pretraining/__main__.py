@@ -9,21 +9,23 @@ import sys
 
 def _train(args) -> int:
     from contracts.config import ConfigError
-    from pretraining.config import load_pretrain_config
+    from pretraining.config import check_callbacks, load_pretrain_config
 
     try:
         cfg = load_pretrain_config(args.config, args.overrides)
+        check_callbacks(cfg.train.callbacks, args.trust_callbacks, f"{args.config}: train.callbacks")
     except ConfigError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
+    from contracts.locks import FolderInUse
     from contracts.provenance import DiskFullError
     from pretraining.export import CheckpointError
     from pretraining.tokenizer import TokenizerError
     from pretraining.train import PretrainError, train
 
     try:
-        run_dir = train(cfg, trust_checkpoints=args.trust_checkpoint)
-    except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError) as exc:
+        run_dir = train(cfg, trust_checkpoints=args.trust_checkpoint, trust_callbacks=args.trust_callbacks)
+    except (PretrainError, CheckpointError, TokenizerError, FileNotFoundError, DiskFullError, FolderInUse) as exc:
         print(f"train: {args.config}: {exc}", file=sys.stderr)
         return 2
     from contracts.layout import EXPORTS_DIR, LOSS_LOG_FILE
@@ -127,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", help="YAML PretrainConfig (see `configs`)")
     train.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. train.max_steps=100")
     train.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
+    train.add_argument(
+        "--trust-callbacks",
+        action="store_true",
+        help="let train.callbacks name modules outside Composer and this package; naming one imports and "
+        "calls it, which runs its code: only for configs you trust (docs/pretraining.md)",
+    )
     train.set_defaults(func=_train)
 
     configs = sub.add_parser("configs", help="write the config of one of the paper's 50 checkpoints")

@@ -81,6 +81,20 @@ class OptimizerConfig:
     no_decay: Literal["none", "norm_gains"] = "none"
     grad_clip_norm: float = 1.0
 
+    def __post_init__(self):
+        # Found here, before the run directory is touched (docs/reliability.md), not by torch.optim
+        # or at the first step after config.yaml is written.
+        if not self.lr > 0:
+            raise ValueError(f"optimizer.lr must be > 0, got {self.lr}")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"optimizer.betas must be two numbers in [0, 1), got {list(self.betas)}")
+        if not self.eps > 0:
+            raise ValueError(f"optimizer.eps must be > 0, got {self.eps}")
+        if self.weight_decay < 0:
+            raise ValueError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay}")
+        if self.grad_clip_norm < 0:
+            raise ValueError(f"optimizer.grad_clip_norm must be >= 0 (0: no clipping), got {self.grad_clip_norm}")
+
 
 @dataclass(frozen=True)
 class ScheduleConfig:
@@ -91,11 +105,49 @@ class ScheduleConfig:
     decay_shape: Literal["linear", "1-sqrt"] = "linear"
     alpha_f: float = 0.0
 
+    def __post_init__(self):
+        if self.warmup < 0 or self.decay < 0:
+            raise ValueError(f"schedule.warmup and schedule.decay must be >= 0, got {self.warmup} and {self.decay}")
+        if not 0 <= self.alpha_f <= 1:
+            raise ValueError(f"schedule.alpha_f must lie in [0, 1], got {self.alpha_f}")
+
+
+# Packages whose callbacks a config may name without --trust-callbacks: Composer's and ours. Naming a
+# factory imports its module and calls it, so a config naming any other module could run any code
+# (`os:system`); docs/pretraining.md, docs/reliability.md.
+TRUSTED_CALLBACK_PACKAGES = (
+    "composer",
+    "contracts",
+    "pretraining",
+    "benchmarks",
+    "analysis",
+    "paper_figures",
+    "reproduce",
+)
+
+
+def untrusted_callbacks(specs) -> list[str]:
+    """The `train.callbacks` factories outside TRUSTED_CALLBACK_PACKAGES (read, never imported)."""
+    return [s.factory for s in specs if s.factory.partition(":")[0].split(".")[0] not in TRUSTED_CALLBACK_PACKAGES]
+
+
+def check_callbacks(specs, trust: bool, source: str = "train.callbacks") -> None:
+    """ConfigError, before anything is imported, for a factory outside Composer and this package
+    unless `trust` (--trust-callbacks)."""
+    untrusted = untrusted_callbacks(specs)
+    if untrusted and not trust:
+        raise ConfigError(
+            f"{source}: factory {untrusted[0]!r} is outside Composer and this package "
+            f"({', '.join(TRUSTED_CALLBACK_PACKAGES)}); importing it would run its code: pass --trust-callbacks "
+            "if you trust it (docs/pretraining.md)"
+        )
+
 
 @dataclass(frozen=True)
 class CallbackConfig:
     """A Composer callback added to the run: `factory` is "module:attribute" (a Callback class or a
-    function returning one), called with `kwargs`; e.g. composer.callbacks:SpeedMonitor."""
+    function returning one), called with `kwargs`; e.g. composer.callbacks:SpeedMonitor. Only
+    Composer's and this package's modules unless the run is trusted (check_callbacks)."""
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -122,6 +174,23 @@ class TrainConfig:
     progress_bar: bool = True
     dataloader_workers: int = 0
     callbacks: tuple[CallbackConfig, ...] = ()  # more Composer callbacks (docs/pretraining.md)
+
+    def __post_init__(self):
+        if self.max_steps < 1:
+            raise ValueError(f"train.max_steps must be >= 1, got {self.max_steps}")
+        if self.resume_interval < 1:
+            raise ValueError(
+                f"train.resume_interval must be >= 1 (steps between resume checkpoints), got {self.resume_interval}"
+            )
+        if self.keep_resume_checkpoints == 0 or self.keep_resume_checkpoints < -1:
+            raise ValueError(
+                f"train.keep_resume_checkpoints must be >= 1, or -1 to keep all, got {self.keep_resume_checkpoints} "
+                "(0 keeps none: the run could not resume)"
+            )
+        if self.device_microbatch_size is not None and self.device_microbatch_size < 1:
+            raise ValueError(f"train.device_microbatch_size must be >= 1, got {self.device_microbatch_size}")
+        if self.dataloader_workers < 0:
+            raise ValueError(f"train.dataloader_workers must be >= 0, got {self.dataloader_workers}")
 
 
 @dataclass(frozen=True)
@@ -202,6 +271,7 @@ __all__ = [
     "PretrainConfig",
     "ScheduleConfig",
     "TrainConfig",
+    "check_callbacks",
     "identity_of",
     "load_pretrain_config",
     "run_identity",

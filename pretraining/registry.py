@@ -52,6 +52,7 @@ from contracts.paper import (
     PRETRAIN_BATCH_SEQUENCES,
     PRETRAIN_STEPS,
     TOY_BATCH_SEQUENCES,
+    TOY_PRETRAIN_LR,
     TOY_SEQ_LEN,
     TOY_SIZE,
     TOY_STEP_DIVISOR,
@@ -205,7 +206,7 @@ def config_dict(
         "model": {"preset": run.size if paper else TOY_SIZE[run.size], "attn_implementation": "sdpa"},
         "objective": objective,
         "optimizer": {
-            "lr": 5e-4 if paper else 3e-3,
+            "lr": 5e-4 if paper else TOY_PRETRAIN_LR,
             "betas": [0.9, 0.95],
             "eps": 1e-5,
             "weight_decay": 0.1,

@@ -11,6 +11,7 @@ and FINISHED.json (written when the run completed; a finished run is never overw
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import time
 from collections.abc import Iterable
@@ -26,10 +27,11 @@ from composer.models import ComposerModel
 from composer.utils import dist
 from torch.nn.parallel import DistributedDataParallel
 
-from contracts.config import config_to_dict, save_resolved_config
+from contracts.config import ConfigError, config_to_dict, save_resolved_config
 from contracts.layout import (
     CHECKPOINT_PATTERN,
     CHECKPOINTS_DIR,
+    EXPORTS_DIR,
     FINISHED_FILE,
     LATEST_CHECKPOINT_PATTERN,
     LOSS_LOG_FILE,
@@ -37,8 +39,10 @@ from contracts.layout import (
     export_dir,
     latest_checkpoint,
 )
+from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
-from pretraining.config import PretrainConfig, identity_of, run_identity
+from pretraining.config import PretrainConfig, check_callbacks, identity_of, run_identity
+from pretraining.data.config import PreparedDataError
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
     check_checkpoint_fits,
@@ -274,11 +278,26 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
         # loggers and monitor may differ: they change what a run shows, not what it computes
         old = stable_hash(run_identity(yaml.safe_load(saved.read_text()).get("config") or {}))
         new = stable_hash(identity_of(cfg))
-        if old != new:
+        state = saved_state(run_dir)
+        if old != new and state:
             raise PretrainError(
                 f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
-                f"{new}); resuming needs the same config. Choose another run_dir."
+                f"{new}) with {state[0].relative_to(run_dir)}; resuming needs the same "
+                "config. Choose another run_dir."
             )
+        if old != new and dist.get_global_rank() == 0:
+            print(
+                f"train: {run_dir}: an earlier attempt of another config (hash {old}) saved no checkpoint "
+                "or weights; starting this config afresh (docs/reliability.md)",
+                flush=True,
+            )
+
+
+def saved_state(run_dir: Path) -> list[Path]:
+    """What a run saved that a later start would build on: resume checkpoints and weight exports.
+    A run directory without them (an attempt that failed before its first checkpoint, e.g. on a
+    setting found wrong at the first step) holds nothing another config could clash with."""
+    return sorted((run_dir / CHECKPOINTS_DIR).glob("*.pt")) + sorted(run_dir.glob(f"{EXPORTS_DIR}/step-*"))
 
 
 def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
@@ -397,10 +416,19 @@ def parallelism_config(cfg: PretrainConfig) -> dict | None:
     }
 
 
-def configured_callbacks(specs) -> list[Callback]:
-    """The Composer callbacks named by `train.callbacks` (imported and called with their kwargs)."""
+def _check_callbacks(specs, trust: bool) -> None:
+    try:
+        check_callbacks(specs, trust)
+    except ConfigError as exc:
+        raise PretrainError(str(exc)) from None
+
+
+def configured_callbacks(specs, trust: bool = False) -> list[Callback]:
+    """The Composer callbacks named by `train.callbacks` (imported and called with their kwargs);
+    outside Composer and this package only with `trust` (pretraining.config.check_callbacks)."""
     import importlib
 
+    _check_callbacks(specs, trust)
     callbacks = []
     for spec in specs:
         module, _, attribute = spec.factory.partition(":")
@@ -423,9 +451,12 @@ def build_trainer(
     token_ids: TokenIds | None = None,
     extra_callbacks=(),
     trust_checkpoints: bool = False,
+    trust_callbacks: bool = False,
 ) -> Trainer:
     """Everything but `fit`. `dataloader`/`token_ids` default to the config's data and tokenizer.
-    Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export)."""
+    Checkpoints are unpickled weights-only unless `trust_checkpoints` (pretraining.export);
+    `train.callbacks` outside Composer and this package are imported only with `trust_callbacks`."""
+    _check_callbacks(cfg.train.callbacks, trust_callbacks)  # before anything is read, imported or built
     _check_run_dir(cfg)
     check_attention_backend(cfg)
     try:  # built first: a bad name, argument or missing package stops the run before anything is written
@@ -444,12 +475,12 @@ def build_trainer(
     device_batch_size = per_rank_batch_size(cfg.train.global_batch_size, dist.get_world_size())
     if dataloader is None:
         from pretraining.data import build_train_dataloader
-        from pretraining.data.config import DataBudgetError, data_budget
+        from pretraining.data.config import DataBudgetError, PreparedDataError, data_budget
 
-        dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
         try:  # which samples this run reads, in how many epochs (docs/data.md)
+            dataloader, dataset = build_train_dataloader(cfg.data, device_batch_size, cfg.train.dataloader_workers)
             budget = data_budget(dataset.num_samples, cfg.data, cfg.train.max_steps, cfg.train.global_batch_size)
-        except DataBudgetError as exc:
+        except (DataBudgetError, PreparedDataError) as exc:
             raise PretrainError(str(exc)) from None
         if dist.get_global_rank() == 0:
             print(f"train: {budget}", flush=True)
@@ -457,7 +488,7 @@ def build_trainer(
     resume_from = _checkpoint_to_load(cfg)
     if resume_from is not None and dist.get_global_rank() == 0:  # rank 0 checked it is complete, above
         check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model), trust=trust_checkpoints)
-    user_callbacks = configured_callbacks(cfg.train.callbacks)
+    user_callbacks = configured_callbacks(cfg.train.callbacks, trust_callbacks)
     if cfg.train.compile:
         model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
     run_dir = Path(cfg.run_dir)  # created only once everything could be built
@@ -533,8 +564,26 @@ def close_trainer(trainer: Trainer) -> None:
     atexit.unregister(type(trainer.engine)._close)
 
 
+def run_dir_lock(cfg: PretrainConfig) -> contextlib.AbstractContextManager:
+    """Rank 0 holds `<run_dir>/.lock` for the whole job (contracts.locks): a second `train` of the
+    same run_dir refuses at once, naming the holder's pid, before it reads or writes anything of the
+    run (docs/reliability.md). The other ranks follow rank 0 (the launcher stops them if it fails)."""
+    if dist.get_global_rank() != 0:
+        return contextlib.nullcontext()
+    return folder_lock(
+        cfg.run_dir,
+        job="train",
+        advice="wait for it to finish (a rerun then resumes or refuses a finished run), or choose another run_dir",
+    )
+
+
 def train(cfg: PretrainConfig, **kwargs) -> Path:
-    """Train (or resume) the run of `cfg`; returns the run directory."""
+    """Train (or resume) the run of `cfg` under its run_dir lock; returns the run directory."""
+    with run_dir_lock(cfg):
+        return _train_locked(cfg, **kwargs)
+
+
+def _train_locked(cfg: PretrainConfig, **kwargs) -> Path:
     trainer = build_trainer(cfg, **kwargs)
     # Autoresumed from the final checkpoint (killed before FINISHED.json): nothing is left to train,
     # and Composer's fit() would refuse to start.
@@ -542,6 +591,11 @@ def train(cfg: PretrainConfig, **kwargs) -> Path:
     if int(trainer.state.timestamp.batch.value) < cfg.train.max_steps:
         try:
             trainer.fit()
+        except PreparedDataError as exc:
+            raise PretrainError(
+                f"{run_dir}: {exc}; the files written before are intact: rerun the same command once the "
+                "data is fixed (docs/reliability.md)"
+            ) from exc
         except Exception as exc:
             full = disk_full_cause(exc)
             if full is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from contracts.model_names import parse_model_name
 from contracts.paper import MASKING_RATIOS, PAPER_SIZES, TOY_SIZE
 from contracts.provenance import atomic_write_bytes
-from reproduce.plan import ReproduceConfig, cpt_run_dirs, random_init_models, stand_ins
+from reproduce.plan import ReproduceConfig, cpt_run_dirs, data_dir, random_init_models, stand_ins
 from reproduce.studies import STUDIES
 
 
@@ -47,6 +47,7 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
         else r
         for r in records
     ]
+    world = f"\n[{toy_world_caption(cfg)}]" if cfg.scale == "toy" else ""
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
     summaries = []
     for number in _figures(cfg):
@@ -71,7 +72,8 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             fig, points = CELL_FIGURES[name](cells, **kwargs)
         if renamed:
             fig.suptitle(
-                f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, steps / 1,000]", fontsize=11
+                f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, steps / 1,000]{world}",
+                fontsize=11,
             )
             # cells and records were renamed to paper names; Figure 12 reads our run folders directly
             points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
@@ -92,6 +94,34 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             save_figure(fig, published, folder, f"{name}_published", {"source": "published"})
             _side_by_side(folder, name, "our toy runs" if renamed else "our runs")
     return summaries
+
+
+def toy_world_caption(cfg: ReproduceConfig) -> str:
+    """What the toy runs were pretrained on, from the prepared data's manifest (docs/reproduce.md,
+    "Toy learning"): one-topic pages in blocks split into two windows, and the share of a token's
+    attention keys in its own document beside the FineWeb-Edu estimate."""
+    import json
+
+    from pretraining.data.context import fineweb_edu_estimate
+    from pretraining.data.prepare import MANIFEST
+
+    path = data_dir(cfg) / MANIFEST
+    if not path.is_file():
+        return "toy world: one-topic pages, words, names and IR concepts held out of fine-tuning"
+    manifest = json.loads(path.read_text())
+    counts, context = manifest["counts"], manifest.get("context") or {}
+    share = context.get("own_document_key_share")
+    reference = fineweb_edu_estimate()["own_document_key_share"]
+    return (
+        f"toy world: one-topic pages of {counts['tokens'] / counts['documents']:.0f} tokens on average in "
+        f"{manifest['seq_len']}-token blocks split into two windows"
+        + (
+            f", {100 * share:.0f}% of attention keys in the token's own document (FineWeb-Edu ~{100 * reference:.0f}%)"
+            if share
+            else ""
+        )
+        + "; evaluation words, names and IR concepts only pretraining shows"
+    )
 
 
 def _side_by_side(folder: Path, name: str, label: str) -> None:

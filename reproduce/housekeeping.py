@@ -3,17 +3,14 @@ resume checkpoints of finished runs (docs/reproduce.md, "Disk, locks and cleanin
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from contracts.config import load_config
 from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE
-from contracts.provenance import utc_now
+from contracts.locks import FolderInUse, folder_lock
 from reproduce.plan import ReproduceConfig, ReproduceError, pretraining_dir
 
 LOCK_FILE = ".reproduce.lock"
@@ -23,28 +20,21 @@ FINISHED_STUDY_FILE = "timings.json"  # written by a reproduce that ran every st
 
 @contextmanager
 def output_lock(out: Path) -> Iterator[None]:
-    """Hold `<out>/.reproduce.lock` (an flock: released by the kernel when the process ends, even on
-    kill -9, so it never goes stale); a second reproduce on the same folder refuses at once, before
-    writing anything. flock is per host: on a cluster, give each concurrent study its own folder."""
-    out.mkdir(parents=True, exist_ok=True)
-    handle = (out / LOCK_FILE).open("a+")
+    """Hold `<out>/.reproduce.lock` (contracts.locks: an flock, released by the kernel when the
+    process ends, even on kill -9, so it never goes stale); a second reproduce on the same folder
+    refuses at once, before writing anything. flock is per host: on a cluster, give each concurrent
+    study its own folder."""
     try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise ReproduceError(
-                f"{out} is in use by another reproduce ({holder}): wait for it to finish (a rerun then "
-                "reuses its results), or give another output folder (--out, make ... OUT=)"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}\n")
-        handle.flush()
-        yield
-    finally:
-        handle.close()  # closing the file releases the lock
+        with folder_lock(
+            out,
+            name=LOCK_FILE,
+            job="reproduce",
+            advice="wait for it to finish (a rerun then reuses its results), or give another output folder "
+            "(--out, make ... OUT=)",
+        ):
+            yield
+    except FolderInUse as exc:
+        raise ReproduceError(str(exc)) from None
 
 
 def folder_size(path: Path) -> int:

@@ -162,6 +162,7 @@ def stage_data(cfg: ReproduceConfig) -> str:
     the untrained reference models (they need the world's tokenizer). The Slurm data job runs this
     stage too (`--stage data`)."""
     from contracts.paper import TOY_SEQ_LEN
+    from pretraining.data.context import describe, fineweb_edu_estimate
     from pretraining.data.prepare import MANIFEST, PrepareConfig, prepare_data
     from reproduce.world import CORPUS_FILE, build_world
 
@@ -177,9 +178,12 @@ def stage_data(cfg: ReproduceConfig) -> str:
             out=str(out), inputs=(str(world / CORPUS_FILE),), tokenizer=tokenizer_path(cfg), seq_len=TOY_SEQ_LEN
         )
     )
+    counts = manifest["counts"]
     return (
-        f"data: toy world {world} ({WORLD_DOCUMENTS:,} documents, tokenizer, tasks); "
-        f"{manifest['counts']['samples']:,} samples of {TOY_SEQ_LEN} tokens -> {out}{untrained_note}"
+        f"data: toy world {world} ({WORLD_DOCUMENTS:,} documents of {counts['tokens'] / counts['documents']:.0f} "
+        f"tokens on average, tokenizer, tasks); {counts['samples']:,} samples of {TOY_SEQ_LEN} tokens -> "
+        f"{out}; {describe(manifest['context'])} (FineWeb-Edu at 2,048: about "
+        f"{100 * fineweb_edu_estimate()['own_document_key_share']:.0f}%){untrained_note}"
     )
 
 

@@ -21,6 +21,7 @@ from contracts.paper import (
     MASKING_RATIOS,
     PAPER_SIZES,
     PRETRAIN_STEPS,
+    TOY_SEQ_LEN,
     TOY_SIZES,
     WARMUP_STEPS,
 )
@@ -33,11 +34,14 @@ ALL_TASKS = tuple(d.id for d in DATASETS)
 # `data_root` of the toy scale: the toy world's tasks, written by the data stage next to the world
 # corpus the toy models are pretrained on (benchmarks.datasets.make_toy, docs/reproduce.md).
 TOY_WORLD = "toy-world"
-WORLD_DOCUMENTS = 36_000  # toy-world pretraining documents (~470k tokens: the longest toy study reads 307k)
-WORLD_VOCAB_SIZE = 2048  # byte-level BPE trained on the world corpus (its ~1,700 words fill it)
-# The masking study's toy runs (Figure 3): long enough that every toy size learns the toy world
-# (docs/reproduce.md, "Toy learning"); the other studies keep the paper's steps / 1,000.
-TOY_PRETRAIN_STEPS = 150
+WORLD_DOCUMENTS = 8_500  # toy-world pages (~560k tokens: the masking study's runs read 520k)
+WORLD_VOCAB_SIZE = 1024  # byte-level BPE trained on the world corpus (common words whole, names in pieces)
+# The masking study's toy runs (Figure 3): long enough that every toy size learns the toy world with
+# either objective (MLM needed about twice CLM's tokens; docs/reproduce.md, "Toy learning"); the
+# other studies keep the paper's steps / 1,000.
+TOY_PRETRAIN_STEPS = 250
+# Resume checkpoints of those runs every this many steps (the registry's toy runs: every 10).
+TOY_RESUME_EVERY = 25
 # Toy defaults: one LR and one seed of the toy world's fine-tuning, measured on a 2-core CPU to keep
 # `make reproduce-figure3` under 10 minutes (docs/timings.md).
 DEFAULT_LRS = (2e-3,)
@@ -152,7 +156,7 @@ def data_dir(cfg: ReproduceConfig) -> Path:
     """The prepared pretraining data (toy: the world corpus, packed)."""
     if cfg.data_dir:
         return Path(cfg.data_dir).absolute()
-    return out_dir(cfg) / "data" / ("world-128" if cfg.scale == "toy" else "fineweb-edu")
+    return out_dir(cfg) / "data" / (f"world-{TOY_SEQ_LEN}" if cfg.scale == "toy" else "fineweb-edu")
 
 
 def world_dir(cfg: ReproduceConfig) -> Path:
@@ -285,6 +289,8 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < length]
         phase = max(2, round(length * WARMUP_STEPS / PRETRAIN_STEPS))  # 2k of 42k, as the paper's
         body["schedule"]["warmup"] = body["schedule"]["decay"] = min(phase, length // 2)
+        if cfg.scale == "toy":  # each save writes weights and optimizer state (seconds over 15 runs)
+            body["train"]["resume_interval"] = TOY_RESUME_EVERY
     exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
     if cfg.scale == "toy":  # only the steps this study fine-tunes: each export is a full fp32 copy (disk)
         body["train"]["checkpoint_steps"] = sorted(exports)

@@ -6,7 +6,7 @@ specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
@@ -83,6 +83,15 @@ class ClusterConfig:
     def __post_init__(self):
         if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
             raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and cpu_ranks_per_node >= 1")
+        # Every string here lands in a #SBATCH line or a script line: one line each (docs/reliability.md).
+        from benchmarks.matrix import MatrixError, check_sbatch_options
+
+        for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
+            values = value if isinstance(value, tuple) else (value,)
+            try:
+                check_sbatch_options([v for v in values if isinstance(v, str)], name)
+            except MatrixError as exc:
+                raise ValueError(str(exc)) from None
 
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:

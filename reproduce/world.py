@@ -30,7 +30,10 @@ class WorldError(ValueError):
 
 
 def _settings(documents: int, vocab_size: int, seed: int) -> dict:
-    return {"documents": documents, "vocab_size": vocab_size, "seed": seed}
+    from benchmarks.datasets.make_toy import WORLD_VERSION
+
+    # the generator's version: a world built by an older make_toy is refused, not reused
+    return {"documents": documents, "vocab_size": vocab_size, "seed": seed, "version": WORLD_VERSION}
 
 
 def _sha256(path: Path) -> str:
@@ -59,7 +62,8 @@ def build_world(folder: str | Path, documents: int, vocab_size: int, seed: int =
         if manifest["settings"] != settings:
             raise WorldError(
                 f"{folder} holds a toy world built with {manifest['settings']}, not {settings}: "
-                "remove it (or give another data folder) to build this one"
+                "remove it (or give another data folder) to build this one; models pretrained on the old "
+                "world are in the same study folder, so a fresh --out is the simplest fix"
             )
         return manifest
     folder.mkdir(parents=True, exist_ok=True)

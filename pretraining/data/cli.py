@@ -48,6 +48,18 @@ def _budget(run, data_dir: str, samples: int) -> str:
     return data_budget(samples, replace(run.data, path=str(data_dir)), run.train.max_steps, run.train.global_batch_size)
 
 
+def _context_line(context: dict) -> str:
+    """The own-document share of attention keys of these data, beside the FineWeb-Edu estimate."""
+    from pretraining.data.context import FINEWEB_EDU_ASSUMPTION, describe, fineweb_edu_estimate
+
+    reference = fineweb_edu_estimate()
+    return (
+        f"context over the first {context['samples']:,} samples split into windows as pretraining splits them: "
+        f"{describe(context)}; FineWeb-Edu at 2,048, estimated: {100 * reference['own_document_key_share']:.0f}% "
+        f"({FINEWEB_EDU_ASSUMPTION})"
+    )
+
+
 def _prepare(args: argparse.Namespace) -> int:
     from contracts.hub import HubError
     from contracts.provenance import DiskFullError
@@ -76,6 +88,7 @@ def _prepare(args: argparse.Namespace) -> int:
         f"of {manifest['seq_len']} = {c['tokens_in_samples']} tokens written ({c['leftover_tokens']} leftover "
         f"tokens dropped) in {manifest['seconds']} s; wrote {cfg.out}"
     )
+    print(f"prepare-data: {_context_line(manifest['context'])}")
     if run is not None:
         try:
             print(f"prepare-data: {args.for_run}: {_budget(run, cfg.out, c['samples'])}")
@@ -107,6 +120,7 @@ def _verify(args: argparse.Namespace) -> int:
         f"verify-data: OK: {report.shards} shards (sizes and hashes match index.json), {report.samples} "
         f"samples, {len(report.checked_samples)} decoded and checked"
     )
+    print(f"verify-data: {_context_line(report.context)}")
     if budget is not None:
         print(f"verify-data: {args.for_run}: {budget}")
     return 0

@@ -11,6 +11,11 @@ class DataBudgetError(ValueError):
     """Prepared data that holds fewer samples than a run reads; the message names the fix."""
 
 
+class PreparedDataError(ValueError):
+    """Prepared data whose files do not match its index.json (missing, cut short); found before a
+    run writes anything. The message names the file and the fix."""
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Reading prepared data (the output of `prepare-data`) for training.

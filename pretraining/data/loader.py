@@ -24,7 +24,7 @@ import torch
 from streaming import StreamingDataset
 from torch.utils.data import DataLoader
 
-from pretraining.data.config import DataConfig
+from pretraining.data.config import DataConfig, PreparedDataError
 from pretraining.data.packing import document_ids
 from pretraining.data.prepare import MANIFEST
 from pretraining.data.windows import window_ids
@@ -76,17 +76,47 @@ def _streaming_locations(cfg: DataConfig) -> tuple[str | None, str]:
             f"no prepared data at {root} (index.json missing): run `python -m pretraining prepare-data "
             f"--out {root} ...` first, or set data.path to its output folder"
         )
+    check_shard_sizes(root)
     manifest = root / MANIFEST
     if manifest.is_file():
         prepared_len = json.loads(manifest.read_text())["seq_len"]
         if prepared_len != cfg.seq_len:
-            raise ValueError(
+            raise PreparedDataError(
                 f"{root} holds samples of {prepared_len} tokens but data.seq_len is "
                 f"{cfg.seq_len}: set data.seq_len={prepared_len} or prepare the data again"
             )
     if cfg.cache_dir is not None:  # copy (e.g. from a shared file system) into a node-local cache
         return str(root), cfg.cache_dir
     return None, str(root)
+
+
+def check_shard_sizes(root: Path) -> None:
+    """Every shard that index.json names is on disk with the size it records (its compressed file,
+    or the raw file streaming decompresses beside it): a copy cut short or a missing shard is found
+    before a run writes anything, in one line, not as an IndexError from a sample in the middle of
+    training (docs/reliability.md). Only sizes, so it costs a stat per shard at any scale; contents
+    (hashes) are what `verify-data` checks."""
+    index = root / "index.json"
+    try:
+        shards = json.loads(index.read_text())["shards"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise PreparedDataError(f"{index} is not an MDS index ({exc}): prepare the data again") from None
+    for shard in shards:
+        files = [info for info in (shard.get("zip_data"), shard.get("raw_data")) if info]
+        present = [(info, root / info["basename"]) for info in files if (root / info["basename"]).is_file()]
+        if not present:
+            raise PreparedDataError(
+                f"{root}: shard {files[0]['basename'] if files else '?'} named in index.json is missing: "
+                "the copy is incomplete; copy or prepare the data again"
+            )
+        for info, path in present:
+            size = path.stat().st_size
+            if size != info["bytes"]:
+                raise PreparedDataError(
+                    f"{path}: {size} bytes, index.json records {info['bytes']}: the file is cut short or "
+                    f"replaced; check the folder with `python -m pretraining verify-data {root}` and copy "
+                    "or prepare the data again"
+                )
 
 
 SHM_PREFIX_ATTEMPTS = 10
@@ -107,6 +137,7 @@ class ContinuedStreamingDataset(StreamingDataset):
     def __init__(self, *, start_sample: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.start_sample = start_sample
+        self.location = kwargs.get("remote") or kwargs.get("local")
         if start_sample:
             self.load_state_dict(
                 {
@@ -118,7 +149,14 @@ class ContinuedStreamingDataset(StreamingDataset):
             )
 
     def get_item(self, sample_id: int, retry: int = 7) -> dict:
-        sample = super().get_item(sample_id, retry)
+        try:
+            sample = super().get_item(sample_id, retry)
+        except (IndexError, ValueError) as exc:  # a shard whose contents are not what index.json says
+            raise PreparedDataError(
+                f"{self.location}: sample {sample_id} cannot be read ({type(exc).__name__}: {exc}): the prepared "
+                f"data is corrupted; check it with `python -m pretraining verify-data {self.location}` and prepare "
+                "it again (remove the decompressed .mds files streaming wrote beside the shards, or the cache_dir)"
+            ) from exc
         epoch = max(0, self.next_epoch - 1)  # streaming pre-increments next_epoch as an epoch starts
         return {**sample, SAMPLE_INDEX: epoch * self.num_samples + sample_id}
 

@@ -492,6 +492,8 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
             f"the inputs hold {counts['tokens']} tokens, fewer than one sample of {cfg.seq_len}: nothing written"
         )
 
+    from pretraining.data.verify import measure_context
+
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -501,6 +503,8 @@ def prepare_data(cfg: PrepareConfig, progress: bool | None = None) -> dict:
         # written; leftover_tokens: the last, incomplete sample (of each part when workers > 1 or
         # the source is a hub dataset), dropped.
         "counts": counts,
+        # how much of a token's attention lies in its own document (docs/data.md, "Context inside a window")
+        "context": measure_context(partial),
         "inputs": inputs,
         "tokenizer": tokenizer_record(tokenizer, cfg.tokenizer),
         "config": config_to_dict(cfg),

@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from pretraining.data.packing import check_sample
-from pretraining.data.prepare import FORMAT, MANIFEST
+from pretraining.data.prepare import FORMAT, MANIFEST, MDS_COLUMNS
+
+CONTEXT_SAMPLES = 20_000  # samples the own-document share is measured over (the first ones)
+WINDOW_SEED = 17  # DataConfig.shuffle_seed's default: the window splits a run makes by default
 
 
 class DataVerificationError(ValueError):
@@ -29,6 +32,7 @@ class VerifyReport:
     samples: int
     checked_samples: list[int]
     previews: list[str] = field(default_factory=list)
+    context: dict = field(default_factory=dict)  # measure_context
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -70,13 +74,51 @@ def _check_shard_file(root: Path, shard: dict) -> bytes:
     return data
 
 
+def check_columns(shard: dict) -> None:
+    """Refuse a shard whose index.json entry declares other columns than prepare-data writes: MDS
+    decodes a column as its declared encoding, and `pkl` would unpickle (run) whatever the file holds."""
+    declared = dict(zip(shard.get("column_names") or [], shard.get("column_encodings") or []))
+    if declared != MDS_COLUMNS:
+        name = (shard.get("zip_data") or shard.get("raw_data") or {}).get("basename", "?")
+        found = ", ".join(f"{k}:{v}" for k, v in declared.items()) or "none"
+        ours = ", ".join(f"{k}:{v}" for k, v in MDS_COLUMNS.items())
+        raise DataVerificationError(
+            f"index.json: shard {name} declares columns {found}; prepare-data writes only {ours}: "
+            "refused without decoding (the folder is not prepare-data output; prepare it again)"
+        )
+
+
 def read_sample(raw: bytes, shard: dict, index: int) -> dict:
-    """Sample `index` of a shard from its decompressed bytes."""
+    """Sample `index` of a shard from its decompressed bytes, decoded only as our columns."""
     from streaming.base.format.mds.reader import MDSReader
 
+    check_columns(shard)
     # MDS layout: uint32 count, then count + 1 uint32 offsets, then the samples.
     begin, end = np.frombuffer(raw, np.uint32, count=2, offset=(1 + index) * 4)
     return MDSReader.from_json("", None, shard).decode_sample(raw[begin:end])
+
+
+def measure_context(root: str | Path, max_samples: int = CONTEXT_SAMPLES, seed: int = WINDOW_SEED) -> dict:
+    """The own-document share of attention keys (pretraining.data.context) over the first
+    `max_samples` samples of prepared data, split into windows as pretraining splits them by
+    default (random_split, data.shuffle_seed `seed`)."""
+    from streaming.base.compression import decompress
+
+    from pretraining.data.context import WindowContext
+
+    root = Path(root)
+    index = _read_json(root / "index.json", "not an MDS dataset (run prepare-data)")
+    context, start = WindowContext(), 0
+    for shard in index["shards"]:
+        if start >= max_samples:
+            break
+        check_columns(shard)
+        data = _check_shard_file(root, shard)
+        raw = decompress(shard["compression"], data) if shard["zip_data"] else data
+        for i in range(min(shard["samples"], max_samples - start)):
+            context.add_sample(read_sample(raw, shard, i)["doc_lengths"], start + i, "random_split", seed)
+        start += shard["samples"]
+    return {**context.summary(), "samples": min(start, max_samples), "windows_mode": "random_split", "seed": seed}
 
 
 def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = True) -> VerifyReport:
@@ -94,6 +136,8 @@ def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = 
     special = manifest["tokenizer"]["special_tokens"]
 
     shards = index["shards"]
+    for shard in shards:  # before decoding anything
+        check_columns(shard)
     total = sum(s["samples"] for s in shards)
     if total != counts["samples"]:
         raise DataVerificationError(f"index.json holds {total} samples, {MANIFEST} says {counts['samples']}")
@@ -128,4 +172,5 @@ def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = 
             if tokenizer is not None:
                 report.previews.append(tokenizer.decode(sample["input_ids"][:64].tolist()))
         start += shard["samples"]
+    report.context = measure_context(root)
     return report

@@ -2,6 +2,7 @@
 the release-scale benchmark on a tiny tree."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,8 +12,8 @@ from analysis.cli import main
 from analysis.release_bench import RELEASED_INSTANCES, benchmark_release, write_synthetic_release
 from analysis.released import ReleasedImportError, import_released, import_released_to_store, parse_results_json
 from contracts.paper import DATASETS
-from contracts.run_record import read_run_records
-from contracts.run_store import iter_store_records, part_manifest, store_parts
+from contracts.run_record import RunRecordError, read_run_records
+from contracts.run_store import PART_GLOB, iter_store_records, part_manifest, store_parts
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def test_interrupted_import_resumes_to_the_same_store(tmp_path, tiny_release, mo
     monkeypatch.setattr(released, "parse_released_run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         import_released_to_store(tiny_release, tmp_path / "resumed", part_values=500)
-    kept = len(store_parts(tmp_path / "resumed"))
+    kept = len(list((tmp_path / "resumed").glob(PART_GLOB)))
     assert 0 < kept < clean.parts_written
     (tmp_path / "resumed" / ".part-99999.parquet.x.tmp").write_bytes(b"half a part")  # a write cut short
     monkeypatch.setattr(released, "parse_released_run", real)
@@ -151,3 +152,95 @@ def test_bench_times_every_step(tmp_path, capsys):
     assert (tmp_path / "tables" / "tables.md").exists() and (tmp_path / "claims.csv").exists()
     again = benchmark_release(tmp_path, 1, reps=20, max_instances=8)  # the tree is reused
     assert again["generate_seconds"] == result["generate_seconds"]
+
+
+def test_an_interrupted_import_is_not_read_as_the_whole_release(tmp_path, tiny_release, monkeypatch, capsys):
+    """A store killed after its first parts was read by `table` as complete (docs/reliability.md)."""
+    store = tmp_path / "runs.parquet"
+    real = released.parse_released_run
+    calls = []
+
+    def interrupted(path, root):
+        calls.append(path)
+        if len(calls) == 150:
+            raise KeyboardInterrupt  # as a kill: no cleanup code runs after it in the import
+        return real(path, root)
+
+    monkeypatch.setattr(released, "parse_released_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_released_to_store(tiny_release, store, part_values=500)
+    assert list(store.glob(PART_GLOB))  # some parts were written
+    assert main(["table", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the import into it did not finish" in err[0] and "again: it resumes" in err[0], err
+    with pytest.raises(RunRecordError, match="did not finish"):
+        list(iter_store_records(store))
+    monkeypatch.setattr(released, "parse_released_run", real)
+    assert main(["import-released", str(tiny_release), "-o", str(store)]) == 0  # resumes and completes it
+    assert len(list(iter_store_records(store, instance_scores=False))) == 360
+    (store / "store.json").unlink()  # a store that does not say it is complete is not read
+    with pytest.raises(RunRecordError, match="no store.json"):
+        store_parts(store)
+
+
+def test_another_tree_is_not_imported_into_a_store_of_the_first(tmp_path, tiny_release, capsys):
+    import shutil
+
+    store = tmp_path / "runs.parquet"
+    assert main(["import-released", str(tiny_release), "-o", str(store)]) == 0
+    other = tmp_path / "other" / "results"
+    shutil.copytree(tiny_release / "210m-mlm40-42k", other / "610m-mlm40-42k")
+    capsys.readouterr()
+    assert main(["import-released", str(other), "-o", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert f"{store}: holds the import of {tiny_release.resolve()}, not of {other.resolve()}" in err
+    assert {r.model for r in iter_store_records(store, instance_scores=False)} == {"210m-mlm40-42k"}
+
+
+SPECIAL_FILES = {
+    "a link to /dev/zero": (lambda path, outside: path.symlink_to("/dev/zero"), "links to /dev/zero, outside the tree"),
+    "a FIFO": (lambda path, outside: os.mkfifo(path), "a FIFO, not a regular file"),
+    "a link out of the tree": (lambda path, outside: path.symlink_to(outside), "outside the tree"),
+}
+
+
+def _limited():  # in the child: 4 GB of address space, so that old code reading /dev/zero fails, not the machine
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_FILES))
+def test_a_results_file_that_is_not_a_regular_file_of_the_tree_is_refused_unread(tmp_path, tiny_release, case):
+    """Was: /dev/zero read until memory ran out, a FIFO waited for ever, a link out of the tree was
+    imported silently (docs/reliability.md). Run in a child bounded in memory and time."""
+    import shutil
+    import subprocess
+    import sys
+
+    make, message = SPECIAL_FILES[case]
+    tree = tmp_path / "results"
+    shutil.copytree(tiny_release / "210m-mlm40-42k" / "SC" / "sst2", tree / "210m-mlm40-42k" / "SC" / "sst2")
+    target = tree / "210m-mlm40-42k" / "SC" / "sst2" / "lr1e-05_sd0" / "results.json"
+    outside = tmp_path / "outside.json"
+    shutil.move(target, outside)
+    make(target, outside)
+    argv = [sys.executable, "-m", "analysis", "import-released", str(tree), "-o", str(tmp_path / "runs.parquet")]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, preexec_fn=_limited)
+    assert result.returncode == 2, result.stderr[-2000:]
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and f"{target}: " in err[0] and message in err[0], err
+
+
+def test_a_second_import_into_a_store_in_use_refuses_and_touches_nothing(tmp_path, tiny_release, capsys):
+    from contracts.locks import folder_lock
+
+    store = tmp_path / "runs.parquet"
+    assert main(["import-released", str(tiny_release), "-o", str(store)]) == 0
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    capsys.readouterr()
+    with folder_lock(store, job="import-released"):  # as a live import holds it
+        assert main(["import-released", str(tiny_release), "-o", str(store)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{store} is in use by another import-released (pid {os.getpid()} on" in err[0], err
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before

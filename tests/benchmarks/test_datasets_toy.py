@@ -428,7 +428,13 @@ def test_world_training_splits_are_sized_for_one_epoch_budgets(world):
         ("hgissbkh/msmarco-pairs/default/train.jsonl", "ir_pairs"),
     ):
         assert len(raw[path]) == rows[kind], path
-    assert len(world["msmarco"].test.queries) == 39  # 40 TREC-like queries, one judged only non-relevant
+    # evaluation splits sized so that one untrained model is a fair per-task reference
+    evaluated = make_toy.WORLD_EVAL_ROWS
+    assert len(world["msmarco"].test.queries) == evaluated["msmarco"] - 1  # one judged only non-relevant
+    for name in ("sst2", "qqp", "mnli"):
+        assert len(world[name].test["label"]) == evaluated["sc"], name
+    assert len(raw["BeIR/nq/queries/queries.jsonl"]) == evaluated["nq"]
+    assert len(raw["hgissbkh/mldr-en/default/test.jsonl"]) == evaluated["mldr"]
 
 
 def test_world_qqp_pairs_another_question_on_the_same_topic_as_non_duplicates(world):
@@ -490,18 +496,56 @@ def test_world_corpus_gives_every_word_a_context_of_its_class():
         assert not words & opposite, sentence
 
 
-def test_world_corpus_covers_every_task_domain_in_short_documents():
-    """One or two sentences a document, of every kind in WORLD_KINDS in about its share: each task's
-    words and templates occur in pretraining (but not the IR pseudo-words, by design)."""
+def test_world_corpus_pages_stay_on_one_topic():
+    """A document is a page on one subject, several sentences long (docs/reproduce.md, "Toy
+    learning"): a review keeps one polarity, a news story comes back to its people, a glossary page
+    names one concept's terms; every task's domain is there."""
     rows = make_toy.world_corpus(3000)
     text = " ".join(row["text"] for row in rows)
     for marker in ("was born in", "founded", "chief executive", "How do i", "Why do people", "in the village"):
         assert marker in text, marker
-    assert max(len(row["text"].split()) for row in rows) < 60
-    vocabulary = make_toy.pseudo_words(make_toy._rng(0, "ir-vocabulary"), 400)
-    assert len(set(text.split()) & set(vocabulary)) < 4  # a few pseudo-words are English ("five")
-    shares = Counter(row["text"].startswith(("a ", "the ", "critics")) for row in rows)
-    assert 0.2 < shares[True] / len(rows) < 0.45  # sentiment documents (and a few "The ..." news)
+    words = [len(row["text"].split()) for row in rows]
+    assert 30 < sum(words) / len(words) < 60 and min(words) >= 8  # pages, not sentences
+    positive, negative = set(make_toy.POS_ADJ), set(make_toy.NEG_ADJ)
+    reviews = [set(row["text"].split()) for row in rows if set(row["text"].split()) & (positive | negative)]
+    assert len(reviews) > 400 and not any(r & positive and r & negative for r in reviews)
+    people = set(make_toy.FIRST) | set(make_toy.LAST)
+    stories = [row["text"].split() for row in rows if " said " in row["text"] or "Shares of" in row["text"]]
+    returning = [s for s in stories if max(Counter(w for w in s if w in people).values(), default=0) >= 2]
+    assert len(returning) > 0.6 * len(stories)
+    concepts = make_toy.Concepts.of(make_toy.ir_vocabulary())
+    term = {word: i for i, group in enumerate(concepts.groups) for word in group}
+    glossary = [[term[w] for w in row["text"].rstrip(".").split() if w in term] for row in rows]
+    glossary = [g for g in glossary if len(g) >= 5]
+    assert len(glossary) > 300
+    assert all(len(set(g)) == 1 for g in glossary)  # one concept's terms only, all four of them
+    for row in rows:
+        named = {w for w in row["text"].rstrip(".").split() if w in term}
+        if len(named) >= 4 and len({term[w] for w in named}) == 1:
+            assert named == set(concepts.groups[term[next(iter(named))]])
+
+
+def test_world_ir_evaluates_concepts_the_fine_tuning_pairs_never_use():
+    """The IR pseudo-words form concepts of four terms; MS MARCO training pairs use half of them,
+    every evaluation query and judged document the other half, and a query can use a term its
+    relevant document lacks (only the world corpus says which terms belong together)."""
+    concepts = make_toy.Concepts.of(make_toy.ir_vocabulary())
+    seen = {w for g in concepts.half(False).groups for w in g}
+    unseen = {w for g in concepts.half(True).groups for w in g}
+    assert not seen & unseen and len(seen) == len(unseen) == 200
+    raw = make_toy.build(world=True)
+    pairs = raw["hgissbkh/msmarco-pairs/default/train.jsonl"]
+    used = {w for row in pairs for w in (row["query"] + " " + row["positive"]).rstrip(".").split()}
+    assert used & seen and not used & unseen
+    queries = {row["_id"]: row["text"] for row in raw["BeIR/msmarco/queries/queries.jsonl"]}
+    corpus = {row["_id"]: row["text"] for row in raw["BeIR/msmarco/corpus/corpus.jsonl"]}
+    missing_term = 0
+    for qrel in raw["BeIR/msmarco-qrels/default/test.jsonl"]:
+        query = set(queries[str(qrel["query-id"])].split()) & (seen | unseen)
+        assert query <= unseen
+        if qrel["score"] == 3:
+            missing_term += bool(query - set(corpus[str(qrel["corpus-id"])].rstrip(".").split()))
+    assert missing_term > 5
 
 
 def test_world_corpus_cli_writes_rows_prepare_data_reads(tmp_path):

@@ -269,3 +269,19 @@ def test_local_matrix_survives_a_real_sigkill(model, tmp_path):
     records = list(iter_records_in([out]))
     assert sorted(r.seed for r in records) == [0, 1, 2, 3]
     assert all(sorted(p.name for p in d.iterdir()) == ["config.yaml", "record.json"] for d in run_dirs)
+
+
+def test_a_newline_in_an_sbatch_option_is_refused_before_anything_is_written(model, tmp_path, capsys):
+    """It became a shell line of its own in the submit script (docs/reliability.md)."""
+    from benchmarks.__main__ import main
+
+    script = tmp_path / "submit.sh"
+    argv = ["matrix", "--models", str(model), "--tasks", "sst2", "--data-root", str(TOY_DATA_ROOT)]
+    argv += ["--out", str(tmp_path / "out"), "--slurm-script", str(script)]
+    assert main([*argv, "--sbatch-option=--constraint=a100"]) == 0 and script.is_file()  # a valid option: written
+    script.unlink()
+    jobs = (tmp_path / "out" / "jobs.jsonl").stat().st_mtime_ns
+    assert main([*argv, "--sbatch-option", "--constraint=a100\ntouch PWNED"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sbatch-option '--constraint=a100\\ntouch PWNED': holds a newline" in err[0], err
+    assert not script.exists() and (tmp_path / "out" / "jobs.jsonl").stat().st_mtime_ns == jobs

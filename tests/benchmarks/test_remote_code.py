@@ -188,3 +188,25 @@ def test_an_own_head_gives_the_checkpoint_class_logits_on_the_same_body(with_hea
     with torch.no_grad():
         logits = tc.TokenClassifier(own, 3, own_head=True).eval().logits(batch)
         assert logits.shape == (1, 5, 3) and torch.allclose(logits, ours.logits(batch), atol=1e-6)
+
+
+def test_protocol_deltas_runs_no_shipped_code_unless_asked(tmp_path, capsys):
+    """It passed trust_remote_code=True to every run: a tampered modeling file in --model ran
+    without the user asking (docs/reliability.md)."""
+    from benchmarks import protocol_deltas
+
+    model = save_remote_code_model(tmp_path / "tampered")
+    marker = tmp_path / "RAN"
+    modeling = model / "modeling_sl_model.py"
+    modeling.write_text(f"open({str(marker)!r}, 'w').close()\n" + modeling.read_text())
+    world = tmp_path / "world"
+    (world / "tasks").mkdir(parents=True)
+    (world / "world.jsonl").write_text('{"text": "a b c"}\n')
+    out = tmp_path / "deltas"
+    assert protocol_deltas.main(["--world", str(world), "--model", str(model), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--trust-remote-code" in err[0], err
+    assert not marker.exists() and not out.exists()
+    # a checkpoint of ours loads without its shipped code; the `head` setting, which runs it, is left out
+    models = protocol_deltas.checkpoints(world, tmp_path / "ours", "ours", out)
+    assert "head" not in models and not (out / "models" / "ours-own-heads").exists()

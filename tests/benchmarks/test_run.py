@@ -410,3 +410,17 @@ def test_a_world_size_that_does_not_divide_the_batch_is_refused_before_writing(t
     with pytest.raises(RunError, match=re.escape(message)):
         run(cfg)
     assert not tmp_path.joinpath("bert").exists()
+
+
+def test_a_model_name_that_leaves_out_is_refused_before_anything_is_written(tiny, tmp_path, capsys):
+    """`--model-name ../../../x` wrote its record outside --out (docs/reliability.md)."""
+    from benchmarks.__main__ import main
+
+    out = tmp_path / "a" / "b" / "out"
+    argv = ["run", "--model", str(tiny["bert"]), "--task", "sst2", "--lr", "1e-3", "--seed", "0", "--max-steps", "1"]
+    argv += ["--data-root", str(TOY_DATA_ROOT), "--out", str(out)]
+    for name in ("../../../x", "..", "a/b", "x\ny"):
+        assert main([*argv, "--model-name", name]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"model name {name!r} (model_name) is not one folder name" in err[0], err
+    assert not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("config.yaml"))

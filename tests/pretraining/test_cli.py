@@ -1,6 +1,7 @@
 """`python -m pretraining` end to end on the embedded corpus, and its clear errors."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -151,3 +152,81 @@ def test_train_refuses_to_repeat_samples(tmp_path, embedded_data, capsys):
     assert cli(["train", str(config), "data.start_sample=100000000"]) == 2
     assert "start_sample lies beyond the data" in capsys.readouterr().err
     assert not (tmp_path / "long").exists()
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_settings_found_wrong_late_are_one_line_before_anything_is_written(tmp_path, embedded_data, capsys):
+    """optimizer.lr=-1 reached torch.optim and train.resume_interval=0 the first step, both after
+    config.yaml was written; a shard cut short was an IndexError mid-training (docs/reliability.md)."""
+    config = _write_config(tmp_path, embedded_data)
+    for override, message in (
+        ("optimizer.lr=-1", "optimizer.lr must be > 0, got -1.0"),
+        ("train.resume_interval=0", "train.resume_interval must be >= 1"),
+        ("train.keep_resume_checkpoints=0", "train.keep_resume_checkpoints must be >= 1, or -1"),
+    ):
+        assert cli(["train", str(config), override]) == 2
+        assert message in _one_line(capsys)
+    cut = tmp_path / "cut"
+    shutil.copytree(embedded_data, cut)
+    shard = next(cut.glob("*.mds.zstd"))
+    shard.write_bytes(shard.read_bytes()[:1000])
+    assert cli(["train", str(_write_config(tmp_path, cut, name="cut-run"))]) == 2
+    assert f"{shard}: 1000 bytes, index.json records" in _one_line(capsys)
+    assert not (tmp_path / "e2e").exists() and not (tmp_path / "cut-run").exists()
+
+
+def test_a_failed_attempt_that_saved_nothing_does_not_hold_its_run_dir_to_its_config(tmp_path, embedded_data, capsys):
+    from contracts.config import save_resolved_config
+
+    config = _write_config(tmp_path, embedded_data)
+    fixed = ["train.max_steps=4", "objective.switch_at=2", "train.checkpoint_steps=[4]"]
+    run_dir = tmp_path / "e2e"
+    save_resolved_config(load_pretrain_config(config, [*fixed, "optimizer.lr=0.5"]), run_dir)  # the failed attempt
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "ba2-rank0.pt").write_bytes(b"saved state")
+    assert cli(["train", str(config), *fixed]) == 2  # a checkpoint of the other config: refused, as before
+    assert "holds an unfinished run of another config" in _one_line(capsys)
+    shutil.rmtree(run_dir / "checkpoints")
+    assert cli(["train", str(config), *fixed]) == 0  # nothing saved: the corrected command runs
+    assert "saved no checkpoint or weights; starting this config afresh" in capsys.readouterr().out
+    assert (run_dir / FINISHED_FILE).exists() and len((run_dir / "loss.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_config_cannot_import_code_from_outside_composer_and_ours_unless_trusted(tmp_path, embedded_data, capsys):
+    """`train.callbacks: [{factory: os:system, ...}]` ran its command before any check (docs/reliability.md)."""
+    from pretraining.train import PretrainError, train
+
+    marker = tmp_path / "RAN"
+    hostile = [{"factory": "os:system", "kwargs": {"command": f"touch {marker}"}}]
+    config = _write_config(tmp_path, embedded_data, callbacks=hostile)
+    assert cli(["train", str(config)]) == 2
+    line = _one_line(capsys)
+    assert f"{config}: train.callbacks: factory 'os:system' is outside Composer" in line and "--trust-callbacks" in line
+    with pytest.raises(PretrainError, match="--trust-callbacks"):
+        train(load_pretrain_config(config))
+    assert not marker.exists() and not (tmp_path / "e2e").exists()
+    from pretraining.config import check_callbacks
+
+    ours = load_pretrain_config(config, ["train.callbacks=[{factory: 'composer.callbacks:SpeedMonitor'}]"])
+    check_callbacks(ours.train.callbacks, trust=False)  # Composer's (and this package's) need no flag
+
+
+def test_a_shard_corrupted_within_its_size_is_one_line_not_a_traceback(tmp_path, embedded_data, capsys):
+    """Same size as index.json records, other contents: an IndexError traceback mid-training."""
+    bad = tmp_path / "bad"
+    shutil.copytree(embedded_data, bad)
+    for raw in bad.glob("*.mds"):  # streaming's decompressed copies: read the corrupted archive instead
+        raw.unlink()
+    shard = next(bad.glob("*.mds.zstd"))
+    data = bytearray(shard.read_bytes())
+    data[1000:1100] = b"x" * 100
+    shard.write_bytes(bytes(data))
+    config = _write_config(tmp_path, bad, name="bad-run")
+    assert cli(["train", str(config), "train.max_steps=4", "objective.switch_at=2"]) == 2
+    line = _one_line(capsys)
+    assert f"{bad}: sample" in line and "cannot be read" in line and "verify-data" in line, line

@@ -58,6 +58,7 @@ def launch(ranks: int, config: Path, *overrides: str, timeout: float = 300) -> s
         "-m",
         "pretraining",
         "train",
+        "--trust-callbacks",  # RecordWindows lives in tests/, outside the packages a config may name freely
         str(config),
         *overrides,
     ]
@@ -139,7 +140,7 @@ def train_on(ranks: int, config: Path, run_dir: Path) -> None:
         from pretraining.config import load_pretrain_config
         from pretraining.train import train
 
-        train(load_pretrain_config(config, [f"run_dir={run_dir}"]))
+        train(load_pretrain_config(config, [f"run_dir={run_dir}"]), trust_callbacks=True)
     else:
         launch(ranks, config, f"run_dir={run_dir}")
 

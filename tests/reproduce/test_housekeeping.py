@@ -18,9 +18,10 @@ def test_a_second_reproduce_on_the_same_folder_refuses_before_writing(tmp_path, 
     out = tmp_path / "masking"
     with output_lock(out):
         assert cli.main(["--figure", "3", "--reduced", "--out", str(out)]) == 2
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # nothing else was written
     err = capsys.readouterr().err
     assert "is in use by another reproduce (pid" in err and "another output folder" in err
-    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # nothing else was written
+    assert not out.exists()  # the refused reproduce wrote nothing; the holder, which wrote nothing, tidied up
     with output_lock(out):  # released by the first holder
         pass
 

@@ -34,13 +34,16 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
 def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path)]))
     names = plan.model_names(cfg)
-    assert len(names) == 15 and "toy_m-mlm30-150" in names and "toy_l-clm-150" in names
-    body = plan.pretraining_config(cfg, "toy_l-mlm50-150")
+    assert len(names) == 15 and "toy_m-mlm30-250" in names and "toy_l-clm-250" in names
+    body = plan.pretraining_config(cfg, "toy_l-mlm50-250")
     assert body["model"]["preset"] == "toy_l" and body["objective"]["mlm_ratio"] == 0.5
-    assert body["train"]["max_steps"] == 150 and body["data"]["seq_len"] == 128
-    assert body["schedule"]["warmup"] == body["schedule"]["decay"] == 7  # 2k of 42k, as the paper's
+    assert body["train"]["max_steps"] == 250 and body["data"]["seq_len"] == 80
+    assert body["train"]["global_batch_size"] == 26 and body["optimizer"]["lr"] == 1e-3
+    assert body["schedule"]["warmup"] == body["schedule"]["decay"] == 12  # 2k of 42k, as the paper's
+    assert body["data"].get("windows", "random_split") == "random_split"  # the release's recipe
+    assert body["model"].get("attention_scope", "window") == "window"
     # the toy world: its corpus packed, its tokenizer, its tasks
-    assert body["data"]["path"] == str(tmp_path / "data" / "world-128")
+    assert body["data"]["path"] == str(tmp_path / "data" / "world-80")
     assert body["tokenizer"] == str(tmp_path / "data" / "toy-world" / "tokenizer")
     assert plan.task_data_root(cfg) == str(tmp_path / "data" / "toy-world" / "tasks")
     untrained = plan.random_init_models(cfg)
@@ -62,7 +65,8 @@ def test_loggers_reach_every_pretraining_and_fine_tuning_run_of_the_study(tmp_pa
     assert all(plan.pretraining_config(cfg, name)["loggers"] == wanted for name in plan.pretraining_runs(cfg))
     assert {str(j["config"]["loggers"]) for j in plan.finetune_jobs(cfg, check_models=False)} == {str(wanted)}
     default = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path), "--sizes", "toy_s"]))
-    assert "loggers" not in plan.pretraining_config(default, "toy_s-mlm40-150")  # the toy default: no tracker
+    # the toy default: no tracker
+    assert "loggers" not in plan.pretraining_config(default, f"toy_s-mlm40-{plan.TOY_PRETRAIN_STEPS}")
     assert {str(j["config"]["loggers"]) for j in plan.finetune_jobs(default, check_models=False)} == {"{}"}
 
 
@@ -130,4 +134,4 @@ def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
     for name in cpt:
         body = plan.pretraining_config(cfg, name)
         base_steps = int(body["init"]["path"].rsplit("step-", 1)[1])
-        assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 16
+        assert body["data"]["start_sample"] == base_steps * body["train"]["global_batch_size"] == 42 * 26

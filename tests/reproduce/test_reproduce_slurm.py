@@ -163,3 +163,17 @@ def test_matrix_expand_can_skip_the_model_check(tmp_path):
         expand(base, [future], ["sst2"], [1e-4], [0])
     jobs = expand(base, [future], ["sst2"], [1e-4], [0], check_models=False)
     assert [j["config"]["model"] for j in jobs] == [future]
+
+
+def test_a_newline_in_a_cluster_option_is_refused_before_any_script_is_written(tmp_path, capsys):
+    """A newline in sbatch_options (or partition, account, ...) became a shell line of its own in
+    every script (docs/reliability.md)."""
+    bad = tmp_path / "cluster.yaml"
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["sbatch_options"] = ["--constraint=a100\ntouch PWNED"]
+    bad.write_text(yaml.safe_dump(body))
+    out = tmp_path / "o"
+    assert cli.main(["--scale", "paper", "--out", str(out), "--cluster", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "sbatch_options '--constraint=a100\\ntouch PWNED'" in err[0], err
+    assert not out.exists()

@@ -13,8 +13,8 @@ from contracts.run_store import iter_records_in
 from reproduce import cli, local, plan
 
 # The CI mode of the CLI (--reduced), as a config: toy_s x (MLM-20, MLM-40, CLM), each pretrained
-# 150 steps on the toy world, and the untrained toy_s, x 12 tasks x 1 LR x 1 seed = 48 fine-tuning runs.
-MODELS = ["toy_s-mlm20-150", "toy_s-mlm40-150", "toy_s-clm-150"]
+# 250 steps on the toy world, and the untrained toy_s, x 12 tasks x 1 LR x 1 seed = 48 fine-tuning runs.
+MODELS = ["toy_s-mlm20-250", "toy_s-mlm40-250", "toy_s-clm-250"]
 RUNS = 4 * 12
 
 
@@ -67,6 +67,31 @@ def test_the_toy_reproduction_learns(reproduction):
     assert any(line.startswith("analysis:") and "learning: 12/12 tasks" in line for line in lines)
 
 
+def test_each_objective_beats_random_initialisation(reproduction):
+    """Issue 34 on the reduced grid: the CLM model's and the MLM models' 12-task averages are each at
+    least 8 points above the untrained toy_s, and CLM beats it on at least 10 of the 12 tasks. (The
+    MLM models lose the three IR tasks and MNLI to the untrained model: docs/reproduce.md, "Toy
+    learning"; the MLM per-task count is printed, not asserted.) On the toy world of short documents
+    this failed: toy_s MLM -3.4, CLM better on 5 of 12 tasks."""
+    cfg, out, _, lines = reproduction
+    table = pd.read_csv(out / "learning.csv")
+    rows = table[table["scope"] == "objective"].set_index("name")
+    assert sorted(rows.index) == ["toy_s clm", "toy_s mlm"]
+    cells = pd.read_csv(out / "cells.csv")
+    scores = cells[cells["dataset"] != "average"].pivot_table(index="model", columns="dataset", values="mean")
+    untrained = scores.loc["toy_s-random-init"]
+    for objective, models in (("clm", MODELS[2:]), ("mlm", MODELS[:2])):
+        row = rows.loc[f"toy_s {objective}"]
+        ours = scores.loc[models].mean()
+        assert row["pretrained"] == pytest.approx(scores.loc[models].mean(axis=1).mean())
+        assert row["margin"] == pytest.approx(row["pretrained"] - untrained.mean())
+        assert row["better_tasks"] == int((ours > untrained).sum()) and row["tasks"] == 12
+        assert row["margin"] >= 8, (objective, row["margin"])
+    assert rows.loc["toy_s clm", "better_tasks"] >= 10 and rows.loc["toy_s clm", "passes"]
+    line = next(line for line in lines if line.startswith("analysis:"))
+    assert "toy_s clm +" in line and "toy_s mlm +" in line
+
+
 def test_end_to_end_outputs(reproduction):
     cfg, out, timings, lines = reproduction
     assert set(timings) == {"data", "pretraining", "fine-tuning", "analysis"}
@@ -92,7 +117,7 @@ def test_end_to_end_outputs(reproduction):
             assert record.pretraining is None
             continue
         assert record.pretraining is not None and record.pretraining == parse_model_name(record.model)
-        assert record.pretraining.size == "toy_s" and record.pretraining.schedule_steps == 150
+        assert record.pretraining.size == "toy_s" and record.pretraining.schedule_steps == plan.TOY_PRETRAIN_STEPS
     assert len((out / "runs.jsonl").read_text().splitlines()) == len(records)
     # cells, tables, audit
     cells = pd.read_csv(out / "cells.csv")
@@ -105,9 +130,9 @@ def test_end_to_end_outputs(reproduction):
     assert sorted(p.name for p in (out / "tables").glob("extra_*.csv")) == sorted(f"extra_{t}.csv" for t in TASK_TYPES)
     assert list(pd.read_csv(out / "tables" / "extra_SC.csv")["Checkpoint"]) == ["toy_s-random-init"]
     table = pd.read_csv(out / "tables" / "table_02.csv").set_index("Checkpoint")
-    assert table.loc["toy_s-mlm40-150", "Setup"] == "210M MLM-40"
-    sst2 = cells[(cells["model"] == "toy_s-mlm40-150") & (cells["dataset"] == "sst2")].iloc[0]
-    assert table.loc["toy_s-mlm40-150", "SST-2"].startswith(f"{sst2['mean']:.2f}")
+    assert table.loc["toy_s-mlm40-250", "Setup"] == "210M MLM-40"
+    sst2 = cells[(cells["model"] == "toy_s-mlm40-250") & (cells["dataset"] == "sst2")].iloc[0]
+    assert table.loc["toy_s-mlm40-250", "SST-2"].startswith(f"{sst2['mean']:.2f}")
     assert table.loc["610m-mlm40-42k", "SST-2"] == "—"  # not run here, not filled from the paper
     audit = json.loads((out / "audit" / "audit.json").read_text())
     assert audit["cells"]["published"] == 800  # toy models are in no paper table: all "missing"

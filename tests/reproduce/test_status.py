@@ -18,6 +18,7 @@ from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FI
 from reproduce import cli
 from reproduce.housekeeping import LOCK_FILE
 from reproduce.plan import (
+    TOY_PRETRAIN_STEPS,
     ReproduceConfig,
     finetune_jobs,
     pretraining_config,
@@ -27,7 +28,7 @@ from reproduce.plan import (
 )
 from reproduce.status import format_duration, parse_holder, seconds_per_step
 
-STEPS = 150  # the toy masking study's pretraining length
+STEPS = TOY_PRETRAIN_STEPS  # the toy masking study's pretraining length
 STARTED = dt.datetime(2026, 11, 25, 3, 0, tzinfo=dt.timezone.utc)
 
 
@@ -144,8 +145,8 @@ def test_a_live_reproduce_makes_started_runs_running_with_an_eta(study, capsys):
     text = capsys.readouterr().out
     killed = study["names"][1]
     row = _section(text, "pretraining:")[killed]
-    # 0.5 s a step since the resume at step 41, 90 steps to go
-    assert row[1] == "running" and " ".join(row[5:]) == "45s"
+    # 0.5 s a step since the resume at step 41, STEPS - 60 steps to go
+    assert row[1] == "running" and " ".join(row[5:]) == format_duration((STEPS - 60) * 0.5)
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
     assert total[3] == "1" and total[5] == "0"  # the killed fine-tuning run counts as running
     assert not (out / "status").exists()

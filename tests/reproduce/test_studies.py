@@ -118,7 +118,7 @@ def test_toy_runs_export_only_the_steps_their_study_fine_tunes(tmp_path):
     masking = ReproduceConfig(out=str(tmp_path / "m"), sizes=("toy_m",), ratios=(0.4,), clm=False)
     # the registry run 610m-mlm40-42k also exports 1k-40k for the data-efficiency study
     assert registry.RUNS["610m-mlm40-42k"].checkpoint_steps
-    assert pretraining_config(masking, "toy_m-mlm40-150")["train"]["checkpoint_steps"] == []  # the final one only
+    assert pretraining_config(masking, "toy_m-mlm40-250")["train"]["checkpoint_steps"] == []  # the final one only
     efficiency = ReproduceConfig(out=str(tmp_path / "d"), study="data-efficiency", checkpoints=("610m-mlm40-42k-5000",))
     assert pretraining_config(efficiency, "toy_m-mlm40-42")["train"]["checkpoint_steps"] == [5]
     paper = ReproduceConfig(

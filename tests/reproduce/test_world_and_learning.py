@@ -33,13 +33,19 @@ def test_the_world_is_its_corpus_a_tokenizer_trained_on_it_and_the_world_tasks(w
     assert not list(folder.glob("*.partial"))
 
 
-def test_a_built_world_is_reused_and_one_built_otherwise_is_refused(world, tmp_path):
+def test_a_built_world_is_reused_and_one_built_otherwise_is_refused(world, tmp_path, monkeypatch):
     folder, manifest = world
     stamps = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     assert build_world(folder, documents=2000, vocab_size=1024) == manifest
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()} == stamps
     with pytest.raises(WorldError, match=r"built with \{'documents': 2000.* remove it"):
         build_world(folder, documents=3000, vocab_size=1024)
+    # a world written by another version of the generator is refused too, not reused
+    built = make_toy.WORLD_VERSION
+    monkeypatch.setattr(make_toy, "WORLD_VERSION", built + 1)
+    with pytest.raises(WorldError, match=rf"'version': {built}, .*\}}, not .*'version': {built + 1}\}}.*a fresh --out"):
+        build_world(folder, documents=2000, vocab_size=1024)
+    monkeypatch.undo()
     # same settings, another folder: the same bytes
     again = build_world(tmp_path / "again", documents=2000, vocab_size=1024)
     assert again == manifest
@@ -102,3 +108,30 @@ def test_a_task_below_the_margin_or_a_pretraining_that_does_not_help_fails_its_c
     # no untrained models: only the task rows
     alone = learning_table(cells, CHANCE, {"m-mlm40-150": "m"}, {})
     assert set(alone["scope"]) == {"task"} and alone["random_init"].isna().all()
+
+
+def test_each_objective_is_checked_against_random_initialisation_on_average_and_task_by_task():
+    """Issue 34's per-objective checks: the MLM models together and the CLM model apart, each at
+    least MIN_GAIN points above random initialisation on average and above it on 10 of 12 tasks
+    (here 2 of 2)."""
+    cells = _cells(
+        {
+            "toy_s-mlm20-150": {"sst2": 80.0, "nq": 38.0},  # MLM mean: sst2 +25, nq -1 -> +12 on average
+            "toy_s-mlm40-150": {"sst2": 74.0, "nq": 40.0},
+            "toy_s-clm-150": {"sst2": 61.0, "nq": 50.0},  # +9, +10
+            "toy_s-random-init": {"sst2": 52.0, "nq": 40.0},
+        }
+    )
+    pretrained = {m: "toy_s" for m in ("toy_s-mlm20-150", "toy_s-mlm40-150", "toy_s-clm-150")}
+    table = learning_table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
+    mlm, clm = table.loc[("objective", "toy_s mlm")], table.loc[("objective", "toy_s clm")]
+    assert mlm["pretrained"] == pytest.approx(58.0) and mlm["margin"] == pytest.approx(12.0)
+    assert (mlm["better_tasks"], mlm["tasks"], mlm["passes"]) == (1, 2, False)  # worse on nq
+    assert clm["margin"] == pytest.approx(9.5) and (clm["better_tasks"], clm["passes"]) == (2, True)
+    line = summary_line(table.reset_index())
+    assert "vs random initialisation (>= 8 points and 2/2 tasks: 1 fail): " in line
+    assert "toy_s clm +9.5 (2/2 tasks), toy_s mlm +12.0 (1/2 tasks)" in line
+    # a small gain on every task is not enough either
+    cells = _cells({"m-clm-150": {"sst2": 53.0, "nq": 41.0}, "m-random-init": {"sst2": 52.0, "nq": 40.0}})
+    table = learning_table(cells, CHANCE, {"m-clm-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
+    assert table.loc[("objective", "m clm"), "better_tasks"] == 2 and not table.loc[("objective", "m clm"), "passes"]
