@@ -3,11 +3,13 @@
 loss.jsonl and FINISHED.json, each fine-tuning run's record.json and error.txt; writes only the
 loss-curve PNG (--png). Works the same for a local reproduce and for the Slurm jobs of one.
 
-Pretraining run states: finished, running, interrupted (no live reproduce holds the folder and the run
-has no FINISHED.json: a rerun resumes it), pending. Fine-tuning run states: done (record written by
-the current or last reproduce), reused (record older than it: kept from an earlier one), failed
-(error.txt; its first line shown), running, interrupted, pending. Under Slurm (OUT/slurm, no local
-reproduce) a started run without its end marker counts as running: squeue tells whether its job is.
+Pretraining run states: finished, running, interrupted (started, not finished, and no live job holds
+its folder: a rerun resumes it), pending. Fine-tuning run states: done (record written by the current
+or last reproduce), reused (record older than it: kept from an earlier one), failed (error.txt; its
+first line shown), running, interrupted, pending. A run is running while a job holds its folder's
+lock (contracts.locks: `<run dir>/.lock`, removed when the job ends, left unlocked by kill -9): a
+holder on this host is checked by its pid; one on another host (a Slurm node) cannot be seen from
+here and counts as running, squeue tells whether its job still is.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from io import BytesIO
 from pathlib import Path
 
 from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE
+from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from contracts.provenance import atomic_write_bytes
 from reproduce.housekeeping import CONFIG_FILE, FINISHED_STUDY_FILE, LOCK_FILE
 from reproduce.plan import ReproduceError
@@ -131,17 +134,41 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def read_holder(out: Path) -> Holder:
-    lock = out / LOCK_FILE
-    text = lock.read_text() if lock.is_file() else ""
+def read_holder(lock: Path) -> Holder:
+    """The holder line of a lock file (a study's `.reproduce.lock`, a run's `.lock`); empty if none."""
+    try:
+        text = lock.read_text()
+    except OSError:
+        text = ""
     return parse_holder(text, socket.gethostname(), _pid_alive)
 
 
-def _started_state(live: bool) -> str:
-    return "running" if live else "interrupted"
+def started_state(run_dir: Path) -> str:
+    """A started run without its end marker: running while a job holds its folder's lock (a holder on
+    another host counts as running: it cannot be checked from here), else interrupted."""
+    lock = run_dir / RUN_LOCK_FILE
+    if not lock.is_file():
+        return "interrupted"
+    holder = read_holder(lock)
+    if holder.host is not None and holder.host != socket.gethostname():
+        return "running"
+    return "running" if holder.alive else "interrupted"
 
 
-def pretraining_status(cfg, live: bool) -> list[PretrainingRun]:
+def last_start(out: Path, holder: Holder) -> _dt.datetime | None:
+    """When the current or last reproduce of `out` started: its lock line (a running or killed one),
+    else its timings.json (a finished one removes its lock: finished minus the seconds of its stages)."""
+    if holder.since is not None:
+        return holder.since
+    try:
+        timings = json.loads((out / FINISHED_STUDY_FILE).read_text())
+        finished = _dt.datetime.fromisoformat(timings["finished"])
+        return finished - _dt.timedelta(seconds=sum(timings["seconds"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def pretraining_status(cfg) -> list[PretrainingRun]:
     from reproduce.plan import pretraining_config, pretraining_dir, pretraining_runs
 
     runs = []
@@ -153,7 +180,7 @@ def pretraining_status(cfg, live: bool) -> list[PretrainingRun]:
         if (run_dir / FINISHED_FILE).is_file():
             state = "finished"
         elif rows or (run_dir / RUN_CONFIG_FILE).is_file():
-            state = _started_state(live)
+            state = started_state(run_dir)
         else:
             state = "pending"
         pace = seconds_per_step(rows) if state == "running" else None
@@ -162,7 +189,7 @@ def pretraining_status(cfg, live: bool) -> list[PretrainingRun]:
     return runs
 
 
-def finetune_status(cfg, live: bool, since: _dt.datetime | None) -> list[FinetuneRun]:
+def finetune_status(cfg, since: _dt.datetime | None) -> list[FinetuneRun]:
     from benchmarks.run import RunConfig
     from contracts.config import config_from_dict
     from reproduce.plan import finetune_jobs
@@ -179,7 +206,7 @@ def finetune_status(cfg, live: bool, since: _dt.datetime | None) -> list[Finetun
         elif error.is_file():
             runs.append(FinetuneRun(job["id"], run_cfg.name, "failed", first_line(error.read_text())))
         elif run_dir.is_dir():
-            runs.append(FinetuneRun(job["id"], run_cfg.name, _started_state(live)))
+            runs.append(FinetuneRun(job["id"], run_cfg.name, started_state(run_dir)))
         else:
             runs.append(FinetuneRun(job["id"], run_cfg.name, "pending"))
     return runs
@@ -203,21 +230,20 @@ def status_report(out: Path) -> tuple[list[str], list[PretrainingRun]]:
         cfg = load_config(ReproduceConfig, config)
     except ConfigError as exc:
         raise ReproduceError(str(exc)) from None
-    holder = read_holder(out)
+    holder = read_holder(out / LOCK_FILE)
     slurm = (out / "slurm").is_dir() and not holder.alive
-    live = holder.alive or slurm
     if holder.alive:
         who = f"running: pid {holder.pid} on {holder.host} since {holder.since.isoformat()}"
     elif (out / FINISHED_STUDY_FILE).is_file():
         who = "finished (timings.json)"
     elif slurm:
-        who = "submitted to Slurm (OUT/slurm): started runs without their end marker count as running"
+        who = "jobs written for Slurm (OUT/slurm): squeue tells which still run"
     elif holder.since is not None:
         who = f"not running: the last reproduce (pid {holder.pid} on {holder.host}) started {holder.since.isoformat()}"
     else:
         who = "not running"
     lines = [f"study {cfg.study} ({cfg.scale} scale) in {out}: {who}", ""]
-    pretraining = pretraining_status(cfg, live)
+    pretraining = pretraining_status(cfg)
     rows = []
     for run in pretraining:
         last = run.rows[-1] if run.rows else {}
@@ -233,7 +259,7 @@ def status_report(out: Path) -> tuple[list[str], list[PretrainingRun]]:
             ]
         )
     lines += ["pretraining:", *table(["run", "state", "step", "tokens", "loss", "ETA"], rows), ""]
-    finetune = finetune_status(cfg, live, holder.since)
+    finetune = finetune_status(cfg, last_start(out, holder))
     by_model: dict[str, Counter] = {}
     for run in finetune:
         by_model.setdefault(run.model, Counter())[run.state] += 1

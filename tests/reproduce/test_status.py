@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE
+from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from reproduce import cli
 from reproduce.housekeeping import LOCK_FILE
 from reproduce.plan import (
@@ -59,6 +61,11 @@ def _write_run(run_dir: Path, body: dict, rows: list[dict], finished: bool) -> N
         (run_dir / FINISHED_FILE).write_text(json.dumps({"name": body["name"], "steps": len(rows)}))
 
 
+def _holder_line(pid: int, host: str | None = None) -> str:
+    """What contracts.locks writes into a lock file (left behind, unlocked, by kill -9)."""
+    return f"pid {pid} on {host or socket.gethostname()} since {STARTED.isoformat()}\n"
+
+
 def _dead_pid() -> int:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     return int(done.stdout)
@@ -67,7 +74,8 @@ def _dead_pid() -> int:
 @pytest.fixture
 def study(tmp_path):
     """A toy masking study (toy_s MLM-20, MLM-40 and CLM, 2 tasks, 1 LR x 1 seed) left by a reproduce
-    that was killed with kill -9 during pretraining, after an earlier invocation."""
+    killed with kill -9 while it trained the MLM-40 run and fine-tuned a run, after an earlier
+    invocation: every lock file it held is left behind, naming a pid that no longer runs."""
     cfg = ReproduceConfig(
         out=str(tmp_path / "masking"),
         sizes=("toy_s",),
@@ -98,9 +106,18 @@ def study(tmp_path):
     (dirs["failed"] / ERROR_FILE).write_text(
         "RuntimeError: CUDA out of memory\n\nTraceback (most recent call last):\n  ...\n"
     )
-    lock = Path(cfg.out) / LOCK_FILE
-    lock.write_text(f"pid {_dead_pid()} on {os.uname().nodename} since {STARTED.isoformat()}\n")
-    return {"cfg": cfg, "out": Path(cfg.out), "names": names, "jobs": jobs, "by_state": by_state}
+    dead = _dead_pid()
+    (Path(cfg.out) / LOCK_FILE).write_text(_holder_line(dead))
+    (pretraining_dir(cfg) / killed / RUN_LOCK_FILE).write_text(_holder_line(dead))
+    (dirs["interrupted"] / RUN_LOCK_FILE).write_text(_holder_line(dead))
+    return {
+        "cfg": cfg,
+        "out": Path(cfg.out),
+        "names": names,
+        "jobs": jobs,
+        "by_state": by_state,
+        "killed_dirs": [pretraining_dir(cfg) / killed, dirs["interrupted"]],
+    }
 
 
 def _section(text: str, title: str) -> dict[str, list[str]]:
@@ -137,9 +154,10 @@ def test_status_of_a_study_killed_mid_way_shows_what_is_done_and_what_is_not(stu
     assert {k: v for k, v in after.items() if k != "status/loss.png"} == before  # the study is only read
 
 
-def test_a_live_reproduce_makes_started_runs_running_with_an_eta(study, capsys):
+def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsys):
     out = study["out"]
-    (out / LOCK_FILE).write_text(f"pid {os.getpid()} on {os.uname().nodename} since {STARTED.isoformat()}\n")
+    for lock in (out / LOCK_FILE, *(d / RUN_LOCK_FILE for d in study["killed_dirs"])):
+        lock.write_text(_holder_line(os.getpid()))  # this process: alive
     png = out.parent / "elsewhere.png"
     assert cli.main(["status", str(out), "--png", str(png)]) == 0 and png.is_file()
     text = capsys.readouterr().out
@@ -150,6 +168,34 @@ def test_a_live_reproduce_makes_started_runs_running_with_an_eta(study, capsys):
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
     assert total[3] == "1" and total[5] == "0"  # the killed fine-tuning run counts as running
     assert not (out / "status").exists()
+    assert f"running: pid {os.getpid()}" in text.splitlines()[0]
+
+
+def test_a_run_held_on_another_host_counts_as_running(study, capsys):
+    """A Slurm node's lock cannot be checked from here: running (squeue tells)."""
+    for run_dir in study["killed_dirs"]:
+        (run_dir / RUN_LOCK_FILE).write_text(_holder_line(4242, host="gpu-node-17"))
+    assert cli.main(["status", str(study["out"])]) == 0
+    text = capsys.readouterr().out
+    assert _section(text, "pretraining:")[study["names"][1]][1] == "running"
+    assert _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"][3] == "1"
+
+
+def test_a_finished_study_tells_reused_records_from_its_timings(study, capsys):
+    """A reproduce that ends removes its lock: its start is timings.json's finish minus its stages."""
+    out = study["out"]
+    (out / LOCK_FILE).unlink()
+    for run_dir in study["killed_dirs"]:
+        (run_dir / RUN_LOCK_FILE).unlink()
+    finished = STARTED + dt.timedelta(seconds=300)
+    (out / "timings.json").write_text(
+        json.dumps({"finished": finished.isoformat(), "seconds": {"data": 100, "x": 200}})
+    )
+    assert cli.main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "finished (timings.json)" in text.splitlines()[0]
+    total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
+    assert total[1:3] == ["1", "1"] and total[5] == "1"  # done, reused; the killed run: interrupted
 
 
 def test_status_of_a_folder_that_is_no_study_is_one_line(tmp_path, capsys):
