@@ -51,6 +51,13 @@ class TrainSettings:
     device: str = "auto"  # auto | cpu | gpu
     accumulate_inside_loss: bool = False  # IR: micro-batching is done by the loss (GradCache)
     max_grad_norm: float | None = 1.0  # clip the global gradient norm to this before a step; None: no clipping
+    # The release's Hugging Face Trainer schedule (docs/protocol.md, "Choices" 22): steps per epoch
+    # of micro-batches of RELEASE_DEVICE_BATCH accumulated to batch_size, rounded down; warmup
+    # ceil(fraction x steps); LambdaLR timing (update n at the schedule's value at n - 1).
+    hf_schedule: bool = False
+
+
+RELEASE_DEVICE_BATCH = 4  # the release's per_device_train_batch_size (accumulated to 32)
 
 
 def resolve_device(device: str) -> str:
@@ -70,8 +77,14 @@ def resolve_precision(precision: str, device: str) -> str:
 
 
 def training_steps(settings: TrainSettings, n_examples: int) -> int:
-    """Number of optimizer steps: max_steps, capped at one epoch when `one_epoch`."""
+    """Number of optimizer steps: max_steps, capped at one epoch when `one_epoch`. An epoch is
+    ceil(n / batch_size) steps, or under `hf_schedule` the Hugging Face Trainer's count: its
+    dataloader's micro-batches of RELEASE_DEVICE_BATCH over the accumulation steps, rounded down
+    (at least 1; at most one step fewer)."""
     per_epoch = max(1, math.ceil(n_examples / settings.batch_size))
+    if settings.hf_schedule:
+        accumulation = max(1, settings.batch_size // RELEASE_DEVICE_BATCH)
+        per_epoch = max(1, math.ceil(n_examples / RELEASE_DEVICE_BATCH) // accumulation)
     if settings.one_epoch:
         return per_epoch if settings.max_steps is None else min(per_epoch, settings.max_steps)
     if settings.max_steps is None:
@@ -211,7 +224,7 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
     from composer.optim import LinearWithWarmupScheduler
 
     from pretraining.monitoring import monitor_callbacks
-    from pretraining.schedule import AtStepEnd
+    from pretraining.schedule import AtStepEnd, AtStepStart
     from pretraining.train import close_trainer
 
     losses: list[float] = []
@@ -222,12 +235,16 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         def batch_end(self, state, logger):
             losses.append(state.total_loss_dict["loss/train/total"])
 
+    if settings.hf_schedule:  # TrainingArguments.get_warmup_steps rounds up; LambdaLR's timing
+        schedule, warmup = AtStepStart, f"{math.ceil(settings.warmup_fraction * steps)}ba"
+    else:
+        schedule, warmup = AtStepEnd, f"{settings.warmup_fraction}dur"
     trainer = Trainer(
         model=composer_model(module),
         train_dataloader=loader,
         max_duration=f"{steps}ba",
         optimizers=optimizer,
-        schedulers=AtStepEnd(LinearWithWarmupScheduler(t_warmup=f"{settings.warmup_fraction}dur", alpha_f=0.0)),
+        schedulers=schedule(LinearWithWarmupScheduler(t_warmup=warmup, alpha_f=0.0)),
         step_schedulers_every_batch=True,
         device=device,
         precision=precision,

@@ -22,10 +22,10 @@ until every IR evaluation of it (`nq`, `mldr_en`) has its record.
 harness's heads, inputs and metrics) or `standard`. The record holds the scores under it
 (`validation_score`, `test_score`, `test_instance_scores`, `protocol`, `metric`) and, where the
 same predictions serve the other protocol's metric (SC, TC, IR), those scores in `other_scores`.
-A run directory holds one protocol: a different protocol needs another `out`. Four settings where
+A run directory holds one protocol: a different protocol needs another `out`. Five settings where
 the release and the better-known convention part (`max_grad_norm`, `ir_eval_encoding`,
-`tc_whitespace_tokens`, `head`; docs/protocol.md, "Choices" 18-21) are fields of their own, null
-meaning the protocol's choice; the values a run used are in its provenance (`protocol_choices`).
+`tc_whitespace_tokens`, `head`, `release_quirks`; docs/protocol.md, "Choices" 18-22) are fields of
+their own, null meaning the protocol's choice; the values a run used are in its provenance (`protocol_choices`).
 
 `trust_remote_code` is the one switch that lets a checkpoint's own model code run (the paper's
 released checkpoints and EuroBERT ship theirs, docs/export.md); off, such a checkpoint is an error.
@@ -103,12 +103,13 @@ class RunConfig:
     trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
     save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
     save_weights: bool = False  # keep the fine-tuned weights in model/ (else only IR's, until evaluated)
-    # Where the release and the better-known convention part (docs/protocol.md, "Choices" 18-21).
+    # Where the release and the better-known convention part (docs/protocol.md, "Choices" 18-22).
     # null: the protocol's choice (benchmarks.kinds.PROTOCOL_CHOICES), recorded in the provenance.
     max_grad_norm: float | None = 1.0  # clip the gradient norm before each step (HF Trainer default); null: never
     ir_eval_encoding: Literal["sentence_transformers", "as_training"] | None = None  # IR evaluation inputs
     tc_whitespace_tokens: Literal["next_word", "ignore"] | None = None  # TC whitespace-only sub-tokens
     head: Literal["own", "package"] | None = None  # SC/TC/QA: the checkpoint's own head class, or ours
+    release_quirks: bool | None = None  # the release's LR timing, steps per epoch, QA positions (Choice 22)
     # Experiment trackers the training logs to, by name (contracts.loggers, docs/watching.md)
     loggers: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -398,7 +399,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     from benchmarks.datasets import load_task_data
     from benchmarks.finetune import TrainSettings, check_last_batch, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind, own_head_class, protocol_choice
-    from benchmarks.kinds.checkpoint import shipped_classes
+    from benchmarks.kinds.checkpoint import own_head_source, package_head_source
     from benchmarks.kinds.common import (
         EvalContext,
         load_backbone,
@@ -430,8 +431,12 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     # The head: the checkpoint's own task model (loaded with its head, seeded like ours) or ours
     head_class = own_head_class(spec.task_type, cfg.protocol)
     head = None if head_class is None else protocol_choice("head", cfg.protocol, cfg.head)
-    if head == "own_if_shipped":
-        head = "own" if head_class in shipped_classes(source) else "package"
+    head_source = None
+    if head == "own_if_shipped":  # as the release: the class its code defines, auto_map or not
+        head_source = own_head_source(source, head_class)
+        head = "own" if head_source else "package"
+        if head_source is None and rank == 0:
+            print(f"head: {source} defines no {head_class} class in its code; using this package's head")
     tokenizer = load_tokenizer(source, cfg.trust_remote_code)
     if head == "own":
         reproducibility.seed_all(cfg.seed)  # the own head is initialised as it loads
@@ -459,19 +464,27 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         trust_remote_code=cfg.trust_remote_code,
         tc_whitespace_tokens=cfg.tc_whitespace_tokens,
         head=head or "package",
+        release_quirks=cfg.release_quirks,
     )
     ir, st = spec.task_type == "IR", settings.ir_eval_encoding == "sentence_transformers"
-    extra["protocol_choices"] = {  # the resolved settings of docs/protocol.md, "Choices" 18-21
+    extra["protocol_choices"] = {  # the resolved settings of docs/protocol.md, "Choices" 18-22
         "max_grad_norm": cfg.max_grad_norm if trains else None,
         "ir_eval_encoding": settings.ir_eval_encoding if ir else None,
         "ir_eval_max_length": (full_length if st else max_length) if ir else None,
         "tc_whitespace_tokens": settings.tc_whitespace_tokens if spec.task_type == "TC" else None,
         "head": head,
+        "release_quirks": settings.release_quirks,
     }
     device_type = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device_type)
     reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too
     module = kind.build_module(backbone, data, settings)
+    if head == "own":
+        head_source = head_source or own_head_source(source, head_class)
+    elif head == "package":
+        head_source = package_head_source(module)
+    if head_source is not None:
+        extra["head_source"] = head_source.to_dict()
     if cfg.protocol == "paper" and precision == "amp_bf16":
         module.to(torch.bfloat16)  # the release loads (and so fine-tunes) the whole model in bf16
     extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
@@ -492,6 +505,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
             device=cfg.device,
             accumulate_inside_loss=spec.task_type == "IR",
             max_grad_norm=cfg.max_grad_norm,
+            hf_schedule=settings.release_quirks,
         )
         try:
             check_last_batch(len(features), train_settings, world_size)

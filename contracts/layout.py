@@ -29,6 +29,7 @@ CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PATTERN = "ba{batch}-rank{rank}.pt"  # Composer's save_filename
 LATEST_CHECKPOINT_PATTERN = "latest-rank{rank}.pt"  # Composer's save_latest_filename (-> the newest)
 EXPORTS_DIR = "hf"
+BRANCHES_DIR = "branches"  # full-state checkpoints kept for decay branches (train.branch_steps)
 FINISHED_FILE = "FINISHED.json"
 
 # fine-tuning run directory
@@ -45,6 +46,11 @@ def export_dir(run_dir: str | Path, step: int) -> Path:
 def latest_checkpoint(run_dir: str | Path) -> Path:
     """Rank 0's link to the newest full-state checkpoint: <run_dir>/checkpoints/latest-rank0.pt."""
     return Path(run_dir) / CHECKPOINTS_DIR / LATEST_CHECKPOINT_PATTERN.format(rank=0)
+
+
+def branch_state(run_dir: str | Path, step: int) -> Path:
+    """Rank 0's full-state checkpoint kept at `step` for decay branches: <run_dir>/branches/ba<step>-rank0.pt."""
+    return Path(run_dir) / BRANCHES_DIR / CHECKPOINT_PATTERN.format(batch=step, rank=0)
 
 
 def format_lr(lr: float) -> str:

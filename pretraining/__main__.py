@@ -45,7 +45,7 @@ def _configs(args) -> int:
     if not args.name:
         print("configs: give a checkpoint NAME or --list", file=sys.stderr)
         return 2
-    kwargs = {"scale": args.scale, "runs_root": args.runs_root}
+    kwargs = {"scale": args.scale, "runs_root": args.runs_root, "cpt_recipe": args.cpt_recipe}
     if args.data_path:
         kwargs["data_path"] = args.data_path
     if args.tokenizer:
@@ -141,6 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_argument("name", nargs="?", help="released name, e.g. 610m-clm-10k-mlm40-42k")
     configs.add_argument("--list", action="store_true", help="list the 50 names")
     configs.add_argument("--scale", choices=["paper", "toy"], default="paper")
+    configs.add_argument(
+        "--cpt-recipe",
+        choices=["separate", "branches"],
+        default="separate",
+        help="CPT runs: each length from the base (default), or one run per base with decay branches",
+    )
     configs.add_argument("--runs-root", default="runs", help="folder holding run directories")
     configs.add_argument("--data-path", help="prepared data folder (data.path)")
     configs.add_argument("--tokenizer", help="tokenizer name or path")

@@ -9,8 +9,11 @@ loss at labelled positions only, backward, grad-norm clip 1.0, torch AdamW, WSD 
 FLOPs per step (reported with MFU when the peak is known):
   6N:        6 x N x tokens, N = every parameter except the input embedding (the LM head counted
              at every position, although MLM applies it only at the masked ones)
-  attention: 12 x layers x hidden x seq_len x tokens (QK^T and AV, forward + backward, the full
-             L x L square as computed with a dense mask; PaLM appendix B convention)
+  attention: 12 x layers x hidden x (query, key) pairs that attend (QK^T and AV, forward +
+             backward; PaLM appendix B convention): per row the sum of its segments' squared
+             lengths (the windows, or their documents under --scope document), 2/3 of the full
+             seq_len^2 square in expectation for two random windows; the dense-mask kernel computes
+             the whole square, the useful work is the segments'
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 import torch
 
 from pretraining.data.windows import attention_segments, window_ids
+from pretraining.flops import attention_pairs as attended_pairs  # the count SpeedMonitor's MFU uses
 from pretraining.modeling import ATTENTION_BACKENDS, MlmClmForLM
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
@@ -74,7 +78,9 @@ def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int
             starts = torch.nonzero(torch.diff(docs[b], prepend=docs[b, :1] - 1)).flatten()
             ids[b, starts] = BOS
         index = torch.arange(i * batch, (i + 1) * batch)
-        windows = torch.from_numpy(window_ids(index.tolist(), seq_len, "random_split", seed, min(12, seq_len // 2)))
+        pieces = [torch.bincount(row).numpy() for row in docs]  # as the loader: early end at a document end
+        windows = window_ids(index.tolist(), seq_len, "random_split", seed, min(12, seq_len // 2), pieces)
+        windows = torch.from_numpy(windows)
         out.append({"input_ids": ids, "document_ids": docs, WINDOW_IDS: windows, SAMPLE_INDEX: index})
     return out
 
@@ -118,7 +124,7 @@ def run_plain(args) -> dict:
     total = args.warmup_steps + args.steps
     batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
     is_causal = args.objective == "clm"
-    start = None
+    start, pairs = None, _timed_pairs(batches, args)
     for step, raw in enumerate(batches):
         if step == args.warmup_steps:
             _sync(device)
@@ -134,7 +140,7 @@ def run_plain(args) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     _sync(device)
-    return _report(args, cfg, device, bf16, "plain", time.perf_counter() - start)
+    return _report(args, cfg, device, bf16, "plain", time.perf_counter() - start, pairs)
 
 
 def run_composer(args) -> dict:
@@ -186,7 +192,8 @@ def run_composer(args) -> dict:
     )
     trainer.fit()
     trainer.close()
-    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"])
+    pairs = _timed_pairs(batches, args)
+    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"], pairs)
 
 
 def _effective_attention(requested: str, device: str) -> str:
@@ -198,12 +205,18 @@ def _effective_attention(requested: str, device: str) -> str:
     return requested if usable else "sdpa (flash-attn 2 not available)"
 
 
-def _report(args, cfg, device, bf16, path, seconds) -> dict:
+def _timed_pairs(batches: list[dict], args) -> int:
+    """Attended (query, key) pairs over the timed steps (the batches after the untimed warmup)."""
+    timed = batches[args.warmup_steps :]
+    return sum(attended_pairs(attention_segments(b[WINDOW_IDS], b["document_ids"], args.scope)) for b in timed)
+
+
+def _report(args, cfg, device, bf16, path, seconds, pairs: int) -> dict:
     counts = closed_form_parameter_count(cfg)
     tokens = args.steps * args.batch_size * args.seq_len
     n = counts["total"] - counts["embedding"]
     flops_6n = 6 * n * tokens
-    flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * args.seq_len * tokens
+    flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * pairs
     row = {
         "path": path + ("+compile" if args.compile and path == "plain" else ""),
         "preset": args.preset,
@@ -221,6 +234,7 @@ def _report(args, cfg, device, bf16, path, seconds) -> dict:
         "params_N": n,
         "flops_6N_per_s": flops_6n / seconds,
         "flops_attention_per_s": flops_attn / seconds,
+        "attended_share": round(pairs / (tokens * args.seq_len), 4),  # of the full seq_len^2 square
     }
     peak = args.peak_tflops * 1e12 if args.peak_tflops else None
     if peak is None and device == "cuda":

@@ -165,6 +165,9 @@ class TrainConfig:
     device_microbatch_size: int | None = None  # None: the whole per-rank batch at once
     seed: int = 17
     checkpoint_steps: tuple[int, ...] = ()  # weights exported as HF dirs at these steps
+    # full-state checkpoints kept at these steps in <run_dir>/branches/ (contracts.layout.branch_state):
+    # a decay branch starts there with init.kind full_state (the CPT branches, pretraining/registry.py)
+    branch_steps: tuple[int, ...] = ()
     resume_interval: int = 1000  # full-state Composer checkpoints for autoresume
     keep_resume_checkpoints: int = 2
     precision: Literal["auto", "fp32", "amp_bf16"] = "auto"  # auto: amp_bf16 on GPU, fp32 on CPU
@@ -244,6 +247,9 @@ class PretrainConfig:
         bad = [c for c in t.checkpoint_steps if not 0 < c <= t.max_steps]
         if bad:
             raise ValueError(f"train.checkpoint_steps {bad} are outside (0, {t.max_steps}]")
+        bad = [c for c in t.branch_steps if not 0 < c < t.max_steps]
+        if bad:
+            raise ValueError(f"train.branch_steps {bad} are outside (0, {t.max_steps}): a branch starts before the end")
 
 
 def run_identity(body: dict) -> dict:

@@ -38,6 +38,8 @@ AUTO_MAP = {
     "AutoModel": f"{_MODULE}.{MlmClmModel.__name__}",
     "AutoModelForMaskedLM": f"{_MODULE}.{MlmClmForLM.__name__}",
     "AutoModelForCausalLM": f"{_MODULE}.{MlmClmForLM.__name__}",
+    # the task heads (EuroBERT-style), so that `head: own` means something for our exports
+    **{auto.__name__: f"{_MODULE}.{head.__name__}" for auto, head in modeling.HEAD_CLASSES.items()},
 }
 
 

@@ -30,10 +30,19 @@ from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     PretrainedConfig,
     PreTrainedModel,
 )
-from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    MaskedLMOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
 
 MODEL_TYPE = "mlmclm_llama"
 IGNORE_INDEX = -100
@@ -282,6 +291,8 @@ class MlmClmPreTrainedModel(PreTrainedModel):
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
             module.weight.data.normal_(mean=0.0, std=std)
+            if getattr(module, "bias", None) is not None:  # the task heads' (the body has none)
+                module.bias.data.zero_()
         elif isinstance(module, RMSNorm):
             module.weight.data.fill_(1.0)
 
@@ -374,9 +385,85 @@ class MlmClmForLM(MlmClmPreTrainedModel):
         return MaskedLMOutput(loss=loss, logits=logits)
 
 
+# Task heads, shaped as EuroBERT's public remote code (its ForSequenceClassification: pooling ->
+# dense -> GELU -> classifier; ForTokenClassification: a linear layer): what the paper's released
+# checkpoints most likely shipped (docs/protocol.md, Choice 21). The released harness fine-tunes
+# QA as a 2-label token classification (ForTokenClassification); ForQuestionAnswering is the span
+# head of the standard protocol. Attention follows `is_causal` as the body's (benchmarks set it off).
+
+
+class MlmClmForSequenceClassification(MlmClmPreTrainedModel):
+    """Body -> pooling (`config.clf_pooling`: "mean" over the real tokens, the paper's, or "bos":
+    the first token) -> dense -> GELU -> classifier."""
+
+    def __init__(self, config: MlmClmConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = MlmClmModel(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.GELU()
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs) -> SequenceClassifierOutput:
+        hidden = self.model(input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        if getattr(self.config, "clf_pooling", "mean") == "bos":
+            pooled = hidden[:, 0]
+        else:
+            mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+            mask = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        logits = self.classifier(self.activation(self.dense(pooled)))
+        loss = None if labels is None else F.cross_entropy(logits.float(), labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+class MlmClmForTokenClassification(MlmClmPreTrainedModel):
+    """Body -> a linear layer per token (the release's QA: 2 labels, inside / outside the answer)."""
+
+    def __init__(self, config: MlmClmConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = MlmClmModel(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask=None, labels=None, **kwargs) -> TokenClassifierOutput:
+        hidden = self.model(input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        logits = self.classifier(hidden)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return TokenClassifierOutput(loss=loss, logits=logits)
+
+
+class MlmClmForQuestionAnswering(MlmClmPreTrainedModel):
+    """Body -> a linear layer giving start and end logits per token (span extraction)."""
+
+    def __init__(self, config: MlmClmConfig):
+        super().__init__(config)
+        self.model = MlmClmModel(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask=None, **kwargs) -> QuestionAnsweringModelOutput:
+        hidden = self.model(input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
+        start, end = self.qa_outputs(hidden).unbind(-1)
+        return QuestionAnsweringModelOutput(start_logits=start, end_logits=end)
+
+
+HEAD_CLASSES = {
+    AutoModelForSequenceClassification: MlmClmForSequenceClassification,
+    AutoModelForTokenClassification: MlmClmForTokenClassification,
+    AutoModelForQuestionAnswering: MlmClmForQuestionAnswering,
+}
+
+
 def register_auto_classes() -> None:
     """Make the Auto classes load model_type "mlmclm_llama" with the classes of this module."""
     AutoConfig.register(MODEL_TYPE, MlmClmConfig, exist_ok=True)
     AutoModel.register(MlmClmConfig, MlmClmModel, exist_ok=True)
     AutoModelForMaskedLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
     AutoModelForCausalLM.register(MlmClmConfig, MlmClmForLM, exist_ok=True)
+    for auto, head in HEAD_CLASSES.items():
+        auto.register(MlmClmConfig, head, exist_ok=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from contracts.layout import export_dir
+from contracts.layout import branch_state, export_dir
 from contracts.model_names import (
     biphasic_name,
     cpt_name,
@@ -58,6 +58,9 @@ from contracts.paper import (
     TOY_STEP_DIVISOR,
     WARMUP_STEPS,
 )
+from pretraining.data.windows import EARLY_END, MIN_WINDOW
+
+DATA_SEED = TRAIN_SEED = 17  # the package's seeds (the paper gives none)
 
 
 @dataclass(frozen=True)
@@ -169,58 +172,119 @@ def scale_steps(steps: int, scale: str) -> int:
     return steps if scale == "paper" else max(1, steps // TOY_STEP_DIVISOR)
 
 
+CPT_RECIPES = ("separate", "branches")
+CPT_SHARED_WARMUP = min(WARMUP_STEPS, min(CPT_STEPS) // 10)  # branches: one warmup for all three lengths
+
+
+def cpt_main_run(run: RunSetup) -> RunSetup:
+    """The CPT run of `run`'s base that the `branches` recipe trains in full (the longest)."""
+    return max((r for r in RUNS.values() if r.cpt_base == run.cpt_base), key=lambda r: r.max_steps)
+
+
+def cpt_branch_step(run: RunSetup, scale: str) -> int:
+    """`branches`: the step of the main CPT run whose kept state a shorter CPT run continues from:
+    the last step whose next LR is still the peak in both schedules (T - decay - 1); 0 when the
+    branch starts at the base itself (toy: 2 steps)."""
+    return max(0, scale_steps(run.max_steps, scale) - scale_steps(run.decay, scale) - 1)
+
+
 def config_dict(
     run: RunSetup,
     scale: str = "paper",
     runs_root: str = "runs",
     data_path: str | None = None,
     tokenizer: str | None = None,
+    cpt_recipe: str = "separate",
 ) -> dict:
-    """The YAML body (a PretrainConfig) of `run` at `scale`."""
+    """The YAML body (a PretrainConfig) of `run` at `scale`, every setting written out: a changed
+    default of the config classes never changes a written run (tests/pretraining/test_paper_configs.py
+    pins the 50 paper configs). `cpt_recipe` (CPT runs only): `separate` trains each CPT length from
+    the decayed base with its own schedule; `branches` trains the longest one per base and continues
+    the shorter ones from its kept state, each decaying at its own end (docs/pretraining.md)."""
     if scale not in ("paper", "toy"):
         raise ValueError(f"scale {scale!r} is not paper or toy")
+    if cpt_recipe not in CPT_RECIPES:
+        raise ValueError(f"cpt_recipe {cpt_recipe!r} is not one of {', '.join(CPT_RECIPES)}")
     s = lambda steps: scale_steps(steps, scale)  # noqa: E731
     paper = scale == "paper"
-    objective = {"kind": run.objective}
-    if run.objective != "clm":
-        objective["mlm_ratio"] = run.mlm_ratio
-        objective["replace"] = [1.0, 0.0, 0.0]
-    if run.switch_at is not None:
-        objective["switch_at"] = s(run.switch_at)
+    objective = {  # a CLM run never masks: its ratio is the unused default, written all the same
+        "kind": run.objective,
+        "mlm_ratio": run.mlm_ratio,
+        "replace": [1.0, 0.0, 0.0],
+        "switch_at": None if run.switch_at is None else s(run.switch_at),
+    }
     run_name = lambda r: r.name if paper else f"{r.name}-toy"  # noqa: E731
     global_batch_size = PRETRAIN_BATCH_SEQUENCES if paper else TOY_BATCH_SEQUENCES
     data = {
         "path": data_path or (PAPER_DATA_PATH if paper else f"{runs_root}/data/embedded-{TOY_SEQ_LEN}"),
+        "cache_dir": None,
         "seq_len": MAX_CONTEXT if paper else TOY_SEQ_LEN,
+        "shuffle": True,
+        "shuffle_seed": DATA_SEED,
+        "shuffle_algo": "py1e",
+        "shuffle_block_size": None,
+        "num_canonical_nodes": 1,
+        "predownload": None,
+        "cache_limit": None,
+        "download_retry": 2,
+        "download_timeout": 60.0,
+        "drop_last": True,
+        "start_sample": 0,
+        "allow_repeats": False,
+        "windows": "random_split",  # the release's two windows per block (docs/choices.md)
+        "min_window": MIN_WINDOW,
+        "window_early_end": EARLY_END,  # the release's packer: a window ends at a document end near its split
     }
     init = {"path": None, "kind": "weights"}
+    warmup, branch_steps = s(run.warmup), []
     if run.cpt_base is not None:
         base = RUNS[run.cpt_base]
         init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
         data["start_sample"] = s(base.max_steps) * global_batch_size  # after the base run's data
+        if cpt_recipe == "branches":
+            warmup, main = s(CPT_SHARED_WARMUP), cpt_main_run(run)
+            if run is main:  # keeps the states the shorter CPT runs of its base continue from
+                shorter = [r for r in RUNS.values() if r.cpt_base == run.cpt_base and r is not run]
+                branch_steps = sorted({cpt_branch_step(r, scale) for r in shorter} - {0})
+            elif cpt_branch_step(run, scale) > 0:
+                init = {"path": str(branch_state(f"{runs_root}/{run_name(main)}", cpt_branch_step(run, scale)))}
+                init["kind"] = "full_state"
     return {
         "name": run_name(run),
         "run_dir": f"{runs_root}/{run_name(run)}",
         "tokenizer": tokenizer or ("meta-llama/Meta-Llama-3-8B" if paper else "embedded"),
         "data": data,
-        "model": {"preset": run.size if paper else TOY_SIZE[run.size], "attn_implementation": "sdpa"},
+        "model": {
+            "preset": run.size if paper else TOY_SIZE[run.size],
+            "attn_implementation": "sdpa",
+            "attention_scope": "window",  # the release: attention and positions per window
+        },
         "objective": objective,
         "optimizer": {
             "lr": 5e-4 if paper else TOY_PRETRAIN_LR,
             "betas": [0.9, 0.95],
             "eps": 1e-5,
             "weight_decay": 0.1,
+            "no_decay": "none",  # the release decays every parameter
             "grad_clip_norm": 1.0,
         },
-        "schedule": {"warmup": s(run.warmup), "decay": s(run.decay), "decay_shape": "linear", "alpha_f": 0.0},
+        "schedule": {"warmup": warmup, "decay": s(run.decay), "decay_shape": "linear", "alpha_f": 0.0},
         "train": {
             "max_steps": s(run.max_steps),
             "global_batch_size": global_batch_size,
+            "device_microbatch_size": None,
+            "seed": TRAIN_SEED,
             "checkpoint_steps": [s(c) for c in run.checkpoint_steps],
+            "branch_steps": branch_steps,
             "resume_interval": 1000 if paper else 10,
-            "seed": 17,
+            "keep_resume_checkpoints": 2,
             "precision": "auto",
+            "device": "auto",
             "fsdp": paper,
+            "compile": False,
+            "progress_bar": True,
+            "dataloader_workers": 0,
+            "callbacks": [],
         },
         "init": init,
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 DECAY_SHAPES = ("linear", "1-sqrt")
 
@@ -101,11 +102,22 @@ class AtStepEnd:
     """
 
     inner: Callable
+    steps_ahead: ClassVar[int] = 1  # step n runs at inner(n)
 
     def __call__(self, state, ssr: float = 1.0) -> float:
         trained = int(state.timestamp.batch.value) + (state.batch is not None)
-        at_step_end = _WithTimestamp(state, state.timestamp.copy(batch=trained + 1))
-        return self.inner(at_step_end, ssr)
+        at = _WithTimestamp(state, state.timestamp.copy(batch=trained + self.steps_ahead))
+        return self.inner(at, ssr)
+
+
+@dataclass(frozen=True)
+class AtStepStart(AtStepEnd):
+    """As AtStepEnd, but step n (1-based) runs at `inner` at batch n - 1: the timing of a PyTorch
+    LambdaLR stepped after each optimizer step (the Hugging Face Trainer's), whose first update
+    runs at the schedule's value at 0 (LR 0 under a warmup from 0) and whose last update runs one
+    step before the end of the decay (docs/protocol.md, "Choices", the release's quirks)."""
+
+    steps_ahead: ClassVar[int] = 0
 
 
 class _WithTimestamp:

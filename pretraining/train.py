@@ -25,6 +25,7 @@ from composer.core import DataSpec
 from composer.loggers import Logger
 from composer.models import ComposerModel
 from composer.utils import dist
+from composer.utils.checkpoint import save_checkpoint
 from torch.nn.parallel import DistributedDataParallel
 
 from contracts.config import ConfigError, config_to_dict, save_resolved_config
@@ -36,6 +37,7 @@ from contracts.layout import (
     LATEST_CHECKPOINT_PATTERN,
     LOSS_LOG_FILE,
     RUN_CONFIG_FILE,
+    branch_state,
     export_dir,
     latest_checkpoint,
 )
@@ -239,6 +241,27 @@ class ExportWeights(Callback):
             model = _unwrap(state.model).model
             weights = {k.removeprefix("model."): v for k, v in state_dict.items()}
             save_hf_directory(model, weights, target, self.tokenizer, {**self.metadata, "step": step})
+        dist.barrier()
+
+
+class KeepBranchStates(Callback):
+    """Keeps the full state (weights, optimizer, schedule and data position) at chosen steps in
+    <run_dir>/branches/, out of reach of the resume checkpoints' pruning: the decay branches of a
+    run start there (`init.kind: full_state`; the CPT branches, pretraining/registry.py). Written
+    with Composer's own save_checkpoint at the step's checkpoint event, as the resume checkpoints."""
+
+    def __init__(self, run_dir: Path, steps: Iterable[int]):
+        self.run_dir, self.steps = Path(run_dir), set(steps)
+
+    def batch_checkpoint(self, state: State, logger: Logger) -> None:
+        step = int(state.timestamp.batch.value)
+        target = branch_state(self.run_dir, step)
+        if step not in self.steps or target.exists():
+            return
+        partial = target.with_name(f"{target.stem}.partial-rank{{rank}}.pt")  # .pt: Composer reads the suffix
+        written = save_checkpoint(state, str(partial))  # collective: every rank calls it
+        if written and dist.get_global_rank() == 0:
+            Path(written).replace(target)
         dist.barrier()
 
 
@@ -511,6 +534,7 @@ def build_trainer(
     callbacks = [
         LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
         ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer, metadata),
+        KeepBranchStates(run_dir, t.branch_steps),
         *user_callbacks,
         *extra_callbacks,
         *(monitor_callbacks(cfg.monitor.window, cfg.monitor.peak_flops) if loggers else []),

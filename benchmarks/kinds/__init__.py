@@ -22,15 +22,21 @@ from types import ModuleType
 KINDS = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # task type -> module (imported on use)
 
 # The settings where the released harness and the better-known convention part (docs/protocol.md,
-# "Choices" 18-21): each protocol's choice, taken where a run config leaves the field null.
+# "Choices" 18-22): each protocol's choice, taken where a run config leaves the field null.
 # `own_if_shipped`: the checkpoint's own head class where its config.json names one, else ours.
 PROTOCOL_CHOICES = {
     "paper": {
         "ir_eval_encoding": "sentence_transformers",
         "tc_whitespace_tokens": "next_word",
         "head": "own_if_shipped",
+        "release_quirks": True,
     },
-    "standard": {"ir_eval_encoding": "as_training", "tc_whitespace_tokens": "ignore", "head": "package"},
+    "standard": {
+        "ir_eval_encoding": "as_training",
+        "tc_whitespace_tokens": "ignore",
+        "head": "package",
+        "release_quirks": False,
+    },
 }
 
 
@@ -67,9 +73,12 @@ class KindSettings:
     trust_remote_code: bool = False  # sentence_transformers: how it loads ir_model_dir
     tc_whitespace_tokens: str | None = None  # TC: next_word | ignore; None: the protocol's choice
     head: str = "package"  # SC/TC/QA: package (ours) | own (the backbone is the checkpoint's task model)
+    # The release's known quirks (docs/protocol.md, "Choices" 22); QA `paper`: argmax over every
+    # position of batches of 4, a cut answer's gold one position past the window. None: the protocol's
+    release_quirks: bool | None = None
 
     def __post_init__(self):
-        for name in ("ir_eval_encoding", "tc_whitespace_tokens"):
+        for name in ("ir_eval_encoding", "tc_whitespace_tokens", "release_quirks"):
             object.__setattr__(self, name, protocol_choice(name, self.protocol, getattr(self, name)))
 
 

@@ -3,8 +3,11 @@ for checkpoints that ship their own model code (docs/export.md)."""
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import importlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -77,28 +80,105 @@ def check_remote_code(model: str, trust_remote_code: bool) -> None:
         raise remote_code_error(model)
 
 
-def shipped_classes(model: str) -> dict:
-    """The classes a checkpoint ships with its own code: config.json's `auto_map` ({} if none)."""
+def _model_config(model: str) -> dict:
     config_file = Path(model) / "config.json"
     if config_file.is_file():
-        config = json.loads(config_file.read_text())
-    else:  # a hub id (offline: from the cache)
-        from transformers import PretrainedConfig
+        return json.loads(config_file.read_text())
+    from transformers import PretrainedConfig  # a hub id (offline: from the cache)
 
-        try:
-            config, _ = PretrainedConfig.get_config_dict(model)
-        except OSError as exc:
-            raise ModelLoadError(f"cannot read the config of model {model}: {str(exc).splitlines()[0]}") from None
-    return dict(config.get("auto_map") or {})
+    try:
+        config, _ = PretrainedConfig.get_config_dict(model)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read the config of model {model}: {str(exc).splitlines()[0]}") from None
+    return config
 
 
-def check_own_head(model: str, auto_class: str) -> None:
-    """`head: own` needs the checkpoint's own `auto_class` (e.g. AutoModelForSequenceClassification)
-    in its auto_map; one line naming the checkpoint, the missing class and the fix otherwise."""
-    shipped = shipped_classes(model)
-    if auto_class not in shipped:
-        has = ", ".join(sorted(shipped)) or "none"
+def shipped_classes(model: str) -> dict:
+    """The classes a checkpoint's config.json names for its own code: `auto_map` ({} if none)."""
+    return dict(_model_config(model).get("auto_map") or {})
+
+
+@dataclass(frozen=True)
+class HeadSource:
+    """Where a task head's class comes from, as a run record keeps it (docs/protocol.md, Choice 21)."""
+
+    head: str  # own | package
+    class_name: str
+    module: str  # the checkpoint's code module (own) or this package's module (package)
+    sha256: str  # of the file that defines the class
+    found_by: str  # auto_map | modeling_code | package
+
+    def to_dict(self) -> dict:
+        return {"class": self.class_name, "module": self.module, "sha256": self.sha256, "found_by": self.found_by}
+
+
+def _sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _code_file(model: str, module: str) -> Path | None:
+    """The checkpoint's `<module>.py` (a local folder, or the hub cache / the hub)."""
+    from transformers.utils import cached_file
+
+    try:
+        found = cached_file(model, f"{module}.py", _raise_exceptions_for_missing_entries=False)
+    except OSError:
+        return None
+    return Path(found) if found else None
+
+
+def _split_reference(reference: str) -> tuple[str, str]:
+    """auto_map's "[repo--]module.Class" -> (module, Class)."""
+    module, _, name = reference.split("--")[-1].rpartition(".")
+    return module, name
+
+
+def own_head_source(model: str, auto_class: str) -> HeadSource | None:
+    """The checkpoint's own class for `auto_class` (e.g. AutoModelForSequenceClassification), found
+    as the release found it: the released harness registered its model type's head classes with
+    the Auto classes in-process, so they resolved whether or not the checkpoint's auto_map named
+    them (docs/protocol.md, Choice 21). First auto_map; else the modeling code its auto_map names
+    for the model (AutoModel) is read (parsed, not run) for a class named <X>For<Task> (X: the
+    AutoModel class's name where several match). None when the code defines none."""
+    auto_map = shipped_classes(model)
+    if isinstance(auto_map.get(auto_class), str):
+        module, name = _split_reference(auto_map[auto_class])
+        code = _code_file(model, module)
+        return HeadSource("own", name, module, _sha256(code) if code else "", "auto_map")
+    base = auto_map.get("AutoModel")
+    if not isinstance(base, str):
+        return None
+    module, base_name = _split_reference(base)
+    code = _code_file(model, module)
+    if code is None:
+        return None
+    suffix = auto_class.removeprefix("AutoModel")  # ForSequenceClassification, ...
+    defined = [node.name for node in ast.parse(code.read_text()).body if isinstance(node, ast.ClassDef)]
+    matches = [name for name in defined if name.endswith(suffix) and not name.startswith("_")]
+    preferred = [name for name in matches if name == base_name + suffix]
+    chosen = preferred or (matches if len(matches) == 1 else [])
+    return HeadSource("own", chosen[0], module, _sha256(code), "modeling_code") if chosen else None
+
+
+def package_head_source(module) -> HeadSource:
+    """The head of this package that `module` (a task module of benchmarks.kinds) trains."""
+    import inspect
+
+    cls = type(module)
+    return HeadSource("package", cls.__name__, cls.__module__, _sha256(inspect.getfile(cls)), "package")
+
+
+def check_own_head(model: str, auto_class: str) -> HeadSource:
+    """`head: own` needs the checkpoint's own `auto_class` (e.g. AutoModelForSequenceClassification):
+    named in its auto_map or defined by its modeling code; one line naming the checkpoint, the
+    missing class and the fix otherwise."""
+    source = own_head_source(model, auto_class)
+    if source is None:
+        has = ", ".join(sorted(shipped_classes(model))) or "none"
+        suffix = auto_class.removeprefix("AutoModel")
         raise ModelLoadError(
-            f"model {model} ships no {auto_class} class (config.json auto_map names: {has}), which "
-            "head: own needs; use head: package (the linear head of this package)"
+            f"model {model} ships no {auto_class} class (config.json auto_map names: {has}; its "
+            f"modeling code defines no ...{suffix} class), which head: own needs; use head: package "
+            "(the linear head of this package)"
         )
+    return source

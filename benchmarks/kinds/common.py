@@ -162,7 +162,8 @@ def load_backbone(
     checkpoints, EuroBERT): off by default, a checkpoint that needs it is a one-line error.
     `task_class` (e.g. "AutoModelForSequenceClassification", with `num_labels`): the checkpoint's
     own task model instead, head included (`head: own`, docs/protocol.md); the checkpoint must
-    ship that class (config.json auto_map), else a one-line error."""
+    ship that class (named in config.json's auto_map, or defined by its modeling code as the
+    released harness resolved it: checkpoint.own_head_source), else a one-line error."""
     import transformers
 
     register_own_model_types()
@@ -173,8 +174,14 @@ def load_backbone(
         kwargs["attn_implementation"] = attn_implementation
     auto = transformers.AutoModel
     if task_class is not None:
-        check_own_head(model, task_class)
+        source = check_own_head(model, task_class)
         auto, kwargs["num_labels"] = getattr(transformers, task_class), num_labels
+        if source.found_by == "modeling_code":  # defined but not in auto_map: the class itself
+            if not trust_remote_code:
+                raise remote_code_error(model)
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            auto = get_class_from_dynamic_module(f"{source.module}.{source.class_name}", model)
     try:
         hf_model = auto.from_pretrained(model, **kwargs)
     except (OSError, ValueError) as exc:

@@ -147,15 +147,22 @@ class Collator:
 # --- paper protocol: answer tokens as a 2-label token classification ---------------------------
 
 
+RELEASE_EVAL_BATCH = 4  # the release's evaluation batches (padded to their longest input)
+
+
 def answer_token_positions(
-    example: QAExample, sequence_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]
+    example: QAExample,
+    sequence_ids: Sequence[int | None],
+    offsets: Sequence[tuple[int, int]],
+    past_window: bool = False,
 ) -> list[int]:
     """Positions of the tokens of the first gold answer inside the window's context ([] = none).
 
     As the released labelling: the answer starts at the last context token starting at or before
     its first character and ends at the first one ending at or after its last character; an
-    answer wholly outside the kept context labels nothing. Where the release would label past
-    the context (an answer cut by the truncation), the span stops at the last kept token.
+    answer wholly outside the kept context labels nothing. An answer cut by the truncation: the
+    release labels it up to one position past the window (`past_window`, its quirk), else the span
+    stops at the last kept token.
     """
     if not example.answer_texts or not example.answer_starts:
         return []
@@ -170,12 +177,15 @@ def answer_token_positions(
     end = last
     while end > first and offsets[end - 1][1] >= end_char:
         end -= 1
+    if past_window and offsets[last][1] < end_char:
+        end = last + 1
     return list(range(start, end + 1))
 
 
-def paper_features(examples: Sequence[QAExample], tokenizer, max_length: int) -> list[dict]:
+def paper_features(examples: Sequence[QAExample], tokenizer, max_length: int, past_window: bool = False) -> list[dict]:
     """One window per example: "Question: {q}\nContext: " + context + EOS, no special tokens,
-    truncated in the context; `labels` = 1 on the answer's tokens, 0 elsewhere."""
+    truncated in the context; `labels` = 1 on the answer's tokens, 0 elsewhere; `answer` = the
+    gold positions (`past_window`: a cut answer also holds the position after the window)."""
     eos = eos_token(tokenizer)
     questions = [
         f"Question: {_clip_question(e.question, tokenizer, max(1, max_length // 2), strip=False)}\nContext: "
@@ -191,26 +201,30 @@ def paper_features(examples: Sequence[QAExample], tokenizer, max_length: int) ->
     )
     features = []
     for i, (example, ids) in enumerate(zip(examples, enc["input_ids"])):
-        inside = set(answer_token_positions(example, enc.sequence_ids(i), enc["offset_mapping"][i]))
-        features.append({"input_ids": ids, "labels": [int(j in inside) for j in range(len(ids))]})
+        answer = answer_token_positions(example, enc.sequence_ids(i), enc["offset_mapping"][i], past_window)
+        inside = set(answer)
+        labels = [int(j in inside) for j in range(len(ids))]
+        features.append({"input_ids": ids, "labels": labels, "answer": answer})
     return features
 
 
 @torch.no_grad()
 def predict_positions(
-    model: tc.TokenClassifier, features: Sequence[dict], pad_id: int, ctx: EvalContext
+    model: tc.TokenClassifier, features: Sequence[dict], pad_id: int, ctx: EvalContext, all_positions: bool = False
 ) -> list[list[int]]:
     """The input positions labelled 1 (inside the answer) by the model, per feature.
 
-    Padding positions are not answers: the release also counts those its 4-example evaluation
-    batches padded and the head labelled 1 (docs/protocol.md, "Choices").
+    Padding positions are not answers, unless `all_positions` (the release's quirk): then, as the
+    release, the argmax runs over every position of batches of RELEASE_EVAL_BATCH examples padded
+    to their longest, and padding labelled 1 counts (docs/protocol.md, "Choices" 11 and 22).
     """
     collate = tc.Collator(pad_id)
     positions = []
-    for chunk in batches(features, ctx.batch_size):
+    for chunk in batches(features, RELEASE_EVAL_BATCH if all_positions else ctx.batch_size):
         with ctx.autocast():
             labels = model.logits(to_device(collate(chunk), ctx.device)).argmax(-1).cpu().tolist()
-        positions += [[j for j, y in enumerate(row[: len(f["input_ids"])]) if y == 1] for f, row in zip(chunk, labels)]
+        kept = [row if all_positions else row[: len(f["input_ids"])] for f, row in zip(chunk, labels)]
+        positions += [[j for j, y in enumerate(row) if y == 1] for row in kept]
     return positions
 
 
@@ -366,9 +380,10 @@ def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext
         raise ValueError(f"{data.spec.name} {role}: example ids are not unique")
     ids = [e.id for e in examples]
     if settings.protocol == "paper":
-        features = paper_features(examples, tokenizer, settings.max_length)
-        predicted = predict_positions(module, features, tokenizer.pad_token_id, ctx)
-        gold = [[j for j, y in enumerate(f["labels"]) if y == 1] for f in features]
+        quirks = settings.release_quirks
+        features = paper_features(examples, tokenizer, settings.max_length, past_window=quirks)
+        predicted = predict_positions(module, features, tokenizer.pad_token_id, ctx, all_positions=quirks)
+        gold = [f["answer"] for f in features]
         return {"paper": (dict(zip(ids, predicted)), dict(zip(ids, gold)))}
     predictions = predict(
         module,

@@ -46,9 +46,12 @@ class DataConfig:
     allow_repeats: bool = False  # True: a run may read the data for more than one epoch
     # Each block of seq_len tokens is split at a random point into two windows of min_window..
     # seq_len - min_window tokens (the release), or kept whole ("fixed"); the split of a block is
-    # seeded by (shuffle_seed, its sample index) (pretraining/data/windows.py).
+    # seeded by (shuffle_seed, its sample index) (pretraining/data/windows.py). The first window
+    # ends early at a document end at most window_early_end tokens before the split (the release's
+    # packer; 0: always at the split).
     windows: Literal["random_split", "fixed"] = "random_split"
     min_window: int = 12
+    window_early_end: int = 12
 
     def __post_init__(self) -> None:
         if self.seq_len < 2:
@@ -57,6 +60,11 @@ class DataConfig:
             raise ValueError("num_canonical_nodes must be >= 1")
         if self.start_sample < 0:
             raise ValueError(f"data.start_sample must be >= 0, got {self.start_sample}")
+        if not 0 <= self.window_early_end < self.seq_len:
+            raise ValueError(
+                f"data.window_early_end {self.window_early_end} is not in [0, data.seq_len {self.seq_len}); "
+                "use 12 (the release) or 0 (split exactly at the drawn point)"
+            )
         if self.windows == "random_split" and not 1 <= self.min_window <= self.seq_len // 2:
             raise ValueError(
                 f"data.min_window {self.min_window}: two windows of at least that many tokens must fit in "

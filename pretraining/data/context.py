@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pretraining.data.windows import MIN_WINDOW, WindowMode, split_point
+from pretraining.data.windows import EARLY_END, MIN_WINDOW, WindowMode, first_window_length, split_point
 
 # FineWeb-Edu at the paper's 2,048-token blocks, estimated: documents lognormal with a mean of
 # 1,000 tokens (the sample-10BT subset holds 9.67M documents for 10B GPT-2 tokens, about 1,034 a
@@ -68,11 +68,22 @@ class WindowContext:
             self.document_pieces += len(pieces)
 
     def add_sample(
-        self, doc_lengths: Sequence[int], sample_index: int, mode: WindowMode, seed: int, min_window: int = MIN_WINDOW
+        self,
+        doc_lengths: Sequence[int],
+        sample_index: int,
+        mode: WindowMode,
+        seed: int,
+        min_window: int = MIN_WINDOW,
+        early_end: int = EARLY_END,
     ) -> None:
-        """One prepared block, split as training splits it (pretraining/data/windows.py)."""
+        """One prepared block, split as training splits it (pretraining/data/windows.py: the drawn
+        split, moved to a document end at most `early_end` tokens before it)."""
         seq_len = int(np.sum(doc_lengths))
-        boundaries = [] if mode == "fixed" else [split_point(seed, sample_index, seq_len, min_window)]
+        if mode == "fixed":
+            boundaries = []
+        else:
+            split = split_point(seed, sample_index, seq_len, min_window)
+            boundaries = [first_window_length(split, doc_lengths, early_end)]
         self.add_block(doc_lengths, boundaries)
 
     def summary(self) -> dict:

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 from pretraining.data.config import DataConfig, PreparedDataError
 from pretraining.data.packing import document_ids
 from pretraining.data.prepare import MANIFEST
-from pretraining.data.windows import window_ids
+from pretraining.data.windows import EARLY_END, window_ids
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS
 
 
@@ -41,8 +41,11 @@ class PackedCollator:
     sample_index seeds each row's MLM mask (pretraining/objectives.py) and its split point.
     """
 
-    def __init__(self, seq_len: int, windows: str = "fixed", seed: int = 0, min_window: int = 12) -> None:
+    def __init__(
+        self, seq_len: int, windows: str = "fixed", seed: int = 0, min_window: int = 12, early_end: int = EARLY_END
+    ) -> None:
         self.seq_len, self.windows, self.seed, self.min_window = seq_len, windows, seed, min_window
+        self.early_end = early_end
 
     def __call__(self, samples: list[dict]) -> dict[str, torch.Tensor]:
         for sample in samples:
@@ -54,7 +57,8 @@ class PackedCollator:
         input_ids = np.stack([s["input_ids"] for s in samples]).astype(np.int64)
         doc_ids = np.stack([document_ids(s["doc_lengths"]) for s in samples])
         indices = [int(s[SAMPLE_INDEX]) for s in samples]
-        windows = window_ids(indices, self.seq_len, self.windows, self.seed, self.min_window)
+        lengths = [s["doc_lengths"] for s in samples]
+        windows = window_ids(indices, self.seq_len, self.windows, self.seed, self.min_window, lengths, self.early_end)
         return {
             "input_ids": torch.from_numpy(input_ids),
             "document_ids": torch.from_numpy(doc_ids),
@@ -205,7 +209,7 @@ def build_train_dataloader(
     loader = DataLoader(
         dataset,
         batch_size=device_batch_size,
-        collate_fn=PackedCollator(cfg.seq_len, cfg.windows, cfg.shuffle_seed, cfg.min_window),
+        collate_fn=PackedCollator(cfg.seq_len, cfg.windows, cfg.shuffle_seed, cfg.min_window, cfg.window_early_end),
         num_workers=num_workers,
         drop_last=cfg.drop_last,
         pin_memory=torch.cuda.is_available(),

@@ -4,10 +4,13 @@ attention scope").
 The released trainer cuts the EOS-separated document stream into blocks of `seq_len` tokens (what
 prepare-data stores) and splits each block at a random point into two windows of
 `min_window`..`seq_len - min_window` tokens (2,048-token blocks: 12..2,036, mean 1,024; the
-paper's "sequences of 12 to 2,048 tokens"). `data.windows: fixed` keeps the whole block as one
-window. The split of a block is a function of (data seed, the block's global sample index) only,
-never of an RNG's state: the same on any number of ranks and after a resume, and the same for
-every model trained on the data (MLM and CLM see the same windows).
+paper's "sequences of 12 to 2,048 tokens"). As released, the first window ends early at a document
+end that lies at most `early_end` (12) tokens before the drawn split (`data.window_early_end`; the
+first such end, so a window can come out shorter than 12 tokens); the second window runs to the end
+of the block. `data.windows: fixed` keeps the whole block as one window. The split of a block is a
+function of (data seed, the block's global sample index) only, never of an RNG's state: the same
+on any number of ranks and after a resume, and the same for every model trained on the data (MLM
+and CLM see the same windows).
 
 Attention segments follow `model.attention_scope`: "window" (the release: the documents inside a
 window attend to each other, separated only by EOS) or "document" (ModernBERT-style: attention
@@ -24,6 +27,7 @@ import numpy as np
 WindowMode = Literal["random_split", "fixed"]
 AttentionScope = Literal["window", "document"]
 MIN_WINDOW = 12  # the paper's shortest sequence
+EARLY_END = 12  # the release's packer ends a window at a document end this close before its split
 # A constant that keeps the window stream apart from any other stream seeded from the same
 # (seed, sample index), e.g. the MLM masks (pretraining/objectives.py).
 _WINDOW_STREAM = 0x57494E44
@@ -40,17 +44,41 @@ def split_point(seed: int, sample_index: int, seq_len: int, min_window: int = MI
     return int(generator.integers(min_window, seq_len - min_window, endpoint=True))
 
 
+def first_window_length(split: int, doc_lengths: Sequence[int] | None, early_end: int = EARLY_END) -> int:
+    """Where a block's first window ends: the first document end at `split - early_end` or later,
+    if one lies at or before `split`, else `split` (the release's early end; docs/pretraining.md).
+    `doc_lengths` are the lengths of the document pieces of the block (their ends are EOS
+    positions + 1, except the block end); None or `early_end` 0: always `split`."""
+    if early_end < 0:
+        raise ValueError(f"data.window_early_end {early_end} is negative")
+    if doc_lengths is None or early_end == 0:
+        return split
+    ends = np.cumsum(np.asarray(doc_lengths, dtype=np.int64))
+    near = ends[(ends >= split - early_end) & (ends <= split)]
+    return int(near[0]) if near.size else split
+
+
 def window_ids(
-    sample_indices: Sequence[int], seq_len: int, mode: WindowMode, seed: int, min_window: int = MIN_WINDOW
+    sample_indices: Sequence[int],
+    seq_len: int,
+    mode: WindowMode,
+    seed: int,
+    min_window: int = MIN_WINDOW,
+    doc_lengths: Sequence[Sequence[int]] | None = None,
+    early_end: int = EARLY_END,
 ) -> np.ndarray:
-    """int64[B, seq_len]: 0 in each block's first window, 1 in its second (all 0 when `fixed`)."""
+    """int64[B, seq_len]: 0 in each block's first window, 1 in its second (all 0 when `fixed`).
+    `doc_lengths` (one list per block) enables the early end at a document end; without it every
+    block splits at its drawn point."""
     ids = np.zeros((len(sample_indices), seq_len), dtype=np.int64)
     if mode == "fixed":
         return ids
     if mode != "random_split":
         raise ValueError(f"data.windows {mode!r} is not one of random_split, fixed")
     for row, index in enumerate(sample_indices):
-        ids[row, split_point(seed, int(index), seq_len, min_window) :] = 1
+        split = split_point(seed, int(index), seq_len, min_window)
+        lengths = None if doc_lengths is None else doc_lengths[row]
+        ids[row, first_window_length(split, lengths, early_end) :] = 1
     return ids
 
 

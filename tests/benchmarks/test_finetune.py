@@ -122,6 +122,39 @@ def test_schedule_warms_up_then_decays_to_zero(setup):
     assert lrs[0] == pytest.approx(5e-4) and lrs[1] == pytest.approx(1e-3) and lrs[-1] == 0.0
 
 
+def test_hf_schedule_gives_the_trainer_s_lambdalr_lrs_and_steps_per_epoch(setup):
+    """`release_quirks` (docs/protocol.md, Choice 22): the LR of every update as the Hugging Face
+    Trainer's get_linear_schedule_with_warmup under LambdaLR gives it (update 1 at 0, warmup
+    ceil(10%), the last update above 0), and its steps per epoch (micro-batches of 4, rounded down)."""
+    import math
+
+    from transformers import get_linear_schedule_with_warmup
+
+    from benchmarks.finetune import training_steps
+
+    lrs = []
+    path, features, collate = setup
+    module = sc.SequenceClassifier(load_backbone(str(path)), 2)
+    settings = TrainSettings(lr=1e-3, seed=0, batch_size=8, max_steps=15, hf_schedule=True)
+    fit(module, features, collate, settings, callbacks=[record_step_lrs(lrs)])
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weight], lr=1e-3)
+    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(0.1 * 15), 15)
+    expected = []
+    for _ in range(15):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx(expected)
+    assert lrs[0] == 0.0 and lrs[2] == pytest.approx(1e-3) and lrs[-1] > 0
+    # an epoch of 100 examples in batches of 32: 4 steps, the Trainer's 25 micro-batches // 8 = 3
+    epoch = dict(lr=1e-3, seed=0, batch_size=32, max_steps=None, one_epoch=True)
+    assert training_steps(TrainSettings(**epoch), 100) == 4
+    assert training_steps(TrainSettings(**epoch, hf_schedule=True), 100) == 3
+    exact = TrainSettings(**epoch, hf_schedule=True)
+    assert training_steps(exact, 96) == 3 == training_steps(TrainSettings(**epoch), 96)
+
+
 class _Pull(torch.nn.Module):
     """A loss whose gradient is (3, 4), of norm 5, at every step."""
 

@@ -329,6 +329,32 @@ def test_qa_paper_unanswerable_and_truncated_answers_label_nothing(tokenizer):
     assert tokenizer.decode(inside) == "w7" and feat["labels"][-1] == 1
 
 
+def test_qa_release_quirks_gold_past_the_window_and_argmax_over_padding(tokenizer):
+    """`release_quirks` (paper's default, docs/protocol.md Choice 22): a cut answer's gold holds the
+    position after the window, and the predicted positions come from batches of 4 padded to their
+    longest input, padding included."""
+    long_context = " ".join(f"w{i}" for i in range(60))
+    straddle = qa.QAExample("s", "which?", long_context, ("w7 w8 w9",), (long_context.index("w7"),))
+    (clean,) = qa.paper_features([straddle], tokenizer, max_length=22)
+    (quirk,) = qa.paper_features([straddle], tokenizer, max_length=22, past_window=True)
+    n = len(quirk["input_ids"])
+    assert clean["answer"][-1] == n - 1 and quirk["answer"] == clean["answer"] + [n]  # one past the window
+    assert quirk["labels"] == clean["labels"]  # nothing to train on past the input
+
+    class AllInside(torch.nn.Module):
+        """A head that labels every position 1 (inside the answer)."""
+
+        def logits(self, batch):
+            return torch.stack([torch.zeros(batch["input_ids"].shape), torch.ones(batch["input_ids"].shape)], -1)
+
+    features = [{"input_ids": [5] * length, "labels": [0] * length} for length in (3, 5, 2, 4, 6)]
+    ctx = EvalContext(torch.device("cpu"), batch_size=64)
+    real = qa.predict_positions(AllInside(), features, 0, ctx)
+    assert real == [list(range(length)) for length in (3, 5, 2, 4, 6)]
+    padded = qa.predict_positions(AllInside(), features, 0, ctx, all_positions=True)
+    assert padded == [list(range(5))] * 4 + [list(range(6))]  # batches of 4 (longest 5), then 1
+
+
 # --- TC: whitespace-only sub-tokens (Llama-3 splits " 1996" into " ", "199", "6") ---------------
 
 SENTENCES = [

@@ -26,6 +26,12 @@ def with_heads(tmp_path_factory):
     return save_remote_code_model(tmp_path_factory.mktemp("remote") / "sl_model_heads", heads=True)
 
 
+@pytest.fixture(scope="module")
+def unlisted_heads(tmp_path_factory):
+    """Its code defines the head classes, but auto_map names only AutoConfig and AutoModel."""
+    return save_remote_code_model(tmp_path_factory.mktemp("remote") / "sl_model_unlisted", heads=True, list_heads=False)
+
+
 def _values(model, out, **kw):
     return {
         "model": str(model),
@@ -147,13 +153,66 @@ def test_head_own_fine_tunes_the_checkpoint_s_own_task_class(with_heads, tmp_pat
     assert 0 <= record.test_score <= 100
 
 
-def test_without_an_own_head_class_paper_uses_ours_and_standard_by_default(with_heads, released_style, tmp_path):
+def test_paper_takes_a_head_the_code_defines_though_auto_map_omits_it(unlisted_heads, tmp_path):
+    """The released harness registered its model type's heads with the Auto classes, so they
+    resolved without auto_map naming them (docs/protocol.md, Choice 21): `paper` does the same,
+    and the record names the class, its module and the sha256 of the file it came from."""
+    from benchmarks.kinds.checkpoint import own_head_source
+
+    config = json.loads((unlisted_heads / "config.json").read_text())
+    assert sorted(config["auto_map"]) == ["AutoConfig", "AutoModel"]
+    sha = sha256_of(unlisted_heads / "modeling_sl_model.py")
+    found = own_head_source(str(unlisted_heads), "AutoModelForSequenceClassification")
+    assert (found.class_name, found.module, found.sha256, found.found_by) == (
+        "SLModelForSequenceClassification",
+        "modeling_sl_model",
+        sha,
+        "modeling_code",
+    )
+    values = _values(unlisted_heads, tmp_path, trust_remote_code=True, save_weights=True)
+    cfg = load_run_config(values, CONFIG_DIR / "toy.yaml")
+    assert cfg.protocol == "paper" and cfg.head is None
+    record, computed = run(cfg)
+    assert computed and record.provenance["protocol_choices"]["head"] == "own"
+    assert record.provenance["head_source"] == {
+        "class": "SLModelForSequenceClassification",
+        "module": "modeling_sl_model",
+        "sha256": sha,
+        "found_by": "modeling_code",
+    }
+    saved = json.loads((cfg.run_dir / "model" / "config.json").read_text())
+    assert saved["architectures"] == ["SLModelForSequenceClassification"]
+
+
+def test_without_an_own_head_class_paper_uses_ours_and_standard_by_default(
+    with_heads, released_style, tmp_path, capsys
+):
+    import benchmarks.kinds.sc
+
     for model, protocol in ((released_style, "paper"), (with_heads, "standard")):
         values = _values(model, tmp_path / protocol, trust_remote_code=True, save_weights=True, protocol=protocol)
         record, _ = run(load_run_config(values, CONFIG_DIR / "toy.yaml"))
         assert record.provenance["protocol_choices"]["head"] == "package"
+        source = record.provenance["head_source"]
+        assert (source["class"], source["module"], source["found_by"]) == (
+            "SequenceClassifier",
+            "benchmarks.kinds.sc",
+            "package",
+        )
+        assert source["sha256"] == sha256_of(benchmarks.kinds.sc.__file__)
         run_dir = load_run_config(values, CONFIG_DIR / "toy.yaml").run_dir
         assert (run_dir / "model" / "head.safetensors").is_file()  # our linear head
+        said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("head:")]
+        fallback = f"head: {model} defines no AutoModelForSequenceClassification class in its code"
+        # one line where paper falls back to ours, none where standard asks for ours
+        assert said == ([f"{fallback}; using this package's head"] if protocol == "paper" else [])
+
+
+def sha256_of(path) -> str:
+    import hashlib
+    from pathlib import Path
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def test_head_own_on_a_checkpoint_without_the_class_is_one_line_naming_both(released_style, tmp_path, capsys):

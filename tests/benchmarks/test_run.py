@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -90,6 +91,7 @@ def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task,
     choices = record.provenance["protocol_choices"]
     assert choices["head"] == (None if spec.task_type == "IR" else "package")  # BERT ships no head class
     assert choices["tc_whitespace_tokens"] == (("next_word" if paper else "ignore") if spec.task_type == "TC" else None)
+    assert choices["release_quirks"] is paper  # LR at update 1, steps per epoch, QA positions (Choice 22)
     if spec.task_type == "IR":
         assert choices["ir_eval_encoding"] == ("sentence_transformers" if paper else "as_training")
         assert choices["ir_eval_max_length"] == 64  # paper: sentence-transformers caps at L, not 99% of it
@@ -207,9 +209,13 @@ def test_a_failed_run_keeps_its_error_beside_it_until_it_is_redone(tiny, tmp_pat
 def test_one_epoch_stops_every_task_after_a_pass_over_its_training_split(tiny, tmp_path):
     """`one_epoch: true` (the toy world's budget) ends a task after one pass, capped at max_steps;
     unset, only CoNLL and UNER do (as released)."""
-    # toy SST-2: 320 rows, 5% carved out as validation -> 304 training rows, 5 batches of 64
+    # toy SST-2: 320 rows, 5% carved out as validation -> 304 training rows, 5 batches of 64; paper
+    # counts the epoch as the release's Trainer did: 76 micro-batches of 4 // 16 accumulated = 4
     record, _ = run(_cfg(tiny["bert"], tmp_path / "epoch", "sst2", batch_size=64, max_steps=7, one_epoch=True))
-    assert record.provenance["train"]["steps"] == 5 and record.provenance["train"]["n_examples"] == 304
+    assert record.provenance["train"]["steps"] == 4 and record.provenance["train"]["n_examples"] == 304
+    exact = _cfg(tiny["bert"], tmp_path / "exact", "sst2", batch_size=64, max_steps=7, one_epoch=True)
+    record, _ = run(dataclasses.replace(exact, release_quirks=False))
+    assert record.provenance["train"]["steps"] == 5
     capped, _ = run(_cfg(tiny["bert"], tmp_path / "capped", "sst2", batch_size=64, max_steps=3, one_epoch=True))
     assert capped.provenance["train"]["steps"] == 3
     released, _ = run(_cfg(tiny["bert"], tmp_path / "released", "sst2", batch_size=64, max_steps=7))

@@ -170,9 +170,11 @@ class SLModelForQuestionAnswering(SLModelForTokenClassification):
 HEAD_CLASSES = ("SequenceClassification", "TokenClassification", "QuestionAnswering")
 
 
-def save_remote_code_model(path: Path, seed: int = 0, heads: bool = False) -> Path:
+def save_remote_code_model(path: Path, seed: int = 0, heads: bool = False, list_heads: bool = True) -> Path:
     """A tiny `sl_model` checkpoint with its own model code (MiniLM tokenizer), like the released
-    ones; `heads`: its code also ships task heads, named in auto_map (AutoModelFor...)."""
+    ones; `heads`: its code also defines task heads, named in auto_map (AutoModelFor...) unless
+    `list_heads` is off (auto_map then names AutoConfig and AutoModel only, as save_pretrained of
+    a base model writes it)."""
     import json
 
     import torch
@@ -183,7 +185,7 @@ def save_remote_code_model(path: Path, seed: int = 0, heads: bool = False) -> Pa
     (path / "modeling_sl_model.py").write_text(_REMOTE_MODELING + (_REMOTE_HEADS if heads else ""))
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     auto_map = {"AutoConfig": "configuration_sl_model.SLModelConfig", "AutoModel": "modeling_sl_model.SLModel"}
-    if heads:
+    if heads and list_heads:
         auto_map.update({f"AutoModelFor{head}": f"modeling_sl_model.SLModelFor{head}" for head in HEAD_CLASSES})
     (path / "config.json").write_text(
         json.dumps({"model_type": "sl_model", "auto_map": auto_map, "vocab_size": tokenizer.vocab_size})

@@ -36,3 +36,26 @@ def test_bench_reports_plain_and_composer_throughput(tmp_path, capsys):
     assert plain["tokens_per_s"] > 0 and composer["composer_overhead"] > 0
     assert plain["params_N"] > 0 and "mfu_6N" not in plain  # no known peak on CPU
     assert len(capsys.readouterr().out.strip().splitlines()) == 2
+
+
+def test_attention_flops_count_the_pairs_inside_the_segments(tmp_path):
+    """A block split into windows of a and b tokens attends a^2 + b^2 (query, key) pairs: the
+    attention FLOPs count those, not the full seq_len^2 square (issue 37)."""
+    import torch
+
+    from pretraining.bench import attended_pairs, synthetic_batches
+    from pretraining.data.windows import attention_segments
+    from pretraining.objectives import WINDOW_IDS
+
+    assert attended_pairs(torch.tensor([[0] * 6 + [1] * 4, [0] * 10])) == 36 + 16 + 100
+    rows = {}
+    for scope in ("window", "document"):
+        out = tmp_path / f"{scope}.json"
+        args = ["bench", "--plain", "--preset", "toy_s", "--seq-len", "32", "--batch-size", "2", "--steps", "2"]
+        args += ["--warmup-steps", "1", "--vocab-size", "64", "--doc-len", "8", "--scope", scope, "--json", str(out)]
+        assert cli(args) == 0
+        (rows[scope],) = json.loads(out.read_text())
+    timed = synthetic_batches(3, 2, 32, 64, 8)[1:]  # the bench's batches after its warmup step
+    pairs = sum(attended_pairs(attention_segments(b[WINDOW_IDS], b["document_ids"], "window")) for b in timed)
+    assert rows["window"]["attended_share"] == round(pairs / (2 * 2 * 32 * 32), 4) < 1
+    assert rows["document"]["attended_share"] < rows["window"]["attended_share"]

@@ -11,6 +11,7 @@ from transformers import AutoModel, PreTrainedTokenizerFast
 
 import pretraining  # noqa: F401
 from contracts.layout import FINISHED_FILE
+from contracts.paper import TOY_BATCH_SEQUENCES
 from pretraining.__main__ import main as cli
 from pretraining.config import ConfigError, load_pretrain_config
 from tests.pretraining.toy_runs import prepare_embedded_data
@@ -114,7 +115,8 @@ def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, em
     base_batches = Batches()
     base_cfg = load_pretrain_config(_write_config(tmp_path, embedded_data, name="base"), [*clm, "train.max_steps=6"])
     train(base_cfg, extra_callbacks=[base_batches])
-    assert "this run reads samples 0 to 95 (6 steps x 16)" in capsys.readouterr().out
+    batch = base_cfg.train.global_batch_size  # the toy batch (contracts.paper.TOY_BATCH_SEQUENCES)
+    assert f"this run reads samples 0 to {6 * batch - 1} (6 steps x {batch})" in capsys.readouterr().out
 
     cpt = [
         *clm,
@@ -122,12 +124,12 @@ def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, em
         "schedule.warmup=0",
         "schedule.decay=1",
         "train.resume_interval=1",
-        "data.start_sample=64",
+        f"data.start_sample={4 * batch}",
         f"init.path={tmp_path / 'base' / 'hf' / 'step-6'}",
     ]
     straight = Batches()
     train(load_pretrain_config(_write_config(tmp_path, embedded_data, name="cpt"), cpt), extra_callbacks=[straight])
-    assert "this run reads samples 64 to 95 (2 steps x 16)" in capsys.readouterr().out
+    assert f"this run reads samples {4 * batch} to {6 * batch - 1} (2 steps x {batch})" in capsys.readouterr().out
     assert len(straight.seen) == 2
     for cpt_batch, base_batch in zip(straight.seen, base_batches.seen[4:]):
         assert torch.equal(cpt_batch, base_batch)
@@ -139,13 +141,13 @@ def test_cpt_reads_the_samples_after_its_base_run_and_resumes_there(tmp_path, em
     train(cfg, extra_callbacks=[resumed])
     assert len(resumed.seen) == 1 and torch.equal(resumed.seen[0], base_batches.seen[5])
     saved = yaml.safe_load((tmp_path / "cpt" / "config.yaml").read_text())
-    assert saved["config"]["data"]["start_sample"] == 64
+    assert saved["config"]["data"]["start_sample"] == 4 * batch
 
 
 def test_train_refuses_to_repeat_samples(tmp_path, embedded_data, capsys):
     samples = json.loads((embedded_data / "manifest.json").read_text())["counts"]["samples"]
     config = _write_config(tmp_path, embedded_data, name="long")
-    steps = samples // 16 + 1  # toy batch: 16 sequences
+    steps = samples // TOY_BATCH_SEQUENCES + 1  # the toy batch
     assert cli(["train", str(config), f"train.max_steps={steps}"]) == 2
     err = capsys.readouterr().err
     assert f"holds {samples:,} samples" in err and "samples would repeat" in err and "allow_repeats" in err

@@ -15,7 +15,7 @@ from pretraining.data.context import (
 )
 from pretraining.data.prepare import PrepareConfig, prepare_data
 from pretraining.data.verify import measure_context, verify_prepared
-from pretraining.data.windows import split_point
+from pretraining.data.windows import split_point, window_ids
 
 
 def _brute_force_share(doc_lengths, boundaries):
@@ -47,10 +47,22 @@ def test_window_pieces_cut_documents_at_window_boundaries():
 
 
 def test_add_sample_splits_like_training():
-    context, reference = WindowContext(), WindowContext()
-    context.add_sample([40, 40, 48], 7, "random_split", seed=17)
-    reference.add_block([40, 40, 48], [split_point(17, 7, 128)])
-    assert context.summary() == reference.summary()
+    """The windows measured are the windows the loader builds (pretraining.data.windows.window_ids,
+    the release's early end at a document end included), on random document streams."""
+    rng = np.random.default_rng(3)
+    early_ends = 0
+    for index in range(300):
+        cuts = np.sort(rng.choice(np.arange(1, 80), size=rng.integers(0, 5), replace=False))
+        doc_lengths = np.diff(np.concatenate([[0], cuts, [80]])).tolist()
+        context = WindowContext()
+        context.add_sample(doc_lengths, index, "random_split", seed=17)
+        (ids,) = window_ids([index], 80, "random_split", 17, doc_lengths=[doc_lengths])
+        boundary = int(np.argmax(ids == 1))
+        reference = WindowContext()
+        reference.add_block(doc_lengths, [boundary])
+        assert context.summary() == reference.summary(), (doc_lengths, index)
+        early_ends += boundary != split_point(17, index, 80)
+    assert early_ends > 20  # the early end is exercised, not only the drawn split
     whole = WindowContext()
     whole.add_sample([64, 64], 7, "fixed", seed=17)
     assert whole.summary()["own_document_key_share"] == 0.5 and whole.windows == 1

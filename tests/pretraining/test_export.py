@@ -222,3 +222,44 @@ def test_random_init_export_holds_the_weights_a_run_starts_from(tmp_path, capsys
         assert "Not pretrained" in (out / "README.md").read_text()
     assert cli(["random-init", "toy_s", str(out)]) == 2  # never overwrites
     assert "exists; refusing to overwrite" in capsys.readouterr().err
+
+
+def test_an_export_ships_euro_bert_style_task_heads(tmp_path):
+    """Issue 37: our exports name their head classes in auto_map (so `head: own` finds them,
+    benchmarks.kinds.checkpoint.own_head_source); in-process and shipped code build the same heads,
+    and the SC head is mean pooling over the real tokens -> dense -> GELU -> classifier."""
+    from transformers import (
+        AutoModelForQuestionAnswering,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+
+    from benchmarks.kinds.checkpoint import own_head_source
+
+    _, path = _tiny_export(tmp_path)
+    ids = torch.randint(4, 100, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    for auto, name in [
+        (AutoModelForSequenceClassification, "MlmClmForSequenceClassification"),
+        (AutoModelForTokenClassification, "MlmClmForTokenClassification"),
+        (AutoModelForQuestionAnswering, "MlmClmForQuestionAnswering"),
+    ]:
+        found = own_head_source(str(path), auto.__name__)
+        assert (found.class_name, found.module, found.found_by) == (name, "modeling_mlmclm", "auto_map")
+        torch.manual_seed(1)
+        local = auto.from_pretrained(path, num_labels=3).eval()
+        torch.manual_seed(1)
+        remote = auto.from_pretrained(path, num_labels=3, trust_remote_code=True).eval()
+        assert type(local).__name__ == type(remote).__name__ == name
+        assert type(remote).__module__.startswith("transformers_modules.")
+        with torch.no_grad():
+            a, b = local(ids, attention_mask=mask), remote(ids, attention_mask=mask)
+        assert all(torch.equal(x, y) for x, y in zip(a.to_tuple(), b.to_tuple()))
+    sc = AutoModelForSequenceClassification.from_pretrained(path, num_labels=3).eval()
+    assert sc.dense.bias.abs().sum() == 0 and sc.classifier.bias.abs().sum() == 0  # zeroed, not left unset
+    with torch.no_grad():
+        hidden = sc.model(ids[1:, :6]).last_hidden_state.mean(1)
+        assert torch.allclose(
+            sc(ids, attention_mask=mask).logits[1], sc.classifier(sc.activation(sc.dense(hidden)))[0], atol=1e-5
+        )

@@ -129,7 +129,8 @@ def windows_of_last_run(config: Path) -> dict[int, list[tuple[int, int]]]:
     assert windows, "the run recorded no windows"
     for blocks in windows.values():
         assert len(blocks) == 8 and len({index for index, _ in blocks}) == 8  # the whole batch, once
-        assert all(first == split_point(DATA_SEED, index, SEQ_LEN) for index, first in blocks)
+        # at the drawn split, or at a document end at most 12 tokens before it (the early end)
+        assert all(0 <= split_point(DATA_SEED, index, SEQ_LEN) - first <= 12 for index, first in blocks)
     return windows
 
 

@@ -82,7 +82,7 @@ def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
         assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}", "kind": "weights"}
         # ... and read the data after the base run's last sample (docs/data.md).
         assert cfg["data"]["start_sample"] == base["train"]["max_steps"] * base["train"]["global_batch_size"]
-        assert "start_sample" not in base["data"]
+        assert base["data"]["start_sample"] == 0
         assert cfg["data"]["path"] == base["data"]["path"]
 
 
@@ -103,3 +103,37 @@ def test_the_paper_data_subset_holds_the_base_run_and_the_longest_cpt_without_re
     furthest = max(ends, key=ends.get)
     assert ends[furthest] == 73_728_000 and furthest.endswith("-mlm40-64k")
     assert ends[furthest] * 2048 == 150_994_944_000  # 151.0B Llama-3 tokens
+
+
+@pytest.mark.parametrize("scale", ["paper", "toy"])
+def test_cpt_branches_recipe_trains_one_run_per_base_and_branches_the_shorter_ones(scale):
+    """`--cpt-recipe branches` (SPEC section 3's "6 models, 26k steps"): per base, the 22k CPT run
+    keeps its state where the 2k and 12k runs branch off, each then decays at its own end."""
+    from contracts.layout import branch_state
+
+    def config(base, cpt_steps):
+        run = registry.RUNS[f"610m-{base}-dec42k-mlm40-{42 + cpt_steps}k"]
+        return config_from_dict(PretrainConfig, registry.config_dict(run, scale, cpt_recipe="branches"))
+
+    for base in ("clm", "mlm40"):
+        main, trained = config(base, 22), {}
+        separate = config_from_dict(
+            PretrainConfig, registry.config_dict(registry.RUNS[main.name.removesuffix("-toy")], scale)
+        )
+        assert (main.init, main.data.start_sample) == (separate.init, separate.data.start_sample)  # from the base
+        for cpt_steps in (2, 12):
+            cfg = config(base, cpt_steps)
+            assert cfg.schedule.warmup == main.schedule.warmup and cfg.data.start_sample == main.data.start_sample
+            branch = cfg.train.max_steps - cfg.schedule.decay - 1  # the next LR is still the peak in both
+            if branch > 0:
+                assert branch in main.train.branch_steps and cfg.init.kind == "full_state"
+                assert cfg.init.path == str(branch_state(main.run_dir, branch))
+            else:  # toy 2k: 2 steps, the branch is the base itself
+                assert cfg.init == main.init
+            trained[cpt_steps] = cfg.train.max_steps - max(branch, 0)
+        if scale == "paper":  # 22,000 + 2,001 + 1,001 steps per base, against 36,000 trained separately
+            assert main.train.branch_steps == (999, 9999) and main.train.max_steps + sum(trained.values()) == 25_002
+        else:  # toy: 22 steps, the 12-step run branches at 9, the 2-step one starts from the base
+            assert main.train.branch_steps == (9,)
+    separate = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-54k"], scale)
+    assert separate["init"]["kind"] == "weights" and separate["train"]["branch_steps"] == []

@@ -180,3 +180,28 @@ def test_a_checkpoint_of_another_model_config_is_one_clear_error(tmp_path):
     )
     assert "load it with that run's model.preset and tokenizer" in message
     assert not other.run_dir.exists()  # nothing written for a run that cannot start
+
+
+def test_a_decay_branch_from_a_kept_state_equals_the_run_that_decays_there(tmp_path):
+    """CPT as one run per base with decay branches (docs/pretraining.md, "The 50 checkpoints"):
+    the main run keeps its full state at step 11 (train.branch_steps) past its resume
+    checkpoints' pruning, and a branch from it that decays over steps 13-16 gives the losses and
+    LRs of a run that was 16 steps long from the start. (The state after step 11 holds the LR of
+    step 12, still the peak in both schedules; the branch's own schedule sets the later ones.)"""
+    from contracts.layout import branch_state
+
+    schedule = {"warmup": 2, "decay": 4}
+    straight = _losses(_run(toy_run_config(tmp_path, "straight", train={"max_steps": 16}, schedule=schedule)))
+    main = _run(toy_run_config(tmp_path, "main", train={"branch_steps": [11]}, schedule=schedule))
+    kept = branch_state(main, 11)
+    assert kept.is_file() and not (main / "checkpoints" / kept.name).exists()  # pruned there, kept here
+    assert not list(kept.parent.glob("*partial*"))
+    branch = toy_run_config(
+        tmp_path, "branch", train={"max_steps": 16}, schedule=schedule, init={"kind": "full_state", "path": str(kept)}
+    )
+    rows = _losses(_run(branch))
+    assert [r["step"] for r in rows] == list(range(12, 17))
+    assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in straight[11:]], abs=1e-6)
+    assert [r["lr"] for r in rows] == pytest.approx([r["lr"] for r in straight[11:]], abs=1e-12)
+    with pytest.raises(ValueError, match="branch_steps"):
+        toy_run_config(tmp_path, "bad", train={"branch_steps": [24]})

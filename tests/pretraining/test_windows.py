@@ -11,7 +11,9 @@ import torch
 from scipy import stats
 
 from pretraining.config import OptimizerConfig
-from pretraining.data.windows import attention_segments, split_point, window_ids
+from pretraining.data.loader import PackedCollator
+from pretraining.data.packing import document_tokens, pack_documents
+from pretraining.data.windows import attention_segments, first_window_length, split_point, window_ids
 from pretraining.modeling import MlmClmConfig, MlmClmModel
 from pretraining.objectives import IGNORE_INDEX, clm_labels
 from tests.pretraining.conftest import TOY_IDS, toy_run_config
@@ -44,6 +46,58 @@ def test_a_block_split_depends_only_on_the_seed_and_its_index():
     assert not window_ids([3, 7], 128, "fixed", 17).any()
     with pytest.raises(ValueError, match="cannot hold two windows"):
         split_point(17, 0, 20)
+
+
+def test_first_window_ends_at_a_document_end_within_12_tokens_before_the_split():
+    # split 30: document ends at 18..30 end the window there (the first of them), others do not
+    assert first_window_length(30, [10, 7, 23]) == 30  # ends at 10, 17, 40: 17 is 13 tokens early
+    assert first_window_length(30, [18, 22]) == 18  # exactly 12 tokens early
+    assert first_window_length(30, [25, 4, 11]) == 25  # the first end in reach, not the last (29)
+    assert first_window_length(30, [30, 10]) == 30 and first_window_length(30, [40]) == 30
+    assert first_window_length(12, [5, 35]) == 5  # a window shorter than 12, as released
+    assert first_window_length(30, [18, 22], early_end=0) == 30 and first_window_length(30, None) == 30
+    split = split_point(17, 3, 64)
+    ends_early = window_ids([3], 64, "random_split", 17, doc_lengths=[[split - 5, 64 - split + 5]])[0]
+    assert ends_early.tolist() == [0] * (split - 5) + [1] * (64 - split + 5)
+    one_document = window_ids([3], 64, "random_split", 17, doc_lengths=[[64]])[0]
+    assert (one_document == window_ids([3], 64, "random_split", 17)[0]).all()
+
+
+def _released_first_window(pieces: list[int], split: int, early_end: int = 12) -> int:
+    """The release's packer as it fills a window of `split` tokens from the start of a block: it
+    appends one document (piece) at a time, and after each append closes the window once it holds
+    at least split - early_end tokens (a document that does not fit is cut at the split)."""
+    filled = 0
+    for piece in pieces:
+        filled += min(piece, split - filled)
+        if filled >= split - early_end:
+            return filled
+    raise AssertionError("a block holds at least `split` tokens")
+
+
+def test_early_end_matches_the_released_rule_on_document_streams():
+    rng = np.random.default_rng(0)
+    seq_len, changed = 256, 0
+    for mean_length in (6, 20, 90):  # short documents end near most splits, long ones near few
+        documents = [document_tokens(rng.integers(5, 50, rng.geometric(1 / mean_length)), eos_id=1) for _ in range(600)]
+        blocks, _ = pack_documents(documents, seq_len)
+        ids = window_ids(range(len(blocks)), seq_len, "random_split", 17, 12, [b.doc_lengths for b in blocks])
+        for index, block in enumerate(blocks):
+            split = split_point(17, index, seq_len)
+            first = int((ids[index] == 0).sum())
+            assert first == _released_first_window(block.doc_lengths.tolist(), split), (mean_length, index)
+            assert first == split or block.input_ids[first - 1] == 1  # an early end is a document end
+            changed += first != split
+    assert changed > 20  # the streams exercise the early end
+
+
+def test_the_loader_ends_windows_early_from_the_stored_document_lengths():
+    split = split_point(17, 5, 32)
+    lengths = np.array([split - 3, 32 - split + 3], dtype=np.uint32)
+    sample = {"input_ids": np.arange(32, dtype=np.uint32), "doc_lengths": lengths, "sample_index": 5}
+    early = PackedCollator(32, "random_split", 17, 12)([sample])["window_ids"][0]
+    exact = PackedCollator(32, "random_split", 17, 12, early_end=0)([sample])["window_ids"][0]
+    assert int((early == 0).sum()) == split - 3 and int((exact == 0).sum()) == split
 
 
 def test_segments_follow_the_scope():
