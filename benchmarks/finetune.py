@@ -169,10 +169,16 @@ def composer_model(module: nn.Module):
 
 
 def fit(
-    module: nn.Module, features: Sequence[dict], collate: Callable, settings: TrainSettings, callbacks: Sequence = ()
+    module: nn.Module,
+    features: Sequence[dict],
+    collate: Callable,
+    settings: TrainSettings,
+    callbacks: Sequence = (),
+    loggers: Sequence = (),
 ) -> dict:
     """Train `module` in place with Composer on the ranks launched (`batch_size` is the batch over
-    all of them); returns what was run (steps, precision, device, per-step losses, ...)."""
+    all of them); returns what was run (steps, precision, device, per-step losses, ...). With
+    `loggers` (Composer logger destinations), Composer's monitors log to them too (docs/watching.md)."""
     from composer.core import DataSpec
     from composer.utils import dist, reproducibility
     from torch.utils.data import DataLoader
@@ -204,15 +210,20 @@ def fit(
     )
     with warnings.catch_warnings():  # a few-step smoke run has a 0-step warmup, on purpose
         warnings.filterwarnings("ignore", message="The warmup duration is 0")
-        info = _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks)
+        info = _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks, loggers)
     return {**info, "ranks": world_size}
 
 
-def _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks) -> dict:
+# Composer's SpeedMonitor averages throughput over this many steps (half the run when it is shorter)
+MONITOR_WINDOW = 100
+
+
+def _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks, loggers) -> dict:
     from composer import Callback, Trainer
     from composer.algorithms import GradientClipping
     from composer.optim import LinearWithWarmupScheduler
 
+    from pretraining.monitoring import monitor_callbacks
     from pretraining.schedule import AtStepEnd, AtStepStart
     from pretraining.train import close_trainer
 
@@ -248,8 +259,12 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         ddp_sync_strategy="forced_sync",
         progress_bar=False,
         log_to_console=False,
-        loggers=[],
-        callbacks=[StepLosses(), *callbacks],
+        loggers=list(loggers),
+        callbacks=[
+            StepLosses(),
+            *callbacks,
+            *(monitor_callbacks(min(MONITOR_WINDOW, max(1, steps // 2))) if loggers else []),
+        ],
         save_folder=None,
         python_log_level=None,
     )

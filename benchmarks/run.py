@@ -38,18 +38,20 @@ import dataclasses
 import logging
 import shutil
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from benchmarks.tasks import IR_TRAIN_TASK
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
-from contracts.layout import IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
+from contracts.layout import ERROR_FILE, IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
 from contracts.locks import LOCK_FILE, folder_lock
+from contracts.loggers import check_logger_section
 from contracts.model_names import strip_hub_prefix
-from contracts.provenance import atomic_write_json, git_sha, package_versions, stable_hash, utc_now
+from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, package_versions, stable_hash, utc_now
 from contracts.run_record import PROTOCOLS, RunRecord, read_record_file
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -108,6 +110,8 @@ class RunConfig:
     tc_whitespace_tokens: Literal["next_word", "ignore"] | None = None  # TC whitespace-only sub-tokens
     head: Literal["own", "package"] | None = None  # SC/TC/QA: the checkpoint's own head class, or ours
     release_quirks: bool | None = None  # the release's LR timing, steps per epoch, QA positions (Choice 22)
+    # Experiment trackers the training logs to, by name (contracts.loggers, docs/watching.md)
+    loggers: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if not self.lr > 0:
@@ -126,6 +130,7 @@ class RunConfig:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ValueError(f"max_grad_norm must be > 0 (null: no clipping), got {self.max_grad_norm}")
+        check_logger_section(self.loggers)
         if not is_folder_name(self.name):  # the run directory is <out>/<name>/...: it must stay inside out
             raise ValueError(
                 f"model name {self.name!r} ({'model_name' if self.model_name else 'from model'}) is not one folder "
@@ -192,6 +197,7 @@ NOT_RESULT_SETTINGS = frozenset(
         "trust_remote_code",
         "save_sentence_transformers",
         "save_weights",
+        "loggers",
     }
 )
 # What an IR evaluation (NQ, MLDR) may change about the MS MARCO model it reuses: its own task and
@@ -325,6 +331,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         head_class = own_head_class(spec.task_type, cfg.protocol)
         if cfg.head == "own" and head_class:  # refused before anything is written
             check_own_head(cfg.model, head_class)
+    loggers = _training_loggers(cfg, spec, out_dir)  # a bad section stops the run before anything is written
     with _run_dir_lock(out_dir, rank):
         if rank == 0 and world_size == 1 and (done := existing_record(record_path)) is not None:
             return _same_settings(done, record_path, cfg), False  # completed by a job that just ended
@@ -332,12 +339,30 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         if rank == 0:
             _clear_leftover(out_dir)
             save_resolved_config(cfg, out_dir, extra={"settings_version": SETTINGS_VERSION})
-        record = _execute(cfg, spec, out_dir)
+        try:
+            record = _execute(cfg, spec, out_dir, loggers)
+        except Exception as exc:  # kept beside the run for `reproduce status`; a rerun clears the folder
+            if rank == 0:
+                atomic_write_text(out_dir / ERROR_FILE, f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+            raise
         if rank == 0:
             atomic_write_json(record_path, record.to_dict())
             if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
                 _drop_evaluated_ir_model(cfg)
     return (record if handoff is None else handoff(record)), True
+
+
+def _training_loggers(cfg: RunConfig, spec, out_dir: Path) -> list:
+    """Composer loggers of `cfg.loggers` for a run that trains (files under its run directory by
+    default); RunError naming the field when a name, argument or package is wrong."""
+    if not cfg.loggers or (spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK):
+        return []
+    from pretraining.monitoring import LoggerSetupError, composer_loggers
+
+    try:
+        return composer_loggers(cfg.loggers, out_dir)
+    except LoggerSetupError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _run_dir_lock(out_dir: Path, rank: int) -> contextlib.AbstractContextManager:
@@ -386,7 +411,7 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
         shutil.rmtree(doomed)
 
 
-def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
+def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | None:
     """Train (every rank) and evaluate (rank 0): the record on rank 0, None on the others."""
     import torch
     from composer.utils import dist, reproducibility
@@ -507,7 +532,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path) -> RunRecord | None:
             check_last_batch(len(features), train_settings, world_size)
         except ValueError as exc:
             raise RunError(f"{cfg.task}: {exc}") from None
-        train = fit(module, features, collate, train_settings)
+        train = fit(module, features, collate, train_settings, loggers=loggers)
         train.pop("step_losses")
         extra["train"] = {**train, "n_examples": len(features)}
         if rank != 0:

@@ -12,6 +12,8 @@ A fine-tuning run directory (`python -m benchmarks run`, benchmarks.run):
 
   <out>/<model>/<task>/lr<lr>_sd<seed>/config.yaml    the resolved run config
   <out>/<model>/<task>/lr<lr>_sd<seed>/record.json    its run record (contracts.run_record), written last
+  <out>/<model>/<task>/lr<lr>_sd<seed>/error.txt      a failed run's error (its first line: type and
+                                                      message), for `python -m reproduce status`
   <out>/<model>/msmarco/lr<lr>_sd<seed>/model/        the IR model an MS MARCO run trains (NQ and MLDR
                                                       runs of the same lr and seed evaluate it)
 """
@@ -32,6 +34,7 @@ FINISHED_FILE = "FINISHED.json"
 
 # fine-tuning run directory
 RECORD_FILE = "record.json"
+ERROR_FILE = "error.txt"  # a failed run's error; the folder is cleared when the run is redone
 IR_MODEL_DIR = "model"
 
 

@@ -24,6 +24,7 @@ import time
 import torch
 
 from pretraining.data.windows import attention_segments, window_ids
+from pretraining.flops import attention_pairs as attended_pairs  # the count SpeedMonitor's MFU uses
 from pretraining.modeling import ATTENTION_BACKENDS, MlmClmForLM
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
@@ -82,12 +83,6 @@ def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int
         windows = torch.from_numpy(windows)
         out.append({"input_ids": ids, "document_ids": docs, WINDOW_IDS: windows, SAMPLE_INDEX: index})
     return out
-
-
-def attended_pairs(segments: torch.Tensor) -> int:
-    """(query, key) pairs inside the attention segments of a [B, L] batch: per row, the sum of the
-    squared segment lengths (segments numbered 0, 1, ... along each row)."""
-    return sum(int((torch.bincount(row) ** 2).sum()) for row in segments)
 
 
 def apply_objective(batch: dict, objective: str, ratio: float, vocab: int, scope: str = "window") -> dict:

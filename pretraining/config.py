@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from contracts.config import ConfigError, load_config
+from contracts.config import ConfigError, config_to_dict, load_config
+from contracts.loggers import check_logger_section
 from contracts.paper import (
     DECAY_STEPS,
     DEFAULT_MASKING_RATIO,
@@ -198,6 +199,29 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class MonitorConfig:
+    """Composer's SpeedMonitor, LRMonitor (and MemoryMonitor on a GPU), added when `loggers` names a
+    tracker: throughput over the last `window` steps; MFU against `peak_flops` per device (FLOP/s;
+    None: Composer's table of known GPUs, no MFU elsewhere). docs/watching.md."""
+
+    window: int = 100
+    peak_flops: float | None = None
+
+    def __post_init__(self):
+        if self.window < 1:
+            raise ValueError(f"monitor.window must be >= 1 step, got {self.window}")
+        if self.peak_flops is not None and not self.peak_flops > 0:
+            raise ValueError(
+                f"monitor.peak_flops must be > 0 FLOP/s (null: Composer's GPU table), got {self.peak_flops}"
+            )
+
+
+# Sections that change what a run shows while it trains, never what it computes: left out of the
+# run's identity, so a tracker can be added to (or removed from) a run that resumes.
+WATCH_SECTIONS = ("loggers", "monitor")
+
+
+@dataclass(frozen=True)
 class PretrainConfig:
     name: str
     run_dir: Path
@@ -209,8 +233,11 @@ class PretrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     init: InitConfig = field(default_factory=InitConfig)
+    loggers: dict[str, Any] = field(default_factory=dict, hash=False)  # tracker name -> its Composer arguments
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
 
     def __post_init__(self):
+        check_logger_section(self.loggers)
         t, s = self.train, self.schedule
         if s.warmup + s.decay > t.max_steps:
             raise ValueError(
@@ -227,6 +254,16 @@ class PretrainConfig:
             raise ValueError(f"train.branch_steps {bad} are outside (0, {t.max_steps}): a branch starts before the end")
 
 
+def run_identity(body: dict) -> dict:
+    """A resolved config (config_to_dict, or the body of a saved config.yaml) without WATCH_SECTIONS:
+    what must be equal for a run to resume, and what its config hash covers."""
+    return {key: value for key, value in body.items() if key not in WATCH_SECTIONS}
+
+
+def identity_of(cfg: PretrainConfig) -> dict:
+    return run_identity(config_to_dict(cfg))
+
+
 def load_pretrain_config(path, overrides=()) -> PretrainConfig:
     return load_config(PretrainConfig, path, list(overrides))
 
@@ -236,11 +273,14 @@ __all__ = [
     "ConfigError",
     "InitConfig",
     "ModelConfig",
+    "MonitorConfig",
     "ObjectiveConfig",
     "OptimizerConfig",
     "PretrainConfig",
     "ScheduleConfig",
     "TrainConfig",
     "check_callbacks",
+    "identity_of",
     "load_pretrain_config",
+    "run_identity",
 ]

@@ -43,7 +43,7 @@ from contracts.layout import (
 )
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
-from pretraining.config import PretrainConfig, check_callbacks
+from pretraining.config import PretrainConfig, check_callbacks, identity_of, run_identity
 from pretraining.data.config import PreparedDataError
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
@@ -52,7 +52,9 @@ from pretraining.export import (
     guard_composer_loads,
     save_hf_directory,
 )
+from pretraining.flops import flop_shape, step_flops
 from pretraining.modeling import Block, MlmClmForLM
+from pretraining.monitoring import LoggerSetupError, composer_loggers, monitor_callbacks
 from pretraining.objectives import (
     IGNORE_INDEX,
     SAMPLE_INDEX,
@@ -88,6 +90,12 @@ class ComposerLM(ComposerModel):
         super().__init__()
         self.model = model
         self.is_causal = bool(model.config.is_causal)
+        self._flop_shape = flop_shape(model.config)
+
+    def flops_per_batch(self, batch: dict) -> float:
+        """Model FLOPs of this rank's batch as trained (Composer's SpeedMonitor reads it for
+        FLOP/s and MFU): attention over the batch's segments, the LM head at its labels."""
+        return step_flops(self._flop_shape, batch[SEGMENT_IDS], batch["labels"])
 
     def forward(self, batch: dict) -> Any:
         return self.model(
@@ -290,8 +298,9 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
     if saved.exists():
         import yaml
 
-        old = yaml.safe_load(saved.read_text()).get("config_hash")
-        new = stable_hash(config_to_dict(cfg))
+        # loggers and monitor may differ: they change what a run shows, not what it computes
+        old = stable_hash(run_identity(yaml.safe_load(saved.read_text()).get("config") or {}))
+        new = stable_hash(identity_of(cfg))
         state = saved_state(run_dir)
         if old != new and state:
             raise PretrainError(
@@ -473,6 +482,10 @@ def build_trainer(
     _check_callbacks(cfg.train.callbacks, trust_callbacks)  # before anything is read, imported or built
     _check_run_dir(cfg)
     check_attention_backend(cfg)
+    try:  # built first: a bad name, argument or missing package stops the run before anything is written
+        loggers = composer_loggers(cfg.loggers, cfg.run_dir)
+    except LoggerSetupError as exc:
+        raise PretrainError(str(exc)) from None
     guard_composer_loads(trust_checkpoints)
     if dist.get_global_rank() == 0:  # before Composer autoresumes from the link it names
         newest_complete_checkpoint(Path(cfg.run_dir) / CHECKPOINTS_DIR)
@@ -509,7 +522,7 @@ def build_trainer(
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
     metadata = {
         "name": cfg.name,
-        "config_hash": stable_hash(config_to_dict(cfg)),
+        "config_hash": stable_hash(identity_of(cfg)),
         "objective": obj.kind,
         "switch_at": obj.switch_at,
         "mlm_ratio": obj.mlm_ratio,
@@ -524,6 +537,7 @@ def build_trainer(
         KeepBranchStates(run_dir, t.branch_steps),
         *user_callbacks,
         *extra_callbacks,
+        *(monitor_callbacks(cfg.monitor.window, cfg.monitor.peak_flops) if loggers else []),
     ]
     algorithms = [
         ObjectiveAlgorithm(
@@ -541,6 +555,7 @@ def build_trainer(
         step_schedulers_every_batch=True,
         algorithms=algorithms,
         callbacks=callbacks,
+        loggers=loggers,
         run_name=cfg.name,
         save_folder=str(run_dir / CHECKPOINTS_DIR),
         save_filename=CHECKPOINT_PATTERN,

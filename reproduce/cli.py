@@ -30,6 +30,18 @@ def _csv(kind):
     return parse
 
 
+def _yaml_mapping(text: str) -> dict:
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise argparse.ArgumentTypeError(f"not YAML ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a YAML mapping such as '{{tensorboard: {{}}}}', got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     studies = "; ".join(
         f"{s.name}: Figures {', '.join(map(str, s.figures))}"
@@ -43,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "figures (next to the published ones), tabulate, audit. Toy scale runs here (cached: a "
         "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
         f"paper writes Slurm jobs for a cluster. Studies: {studies}.",
+        epilog="python -m reproduce status OUT: where the study in OUT stands (runs, losses, ETA, failures) "
+        "and a PNG of its loss curves, read while it runs (docs/watching.md).",
     )
     p.add_argument(
         "--clean",
@@ -118,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="pretraining runs per configuration (default 1); runs 2..N are <name>-rep<k> with other init and "
         "data-order seeds, and the analysis writes a claims report with the pretraining SD estimated per task type",
     )
+    p.add_argument(
+        "--loggers",
+        type=_yaml_mapping,
+        help="experiment trackers of every pretraining and fine-tuning run, as YAML, e.g. "
+        "'{tensorboard: {}, wandb: {project: masking}}' (offline by default; docs/watching.md)",
+    )
     slurm = p.add_argument_group("Slurm (always at --scale paper)")
     slurm.add_argument("--slurm", action="store_true", help="write (and submit) Slurm jobs instead of running here")
     slurm.add_argument(
@@ -180,6 +200,7 @@ def config_from_args(args) -> ReproduceConfig:
         "threads",
         "reps",
         "pretrain_replicates",
+        "loggers",
     ):
         value = getattr(args, key)
         if value is not None:
@@ -188,6 +209,11 @@ def config_from_args(args) -> ReproduceConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["status"]:  # python -m reproduce status OUT (reproduce.status)
+        from reproduce.status import main as status_main
+
+        return status_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.clean:

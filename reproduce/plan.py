@@ -6,12 +6,13 @@ here; reproduce.local runs the DAG in this process, reproduce.slurm writes it as
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from contracts.config import config_to_dict
 from contracts.layout import export_dir
+from contracts.loggers import check_logger_section
 from contracts.model_names import parse_model_name, replicate_name, split_replicate
 from contracts.paper import (
     DATASETS,
@@ -102,6 +103,8 @@ class ReproduceConfig:
     # `<name>-rep<k>` with other init and data-order seeds; the analysis then estimates the
     # pretraining SD per task type (analysis.pretraining_variance) in its claims report.
     pretrain_replicates: int = 1
+    # Experiment trackers of every pretraining and fine-tuning run (contracts.loggers, docs/watching.md)
+    loggers: dict[str, Any] = field(default_factory=dict, hash=False)  # (a dict: not hashable)
 
     def __post_init__(self):
         if self.study not in STUDIES:
@@ -144,6 +147,7 @@ class ReproduceConfig:
             raise ValueError(
                 f"pretrain_replicates {self.pretrain_replicates} must be >= 1 (1: one run per configuration)"
             )
+        check_logger_section(self.loggers)
         try:
             if not study_checkpoints(self):
                 raise ValueError("the options select no checkpoint of the study")
@@ -298,6 +302,8 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         tokenizer=tokenizer_path(cfg),
     )
     body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
+    if cfg.loggers:
+        body["loggers"] = dict(cfg.loggers)
     body["run_dir"] = str(pretraining_dir(cfg) / name)
     replicate = split_replicate(name)[1]
     if replicate > 1:  # another pretraining run of the configuration: other init and data order
@@ -349,6 +355,7 @@ def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: b
         "out": str(finetune_dir(cfg)),
         "data_root": task_data_root(cfg),
         "max_steps": cfg.finetune_steps,
+        **({"loggers": dict(cfg.loggers)} if cfg.loggers else {}),
     }
     base = load_run_config(values, cfg.finetune_config)
     jobs = []

@@ -17,10 +17,12 @@ import yaml
 from benchmarks.datasets import TOY_DATA_ROOT
 from benchmarks.run import CONFIG_DIR, RunConfig, RunError, load_run_config, run
 from benchmarks.tasks import TASKS
+from contracts.config import ConfigError
 from contracts.layout import finetune_run_dir, format_lr
 from contracts.run_record import PROTOCOLS, RunRecord
 from contracts.run_store import iter_records_in
 from tests.benchmarks.tiny import one_torch_thread, save_tiny_model  # noqa: F401 (autouse fixture)
+from tests.fake_wandb import fake_wandb, logged_metrics, wandb_calls  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,6 +182,49 @@ def test_a_run_saved_before_a_setting_existed_is_not_reused_as_if_equal(tiny, tm
     (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
     with pytest.raises(RunError, match="saved under settings version 0 .* this package's is 1"):
         run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+
+
+@pytest.mark.usefixtures("fake_wandb")
+def test_a_fine_tuning_run_logs_to_its_configured_tracker_and_is_reused_without_it(tiny, tmp_path):
+    """loggers: (docs/watching.md) builds Composer's logger for the training; the record does not
+    depend on it, so a run made with a tracker is reused without one."""
+    record, _ = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=4, loggers={"wandb": {"project": "ft"}}))
+    init = json.loads(wandb_calls(tmp_path).read_text().splitlines()[0])
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    assert init["kwargs"] == {
+        "project": "ft",
+        "mode": "offline",
+        "dir": str(run_dir.absolute()),
+        "name": init["kwargs"]["name"],
+    }
+    logged = logged_metrics(tmp_path)
+    assert sorted(logged["loss/train/total"]) == [0, 1, 2, 3]
+    assert logged["loss/train/total"][3] == pytest.approx(record.provenance["train"]["final_train_loss"])
+    assert sorted(logged["throughput/batches_per_sec"]) == [3, 4]  # a window of half the run's 4 steps
+    assert "lr-AdamW/group0" in logged
+    again, computed = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=4))
+    assert not computed and again == record
+    with pytest.raises(ConfigError, match=r"loggers\.tensorbord: unknown logger"):
+        _cfg(tiny["bert"], tmp_path / "other", "sst2", loggers={"tensorbord": {}})
+
+
+def test_a_failed_run_keeps_its_error_beside_it_until_it_is_redone(tiny, tmp_path, monkeypatch):
+    """error.txt (first line: type and message) is what `reproduce status` shows for a failed run."""
+    import benchmarks.finetune
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+
+    monkeypatch.setattr(benchmarks.finetune, "fit", out_of_memory)
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    error = (run_dir / "error.txt").read_text()
+    assert error.splitlines()[0] == "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert "Traceback (most recent call last)" in error and not (run_dir / "record.json").exists()
+    monkeypatch.undo()
+    _, computed = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    assert computed and not (run_dir / "error.txt").exists() and (run_dir / "record.json").is_file()
 
 
 def test_one_epoch_stops_every_task_after_a_pass_over_its_training_split(tiny, tmp_path):

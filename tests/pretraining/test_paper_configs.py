@@ -13,7 +13,7 @@ import yaml
 
 from contracts.config import config_from_dict, config_to_dict
 from pretraining import registry
-from pretraining.config import PretrainConfig
+from pretraining.config import PretrainConfig, run_identity
 
 GOLDEN = Path(__file__).parent / "fixtures" / "paper_configs.yaml"
 
@@ -34,8 +34,12 @@ def written(name: str) -> dict:
 
 
 def resolved(name: str) -> dict:
+    """The resolved config without `loggers` and `monitor`: they change what a run shows, not the run
+    (pretraining.config.WATCH_SECTIONS; docs/watching.md)."""
     run, _ = registry.run_for(name)
-    return _flat(config_to_dict(config_from_dict(PretrainConfig, registry.config_dict(run, "paper"), name)))
+    return _flat(
+        run_identity(config_to_dict(config_from_dict(PretrainConfig, registry.config_dict(run, "paper"), name)))
+    )
 
 
 def golden_document() -> dict:

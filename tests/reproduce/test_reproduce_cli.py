@@ -20,6 +20,8 @@ def test_help():
         (["--tasks", "sst2,nope"], "tasks"),
         (["--lrs", "0"], "lrs"),
         (["--pretrain-steps", "2"], "pretrain_steps"),
+        (["--loggers", "{tensorbord: {}}"], "loggers.tensorbord: unknown logger"),
+        (["--loggers", "{wandb: {api_key: x}}"], "loggers.wandb.api_key: secrets are never written"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
@@ -53,6 +55,19 @@ def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
     assert {j["config"]["one_epoch"] for j in jobs} == {True}  # benchmarks/configs/toy_world.yaml
     no_untrained = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path), "--no-random-init"]))
     assert plan.finetuned_models(no_untrained) == names
+
+
+def test_loggers_reach_every_pretraining_and_fine_tuning_run_of_the_study(tmp_path):
+    """--loggers (docs/watching.md): in each run's config, so in the Slurm jobs' configs too."""
+    argv = ["--out", str(tmp_path), "--sizes", "toy_s", "--loggers", "{tensorboard: {}, mlflow: {experiment_name: m}}"]
+    cfg = cli.config_from_args(cli.build_parser().parse_args(argv))
+    wanted = {"tensorboard": {}, "mlflow": {"experiment_name": "m"}}
+    assert all(plan.pretraining_config(cfg, name)["loggers"] == wanted for name in plan.pretraining_runs(cfg))
+    assert {str(j["config"]["loggers"]) for j in plan.finetune_jobs(cfg, check_models=False)} == {str(wanted)}
+    default = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path), "--sizes", "toy_s"]))
+    # the toy default: no tracker
+    assert "loggers" not in plan.pretraining_config(default, f"toy_s-mlm40-{plan.TOY_PRETRAIN_STEPS}")
+    assert {str(j["config"]["loggers"]) for j in plan.finetune_jobs(default, check_models=False)} == {"{}"}
 
 
 def test_figure3_accepts_toy_sizes_and_steps():

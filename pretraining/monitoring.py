@@ -1,0 +1,82 @@
+"""Composer glue for watching a run (docs/watching.md): the `loggers:` section of a run config as
+Composer's own logger objects, and Composer's monitors (SpeedMonitor, LRMonitor, MemoryMonitor).
+The names, defaults and secret checks are pure (contracts.loggers); the FLOPs are pretraining.flops."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import composer.loggers
+
+
+class LoggerSetupError(ValueError):
+    """A `loggers:` section that cannot run here; one line naming the field and the fix."""
+
+
+class OfflineWandBLogger(composer.loggers.WandBLogger):
+    """Composer's WandBLogger without its checkpoint download: when a run starts, Composer's
+    autoresume asks every logger for the latest checkpoint, and WandBLogger asks the W&B server
+    (wandb.Api()), which an offline compute node cannot reach. Checkpoints stay in the run folder."""
+
+    def download_file(self, remote_file_name, destination, overwrite=False, progress_bar=True):
+        raise NotImplementedError("checkpoints are read from the run folder, never from W&B")
+
+
+CLASSES = {"wandb": OfflineWandBLogger}  # names whose Composer class is adapted here
+
+
+def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers") -> list:
+    """The Composer logger of each configured name, built with its arguments checked against the
+    class's own signature; LoggerSetupError before any is built (so before anything is written)."""
+    from contracts.loggers import (
+        LOGGERS,
+        check_logger_section,
+        install_line,
+        logger_arguments,
+        missing_logger_package,
+    )
+
+    try:
+        check_logger_section(loggers, where)
+    except ValueError as exc:
+        raise LoggerSetupError(str(exc)) from None
+    planned = []
+    for name, settings in loggers.items():
+        cls = CLASSES.get(name) or getattr(composer.loggers, LOGGERS[name].composer_class)
+        kwargs = logger_arguments(name, settings, run_dir)
+        accepted = set(inspect.signature(cls).parameters) - {"self"}
+        unknown = sorted(set(kwargs) - accepted)
+        if unknown:
+            raise LoggerSetupError(
+                f"{where}.{name}.{unknown[0]}: not an argument of composer.loggers.{LOGGERS[name].composer_class}; "
+                f"valid: {sorted(accepted)}"
+            )
+        planned.append((cls, kwargs))
+    missing = missing_logger_package(loggers, where)
+    if missing:
+        raise LoggerSetupError(missing)
+    for name in loggers:  # installed, but at a version that does not import with this stack
+        try:
+            importlib.import_module(LOGGERS[name].package)
+        except Exception as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            raise LoggerSetupError(
+                f"{where}.{name}: the {LOGGERS[name].package} package is installed but does not import here "
+                f"({type(exc).__name__}: {first}); {install_line(name)} (docs/watching.md)"
+            ) from None
+    return [cls(**kwargs) for cls, kwargs in planned]
+
+
+def monitor_callbacks(window: int, peak_flops: float | None = None) -> list:
+    """Composer's SpeedMonitor (throughput over `window` steps; MFU where the model counts its FLOPs
+    and the device peak is known: Composer's table of GPUs, or `peak_flops`), LRMonitor, and
+    MemoryMonitor where there is a CUDA device (it reads CUDA's allocator statistics)."""
+    import torch
+    from composer.callbacks import LRMonitor, MemoryMonitor, SpeedMonitor
+
+    callbacks = [SpeedMonitor(window_size=window, gpu_flops_available=peak_flops), LRMonitor()]
+    if torch.cuda.is_available():
+        callbacks.append(MemoryMonitor())
+    return callbacks
