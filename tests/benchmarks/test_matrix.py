@@ -154,12 +154,12 @@ def test_local_runner_resumes_after_a_kill(model, tmp_path, monkeypatch):
     real_execute = run_module._execute
     calls = []
 
-    def dies_on_third(cfg, spec, out_dir):
+    def dies_on_third(cfg, spec, out_dir, *rest):
         calls.append(cfg.task)
         if len(calls) == 3:
             (out_dir / "partial.bin").write_text("half")  # the kill leaves a partial run behind
             raise _Killed()
-        return real_execute(cfg, spec, out_dir)
+        return real_execute(cfg, spec, out_dir, *rest)
 
     monkeypatch.setattr(run_module, "_execute", dies_on_third)
     with pytest.raises(_Killed):
