@@ -40,8 +40,8 @@ def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
     assert body["train"]["max_steps"] == 250 and body["data"]["seq_len"] == 80
     assert body["train"]["global_batch_size"] == 26 and body["optimizer"]["lr"] == 1e-3
     assert body["schedule"]["warmup"] == body["schedule"]["decay"] == 12  # 2k of 42k, as the paper's
-    assert body["data"].get("windows", "random_split") == "random_split"  # the release's recipe
-    assert body["model"].get("attention_scope", "window") == "window"
+    assert body["data"]["windows"] == "random_split" and body["data"]["window_early_end"] == 12  # the release
+    assert body["model"]["attention_scope"] == "window"
     # the toy world: its corpus packed, its tokenizer, its tasks
     assert body["data"]["path"] == str(tmp_path / "data" / "world-80")
     assert body["tokenizer"] == str(tmp_path / "data" / "toy-world" / "tokenizer")
