@@ -107,8 +107,9 @@ def test_the_paper_data_subset_holds_the_base_run_and_the_longest_cpt_without_re
 
 @pytest.mark.parametrize("scale", ["paper", "toy"])
 def test_cpt_branches_recipe_trains_one_run_per_base_and_branches_the_shorter_ones(scale):
-    """`--cpt-recipe branches` (SPEC section 3's "6 models, 26k steps"): per base, the 22k CPT run
-    keeps its state where the 2k and 12k runs branch off, each then decays at its own end."""
+    """`--cpt-recipe branches` (the paper's compute table, v4 section 2: "6 models, 26k steps"): per
+    base, the 22k CPT run keeps its state where the 2k and 12k runs branch off, each then decays at
+    its own end."""
     from contracts.layout import branch_state
 
     def config(base, cpt_steps):
