@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from pathlib import Path
 
 import composer.loggers
@@ -66,6 +67,11 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers")
                 f"{where}.{name}: the {LOGGERS[name].package} package is installed but does not import here "
                 f"({type(exc).__name__}: {first}); {install_line(name)} (docs/watching.md)"
             ) from None
+    for cls, kwargs in planned:
+        if cls is composer.loggers.MLFlowLogger and str(kwargs.get("tracking_uri", "")).startswith("file:"):
+            # MLflow 3.x refuses its file store unless opted in; a local file store is what an offline
+            # compute node has (docs/watching.md). A user's own setting of the variable wins.
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     return [cls(**kwargs) for cls, kwargs in planned]
 
 
