@@ -45,6 +45,20 @@ def _group(task: str) -> str:
     return "ir_train" if task == IR_TRAIN_TASK else "ir_eval"
 
 
+def _check_distinct_names(base: RunConfig, models: Sequence[str]) -> None:
+    """Two checkpoints recorded under one name would share run folders: the second's runs would be
+    taken for finished ones (e.g. several runs' `hf/step-250` exports)."""
+    seen: dict[str, str] = {}
+    for model in models:
+        name = replace(base, model=model).name
+        if name in seen:
+            raise MatrixError(
+                f"models {seen[name]} and {model} would both be recorded as {name!r} (<out>/{name}/...): "
+                "give each checkpoint a folder of its own name (e.g. a symlink runs/<run>-step250 -> <run>/hf/step-250)"
+            )
+        seen[name] = model
+
+
 def expand(
     base: RunConfig,
     models: Sequence[str],
@@ -77,6 +91,7 @@ def expand(
         check_remote_code(model, base.trust_remote_code)
     # Absolute local paths: Slurm tasks run from the repository, maybe on another node.
     models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))
+    _check_distinct_names(base, models)
     base = replace(base, out=_absolute(base.out), data_root=_absolute(base.data_root) if base.data_root else None)
     # MS MARCO first: the other IR runs evaluate its model; it is implied by them
     ordered = sorted(dict.fromkeys(tasks), key=lambda t: tasks.index(t) if t != IR_TRAIN_TASK else -1)

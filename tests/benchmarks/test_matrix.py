@@ -91,6 +91,16 @@ def test_bad_matrices_are_refused(model, tmp_path, kwargs, message):
         matrix.expand(_base(tmp_path), [str(model)], **kwargs)
 
 
+def test_two_checkpoints_with_one_folder_name_are_refused(model, tmp_path):
+    """E.g. two pretraining runs' hf/step-250 exports: their runs would share <out>/step-250/..."""
+    other = tmp_path / "other-run" / "bert"
+    other.parent.mkdir()
+    other.symlink_to(model, target_is_directory=True)
+    with pytest.raises(matrix.MatrixError, match=r"would both be recorded as 'bert'.*symlink"):
+        matrix.expand(_base(tmp_path / "runs"), [str(model), str(other)], tasks=["sst2"], lrs=[1e-5], seeds=[0])
+    assert not (tmp_path / "runs").exists()
+
+
 def test_slurm_script_is_valid_bash_with_arrays_and_dependency(model, tmp_path):
     jobs = matrix.expand(_base(tmp_path), [str(model)])
     jobs_path = matrix.write_jobs(jobs, tmp_path / "jobs.jsonl")
