@@ -177,8 +177,18 @@ class TrainConfig:
     progress_bar: bool = True
     dataloader_workers: int = 0
     callbacks: tuple[CallbackConfig, ...] = ()  # more Composer callbacks (docs/pretraining.md)
+    # A step's loss: `tokens`, the mean over all its labelled tokens (independent of the ranks);
+    # `rank`, each rank's mean, then averaged over ranks, as the released trainer (docs/pretraining.md)
+    loss_average: Literal["tokens", "rank"] = "tokens"
 
     def __post_init__(self):
+        if self.loss_average not in ("tokens", "rank"):
+            raise ValueError(f"train.loss_average must be tokens or rank, got {self.loss_average!r}")
+        if self.loss_average == "rank" and self.device_microbatch_size is not None:
+            raise ValueError(
+                "train.loss_average: rank averages each rank's whole batch, as the release did; set "
+                f"train.device_microbatch_size: null (got {self.device_microbatch_size}) or loss_average: tokens"
+            )
         if self.global_batch_size < 1:
             raise ValueError(f"train.global_batch_size {self.global_batch_size} must be >= 1 (samples per step)")
         if self.max_steps < 1:

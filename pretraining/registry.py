@@ -285,6 +285,7 @@ def config_dict(
             "progress_bar": True,
             "dataloader_workers": 0,
             "callbacks": [],
+            "loss_average": "rank",  # the release: each rank's mean loss, gradients averaged over ranks
         },
         "init": init,
     }

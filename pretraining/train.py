@@ -567,7 +567,9 @@ def build_trainer(
         device=device,
         precision=precision,
         device_train_microbatch_size=t.device_microbatch_size or device_batch_size,
-        accumulate_train_batch_on_tokens=True,  # loss = mean over labelled tokens of the whole step
+        # tokens: loss = mean over the labelled tokens of the whole step; rank: each rank's mean over its
+        # whole batch (one microbatch, TrainConfig checks), the ranks' gradients averaged: the release's
+        accumulate_train_batch_on_tokens=t.loss_average == "tokens",
         seed=t.seed,
         progress_bar=t.progress_bar,
         log_to_console=False,

@@ -205,3 +205,33 @@ def test_a_decay_branch_from_a_kept_state_equals_the_run_that_decays_there(tmp_p
     assert [r["lr"] for r in rows] == pytest.approx([r["lr"] for r in straight[11:]], abs=1e-12)
     with pytest.raises(ValueError, match="branch_steps"):
         toy_run_config(tmp_path, "bad", train={"branch_steps": [24]})
+
+
+def test_loss_averaged_per_rank_is_the_release_setting_and_on_one_rank_the_token_mean(tmp_path, monkeypatch):
+    """`train.loss_average: rank` hands Composer per-sample (not per-token) accumulation, so each rank's
+    whole-batch mean loss is weighted alike over ranks, as the released trainer; on one rank the two
+    readings are the same loss (docs/pretraining.md, "Schedule and optimizer")."""
+    import pretraining.train as train_module
+
+    settings = []
+
+    class Recording(train_module.Trainer):
+        def __init__(self, *args, **kwargs):
+            settings.append(kwargs["accumulate_train_batch_on_tokens"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "Trainer", Recording)
+    runs = {
+        average: _losses(_run(toy_run_config(tmp_path, name=average, train={"loss_average": average})))
+        for average in ("tokens", "rank")
+    }
+    assert settings == [True, False]
+    assert [r["loss"] for r in runs["rank"]] == pytest.approx([r["loss"] for r in runs["tokens"]], rel=1e-6)
+
+
+def test_loss_averaged_per_rank_with_microbatches_is_refused(tmp_path):
+    from contracts.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train\.loss_average: rank averages each rank's whole batch.*null"):
+        toy_run_config(tmp_path, train={"loss_average": "rank", "device_microbatch_size": 2})
+    assert not (tmp_path / "toy").exists()
