@@ -144,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_argument(
         "--cpt-recipe",
         choices=["separate", "branches"],
-        default="separate",
-        help="CPT runs: each length from the base (default), or one run per base with decay branches",
+        default="branches",
+        help="CPT runs: one run per base with decay branches (default, the paper's compute table), or "
+        "each length from the base (separate)",
     )
     configs.add_argument("--runs-root", default="runs", help="folder holding run directories")
     configs.add_argument("--data-path", help="prepared data folder (data.path)")

@@ -194,7 +194,7 @@ def config_dict(
     runs_root: str = "runs",
     data_path: str | None = None,
     tokenizer: str | None = None,
-    cpt_recipe: str = "separate",
+    cpt_recipe: str = "branches",
 ) -> dict:
     """The YAML body (a PretrainConfig) of `run` at `scale`, every setting written out: a changed
     default of the config classes never changes a written run (tests/pretraining/test_paper_configs.py

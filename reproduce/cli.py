@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         "data-order seeds, and the analysis writes a claims report with the pretraining SD estimated per task type",
     )
     p.add_argument(
+        "--cpt-recipe",
+        choices=["branches", "separate"],
+        help="CPT runs: one continued run per base with decay branches (default; the paper's compute table) "
+        "or each length from the base (docs/pretraining.md)",
+    )
+    p.add_argument(
         "--loggers",
         type=_yaml_mapping,
         help="experiment trackers of every pretraining and fine-tuning run, as YAML, e.g. "
@@ -200,6 +206,7 @@ def config_from_args(args) -> ReproduceConfig:
         "threads",
         "reps",
         "pretrain_replicates",
+        "cpt_recipe",
         "loggers",
     ):
         value = getattr(args, key)

@@ -5,7 +5,8 @@ GPU-hours per stage from the model FLOPs and an assumed model FLOPs utilisation 
 - pretraining: C = 6 x N x tokens per run (paper_figures.flops, the count Figure 10 uses: N = the
   matmul parameters of the Table 1 shape, LM head included; attention scores not counted), tokens =
   the run's steps x global batch x sequence length (2,359,296 a step, Table 1); a CPT run counts its
-  own steps, a biphasic run its whole budget;
+  own steps (a decay branch only those past the main CPT run's step it continues from: 26k steps a
+  base under the default `branches` recipe, the paper's "26k steps"), a biphasic run its whole budget;
 - fine-tuning: 6 x N x training tokens + 2 x N x evaluation tokens per run, N = the non-embedding
   parameters; the tokens per run come from `FINETUNE_TOKENS` (dataset sizes from the cards, mean
   lengths ASSUMED, not measured). It is a floor: start-up, padding and the low utilisation of
@@ -39,7 +40,14 @@ from contracts.paper import (
     TOKENS_PER_STEP_TABLE1,
 )
 from paper_figures.flops import count_parameters, training_flops
-from reproduce.plan import ReproduceConfig, ReproduceError, finetuned_models, pretraining_config, pretraining_runs
+from reproduce.plan import (
+    ReproduceConfig,
+    ReproduceError,
+    finetuned_models,
+    is_cpt_branch,
+    pretraining_config,
+    pretraining_runs,
+)
 
 H100_BF16_TFLOPS = 989.0  # NVIDIA H100 SXM, dense bf16 (the 1,979 of the data sheet assume sparsity)
 DEFAULT_MFU = 0.4
@@ -82,11 +90,15 @@ def gpu_hours(flops: float, mfu: float, gpu_tflops: float) -> float:
 
 def pretraining_costs(cfg: ReproduceConfig) -> list[dict]:
     """Per pretraining run of the reproduction: size, steps, tokens, FLOPs."""
+    from pretraining.registry import RUNS, cpt_branch_step
+
     out = []
-    for name in pretraining_runs(cfg):
+    for name, run in pretraining_runs(cfg).items():
         body = pretraining_config(cfg, name)
         size = body["model"]["preset"]
         steps = body["train"]["max_steps"]
+        if is_cpt_branch(body):  # a decay branch trains only past the main run's step it continues from
+            steps -= cpt_branch_step(RUNS[run], cfg.scale)
         per_step = body["train"]["global_batch_size"] * body["data"]["seq_len"]
         n = count_parameters(PAPER_SHAPES[size])["matmul"]
         out.append(

@@ -28,6 +28,7 @@ from reproduce.plan import (
     finetune_dir,
     finetune_jobs,
     finetuned_models,
+    is_cpt_branch,
     model_names,
     model_path,
     out_dir,
@@ -193,7 +194,8 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
     from pretraining.config import PretrainConfig
     from pretraining.registry import RUNS
 
-    waves: tuple[list[dict], list[dict]] = ([], [])  # runs from scratch, then CPT runs (from their bases)
+    # runs from scratch; then CPT runs from their bases; then CPT decay branches from a main CPT run's kept state
+    waves: tuple[list[dict], list[dict], list[dict]] = ([], [], [])
     for name, run in pretraining_runs(cfg).items():
         body = pretraining_config(cfg, name)
         body["data"]["cache_dir"] = str(shard_cache_dir(cfg, name))  # the runs of a wave train side by side
@@ -201,7 +203,7 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
         write_if_changed(
             out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml", yaml.safe_dump(body, sort_keys=False)
         )
-        waves[RUNS[run].cpt_base is not None].append(body)
+        waves[2 if is_cpt_branch(body) else int(RUNS[run].cpt_base is not None)].append(body)
     results = []
     for wave in waves:
         finished = [b for b in wave if (Path(b["run_dir"]) / FINISHED_FILE).exists()]

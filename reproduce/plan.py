@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.config import config_to_dict
-from contracts.layout import export_dir
+from contracts.layout import branch_state, export_dir
 from contracts.loggers import check_logger_section
 from contracts.model_names import parse_model_name, replicate_name, split_replicate
 from contracts.paper import (
@@ -103,6 +103,9 @@ class ReproduceConfig:
     # `<name>-rep<k>` with other init and data-order seeds; the analysis then estimates the
     # pretraining SD per task type (analysis.pretraining_variance) in its claims report.
     pretrain_replicates: int = 1
+    # CPT runs (docs/pretraining.md, "Continued pretraining"): `branches`, one continued run per base
+    # with decay branches, as the paper's compute table implies; `separate`, each length on its own
+    cpt_recipe: str = "branches"
     # Experiment trackers of every pretraining and fine-tuning run (contracts.loggers, docs/watching.md)
     loggers: dict[str, Any] = field(default_factory=dict, hash=False)  # (a dict: not hashable)
 
@@ -143,6 +146,10 @@ class ReproduceConfig:
             raise ValueError(f"data_root {TOY_WORLD!r} is the toy world's task mirror: it needs scale toy")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
+        from pretraining.registry import CPT_RECIPES  # here: the package imports torch
+
+        if self.cpt_recipe not in CPT_RECIPES:
+            raise ValueError(f"cpt_recipe {self.cpt_recipe!r}: give one of {', '.join(CPT_RECIPES)}")
         if self.pretrain_replicates < 1:
             raise ValueError(
                 f"pretrain_replicates {self.pretrain_replicates} must be >= 1 (1: one run per configuration)"
@@ -272,12 +279,20 @@ def _checkpoint(cfg: ReproduceConfig, name: str):
 def pretraining_runs(cfg: ReproduceConfig) -> dict[str, str]:
     """Run directory name at this scale -> registry run, CPT bases before their CPT runs; then the same
     runs again per replicate (`-rep<k>`)."""
-    runs = runs_to_train([c for c in study_checkpoints(cfg) if split_replicate(c.name)[1] == 1])
+    runs = runs_to_train(
+        [c for c in study_checkpoints(cfg) if split_replicate(c.name)[1] == 1], cfg.cpt_recipe, cfg.scale
+    )
     return {
         replicate_name(scaled_name(run, cfg.scale, pretrain_length(cfg)), k): run
         for k in range(1, cfg.pretrain_replicates + 1)
         for run in runs
     }
+
+
+def is_cpt_branch(body: dict) -> bool:
+    """A run config that continues another run's kept full state (a CPT decay branch): it trains
+    after that run (reproduce.local's third wave; a Slurm dependency on that run's job)."""
+    return body["init"].get("kind") == "full_state" and body["init"].get("path") is not None
 
 
 REPLICATE_SEED_STEP = 1000  # run k's init and data-order seeds: the registry's + 1000 (k - 1)
@@ -300,6 +315,7 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         runs_root=str(pretraining_dir(cfg)),
         data_path=str(data_dir(cfg)),
         tokenizer=tokenizer_path(cfg),
+        cpt_recipe=cfg.cpt_recipe,
     )
     body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
     if cfg.loggers:
@@ -312,7 +328,13 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
             "shuffle_seed", DataConfig.shuffle_seed
         ) + REPLICATE_SEED_STEP * (replicate - 1)
     length = pretrain_length(cfg)
-    if run.cpt_base is not None:  # the decayed base of the same replicate, under its name at this scale
+    if is_cpt_branch(body):  # the main CPT run's kept state, of the same replicate, under its name here
+        main = registry.cpt_main_run(run)
+        main_dir = replicate_name(scaled_name(main.name, cfg.scale, length), replicate)
+        body["init"]["path"] = str(
+            branch_state(pretraining_dir(cfg) / main_dir, registry.cpt_branch_step(run, cfg.scale))
+        )
+    elif run.cpt_base is not None:  # the decayed base of the same replicate, under its name at this scale
         base = registry.RUNS[run.cpt_base]
         base_dir = replicate_name(scaled_name(base.name, cfg.scale, length), replicate)
         steps = scale_steps(base.max_steps, cfg.scale, length)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
+from contracts.model_names import replicate_name, split_replicate
 from contracts.paper import PAPER_CORPUS
 from reproduce.plan import (
     REPO_ROOT,
@@ -19,6 +20,7 @@ from reproduce.plan import (
     finetune_dir,
     finetune_jobs,
     finetuned_models,
+    is_cpt_branch,
     out_dir,
     pretrain_length,
     pretraining_config,
@@ -282,7 +284,7 @@ class SlurmWriter:
         import yaml
 
         from benchmarks import matrix
-        from pretraining.registry import RUNS
+        from pretraining.registry import RUNS, cpt_main_run
 
         cfg, out = self.cfg, out_dir(self.cfg)
         self.check_paths()
@@ -312,8 +314,16 @@ class SlurmWriter:
             pt = self.dir / f"pretrain_{name}.sbatch"
             write_if_changed(pt, self.pretraining_script(name, run_config))
             base = RUNS[runs[name]].cpt_base
-            # a CPT run starts from its base's final export: after the base's job, not just the data
-            after = f'"${run_var[scaled_name(base, cfg.scale, pretrain_length(cfg))]}"' if base else '"$data"'
+            # a CPT run starts from its base's final export: after the base's job, not just the data;
+            # a CPT decay branch from the main CPT run's kept state: after the main run's job
+            replicate = split_replicate(name)[1]
+            if is_cpt_branch(body):
+                main = cpt_main_run(RUNS[runs[name]]).name
+                after = f'"${run_var[replicate_name(scaled_name(main, cfg.scale, pretrain_length(cfg)), replicate)]}"'
+            elif base:
+                after = f'"${run_var[replicate_name(scaled_name(base, cfg.scale, pretrain_length(cfg)), replicate)]}"'
+            else:
+                after = '"$data"'
             run_var[name] = f"pt{i}"
             commands += [f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {pt.name})", f"pt{i}=${{pt{i}%%;*}}"]
         # the pretrained models after their run's job, the untrained references after the data job

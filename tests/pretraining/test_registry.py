@@ -54,7 +54,8 @@ def test_paper_config_has_the_paper_hyperparameters():
     ) == (5e-4, (0.9, 0.95), 1e-5, 0.1, 1.0)
     assert cfg.train.global_batch_size * cfg.data.seq_len == 2_359_296  # Table 1
     cpt = config_from_dict(PretrainConfig, registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"]))
-    assert cpt.init.path.endswith("610m-clm-42k/hf/step-42000") and cpt.train.max_steps == 2000
+    # the default CPT recipe: the 2k model is a decay branch of the 22k run, from its state at step 999
+    assert cpt.init.path.endswith("610m-clm-dec42k-mlm40-64k/branches/ba999-rank0.pt") and cpt.train.max_steps == 2000
     assert (cpt.schedule.warmup, cpt.schedule.decay) == (200, 1000)
 
 
@@ -77,7 +78,7 @@ def test_cpt_configs_start_from_the_final_export_of_their_base_run(scale):
     for run in registry.RUNS.values():
         if run.cpt_base is None:
             continue
-        cfg = registry.config_dict(run, scale)
+        cfg = registry.config_dict(run, scale, cpt_recipe="separate")  # the default's main runs: below
         base = registry.config_dict(registry.RUNS[run.cpt_base], scale)
         assert cfg["init"] == {"path": f"{base['run_dir']}/hf/step-{base['train']['max_steps']}", "kind": "weights"}
         # ... and read the data after the base run's last sample (docs/data.md).
@@ -119,7 +120,8 @@ def test_cpt_branches_recipe_trains_one_run_per_base_and_branches_the_shorter_on
     for base in ("clm", "mlm40"):
         main, trained = config(base, 22), {}
         separate = config_from_dict(
-            PretrainConfig, registry.config_dict(registry.RUNS[main.name.removesuffix("-toy")], scale)
+            PretrainConfig,
+            registry.config_dict(registry.RUNS[main.name.removesuffix("-toy")], scale, cpt_recipe="separate"),
         )
         assert (main.init, main.data.start_sample) == (separate.init, separate.data.start_sample)  # from the base
         for cpt_steps in (2, 12):
@@ -136,5 +138,5 @@ def test_cpt_branches_recipe_trains_one_run_per_base_and_branches_the_shorter_on
             assert main.train.branch_steps == (999, 9999) and main.train.max_steps + sum(trained.values()) == 25_002
         else:  # toy: 22 steps, the 12-step run branches at 9, the 2-step one starts from the base
             assert main.train.branch_steps == (9,)
-    separate = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-54k"], scale)
+    separate = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-54k"], scale, cpt_recipe="separate")
     assert separate["init"]["kind"] == "weights" and separate["train"]["branch_steps"] == []

@@ -38,9 +38,18 @@ def test_the_estimate_is_the_figure_10_flop_count_over_the_assumed_utilisation()
     assert f"{total:.2e} FLOPs = {cost.gpu_hours(total, 0.4, 989):,.0f} GPU-h" in lines[2]
     assert cost.gpu_hours(total, 0.2, 989) == pytest.approx(2 * cost.gpu_hours(total, 0.4, 989))
     assert "5,400 runs of 15 models" in lines[3]
-    # a CPT run costs its own steps; NQ alone still trains the MS MARCO model it evaluates
-    cpt = cost.pretraining_costs(_config("--figure", "8", "--checkpoints", "610m-clm-dec42k-mlm40-44k"))
-    assert [r["steps"] for r in cpt] == [42_000, 2_000]
+    # a CPT run costs its own steps: separately, the 2k run from the base; as a decay branch (the
+    # default), the main 22k run and the branch's 1,001 steps past step 999; NQ alone still trains
+    # the MS MARCO model it evaluates
+    two_k = ("--figure", "8", "--checkpoints", "610m-clm-dec42k-mlm40-44k")
+    separate = cost.pretraining_costs(_config(*two_k, "--cpt-recipe", "separate"))
+    assert [r["steps"] for r in separate] == [42_000, 2_000]
+    branched = cost.pretraining_costs(_config(*two_k))
+    assert [(r["run"], r["steps"]) for r in branched] == [
+        ("610m-clm-42k", 42_000),
+        ("610m-clm-dec42k-mlm40-64k", 22_000),
+        ("610m-clm-dec42k-mlm40-44k", 1_001),
+    ]
     nq = cost.finetune_costs(
         _config("--figure", "3", "--sizes", "210m", "--no-clm", "--ratios", "0.4", "--tasks", "nq")
     )

@@ -87,6 +87,27 @@ def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
     assert meta["study"] == "cpt" and meta["stand_ins"]["toy_m-clm-42"] == "610m-clm-42k"
 
 
+def test_a_cpt_decay_branch_trains_after_its_main_run_from_the_kept_state(tmp_path, data):
+    """The default CPT recipe (docs/pretraining.md): the 12k CPT model is a decay branch of the 22k
+    run of its base, so `make reproduce` trains base, main run and branch in three waves."""
+    argv = ["--figure", "8", "--checkpoints", "610m-clm-dec42k-mlm40-54k", "--out", str(tmp_path), *SMALL]
+    cfg = replace(cli.config_from_args(cli.build_parser().parse_args(argv)), data_dir=str(data))
+    assert cfg.cpt_recipe == "branches"
+    runs = ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-64", "toy_m-clm-dec42-mlm40-54"]
+    assert list(plan.pretraining_runs(cfg)) == runs
+    assert "3 trained, 0 reused" in local.stage_pretraining(cfg)
+    main, branch = (yaml.safe_load((tmp_path / "configs" / "pretraining" / f"{r}.yaml").read_text()) for r in runs[1:])
+    assert main["init"]["path"] == str(tmp_path / "pretraining" / runs[0] / "hf" / "step-42")
+    assert main["train"]["branch_steps"] == [9] and main["train"]["max_steps"] == 22
+    kept = tmp_path / "pretraining" / runs[1] / "branches" / "ba9-rank0.pt"
+    assert branch["init"] == {"path": str(kept), "kind": "full_state"} and branch["train"]["max_steps"] == 12
+    losses = [json.loads(x) for x in (tmp_path / "pretraining" / runs[2] / "loss.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in losses] == [10, 11, 12]  # continues the main run's state after step 9
+    assert (plan.model_path(cfg, runs[2]) / "config.json").is_file()
+    separate = replace(cfg, cpt_recipe="separate")
+    assert list(plan.pretraining_runs(separate)) == [runs[0], runs[2]]
+
+
 def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     cfg, out, lines = data_efficiency
     assert cfg.study == "data-efficiency" and list(plan.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
@@ -180,6 +201,11 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
         body = yaml.safe_load((tmp_path / "configs" / "pretraining" / "610m-clm-dec42k-mlm40-64k.yaml").read_text())
         assert body["init"]["path"] == f"{cluster.runs_dir}/610m-clm-42k/hf/step-42000"
         assert body["train"]["max_steps"] == 22000
+        for branch, step in (("610m-clm-dec42k-mlm40-54k", 9999), ("610m-clm-dec42k-mlm40-44k", 999)):
+            assert deps[var[branch]] == var["610m-clm-dec42k-mlm40-64k"]  # the decay branches after their main run
+            body = yaml.safe_load((tmp_path / "configs" / "pretraining" / f"{branch}.yaml").read_text())
+            kept = f"{cluster.runs_dir}/610m-clm-dec42k-mlm40-64k/branches/ba{step}-rank0.pt"
+            assert body["init"] == {"path": kept, "kind": "full_state"}
     if figure == 4:  # the intermediate exports of Tables 6-9 are fine-tuned from the runs' hf folders
         jobs = [
             json.loads(line)

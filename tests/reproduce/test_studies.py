@@ -94,7 +94,13 @@ def test_checkpoints_come_from_registry_runs_and_cpt_bases_train_first():
     assert [(c.name, c.run_name, c.step) for c in cpt] == [
         ("toy_m-mlm40-dec42-mlm40-54", "toy_m-mlm40-dec42-mlm40-54", 12)
     ]  # 12 CPT steps after the base
-    assert st.runs_to_train(cpt) == ["610m-mlm40-42k", "610m-mlm40-dec42k-mlm40-54k"]
+    assert st.runs_to_train(cpt, "separate") == ["610m-mlm40-42k", "610m-mlm40-dec42k-mlm40-54k"]
+    # the default recipe: the 12k model is a decay branch of the 22k run, trained first
+    assert st.runs_to_train(cpt, scale="toy") == [
+        "610m-mlm40-42k",
+        "610m-mlm40-dec42k-mlm40-64k",
+        "610m-mlm40-dec42k-mlm40-54k",
+    ]
     eff = st.checkpoints(st.STUDIES["data-efficiency"], "paper", only=("610m-clm-42k-5000", "610m-clm-42k"))
     assert [(c.name, c.run_name, c.step) for c in eff] == [
         ("610m-clm-42k-5000", "610m-clm-42k", 5000),
