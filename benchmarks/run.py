@@ -223,13 +223,20 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
             f"protocol {cfg.protocol!r} runs to another --out"
         )
     saved_path = path.parent / RUN_CONFIG_FILE
+    redo = f"remove {path.parent} to redo it, or write this run to another --out"
     try:
         document = yaml.safe_load(saved_path.read_text())
         saved = document["config"]
         version = document.get("settings_version", 1)
+        if not isinstance(saved, dict):
+            raise TypeError(saved_path)
     except (OSError, yaml.YAMLError, TypeError, KeyError, AttributeError):
-        return record  # a record without its config (copied by hand, an older release): nothing to compare
-    redo = f"remove {path.parent} to redo it, or write this run to another --out"
+        # a record whose config is missing or unreadable (copied by hand, a damaged folder): its
+        # settings cannot be compared, so it is not taken for this run's result
+        raise RunError(
+            f"{path}: holds a complete run without a readable {RUN_CONFIG_FILE} beside it, so its settings "
+            f"cannot be checked against this run's: restore {saved_path}, or {redo}"
+        ) from None
     if version != SETTINGS_VERSION:
         raise RunError(
             f"{path}: holds a complete run saved under settings version {version} ({saved_path}), this "

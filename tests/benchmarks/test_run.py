@@ -163,6 +163,23 @@ def test_a_complete_run_is_reused_only_with_the_settings_it_was_made_with(tiny, 
     assert computed  # evaluation settings of its own
 
 
+@pytest.mark.parametrize("damage", ["remove", "garble"])
+def test_a_record_without_its_config_is_not_reused_unchecked(tiny, tmp_path, damage):
+    """A record.json whose config.yaml is gone or unreadable used to be reused as it was: a run
+    with other settings would have returned its score. Now it is one clear error, and nothing is
+    rewritten."""
+    run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=1))
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    if damage == "remove":
+        (run_dir / "config.yaml").unlink()
+    else:
+        (run_dir / "config.yaml").write_text("config: [not, a, mapping\n")
+    before = (run_dir / "record.json").read_bytes()
+    with pytest.raises(RunError, match=r"record.json: holds a complete run without a readable config.yaml .* restore"):
+        run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=3))
+    assert (run_dir / "record.json").read_bytes() == before
+
+
 @pytest.mark.parametrize("field", ["max_grad_norm", "ir_eval_encoding", "tc_whitespace_tokens", "head"])
 def test_a_run_saved_before_a_setting_existed_is_not_reused_as_if_equal(tiny, tmp_path, field):
     """Issue 35 item 9: a config.yaml without a setting (written before gradient clipping, the IR
