@@ -73,7 +73,7 @@ def expand(
     before the pretraining jobs that produce them, e.g. by `python -m reproduce --scale paper`).
     """
     from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
-    from benchmarks.tasks import get_task
+    from benchmarks.tasks import get_task, with_ir_training
 
     tasks = [d.id for d in DATASETS] if tasks is None else list(tasks)
     lrs = list(FINETUNE_LRS) if lrs is None else list(lrs)
@@ -94,9 +94,7 @@ def expand(
     _check_distinct_names(base, models)
     base = replace(base, out=_absolute(base.out), data_root=_absolute(base.data_root) if base.data_root else None)
     # MS MARCO first: the other IR runs evaluate its model; it is implied by them
-    ordered = sorted(dict.fromkeys(tasks), key=lambda t: tasks.index(t) if t != IR_TRAIN_TASK else -1)
-    if any(_group(t) == "ir_eval" for t in ordered) and IR_TRAIN_TASK not in ordered:
-        ordered.insert(0, IR_TRAIN_TASK)
+    ordered = sorted(with_ir_training(tasks), key=lambda t: tasks.index(t) if t in tasks and t != IR_TRAIN_TASK else -1)
     jobs, counters, ir_index = [], {g: 0 for g in GROUPS}, {}
     for model in models:
         for task in ordered:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmarks.run import IR_TRAIN_TASK
+from benchmarks.tasks import with_ir_training
 from contracts.model_names import parse_model_name
 from contracts.paper import (
     FINETUNE_LRS,
@@ -123,9 +123,7 @@ def finetune_flops(size: str, task: str, max_steps: int | None = None) -> float:
 
 def finetune_costs(cfg: ReproduceConfig) -> dict:
     """Runs and FLOPs of the fine-tuning stage (every model x task x LR x seed)."""
-    tasks = list(cfg.tasks)
-    if IR_TRAIN_TASK not in tasks and any(FINETUNE_TOKENS[t].steps == 0 for t in tasks):
-        tasks.insert(0, IR_TRAIN_TASK)
+    tasks = with_ir_training(cfg.tasks)  # NQ and MLDR evaluate the model the MS MARCO runs train
     grid = len(cfg.lrs) * len(cfg.seeds)
     runs, flops = 0, 0.0
     for model in finetuned_models(cfg):

@@ -65,8 +65,7 @@ def _tokenizer_problems(name: str, hf_cache: str) -> list[str]:
 def preflight(cfg: ReproduceConfig, cluster, container: bool = True) -> list[str]:
     """What the Slurm jobs of `cfg` (paper scale) would miss, one line each; [] when ready."""
     from benchmarks.datasets.fetch import mirror_problems
-    from benchmarks.run import IR_TRAIN_TASK
-    from benchmarks.tasks import get_task
+    from benchmarks.tasks import with_ir_training
 
     problems = []
     if container and not Path(cluster.image).is_file():
@@ -84,8 +83,6 @@ def preflight(cfg: ReproduceConfig, cluster, container: bool = True) -> list[str
         problems += _data_problems(data_dir(cfg), seq_len, prepare)
     for name in dict.fromkeys(body["tokenizer"] for body in bodies):
         problems += _tokenizer_problems(name, cluster.hf_cache)
-    tasks = list(cfg.tasks)
-    if any(get_task(t).task_type == "IR" for t in tasks) and IR_TRAIN_TASK not in tasks:
-        tasks.append(IR_TRAIN_TASK)  # NQ and MLDR evaluate the model the MS MARCO runs train
+    tasks = with_ir_training(cfg.tasks)  # NQ and MLDR evaluate the model the MS MARCO runs train
     problems += mirror_problems(task_data_root(cfg), tasks, given_as="task_data in the cluster config")
     return problems
