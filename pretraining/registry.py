@@ -188,6 +188,15 @@ def cpt_branch_step(run: RunSetup, scale: str) -> int:
     return max(0, scale_steps(run.max_steps, scale) - scale_steps(run.decay, scale) - 1)
 
 
+def cpt_branch_of(run: RunSetup, scale: str, cpt_recipe: str) -> RunSetup | None:
+    """The main CPT run whose kept state `run` continues as a decay branch (at cpt_branch_step),
+    None when `run` starts from a base or from scratch."""
+    if run.cpt_base is None or cpt_recipe != "branches":
+        return None
+    main = cpt_main_run(run)
+    return main if main is not run and cpt_branch_step(run, scale) > 0 else None
+
+
 def config_dict(
     run: RunSetup,
     scale: str = "paper",
@@ -242,11 +251,11 @@ def config_dict(
         init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
         data["start_sample"] = s(base.max_steps) * global_batch_size  # after the base run's data
         if cpt_recipe == "branches":
-            warmup, main = s(CPT_SHARED_WARMUP), cpt_main_run(run)
-            if run is main:  # keeps the states the shorter CPT runs of its base continue from
+            warmup = s(CPT_SHARED_WARMUP)
+            if run is cpt_main_run(run):  # keeps the states the shorter CPT runs of its base continue from
                 shorter = [r for r in RUNS.values() if r.cpt_base == run.cpt_base and r is not run]
                 branch_steps = sorted({cpt_branch_step(r, scale) for r in shorter} - {0})
-            elif cpt_branch_step(run, scale) > 0:
+            elif main := cpt_branch_of(run, scale, cpt_recipe):
                 init = {"path": str(branch_state(f"{runs_root}/{run_name(main)}", cpt_branch_step(run, scale)))}
                 init["kind"] = "full_state"
     return {

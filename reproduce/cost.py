@@ -5,8 +5,8 @@ GPU-hours per stage from the model FLOPs and an assumed model FLOPs utilisation 
 - pretraining: C = 6 x N x tokens per run (paper_figures.flops, the count Figure 10 uses: N = the
   matmul parameters of the Table 1 shape, LM head included; attention scores not counted), tokens =
   the run's steps x global batch x sequence length (2,359,296 a step, Table 1); a CPT run counts its
-  own steps (a decay branch only those past the main CPT run's step it continues from: 26k steps a
-  base under the default `branches` recipe, the paper's "26k steps"), a biphasic run its whole budget;
+  own steps (a decay branch only those past the main CPT run's step it continues from: 25,002 steps
+  a base under the default `branches` recipe, for the paper's "26k steps"), a biphasic run its whole budget;
 - fine-tuning: 6 x N x training tokens + 2 x N x evaluation tokens per run, N = the non-embedding
   parameters; the tokens per run come from `FINETUNE_TOKENS` (dataset sizes from the cards, mean
   lengths ASSUMED, not measured). It is a floor: start-up, padding and the low utilisation of

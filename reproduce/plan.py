@@ -295,6 +295,20 @@ def is_cpt_branch(body: dict) -> bool:
     return body["init"].get("kind") == "full_state" and body["init"].get("path") is not None
 
 
+def starts_from(cfg: ReproduceConfig, name: str) -> str | None:
+    """The run (directory name here, same replicate) whose output the run `name` starts from: a CPT
+    decay branch's main CPT run, another CPT run's base; None for a run from scratch."""
+    from pretraining import registry
+
+    run = registry.RUNS[pretraining_runs(cfg)[name]]
+    source = registry.cpt_branch_of(run, cfg.scale, cfg.cpt_recipe) or (
+        registry.RUNS[run.cpt_base] if run.cpt_base is not None else None
+    )
+    if source is None:
+        return None
+    return replicate_name(scaled_name(source.name, cfg.scale, pretrain_length(cfg)), split_replicate(name)[1])
+
+
 REPLICATE_SEED_STEP = 1000  # run k's init and data-order seeds: the registry's + 1000 (k - 1)
 
 
@@ -328,17 +342,14 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
             "shuffle_seed", DataConfig.shuffle_seed
         ) + REPLICATE_SEED_STEP * (replicate - 1)
     length = pretrain_length(cfg)
-    if is_cpt_branch(body):  # the main CPT run's kept state, of the same replicate, under its name here
-        main = registry.cpt_main_run(run)
-        main_dir = replicate_name(scaled_name(main.name, cfg.scale, length), replicate)
+    source = starts_from(cfg, name)  # of the same replicate, under its name at this scale
+    if is_cpt_branch(body):  # the main CPT run's kept state
         body["init"]["path"] = str(
-            branch_state(pretraining_dir(cfg) / main_dir, registry.cpt_branch_step(run, cfg.scale))
+            branch_state(pretraining_dir(cfg) / source, registry.cpt_branch_step(run, cfg.scale))
         )
-    elif run.cpt_base is not None:  # the decayed base of the same replicate, under its name at this scale
-        base = registry.RUNS[run.cpt_base]
-        base_dir = replicate_name(scaled_name(base.name, cfg.scale, length), replicate)
-        steps = scale_steps(base.max_steps, cfg.scale, length)
-        body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / base_dir, steps))
+    elif source is not None:  # the decayed base's final export
+        steps = scale_steps(registry.RUNS[run.cpt_base].max_steps, cfg.scale, length)
+        body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / source, steps))
         body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
     if length:  # the masking study's 42k runs, another length: the WSD phases keep their share
         body["train"]["max_steps"] = length

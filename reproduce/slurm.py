@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
-from contracts.model_names import replicate_name, split_replicate
 from contracts.paper import PAPER_CORPUS
 from reproduce.plan import (
     REPO_ROOT,
@@ -20,20 +19,18 @@ from reproduce.plan import (
     finetune_dir,
     finetune_jobs,
     finetuned_models,
-    is_cpt_branch,
     out_dir,
-    pretrain_length,
     pretraining_config,
     pretraining_dir,
     pretraining_runs,
     random_init_models,
+    starts_from,
     study_checkpoints,
     task_data_root,
     world_dir,
     write_if_changed,
     write_reproduce_config,
 )
-from reproduce.studies import scaled_name
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -284,7 +281,6 @@ class SlurmWriter:
         import yaml
 
         from benchmarks import matrix
-        from pretraining.registry import RUNS, cpt_main_run
 
         cfg, out = self.cfg, out_dir(self.cfg)
         self.check_paths()
@@ -313,17 +309,10 @@ class SlurmWriter:
             write_if_changed(run_config, yaml.safe_dump(body, sort_keys=False))
             pt = self.dir / f"pretrain_{name}.sbatch"
             write_if_changed(pt, self.pretraining_script(name, run_config))
-            base = RUNS[runs[name]].cpt_base
-            # a CPT run starts from its base's final export: after the base's job, not just the data;
-            # a CPT decay branch from the main CPT run's kept state: after the main run's job
-            replicate = split_replicate(name)[1]
-            if is_cpt_branch(body):
-                main = cpt_main_run(RUNS[runs[name]]).name
-                after = f'"${run_var[replicate_name(scaled_name(main, cfg.scale, pretrain_length(cfg)), replicate)]}"'
-            elif base:
-                after = f'"${run_var[replicate_name(scaled_name(base, cfg.scale, pretrain_length(cfg)), replicate)]}"'
-            else:
-                after = '"$data"'
+            # a CPT run starts from its base's final export, a CPT decay branch from the main CPT run's
+            # kept state: after that run's job, not just the data
+            source = starts_from(cfg, name)
+            after = f'"${run_var[source]}"' if source else '"$data"'
             run_var[name] = f"pt{i}"
             commands += [f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {pt.name})", f"pt{i}=${{pt{i}%%;*}}"]
         # the pretrained models after their run's job, the untrained references after the data job

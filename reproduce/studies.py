@@ -209,7 +209,7 @@ def checkpoints(
 def runs_to_train(study_checkpoints: list[Checkpoint], cpt_recipe: str = "branches", scale: str = "paper") -> list[str]:
     """Registry runs (paper names) the checkpoints need, each CPT base before its CPT runs; under the
     `branches` recipe a decay branch after the main CPT run whose kept state it continues."""
-    from pretraining.registry import RUNS, cpt_branch_step, cpt_main_run
+    from pretraining.registry import RUNS, cpt_branch_of
 
     order: list[str] = []
 
@@ -217,8 +217,7 @@ def runs_to_train(study_checkpoints: list[Checkpoint], cpt_recipe: str = "branch
         base = RUNS[run].cpt_base
         if base is not None:
             need(base)
-            main = cpt_main_run(RUNS[run])
-            if cpt_recipe == "branches" and main is not RUNS[run] and cpt_branch_step(RUNS[run], scale) > 0:
+            if main := cpt_branch_of(RUNS[run], scale, cpt_recipe):
                 need(main.name)
         if run not in order:
             order.append(run)
