@@ -57,8 +57,9 @@ def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
 def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str], chance=None) -> list[str]:
     """The study's figures from our cells / records (toy runs drawn as the paper checkpoints they stand
     in for, and said so on the figure), each next to the published one where the paper has the numbers.
-    `chance` (reproduce.local.chance_levels: one row per dataset) is drawn on Figure 3 as the mean
-    chance level of each task type. Returns one summary per figure."""
+    `chance` (reproduce.local.chance_levels: one row per dataset, or a function returning them, called
+    only once the other figures are drawn) is drawn on Figure 3 as the mean chance level of each task
+    type. Returns one summary per figure."""
     from analysis.published import load_published_cells
     from paper_figures.cli import CELL_FIGURES, LOG_FIGURES, RUN_FIGURES
     from paper_figures.output import save_figure
@@ -69,15 +70,16 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     records = as_paper_records(cfg, records)
     world = f"\n[{toy_world_caption(cfg)}]" if cfg.scale == "toy" else ""
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
-    summaries = []
-    for number in _figures(cfg):
+    summaries = {}
+    for number in sorted(_figures(cfg), key=lambda n: n == 3):  # Figure 3, which may wait for `chance`, last
         name, kwargs = f"figure{number}", {}
         if number in (2, 3):
             kwargs["sizes"] = paper_sizes
         if number == 3:
             kwargs["ratios"] = cfg.ratios or MASKING_RATIOS
-            if chance is not None:
-                kwargs["chance"] = chance.groupby("task_type")["chance"].mean().to_dict()
+            table = chance() if callable(chance) else chance
+            if table is not None:
+                kwargs["chance"] = table.groupby("task_type")["chance"].mean().to_dict()
             untrained = {size: name for name, size in random_init_models(cfg).items()}  # toy size -> model
             by_paper_size = {paper: untrained[toy] for paper, toy in TOY_SIZE.items() if toy in untrained}
             if by_paper_size:
@@ -108,12 +110,12 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             name,
             {"source": "runs", "runs": sources, "scale": cfg.scale, "study": cfg.study, "stand_ins": renamed, **kwargs},
         )
-        summaries.append(f"{name} {drawn}/{len(model_points)} points")
+        summaries[number] = f"{name} {drawn}/{len(model_points)} points"
         if name in CELL_FIGURES:
             fig, published = CELL_FIGURES[name](load_published_cells())
             save_figure(fig, published, folder, f"{name}_published", {"source": "published"})
             _side_by_side(folder, name, "our toy runs" if renamed else "our runs")
-    return summaries
+    return [summaries[number] for number in _figures(cfg)]
 
 
 def toy_world_caption(cfg: ReproduceConfig) -> str:

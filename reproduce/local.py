@@ -346,6 +346,11 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     ):
         return f"analysis: unchanged records, reusing {out / 'cells.csv'}, tables, audit and figures"
     records = [RunRecord.from_dict(json.loads(f.read_text()), str(f)) for f in files]
+    # The chance levels (seconds of IR metric calls) in a worker of the reproduction's pool, idle by
+    # now, while this process aggregates, tabulates, audits and draws every figure but Figure 3.
+    chance_args = (cfg, _protocols_by_task(cfg, records))
+    pool = _SHARED_POOL.get("pool")
+    pending_chance = pool.apply_async(_chance_table_job, (chance_args,)) if pool is not None else None
     write_run_records(out / "runs.jsonl", records)
     cells = aggregate_runs(records, reps=cfg.reps)
     atomic_write_text(out / "cells.csv", cells.to_csv(index=False))
@@ -357,7 +362,15 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         cells, out / "tables", source=source, only=study.tables, rename={paper: ours for ours, paper in renamed.items()}
     )
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
-    chance = chance_levels(cfg, records)
+    resolved = []
+
+    def chance_table():  # waited for only when a figure or the learning table needs it
+        if not resolved:
+            resolved.append(pending_chance.get() if pending_chance is not None else _chance_table(*chance_args))
+        return resolved[0]
+
+    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance_table)
+    chance = chance_table()
     learned = ""
     if chance is not None:
         atomic_write_text(out / "chance.csv", chance.to_csv(index=False))
@@ -365,7 +378,6 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         table = learning_table(cells, chance, sizes, random_init_models(cfg))
         atomic_write_text(out / "learning.csv", table.to_csv(index=False))
         learned = f"; {summary_line(table)} ({out / 'learning.csv'})"
-    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance)
     if cfg.pretrain_replicates > 1:  # docs/reproduce.md, "Pretraining replicates"
         learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(cfg, records, out / 'claims')}"
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
@@ -380,6 +392,14 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
 def chance_levels(cfg: ReproduceConfig, records):
     """Per task of the runs: the chance level under their protocol, tokenizer and length
     (benchmarks.chance); None when the data come from the Hub (paper scale: not downloaded here)."""
+    return _chance_table(cfg, _protocols_by_task(cfg, records))
+
+
+def _protocols_by_task(cfg: ReproduceConfig, records) -> dict[str, list[str]]:
+    return {task: sorted({r.protocol for r in records if r.dataset == task}) for task in cfg.tasks}
+
+
+def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]]):
     import pandas as pd
 
     from benchmarks.chance import chance_score
@@ -388,7 +408,7 @@ def chance_levels(cfg: ReproduceConfig, records):
     from benchmarks.tasks import get_task
 
     data_root = task_data_root(cfg)
-    if data_root is None or not records:
+    if data_root is None or not any(protocols.values()):
         return None
     first_job = finetune_jobs(cfg, finetuned_models(cfg)[0])[0]  # every model shares tokenizer and length
     run_config = config_from_dict(RunConfig, first_job["config"], "fine-tuning job")
@@ -396,8 +416,7 @@ def chance_levels(cfg: ReproduceConfig, records):
     rows = []
     for task in cfg.tasks:
         spec = get_task(task)
-        protocols = sorted({r.protocol for r in records if r.dataset == task})
-        for protocol in protocols:
+        for protocol in protocols[task]:
             level = chance_score(task, data_root, protocol, tokenizer, run_config.max_length)
             rows.append(
                 {
@@ -409,6 +428,10 @@ def chance_levels(cfg: ReproduceConfig, records):
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _chance_table_job(args: tuple) -> object:
+    return _chance_table(*args)
 
 
 STAGES = (

@@ -158,6 +158,32 @@ def test_end_to_end_outputs(reproduction):
     assert any(line.startswith("reproduce: done") for line in lines)
 
 
+def test_chance_levels_from_the_pool_equal_those_computed_here(reproduction, tmp_path):
+    """The analysis computes the chance levels in a worker of the pool while it draws the figures that
+    do not need them (Figure 3 last); the values are those computed in this process, and the figure
+    order of the summary is the study's."""
+    from reproduce.figures import draw_figures
+
+    cfg, out, _, _ = reproduction
+    records = list(iter_records_in([out / "finetune"]))
+    here = local.chance_levels(cfg, records)
+    pooled = pd.read_csv(out / "chance.csv")
+    assert list(pooled["dataset"]) == list(here["dataset"])
+    assert pooled["chance"].tolist() == pytest.approx(here["chance"].tolist(), abs=1e-12)
+
+    folder = tmp_path / "figure"
+    drawn_before_chance = []
+
+    def chance():
+        drawn_before_chance.extend(sorted(p.name for p in folder.glob("*.png")))
+        return here
+
+    summaries = draw_figures(cfg, pd.read_csv(out / "cells.csv"), records, folder, ["runs"], chance)
+    assert [s.split()[0] for s in summaries] == ["figure2", "figure3", "figure5"]
+    assert "figure2.png" in drawn_before_chance and "figure5.png" in drawn_before_chance
+    assert "figure3.png" not in drawn_before_chance
+
+
 def test_second_run_is_cached_and_changes_nothing(reproduction):
     cfg, out, _, _ = reproduction
     before = _mtimes(out)
