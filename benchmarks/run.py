@@ -172,6 +172,14 @@ def existing_record(path: Path) -> RunRecord | None:
     return read_record_file(path) if path.is_file() else None
 
 
+def reusable_record(cfg: RunConfig) -> RunRecord | None:
+    """The complete record of `cfg`'s run, None when it has none; a RunError when the record was made
+    with other settings (`run` would refuse to reuse it too, docs/benchmarks.md "Reruns")."""
+    path = cfg.run_dir / RECORD_FILE
+    done = existing_record(path)
+    return None if done is None else _same_settings(done, path, cfg)
+
+
 def trained_ir_model(cfg: RunConfig) -> Path:
     return finetune_run_dir(cfg.out, cfg.name, IR_TRAIN_TASK, cfg.lr, cfg.seed) / IR_MODEL_DIR
 

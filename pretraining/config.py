@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from contracts.config import ConfigError, config_to_dict, load_config
+from contracts.config import ConfigError, config_from_dict, config_to_dict, load_config
 from contracts.loggers import check_logger_section
 from contracts.paper import (
     DECAY_STEPS,
@@ -274,6 +274,59 @@ def identity_of(cfg: PretrainConfig) -> dict:
     return run_identity(config_to_dict(cfg))
 
 
+# Fields that say where a run's inputs and outputs live or what it keeps, not what it computes: a
+# finished run asked for again under another output folder, or with other exports, is the same run.
+NOT_COMPUTING_FIELDS = frozenset(
+    {
+        "name",
+        "run_dir",
+        "tokenizer",
+        "data.path",
+        "data.cache_dir",
+        "data.predownload",
+        "data.cache_limit",
+        "data.download_retry",
+        "data.download_timeout",
+        "init.path",
+        "train.checkpoint_steps",
+        "train.branch_steps",
+        "train.resume_interval",
+        "train.keep_resume_checkpoints",
+        "train.progress_bar",
+        "train.dataloader_workers",
+    }
+)
+
+
+def _flat(body: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in body.items():
+        if isinstance(value, dict) and key not in WATCH_SECTIONS:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def computing_differences(saved: dict, wanted: dict) -> list[tuple[str, Any, Any]]:
+    """(field, saved value, wanted value) for every setting that changes what a run computes and
+    differs between two config bodies (a saved config.yaml's `config`, a resolved config); both are
+    read through PretrainConfig first, so a field a saved config lacks counts with its default
+    value (a run made before the field existed was computed with it)."""
+    import yaml
+
+    def normal(body: dict) -> dict:
+        cfg = config_from_dict(PretrainConfig, body, "pretraining config")
+        return _flat(run_identity(yaml.safe_load(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))))
+
+    old, new = normal(saved), normal(wanted)
+    return [
+        (key, old.get(key), new.get(key))
+        for key in sorted(set(old) | set(new))
+        if key not in NOT_COMPUTING_FIELDS and old.get(key) != new.get(key)
+    ]
+
+
 def load_pretrain_config(path, overrides=()) -> PretrainConfig:
     return load_config(PretrainConfig, path, list(overrides))
 
@@ -290,6 +343,7 @@ __all__ = [
     "ScheduleConfig",
     "TrainConfig",
     "check_callbacks",
+    "computing_differences",
     "identity_of",
     "load_pretrain_config",
     "run_identity",

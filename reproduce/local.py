@@ -196,10 +196,14 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
 
     # runs from scratch; then CPT runs from their bases; then CPT decay branches from a main CPT run's kept state
     waves: tuple[list[dict], list[dict], list[dict]] = ([], [], [])
+    bodies = {}
     for name, run in pretraining_runs(cfg).items():
         body = pretraining_config(cfg, name)
         body["data"]["cache_dir"] = str(shard_cache_dir(cfg, name))  # the runs of a wave train side by side
         config_from_dict(PretrainConfig, body, f"pretraining config of {name}")  # validate before any work
+        _check_finished_run(body)  # before anything is written
+        bodies[name] = (run, body)
+    for name, (run, body) in bodies.items():
         write_if_changed(
             out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml", yaml.safe_dump(body, sort_keys=False)
         )
@@ -222,6 +226,49 @@ def stage_pretraining(cfg: ReproduceConfig) -> str:
     return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}" + (
         freed_note if freed else ""
     )
+
+
+def _check_finished_run(body: dict) -> None:
+    """A finished run is reused only for the config it was trained with: a setting that changes what
+    it computes (pretraining.config.computing_differences) and differs, e.g. a default changed by a
+    newer version of this package, is refused in one line rather than passing its models off as this
+    config's."""
+    import yaml
+
+    from contracts.layout import RUN_CONFIG_FILE
+    from pretraining.config import computing_differences
+
+    run_dir = Path(body["run_dir"])
+    if not (run_dir / FINISHED_FILE).exists():
+        return
+    fix = f"use a fresh --out (or delete {run_dir} to train it again)"
+    try:
+        saved = yaml.safe_load((run_dir / RUN_CONFIG_FILE).read_text())["config"]
+        differences = computing_differences(saved, body)
+    except (OSError, yaml.YAMLError, TypeError, KeyError, ValueError) as exc:
+        raise ReproduceError(
+            f"{run_dir / RUN_CONFIG_FILE}: the config of this finished pretraining run cannot be read "
+            f"({type(exc).__name__}), so it cannot be checked against this reproduction's: {fix}"
+        ) from None
+    if differences:
+        field, old, new = differences[0]
+        more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+        raise ReproduceError(
+            f"{run_dir} is a finished pretraining run of another config: {field} {old!r} there, {new!r} "
+            f"here{more}; its models are not this reproduction's: {fix}"
+        )
+
+
+def _check_reuse(cfg: ReproduceConfig, stages) -> None:
+    """Before anything is written: every finished pretraining run and every fine-tuning record the
+    requested stages would reuse was made with this reproduction's settings (the stages check
+    again as they go; an output folder made by an older version of this package is refused here)."""
+    if "pretraining" in stages:
+        for name in pretraining_runs(cfg):
+            _check_finished_run(pretraining_config(cfg, name))
+    if "fine-tuning" in stages:
+        for job in finetune_jobs(cfg, check_models=False):
+            _has_record(job)
 
 
 def _pretraining_cost(body: dict) -> tuple:
@@ -265,14 +312,15 @@ def _drop_toy_resume_checkpoints(cfg: ReproduceConfig) -> int:
 
 def stage_finetune(cfg: ReproduceConfig) -> str:
     jobs = finetune_jobs(cfg)
-    jobs_text = "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs)
-    write_if_changed(finetune_dir(cfg) / "jobs.jsonl", jobs_text)  # the `benchmarks matrix` job list
     # Chunks of one (model, lr, seed): the IR runs of a chunk share its MS MARCO model.
     chunks: dict[tuple, list[dict]] = {}
     for job in jobs:
         c = job["config"]
         chunks.setdefault((c["model_name"], c["lr"], c["seed"]), []).append(job)
-    todo = [c for c in chunks.values() if not all(_has_record(j) for j in c)]
+    recorded = {job["id"]: _has_record(job) for job in jobs}  # every record checked before anything is written
+    todo = [c for c in chunks.values() if not all(recorded[j["id"]] for j in c)]
+    jobs_text = "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs)
+    write_if_changed(finetune_dir(cfg) / "jobs.jsonl", jobs_text)  # the `benchmarks matrix` job list
     todo.sort(key=lambda chunk: _model_width(chunk[0]["config"]["model"]), reverse=True)  # the longest first
     skipped = len(jobs) - sum(len(c) for c in todo)
     outcomes = _map(_finetune_chunk, todo, cfg, "fine-tuning", "run", [len(c) for c in todo]) if todo else []
@@ -296,9 +344,14 @@ def _model_width(model: str) -> int:
 
 
 def _has_record(job: dict) -> bool:
-    from benchmarks.run import RunConfig
+    """Whether the job's run has a complete record made with its settings; one made with other
+    settings (benchmarks.run.reusable_record) is refused in one line, before anything is written."""
+    from benchmarks.run import RunConfig, RunError, reusable_record
 
-    return (config_from_dict(RunConfig, job["config"], job["id"]).run_dir / RECORD_FILE).is_file()
+    try:
+        return reusable_record(config_from_dict(RunConfig, job["config"], job["id"])) is not None
+    except RunError as exc:
+        raise ReproduceError(str(exc)) from None
 
 
 def _record_files(cfg: ReproduceConfig) -> list[Path]:
@@ -463,6 +516,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
     out = out_dir(cfg)
     timings = {}
     with output_lock(out), _worker_pool(cfg):  # a second reproduce on this folder refuses before writing
+        _check_reuse(cfg, stages)
         write_reproduce_config(cfg)
         for name, stage in STAGES:
             if name not in stages:

@@ -140,3 +140,28 @@ def test_cpt_branches_recipe_trains_one_run_per_base_and_branches_the_shorter_on
             assert main.train.branch_steps == (9,)
     separate = registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-54k"], scale, cpt_recipe="separate")
     assert separate["init"]["kind"] == "weights" and separate["train"]["branch_steps"] == []
+
+
+def test_computing_differences_ignore_places_and_kept_exports_but_not_what_a_run_computes():
+    """The check behind reusing a finished run (reproduce.local): a setting a saved config lacks
+    counts with its default; paths, exports and trackers are not settings of the computation."""
+    import copy
+
+    from pretraining.config import computing_differences
+
+    wanted = registry.config_dict(registry.RUNS["210m-mlm40-42k"], "toy")
+    assert computing_differences(wanted, wanted) == []
+    moved = copy.deepcopy(wanted)
+    moved.update(run_dir="/elsewhere/run", tokenizer="/elsewhere/tokenizer")
+    moved["data"].update(path="/elsewhere/shards", cache_dir="/elsewhere/cache")
+    moved["train"].update(checkpoint_steps=[5], resume_interval=7)
+    moved["loggers"] = {"tensorboard": {}}
+    assert computing_differences(moved, wanted) == []
+    older = copy.deepcopy(wanted)
+    older["train"].pop("loss_average")  # saved before the field existed: computed with its default
+    assert wanted["train"]["loss_average"] == "rank"
+    assert computing_differences(older, wanted) == [("train.loss_average", "tokens", "rank")]
+    other = copy.deepcopy(wanted)
+    other["objective"]["mlm_ratio"] = 0.3
+    other["optimizer"]["lr"] = 5e-4
+    assert [field for field, _, _ in computing_differences(other, wanted)] == ["objective.mlm_ratio", "optimizer.lr"]

@@ -184,6 +184,50 @@ def test_chance_levels_from_the_pool_equal_those_computed_here(reproduction, tmp
     assert "figure3.png" not in drawn_before_chance
 
 
+def _tree_state(root):
+    return {str(p): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_moved_folder_is_reused_and_runs_of_other_settings_are_refused(reproduction, tmp_path):
+    """The output folder moved elsewhere: every run is reused (paths are not settings). A finished
+    pretraining run or a fine-tuning record made with another setting (as by an older version of
+    this package, before `train.loss_average` existed) is refused in one line, and nothing in the
+    folder is written."""
+    import dataclasses
+
+    import yaml
+
+    cfg, out, _, _ = reproduction
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved, symlinks=True)
+    moved_cfg = dataclasses.replace(cfg, out=str(moved))
+    lines = []
+    local.reproduce(moved_cfg, log=lines.append)
+    assert any("0 trained, 3 reused" in line for line in lines), lines
+    assert any("0 runs done, 48 reused" in line for line in lines), lines
+
+    def refused(path, edit, expected):
+        saved = path.read_text()
+        document = yaml.safe_load(saved)
+        edit(document["config"])
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        before = _tree_state(moved)
+        with pytest.raises(plan.ReproduceError, match=expected):
+            local.reproduce(moved_cfg, log=lambda line: None)
+        assert _tree_state(moved) == before
+        path.write_text(saved)
+
+    run_config = moved / "pretraining" / "toy_s-mlm20-250" / "config.yaml"
+    refused(
+        run_config,
+        lambda c: c["train"].pop("loss_average"),
+        r"toy_s-mlm20-250 is a finished pretraining run of another config: train.loss_average 'tokens' there, "
+        r"'rank' here; .*use a fresh --out",
+    )
+    record_config = next((moved / "finetune" / "toy_s-clm-250" / "sst2").glob("*/config.yaml"))
+    refused(record_config, lambda c: c.update(batch_size=8), r"batch_size=8 .*this run has batch_size=16")
+
+
 def test_second_run_is_cached_and_changes_nothing(reproduction):
     cfg, out, _, _ = reproduction
     before = _mtimes(out)
