@@ -313,11 +313,9 @@ def computing_differences(saved: dict, wanted: dict) -> list[tuple[str, Any, Any
     differs between two config bodies (a saved config.yaml's `config`, a resolved config); both are
     read through PretrainConfig first, so a field a saved config lacks counts with its default
     value (a run made before the field existed was computed with it)."""
-    import yaml
 
-    def normal(body: dict) -> dict:
-        cfg = config_from_dict(PretrainConfig, body, "pretraining config")
-        return _flat(run_identity(yaml.safe_load(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))))
+    def normal(body: dict) -> dict:  # both sides through the dataclass: same types, defaults filled in
+        return _flat(identity_of(config_from_dict(PretrainConfig, body, "pretraining config")))
 
     old, new = normal(saved), normal(wanted)
     return [

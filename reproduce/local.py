@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -403,7 +404,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     # now, while this process aggregates, tabulates, audits and draws every figure but Figure 3.
     chance_args = (cfg, _protocols_by_task(cfg, records))
     pool = _SHARED_POOL.get("pool")
-    pending_chance = pool.apply_async(_chance_table_job, (chance_args,)) if pool is not None else None
+    pending_chance = pool.apply_async(_chance_table, chance_args) if pool is not None else None
     write_run_records(out / "runs.jsonl", records)
     cells = aggregate_runs(records, reps=cfg.reps)
     atomic_write_text(out / "cells.csv", cells.to_csv(index=False))
@@ -415,12 +416,10 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         cells, out / "tables", source=source, only=study.tables, rename={paper: ours for ours, paper in renamed.items()}
     )
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")])
-    resolved = []
-
-    def chance_table():  # waited for only when a figure or the learning table needs it
-        if not resolved:
-            resolved.append(pending_chance.get() if pending_chance is not None else _chance_table(*chance_args))
-        return resolved[0]
+    # waited for only when a figure or the learning table needs it
+    chance_table = functools.cache(
+        lambda: pending_chance.get() if pending_chance is not None else _chance_table(*chance_args)
+    )
 
     figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance_table)
     chance = chance_table()
@@ -481,10 +480,6 @@ def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]]):
                 }
             )
     return pd.DataFrame(rows)
-
-
-def _chance_table_job(args: tuple) -> object:
-    return _chance_table(*args)
 
 
 STAGES = (
