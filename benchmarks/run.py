@@ -431,8 +431,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     import torch
     from composer.utils import dist, reproducibility
 
-    from benchmarks import metrics
-    from benchmarks.datasets import load_task_data
+    from benchmarks import metrics, reuse
     from benchmarks.finetune import TrainSettings, check_last_batch, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind, own_head_class, protocol_choice
     from benchmarks.kinds.checkpoint import own_head_source, package_head_source
@@ -457,13 +456,13 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     if spec.task_type == "IR":
         # NQ's random query halves: after seeding with the fine-tuning seed (docs/protocol.md)
         split_seed = cfg.seed if cfg.ir_query_split_seed is None else cfg.ir_query_split_seed
-        data = load_task_data(spec, data_root, roles=roles, pool=cfg.candidate_pool, query_split_seed=split_seed)
+        data = reuse.task_data(spec, data_root, roles=roles, pool=cfg.candidate_pool, query_split_seed=split_seed)
         if "query_split_seed" in data.split_record:
             data.split_record["query_split_seed_from"] = (
                 "seed" if cfg.ir_query_split_seed is None else "ir_query_split_seed"
             )
     else:
-        data = load_task_data(spec, data_root, roles=roles)
+        data = reuse.task_data(spec, data_root, roles=roles)
     # The head: the checkpoint's own task model (loaded with its head, seeded like ours) or ours
     head_class = own_head_class(spec.task_type, cfg.protocol)
     head = None if head_class is None else protocol_choice("head", cfg.protocol, cfg.head)
@@ -525,7 +524,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         module.to(torch.bfloat16)  # the release loads (and so fine-tunes) the whole model in bf16
     extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
     if trains:
-        features, collate = kind.training_features(data, tokenizer, settings)
+        features, collate = reuse.training_features(kind, data, tokenizer, settings)
         train_settings = TrainSettings(
             lr=cfg.lr,
             seed=cfg.seed,

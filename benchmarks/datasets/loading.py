@@ -29,6 +29,8 @@ docs/protocol.md, "Choices").
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
 import hashlib
 import json
@@ -55,6 +57,22 @@ class DatasetError(ValueError):
     """Data that cannot serve a task; the message names dataset, split and what is wrong."""
 
 
+# The local-mirror files a load reads, while `recording_mirror_reads` is active (benchmarks.reuse
+# checks them before it reuses loaded data).
+_MIRROR_READS: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("mirror_reads", default=None)
+
+
+@contextlib.contextmanager
+def recording_mirror_reads():
+    """Yields the list of mirror files that loads inside the block read (in order)."""
+    reads: list[Path] = []
+    token = _MIRROR_READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _MIRROR_READS.reset(token)
+
+
 @dataclass
 class IRSplit:
     """One evaluated IR split: only queries with at least one relevant (grade >= 1) document."""
@@ -73,6 +91,8 @@ class TaskData:
     label_names: tuple[str, ...] = ()
     # How the splits were made (protocol, seed, sizes, hashes of the ids): saved with every run.
     split_record: dict = field(default_factory=dict)
+    # Set by benchmarks.reuse on data it keeps: features built from it are kept under this name.
+    reuse_token: int | None = field(default=None, compare=False, repr=False)
 
     def split(self, role: str):
         if role not in ROLES:
@@ -135,6 +155,9 @@ def load_hub_split(source: HubSource, split: str, data_root: Path | None, requir
             f"dataset {source.hub_id} (config {source.config_dir}), split {split!r}: no file "
             f"{Path(data_root) / source.hub_id / source.config_dir / split}.jsonl (or .parquet)"
         )
+    reads = _MIRROR_READS.get()
+    if reads is not None:
+        reads.append(path)
     columns = _first_row_columns(path)
     _check_columns(columns, required, source, split, str(path))
     hub = schema_of(source.hub_id, source.config).features
