@@ -112,12 +112,26 @@ def _worker_pool(cfg: ReproduceConfig):
         _SHARED_POOL.clear()
 
 
-def _new_pool(cfg: ReproduceConfig):
+def _init_shared_worker(threads: int) -> None:
+    """A shared worker imports what its runs need (torch, Composer, transformers: seconds) as it
+    starts, so that a pool started before the data stage imports while that stage runs."""
+    _init_worker(threads)
+    import benchmarks.run  # noqa: F401
+    import pretraining.train  # noqa: F401
+
+
+def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
     import multiprocessing as mp
 
     # Long-lived workers: a run frees its Trainer (pretraining.train.close_trainer), so memory
     # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
-    return mp.get_context("spawn").Pool(cfg.workers, initializer=_init_worker, initargs=(cfg.threads,))
+    return mp.get_context("spawn").Pool(cfg.workers, initializer=initializer, initargs=(cfg.threads,))
+
+
+def _start_shared_pool(cfg: ReproduceConfig) -> None:
+    """Start the reproduction's shared pool now (else the first stage that maps starts it)."""
+    if cfg.workers > 1 and _SHARED_POOL.get("cfg") == (cfg.workers, cfg.threads) and "pool" not in _SHARED_POOL:
+        _SHARED_POOL["pool"] = _new_pool(cfg, _init_shared_worker)
 
 
 def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=None):
@@ -136,8 +150,8 @@ def _map(fn, items: list, cfg: ReproduceConfig, desc: str, unit: str, weights=No
                 bar.update(weight)
         else:
             shared = _SHARED_POOL.get("cfg") == (cfg.workers, cfg.threads)
-            if shared and "pool" not in _SHARED_POOL:
-                _SHARED_POOL["pool"] = _new_pool(cfg)
+            if shared:
+                _start_shared_pool(cfg)
             pool = _SHARED_POOL["pool"] if shared else _new_pool(cfg)
             try:
                 pending = {pool.apply_async(fn, (item,)): weight for item, weight in zip(items, weights)}
@@ -513,6 +527,11 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
     with output_lock(out), _worker_pool(cfg):  # a second reproduce on this folder refuses before writing
         _check_reuse(cfg, stages)
         write_reproduce_config(cfg)
+        if "data" in stages and "pretraining" in stages:
+            from pretraining.data.format import MANIFEST
+
+            if not (data_dir(cfg) / MANIFEST).exists():  # a new folder: workers import while the data stage runs
+                _start_shared_pool(cfg)
         for name, stage in STAGES:
             if name not in stages:
                 continue
