@@ -235,3 +235,16 @@ def test_loss_averaged_per_rank_with_microbatches_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"train\.loss_average: rank averages each rank's whole batch.*null"):
         toy_run_config(tmp_path, train={"loss_average": "rank", "device_microbatch_size": 2})
     assert not (tmp_path / "toy").exists()
+
+
+def test_composer_looks_up_its_commit_hash_once_per_process_not_at_every_checkpoint(tmp_path, monkeypatch):
+    from composer.utils import collect_env
+
+    lookups = []
+    monkeypatch.setattr(collect_env, "get_composer_commit_hash", lambda: lookups.append(1) or "abc")
+    cfg = toy_run_config(tmp_path, train={"checkpoint_steps": [4, 8, 12, 16]})
+    run_dir = _run(cfg)
+    assert (run_dir / "hf").is_dir()
+    metadata = collect_env.get_composer_env_dict()
+    assert metadata["composer_commit_hash"] == "abc"
+    assert len(lookups) == 1  # every checkpoint's metadata (4 kept + resume ones) asked it
