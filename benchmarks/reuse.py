@@ -12,8 +12,9 @@ process keeps, least recently used first out:
 - a task's training features (`training_features`), keyed by that loaded data, the task kind, the
   kind's settings and the tokenizer's content (its serialised fast tokenizer, special tokens and
   sides), so that checkpoints of one pretraining run, which share a tokenizer, tokenise once.
-  Training sets over `MAX_FEATURE_ROWS` rows are tokenised every run (paper-scale MNLI's 393k rows
-  would hold hundreds of MB).
+
+A task whose training split has over `MAX_TRAIN_ROWS` rows is neither kept nor tokenised once
+(paper-scale MNLI's 393k rows would hold hundreds of MB per process).
 
 Reused inputs are the same objects a fresh load or tokenisation gives (tested: the records of runs
 with and without reuse are equal). Nothing reads or writes files here; nothing outlives the
@@ -31,7 +32,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 MAX_ENTRIES = 32  # loaded tasks, and feature sets, kept per process (the toy world has 12 tasks)
-MAX_FEATURE_ROWS = 50_000  # larger training sets are tokenised each run
+MAX_TRAIN_ROWS = 50_000  # tasks with larger training splits are loaded and tokenised each run
 
 _DATA: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (TaskData, mirror signature, data token)
 _FEATURES: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (features, collate)
@@ -112,6 +113,8 @@ def task_data(spec, data_root: Path | None, **kwargs):
         return _copy_data(kept[0])
     with recording_mirror_reads() as reads:
         data = load_task_data(spec, data_root, **kwargs)
+    if data.train is not None and len(data.train) > MAX_TRAIN_ROWS:
+        return data
     data.reuse_token = next(_TOKENS)
     _put(_DATA, key, (data, mirror_signature(reads), data.reuse_token))
     STATS["data_loaded"] += 1
@@ -147,7 +150,7 @@ def training_features(kind, data, tokenizer, settings):
     tensors)."""
     token = getattr(data, "reuse_token", None)
     train = data.train
-    if token is None or train is None or len(train) > MAX_FEATURE_ROWS:
+    if token is None or train is None or len(train) > MAX_TRAIN_ROWS:
         return kind.training_features(data, tokenizer, settings)
     fingerprint = tokenizer_fingerprint(tokenizer)
     if fingerprint is None:
@@ -160,7 +163,6 @@ def training_features(kind, data, tokenizer, settings):
         STATS["features_reused"] += 1
         return list(kept[0]), kept[1]
     features, collate = kind.training_features(data, tokenizer, settings)
-    if len(features) <= MAX_FEATURE_ROWS:
-        _put(_FEATURES, key, (features, collate))
+    _put(_FEATURES, key, (features, collate))
     STATS["features_built"] += 1
     return list(features), collate

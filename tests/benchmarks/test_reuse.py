@@ -131,16 +131,19 @@ def test_training_features_are_built_once_per_tokenizer_content_and_equal_fresh_
     assert reuse.STATS["features_built"] == 3
 
 
-def test_a_large_training_set_or_unkept_data_is_tokenised_every_time(mirror, monkeypatch):
+def test_a_large_training_set_or_unkept_data_is_loaded_and_tokenised_every_time(mirror, monkeypatch):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     spec, settings = TASKS["sst2"], KindSettings(max_length=32)
     kind = get_kind(spec.task_type)
-    monkeypatch.setattr(reuse, "MAX_FEATURE_ROWS", 10)
+    monkeypatch.setattr(reuse, "MAX_TRAIN_ROWS", 10)
     for _ in range(2):
-        reuse.training_features(kind, reuse.task_data(spec, mirror), tokenizer, settings)
-    monkeypatch.setattr(reuse, "MAX_FEATURE_ROWS", 10**6)
+        data = reuse.task_data(spec, mirror)
+        assert data.reuse_token is None
+        reuse.training_features(kind, data, tokenizer, settings)
+    assert reuse.STATS["data_loaded"] == reuse.STATS["data_reused"] == 0  # loaded each time, not kept
+    monkeypatch.setattr(reuse, "MAX_TRAIN_ROWS", 10**6)
     for _ in range(2):  # data not from reuse.task_data carries no reuse token
         reuse.training_features(kind, load_task_data(spec, mirror), tokenizer, settings)
     assert reuse.STATS["features_built"] == reuse.STATS["features_reused"] == 0
