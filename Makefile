@@ -21,7 +21,7 @@ help:
 	@echo "make lint                        ruff check and ruff format --check (settings in pyproject.toml)"
 	@echo "make reproduce FIGURE=N|TABLE=N [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   whole pipeline of N's study"
 	@echo "                                 (Figures 2-10, Tables 2-17; toy: minutes here -> OUT/<study>)"
-	@echo "make reproduce-figure3 [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   = make reproduce FIGURE=3 (5-6 min on 2 fast cores; docs/timings.md)"
+	@echo "make reproduce-figure3 [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   = make reproduce FIGURE=3 (about 5 min on 2 fast cores; docs/timings.md)"
 	@echo "make reproduce FIGURE=N REPLICATES=2   pretrain each configuration twice (-rep2: other seeds); claims report with the estimated pretraining SD"
 	@echo "make reproduce-figure3 SOURCE=published|runs [RUNS=runs.jsonl]       only draw Figure 3"
 	@echo "make tables [RUNS=runs.jsonl]    regenerate Tables 2-17 (published values when RUNS is empty)"
