@@ -34,7 +34,7 @@ from pathlib import Path
 MAX_ENTRIES = 32  # loaded tasks, and feature sets, kept per process (the toy world has 12 tasks)
 MAX_TRAIN_ROWS = 50_000  # tasks with larger training splits are loaded and tokenised each run
 
-_DATA: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (TaskData, mirror signature, data token)
+_DATA: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (TaskData, mirror files read, their signature)
 _FEATURES: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (features, collate)
 _TOKENS = itertools.count(1)
 STATS = {"data_reused": 0, "data_loaded": 0, "features_reused": 0, "features_built": 0}
@@ -107,7 +107,7 @@ def task_data(spec, data_root: Path | None, **kwargs):
         return load_task_data(spec, data_root, **kwargs)
     key = (repr(spec), str(Path(data_root).resolve()), tuple(sorted(kwargs.items())))
     kept = _DATA.get(key)
-    if kept is not None and mirror_signature(path for path, *_ in kept[1]) == kept[1]:
+    if kept is not None and mirror_signature(kept[1]) == kept[2]:
         _DATA.move_to_end(key)
         STATS["data_reused"] += 1
         return _copy_data(kept[0])
@@ -116,7 +116,7 @@ def task_data(spec, data_root: Path | None, **kwargs):
     if data.train is not None and len(data.train) > MAX_TRAIN_ROWS:
         return data
     data.reuse_token = next(_TOKENS)
-    _put(_DATA, key, (data, mirror_signature(reads), data.reuse_token))
+    _put(_DATA, key, (data, tuple(reads), mirror_signature(reads)))
     STATS["data_loaded"] += 1
     return _copy_data(data)
 
@@ -148,9 +148,8 @@ def training_features(kind, data, tokenizer, settings):
     the process for data from `task_data` and a fast tokenizer of the same content. The features
     list is the caller's own; the feature dicts are shared and only read (collate copies them into
     tensors)."""
-    token = getattr(data, "reuse_token", None)
-    train = data.train
-    if token is None or train is None or len(train) > MAX_TRAIN_ROWS:
+    token = getattr(data, "reuse_token", None)  # None unless task_data kept the data (row cap included)
+    if token is None:
         return kind.training_features(data, tokenizer, settings)
     fingerprint = tokenizer_fingerprint(tokenizer)
     if fingerprint is None:

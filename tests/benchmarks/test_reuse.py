@@ -71,6 +71,8 @@ def test_a_changed_or_preferred_mirror_file_is_loaded_again(mirror):
     (path.parent / "train.jsonl.gz").write_bytes(gzip.compress(path.read_bytes()))
     reuse.task_data(spec, mirror)
     assert reuse.STATS["data_loaded"] == 4
+    reuse.task_data(spec, mirror)  # both files unchanged since: reused
+    assert reuse.STATS["data_loaded"] == 4
 
 
 def test_the_hub_path_is_never_kept(monkeypatch):
