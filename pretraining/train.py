@@ -118,6 +118,8 @@ def _unwrap(model) -> ComposerLM:
 
 
 SEGMENT_IDS = "segment_ids"
+# Seconds a rank waits for the others in a collective (Composer's default dist_timeout).
+DIST_TIMEOUT_S = 300.0
 
 
 class ObjectiveAlgorithm(Algorithm):
@@ -509,6 +511,11 @@ def build_trainer(
     if token_ids is None:
         token_ids = token_ids_from_tokenizer(tokenizer)
     device_batch_size = per_rank_batch_size(cfg.train.global_batch_size, dist.get_world_size())
+    # Composer's process group, before the data: a StreamingDataset built without one opens and
+    # closes a group of its own on the same MASTER_PORT, and a rank that reaches the Trainer's
+    # rendezvous while rank 0 still serves that closing group fails (docs/pretraining.md, "Several
+    # ranks and nodes"). The Trainer then finds the group initialised and keeps it.
+    dist.initialize_dist(_device_and_precision(cfg)[0], timeout=DIST_TIMEOUT_S)
     if dataloader is None:
         from pretraining.data import build_train_dataloader
         from pretraining.data.config import DataBudgetError, PreparedDataError, data_budget
@@ -588,6 +595,7 @@ def build_trainer(
         log_to_console=False,
         parallelism_config=parallelism_config(cfg),
         python_log_level=None,
+        dist_timeout=DIST_TIMEOUT_S,
     )
 
 

@@ -34,8 +34,10 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every module stays on one worker, so
     its module fixtures (e.g. a reduced reproduction) are built once. The modules that start the
     local Slurm cluster (one cluster per session, one such test at a time) and those that launch
-    several training ranks share one worker: a Slurm job that launches ranks and is requeued once
-    failed with "Connection reset by peer" while another worker launched ranks of its own."""
+    several training ranks share one worker, so that launched ranks never compete with each other for
+    the 2 cores. (A Slurm job of ranks that failed with "Connection reset by peer", once blamed on
+    another worker's ranks, was a second rendezvous on one port: docs/pretraining.md, "Several ranks
+    and nodes".)"""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     launchers = {

@@ -44,9 +44,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def launch(ranks: int, config: Path, *overrides: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`composer -n RANKS -m pretraining train CONFIG OVERRIDES` on CPU (gloo)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+def launch(
+    ranks: int, config: Path, *overrides: str, rendezvous_log: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`composer -n RANKS -m pretraining train CONFIG OVERRIDES` on CPU (gloo), each rank's
+    process-group initialisations recorded in `<rendezvous_log>.rank<r>` (count_rendezvous)."""
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+        RENDEZVOUS_LOG=str(rendezvous_log),
+    )
     command = [
         sys.executable,
         "-m",
@@ -56,7 +64,7 @@ def launch(ranks: int, config: Path, *overrides: str, timeout: float = 300) -> s
         "--master_port",
         str(free_port()),
         "-m",
-        "pretraining",
+        "tests.pretraining.count_rendezvous",
         "train",
         "--trust-callbacks",  # RecordWindows lives in tests/, outside the packages a config may name freely
         str(config),
@@ -143,7 +151,11 @@ def train_on(ranks: int, config: Path, run_dir: Path) -> None:
 
         train(load_pretrain_config(config, [f"run_dir={run_dir}"]), trust_callbacks=True)
     else:
-        launch(ranks, config, f"run_dir={run_dir}")
+        launch(ranks, config, f"run_dir={run_dir}", rendezvous_log=rendezvous_log(run_dir))
+
+
+def rendezvous_log(run_dir: Path) -> Path:
+    return run_dir.with_name(f"{run_dir.name}.rendezvous")
 
 
 def on_1_and_2_ranks(config: Path) -> dict[int, tuple[Path, tuple, dict]]:
@@ -165,6 +177,17 @@ def runs(toy_config) -> dict[int, tuple[Path, tuple, dict]]:
 def test_losses_weights_and_windows_do_not_depend_on_the_number_of_ranks(runs):
     assert_same_run(runs[2][1], runs[1][1])
     assert runs[2][2] == runs[1][2] and list(runs[1][2]) == list(range(STEPS))
+
+
+@pytest.mark.slow
+def test_each_launched_rank_joins_one_process_group(runs):
+    """Composer's, set up before the data. Streaming's dataset would otherwise open and close a
+    group of its own on the same port first, and a rank that then reached the Trainer's rendezvous
+    while rank 0 was still serving the closing group failed ("Connection reset by peer") while rank 0
+    timed out waiting for it (docs/pretraining.md, "Several ranks and nodes")."""
+    log = rendezvous_log(runs[2][0])
+    for rank in (0, 1):
+        assert log.with_name(f"{log.name}.rank{rank}").read_text().splitlines() == ["init_process_group"]
 
 
 @pytest.mark.slow
