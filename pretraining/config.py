@@ -298,11 +298,12 @@ NOT_COMPUTING_FIELDS = frozenset(
 )
 
 
-def _flat(body: dict, prefix: str = "") -> dict:
+def flat_fields(body: dict, prefix: str = "") -> dict:
+    """{"section.field": value} of a config body (WATCH_SECTIONS kept whole)."""
     flat = {}
     for key, value in body.items():
         if isinstance(value, dict) and key not in WATCH_SECTIONS:
-            flat.update(_flat(value, f"{prefix}{key}."))
+            flat.update(flat_fields(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value
     return flat
@@ -315,7 +316,7 @@ def computing_differences(saved: dict, wanted: dict) -> list[tuple[str, Any, Any
     value (a run made before the field existed was computed with it)."""
 
     def normal(body: dict) -> dict:  # both sides through the dataclass: same types, defaults filled in
-        return _flat(identity_of(config_from_dict(PretrainConfig, body, "pretraining config")))
+        return flat_fields(identity_of(config_from_dict(PretrainConfig, body, "pretraining config")))
 
     old, new = normal(saved), normal(wanted)
     return [

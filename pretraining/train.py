@@ -44,7 +44,7 @@ from contracts.layout import (
 )
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
-from pretraining.config import PretrainConfig, check_callbacks, identity_of, run_identity
+from pretraining.config import PretrainConfig, check_callbacks, flat_fields, identity_of, run_identity
 from pretraining.data.config import PreparedDataError
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
@@ -302,13 +302,13 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
         import yaml
 
         # loggers and monitor may differ: they change what a run shows, not what it computes
-        old = stable_hash(run_identity(yaml.safe_load(saved.read_text()).get("config") or {}))
-        new = stable_hash(identity_of(cfg))
+        saved_identity = run_identity(yaml.safe_load(saved.read_text()).get("config") or {})
+        old, new = stable_hash(saved_identity), stable_hash(identity_of(cfg))
         state = saved_state(run_dir)
         if old != new and state:
             raise PretrainError(
-                f"{run_dir} holds an unfinished run of another config (hash {old}, this one "
-                f"{new}) with {state[0].relative_to(run_dir)}; resuming needs the same "
+                f"{run_dir} holds an unfinished run of another config ({_first_difference(saved_identity, cfg)}; "
+                f"hash {old}, this one {new}) with {state[0].relative_to(run_dir)}; resuming needs the same "
                 "config. Choose another run_dir."
             )
         if old != new and dist.get_global_rank() == 0:
@@ -317,6 +317,17 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
                 "or weights; starting this config afresh (docs/reliability.md)",
                 flush=True,
             )
+
+
+def _first_difference(saved_identity: dict, cfg: PretrainConfig) -> str:
+    """`field 'a' there, 'b' here (and N more)` between a saved run identity and `cfg`'s."""
+    # through JSON, as the config hash sees them (tuples and lists alike)
+    there, here = (json.loads(json.dumps(flat_fields(body))) for body in (saved_identity, identity_of(cfg)))
+    fields = [key for key in sorted(set(there) | set(here)) if there.get(key) != here.get(key)]
+    if not fields:
+        return "the same fields, hashed differently"
+    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+    return f"{fields[0]} {there.get(fields[0])!r} there, {here.get(fields[0])!r} here{more}"
 
 
 def saved_state(run_dir: Path) -> list[Path]:

@@ -192,7 +192,9 @@ def test_a_failed_attempt_that_saved_nothing_does_not_hold_its_run_dir_to_its_co
     (run_dir / "checkpoints").mkdir()
     (run_dir / "checkpoints" / "ba2-rank0.pt").write_bytes(b"saved state")
     assert cli(["train", str(config), *fixed]) == 2  # a checkpoint of the other config: refused, as before
-    assert "holds an unfinished run of another config" in _one_line(capsys)
+    refusal = _one_line(capsys)
+    assert "holds an unfinished run of another config (optimizer.lr 0.5 there, " in refusal  # the field named
+    assert "here; hash " in refusal and "(and " not in refusal  # the only difference
     shutil.rmtree(run_dir / "checkpoints")
     assert cli(["train", str(config), *fixed]) == 0  # nothing saved: the corrected command runs
     assert "saved no checkpoint or weights; starting this config afresh" in capsys.readouterr().out
