@@ -318,12 +318,23 @@ def computing_differences(saved: dict, wanted: dict) -> list[tuple[str, Any, Any
     def normal(body: dict) -> dict:  # both sides through the dataclass: same types, defaults filled in
         return flat_fields(identity_of(config_from_dict(PretrainConfig, body, "pretraining config")))
 
-    old, new = normal(saved), normal(wanted)
+    return field_differences(normal(saved), normal(wanted), ignore=NOT_COMPUTING_FIELDS)
+
+
+def field_differences(old: dict, new: dict, ignore=frozenset()) -> list[tuple[str, Any, Any]]:
+    """(field, old value, new value) for every field of two flat bodies (`flat_fields`) that differs."""
     return [
         (key, old.get(key), new.get(key))
         for key in sorted(set(old) | set(new))
-        if key not in NOT_COMPUTING_FIELDS and old.get(key) != new.get(key)
+        if key not in ignore and old.get(key) != new.get(key)
     ]
+
+
+def describe_differences(differences: list[tuple[str, Any, Any]]) -> str:
+    """`field 'a' there, 'b' here (and N more)` for a non-empty `field_differences` list."""
+    field, old, new = differences[0]
+    more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+    return f"{field} {old!r} there, {new!r} here{more}"
 
 
 def load_pretrain_config(path, overrides=()) -> PretrainConfig:
@@ -343,6 +354,8 @@ __all__ = [
     "TrainConfig",
     "check_callbacks",
     "computing_differences",
+    "describe_differences",
+    "field_differences",
     "identity_of",
     "load_pretrain_config",
     "run_identity",

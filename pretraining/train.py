@@ -44,7 +44,15 @@ from contracts.layout import (
 )
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
-from pretraining.config import PretrainConfig, check_callbacks, flat_fields, identity_of, run_identity
+from pretraining.config import (
+    PretrainConfig,
+    check_callbacks,
+    describe_differences,
+    field_differences,
+    flat_fields,
+    identity_of,
+    run_identity,
+)
 from pretraining.data.config import PreparedDataError
 from pretraining.data.windows import attention_segments
 from pretraining.export import (
@@ -321,13 +329,12 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
 
 def _first_difference(saved_identity: dict, cfg: PretrainConfig) -> str:
     """`field 'a' there, 'b' here (and N more)` between a saved run identity and `cfg`'s."""
-    # through JSON, as the config hash sees them (tuples and lists alike)
-    there, here = (json.loads(json.dumps(flat_fields(body))) for body in (saved_identity, identity_of(cfg)))
-    fields = [key for key in sorted(set(there) | set(here)) if there.get(key) != here.get(key)]
-    if not fields:
-        return "the same fields, hashed differently"
-    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
-    return f"{fields[0]} {there.get(fields[0])!r} there, {here.get(fields[0])!r} here{more}"
+    # through JSON, as the config hash (stable_hash) sees them: tuples and lists alike
+    there, here = (
+        json.loads(json.dumps(flat_fields(body), default=str)) for body in (saved_identity, identity_of(cfg))
+    )
+    differences = field_differences(there, here)
+    return describe_differences(differences) if differences else "the same fields, hashed differently"
 
 
 def saved_state(run_dir: Path) -> list[Path]:
@@ -522,11 +529,12 @@ def build_trainer(
     if token_ids is None:
         token_ids = token_ids_from_tokenizer(tokenizer)
     device_batch_size = per_rank_batch_size(cfg.train.global_batch_size, dist.get_world_size())
+    device, precision = _device_and_precision(cfg)
     # Composer's process group, before the data: a StreamingDataset built without one opens and
     # closes a group of its own on the same MASTER_PORT, and a rank that reaches the Trainer's
     # rendezvous while rank 0 still serves that closing group fails (docs/pretraining.md, "Several
     # ranks and nodes"). The Trainer then finds the group initialised and keeps it.
-    dist.initialize_dist(_device_and_precision(cfg)[0], timeout=DIST_TIMEOUT_S)
+    dist.initialize_dist(device, timeout=DIST_TIMEOUT_S)
     if dataloader is None:
         from pretraining.data import build_train_dataloader
         from pretraining.data.config import DataBudgetError, PreparedDataError, data_budget
@@ -549,7 +557,6 @@ def build_trainer(
     run_dir.mkdir(parents=True, exist_ok=True)
     if dist.get_global_rank() == 0:
         save_resolved_config(cfg, run_dir)
-    device, precision = _device_and_precision(cfg)
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
     metadata = {
         "name": cfg.name,

@@ -251,7 +251,7 @@ def _check_finished_run(body: dict) -> None:
     import yaml
 
     from contracts.layout import RUN_CONFIG_FILE
-    from pretraining.config import computing_differences
+    from pretraining.config import computing_differences, describe_differences
 
     run_dir = Path(body["run_dir"])
     if not (run_dir / FINISHED_FILE).exists():
@@ -266,11 +266,9 @@ def _check_finished_run(body: dict) -> None:
             f"({type(exc).__name__}), so it cannot be checked against this reproduction's: {fix}"
         ) from None
     if differences:
-        field, old, new = differences[0]
-        more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
         raise ReproduceError(
-            f"{run_dir} is a finished pretraining run of another config: {field} {old!r} there, {new!r} "
-            f"here{more}; its models are not this reproduction's: {fix}"
+            f"{run_dir} is a finished pretraining run of another config: {describe_differences(differences)}; "
+            f"its models are not this reproduction's: {fix}"
         )
 
 
