@@ -5,18 +5,17 @@ checkpoints and calls `load_state_dict` on resume; the next iteration skips what
 Starting at `data.start_sample` (continued pretraining) uses the same mechanism: the dataset is
 given the state "epoch 0, sample start_sample" before it is iterated (streaming's documented
 mid-epoch resumption), and the states it saves count from sample 0 of the epoch.
-Shared memory: streaming names its shared memory per dataset; a process that may inherit stale
-blocks from a killed run should call `streaming.base.util.clean_stale_shared_memory()` once at
-start-up, before creating any dataset (never while one is alive: it also removes live blocks).
+Shared memory: streaming names its shared memory per dataset with a prefix, which each node's local
+leader chooses here (pretraining/data/shm_prefix.py); a process that may inherit stale blocks from a
+killed run should call `streaming.base.util.clean_stale_shared_memory()` once at start-up, before
+creating any dataset (never while one is alive: it also removes live blocks).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from torch.utils.data import DataLoader
 from pretraining.data.config import DataConfig, PreparedDataError
 from pretraining.data.format import MANIFEST
 from pretraining.data.packing import document_ids
+from pretraining.data.shm_prefix import leader_chosen_shm_prefix
 from pretraining.data.windows import EARLY_END, window_ids
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS
 
@@ -123,9 +123,6 @@ def check_shard_sizes(root: Path) -> None:
                 )
 
 
-SHM_PREFIX_ATTEMPTS = 10
-
-
 class ContinuedStreamingDataset(StreamingDataset):
     """A StreamingDataset whose first epoch starts at sample `start_sample` of its order.
 
@@ -173,31 +170,23 @@ class ContinuedStreamingDataset(StreamingDataset):
 
 def build_train_dataset(cfg: DataConfig, device_batch_size: int) -> StreamingDataset:
     remote, local = _streaming_locations(cfg)
-    for attempt in range(SHM_PREFIX_ATTEMPTS):
-        try:
-            return ContinuedStreamingDataset(
-                start_sample=cfg.start_sample,
-                remote=remote,
-                local=local,
-                batch_size=device_batch_size,
-                shuffle=cfg.shuffle,
-                shuffle_seed=cfg.shuffle_seed,
-                shuffle_algo=cfg.shuffle_algo,
-                shuffle_block_size=cfg.shuffle_block_size,
-                num_canonical_nodes=cfg.num_canonical_nodes,
-                predownload=cfg.predownload,
-                cache_limit=cfg.cache_limit,
-                download_retry=cfg.download_retry,
-                download_timeout=cfg.download_timeout,
-            )
-        except FileExistsError:
-            # Two jobs on one node can pick the same free shared-memory prefix at once (streaming
-            # looks for a free one, then creates it); the loser fails before creating anything and
-            # finds the next free prefix when it tries again.
-            if attempt == SHM_PREFIX_ATTEMPTS - 1:
-                raise
-            time.sleep(random.uniform(0.05, 0.5))
-    raise AssertionError("unreachable")
+    # The node's local leader alone picks the shared-memory prefix (pretraining/data/shm_prefix.py).
+    with leader_chosen_shm_prefix():
+        return ContinuedStreamingDataset(
+            start_sample=cfg.start_sample,
+            remote=remote,
+            local=local,
+            batch_size=device_batch_size,
+            shuffle=cfg.shuffle,
+            shuffle_seed=cfg.shuffle_seed,
+            shuffle_algo=cfg.shuffle_algo,
+            shuffle_block_size=cfg.shuffle_block_size,
+            num_canonical_nodes=cfg.num_canonical_nodes,
+            predownload=cfg.predownload,
+            cache_limit=cfg.cache_limit,
+            download_retry=cfg.download_retry,
+            download_timeout=cfg.download_timeout,
+        )
 
 
 def build_train_dataloader(
