@@ -112,3 +112,23 @@ def test_streaming_own_prefix_choice_fails_when_two_jobs_pick_one_prefix(prepare
     results = race("single", prepared, tmp_path / "sync", "--streaming-prefix")
     failed = [r for r in results if r.returncode != 0]
     assert len(failed) == 1 and "FileExistsError" in failed[0].stdout
+
+
+def test_a_rank_whose_leader_registered_other_directories_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A non-leader checks its leader's `locals` block as streaming does (same data.path on every rank)."""
+    from pretraining.data import shm_prefix
+
+    prefix, block = shm_prefix.claim_free_prefix([str(tmp_path / "leader")], [None], retry=0)
+    try:
+        assert bytes(shm_prefix._attach(prefix, [str(tmp_path / "leader")]).buf) == bytes(block.buf)
+        with pytest.raises(RuntimeError, match=r"holds local directories .*leader.* but this rank's are .*other"):
+            shm_prefix._attach(prefix, [str(tmp_path / "other")])
+    finally:
+        block.cleanup()
+
+    def removed(name, create):  # the block unlinked under a live job (a freed prefix may be reused at once)
+        raise FileNotFoundError(name)
+
+    monkeypatch.setattr(shm_prefix, "SharedMemory", removed)
+    with pytest.raises(RuntimeError, match=f"prefix={prefix}, registered by this node's local leader, is gone"):
+        shm_prefix._attach(prefix, [str(tmp_path / "leader")])
