@@ -139,12 +139,17 @@ SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
 DependencyParameters=kill_invalid_depend
 MinJobAge=3600
+MessageTimeout=60
 KillWait=5
 ReturnToService=2
 SlurmdParameters=config_overrides
 NodeName={host} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={NODE_CPUS} RealMemory={memory} State=UNKNOWN
 PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
+
+
+# A controller too busy to answer in time (a loaded CI machine) is asked again, not a failure.
+CONTROLLER_UNANSWERED = ("Socket timed out on send/recv operation", "Unable to contact slurm controller")
 
 
 def parse_scontrol_records(text: str) -> list[dict[str, str]]:
@@ -274,12 +279,14 @@ class LocalSlurm:
             queue = self.command("squeue", "-h", "-o", "%i", "-j", ",".join(ids), check=False)
             if queue.returncode == 0 and not queue.stdout.strip():
                 return
-            if queue.returncode != 0 and "Invalid job id" not in queue.stderr:
+            unanswered = queue.returncode != 0 and any(text in queue.stderr for text in CONTROLLER_UNANSWERED)
+            if queue.returncode != 0 and not unanswered and "Invalid job id" not in queue.stderr:
                 raise RuntimeError(f"squeue failed: {queue.stderr.strip()}")
-            if queue.returncode != 0:  # purged ids are finished; keep polling the others
+            if queue.returncode != 0 and not unanswered:  # purged ids are finished; keep polling the others
                 return self.wait_for([i for i in ids if self._known(i)], max(0.0, deadline - time.monotonic()))
             if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs still queued after {timeout} s: {queue.stdout.split()}\n{self.log_tail()}")
+                state = f"squeue: {queue.stderr.strip()}" if unanswered else queue.stdout.split()
+                raise TimeoutError(f"jobs still queued after {timeout} s: {state}\n{self.log_tail()}")
             time.sleep(POLL_S)
 
     def _known(self, job_id: str) -> bool:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.cluster import parse_scontrol_records, slurm_conf
+from tests.slurm.cluster import LocalSlurm, parse_scontrol_records, slurm_conf
 
 ARRAY_JOB = """#!/bin/bash
 #SBATCH --job-name=parts
@@ -77,3 +77,32 @@ def test_config_keeps_everything_in_its_folder(tmp_path):
     assert "CPUs=8" in conf and "SlurmdParameters=config_overrides" in conf
     paths = [v for line in conf.splitlines() for v in line.split("=", 1)[1:] if v.startswith("/")]
     assert paths and all(p.startswith(str(tmp_path)) or p == "/bin/true" for p in paths)
+
+
+def test_waiting_asks_a_controller_that_did_not_answer_again(tmp_path, monkeypatch):
+    """A loaded machine's slurmctld can miss a client's message timeout (seen under load in CI):
+    `wait_for` polls again until its deadline instead of failing, and still fails on other errors."""
+    import subprocess
+
+    answers = [
+        (1, "", "slurm_load_jobs error: Socket timed out on send/recv operation"),
+        (0, "12\n", ""),
+        (0, "", ""),
+    ]
+    asked = []
+
+    def squeue(*argv, check=True, cwd=None, timeout=60):
+        asked.append(argv)
+        code, out, err = answers[min(len(asked), len(answers)) - 1]
+        return subprocess.CompletedProcess(argv, code, out, err)
+
+    cluster = LocalSlurm(tmp_path)
+    monkeypatch.setattr(cluster, "command", squeue)
+    monkeypatch.setattr("tests.slurm.cluster.POLL_S", 0)
+    cluster.wait_for("12", timeout=60)
+    assert len(asked) == 3
+    answers[:] = [(1, "", "slurm_load_jobs error: Access/permission denied")]
+    asked.clear()
+    with pytest.raises(RuntimeError, match="squeue failed: .*permission denied"):
+        cluster.wait_for("12", timeout=60)
+    assert "MessageTimeout=60" in slurm_conf(tmp_path, "node1", 20001, 20002)
