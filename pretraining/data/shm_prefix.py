@@ -97,12 +97,13 @@ def leader_chosen_prefix(
             claimed = claim_free_prefix(streams_local, streams_remote, retry)
         except Exception as exc:  # shared below, so that no rank waits for a leader that gave up
             failure = exc
-    mine = (world.node, world.is_local_leader, claimed[0] if claimed else None, _describe(failure))
+    # Each rank's (prefix claimed, failure); only local leaders fill them in.
+    mine = (claimed[0] if claimed else None, None if failure is None else f"{type(failure).__name__}: {failure}")
     everyone: list = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     if failure is not None:
         raise failure
-    failed = [(rank, entry[3]) for rank, entry in enumerate(everyone) if entry[3] is not None]
+    failed = [(rank, message) for rank, (_, message) in enumerate(everyone) if message is not None]
     if failed:
         rank, message = failed[0]
         raise RuntimeError(
@@ -110,12 +111,8 @@ def leader_chosen_prefix(
         )
     if claimed is not None:
         return claimed
-    leader_prefix = next(entry[2] for entry in everyone if entry[0] == world.node and entry[1])
+    leader_prefix = everyone[world.node * world.ranks_per_node][0]  # the node's rank 0 (streaming's World)
     return leader_prefix, _attach(leader_prefix, streams_local)
-
-
-def _describe(failure: BaseException | None) -> str | None:
-    return None if failure is None else f"{type(failure).__name__}: {failure}"
 
 
 @contextlib.contextmanager
