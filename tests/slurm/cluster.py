@@ -280,9 +280,10 @@ class LocalSlurm:
             if queue.returncode == 0 and not queue.stdout.strip():
                 return
             unanswered = queue.returncode != 0 and any(text in queue.stderr for text in CONTROLLER_UNANSWERED)
-            if queue.returncode != 0 and not unanswered and "Invalid job id" not in queue.stderr:
-                raise RuntimeError(f"squeue failed: {queue.stderr.strip()}")
-            if queue.returncode != 0 and not unanswered:  # purged ids are finished; keep polling the others
+            if queue.returncode != 0 and not unanswered:
+                if "Invalid job id" not in queue.stderr:
+                    raise RuntimeError(f"squeue failed: {queue.stderr.strip()}")
+                # purged ids are finished; keep polling the others
                 return self.wait_for([i for i in ids if self._known(i)], max(0.0, deadline - time.monotonic()))
             if time.monotonic() > deadline:
                 state = f"squeue: {queue.stderr.strip()}" if unanswered else queue.stdout.split()
