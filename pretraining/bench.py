@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from pretraining.compiling import compile_blocks
 from pretraining.data.windows import attention_segments, window_ids
 from pretraining.flops import attention_pairs as attended_pairs  # the count SpeedMonitor's MFU uses
 from pretraining.modeling import ATTENTION_BACKENDS, MlmClmForLM
@@ -55,7 +56,7 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--compile",
         action="store_true",
-        help="torch.compile the transformer body (plain loop only; the head stays eager)",
+        help="torch.compile the transformer blocks in both paths, as train.compile (the head stays eager)",
     )
     parser.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per path (median reported)")
@@ -109,6 +110,15 @@ def _setup(args):
     return device, bf16, cfg
 
 
+def _reset_peak_memory(device):
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak_memory_gib(device):
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "cuda" else None
+
+
 def _sync(device):
     if device == "cuda":
         torch.cuda.synchronize()
@@ -117,9 +127,11 @@ def _sync(device):
 def run_plain(args) -> dict:
     device, bf16, cfg = _setup(args)
     torch.manual_seed(0)
-    model = MlmClmForLM(cfg).to(device)
+    with torch.device(device):  # initialised where it trains: a 610m model takes seconds to initialise on a CPU
+        model = MlmClmForLM(cfg)
     if args.compile:  # the body has static shapes; the labelled-position head does not
-        model.model.compile()  # in place: parameter names unchanged
+        compile_blocks(model.model)
+    _reset_peak_memory(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
     total = args.warmup_steps + args.steps
     batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
@@ -150,11 +162,15 @@ def run_composer(args) -> dict:
 
     from pretraining.objectives import TokenIds
     from pretraining.schedule import AtStepEnd, WSDScheduler
-    from pretraining.train import ComposerLM, ObjectiveAlgorithm, _num_tokens
+    from pretraining.train import ComposerLM, ObjectiveAlgorithm, _num_tokens, close_trainer
 
     device, bf16, cfg = _setup(args)
     torch.manual_seed(0)
-    model = MlmClmForLM(cfg)
+    with torch.device(device):  # the same initial weights as the plain loop's; Composer keeps it there
+        model = MlmClmForLM(cfg)
+    if args.compile:
+        compile_blocks(model.model)
+    _reset_peak_memory(device)
     total = args.warmup_steps + args.steps
     batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
     timing = {}
@@ -191,7 +207,7 @@ def run_composer(args) -> dict:
         seed=0,
     )
     trainer.fit()
-    trainer.close()
+    close_trainer(trainer)  # also drops Composer's atexit reference, so the model can be freed
     pairs = _timed_pairs(batches, args)
     return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"], pairs)
 
@@ -218,7 +234,7 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int) -> dict:
     flops_6n = 6 * n * tokens
     flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * pairs
     row = {
-        "path": path + ("+compile" if args.compile and path == "plain" else ""),
+        "path": path + ("+compile" if args.compile else ""),
         "preset": args.preset,
         "objective": args.objective,
         "device": device,
@@ -236,6 +252,8 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int) -> dict:
         "flops_attention_per_s": flops_attn / seconds,
         "attended_share": round(pairs / (tokens * args.seq_len), 4),  # of the full seq_len^2 square
     }
+    if device == "cuda":  # torch's allocator peak since the model was built (weights, states, activations)
+        row["peak_gpu_memory_gib"] = _peak_memory_gib(device)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else None
     if peak is None and device == "cuda":
         peak = next((v for k, v in PEAK_BF16.items() if k in row["device_name"]), None)
@@ -253,14 +271,25 @@ def _median_row(rows: list[dict]) -> dict:
     return row
 
 
+def _release_memory() -> None:
+    """Free the finished path's model and optimizer before the next is built (GPU peaks stay per path)."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def main(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     runs = {"plain": [], "composer": []}
     for _ in range(args.repeats):  # interleaved, so load changes hit both paths alike
         runs["plain"].append(run_plain(args))
+        _release_memory()
         if not args.plain:
             runs["composer"].append(run_composer(args))
+            _release_memory()
     rows = [_median_row(r) for r in runs.values() if r]
     if len(rows) == 2:
         rows[1]["composer_overhead"] = round(rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"], 3)

@@ -44,6 +44,7 @@ from contracts.layout import (
 )
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, disk_full_cause, git_sha, stable_hash, utc_now
+from pretraining.compiling import compile_blocks
 from pretraining.config import (
     PretrainConfig,
     check_callbacks,
@@ -552,7 +553,7 @@ def build_trainer(
         check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model), trust=trust_checkpoints)
     user_callbacks = configured_callbacks(cfg.train.callbacks, trust_callbacks)
     if cfg.train.compile:
-        model.model.compile()  # in place: parameter names (checkpoints, exports) are unchanged
+        compile_blocks(model.model)  # in place: parameter names (checkpoints, exports) are unchanged
     run_dir = Path(cfg.run_dir)  # created only once everything could be built
     run_dir.mkdir(parents=True, exist_ok=True)
     if dist.get_global_rank() == 0:
