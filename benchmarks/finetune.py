@@ -26,6 +26,7 @@ of that global mean; IR gathers the documents of all ranks (benchmarks/kinds/ir.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -268,12 +269,22 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         save_folder=None,
         python_log_level=None,
     )
+    if device == "gpu":
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
     try:
         trainer.fit()
+        tokens = int(trainer.state.timestamp.token.value)
     finally:
         close_trainer(trainer)  # frees the model and optimizer state (a long-lived process runs many)
+    # the losses were read back every step, so the device has finished its work here
+    fit_seconds = time.perf_counter() - started
     return {
         "steps": steps,
+        "batch_size": settings.batch_size,
+        "tokens": tokens,  # input tokens over the run, padding included (token_counts)
+        "fit_seconds": round(fit_seconds, 3),  # Composer's fit, the first step's warm-up included
+        "peak_gpu_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "gpu" else None,
         "device": device,
         "precision": precision,
         "device_microbatch_size": microbatch,

@@ -1,4 +1,4 @@
-"""`python -m pretraining {prepare-data,verify-data,train,configs,export,bench,fetch-model}`."""
+"""`python -m pretraining {prepare-data,verify-data,train,configs,export,random-init,bench,gpu-check,fetch-model}`."""
 
 from __future__ import annotations
 
@@ -174,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(bench)
     bench.set_defaults(func=_bench)
+    from pretraining.gpu_check.runner import register as register_gpu_check
+
+    register_gpu_check(sub)  # gpu-check
     return parser
 
 

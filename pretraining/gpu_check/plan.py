@@ -1,0 +1,377 @@
+"""What the GPU check runs, at which sizes, within which budgets, and what its JSON must hold (pure).
+
+Two modes of one plan: `gpu` (the paper's sizes at sequence 2,048, bf16) and `cpu` (tiny presets at
+sequence 128, a few steps: what the test suite runs so that the check cannot rot). A result is
+complete when every step has every field of its schema, each a number (or a boolean) or
+{"error": "..."}; `complete_result` fills what a failed, skipped or timed-out step left out with
+that step's error, so a reader never meets a missing key.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STEPS = ("environment", "bench", "parity", "resume", "finetune")
+SCHEMA_VERSION = 1
+BENCH_PATHS = ("plain", "composer")
+# One task per task type for the fine-tuning timings (the toy world has all 12, these are the
+# paper's most-used of each type)
+FINETUNE_TASKS = (("SC", "mnli"), ("TC", "conll2003"), ("QA", "squad"), ("IR", "msmarco"))
+EXTRAPOLATED_STEPS = 1000  # the paper's fine-tuning budget per run (contracts.paper: 1,000 steps)
+
+# field names per step: `info` are strings (names, versions), `metrics` numbers; either may be
+# {"error": "..."} instead
+ENVIRONMENT_INFO = (
+    "python",
+    "platform",
+    "torch",
+    "cuda",
+    "transformers",
+    "composer",
+    "streaming",
+    "flash_attn",
+    "device_name",
+    "driver",
+)
+ENVIRONMENT_METRICS = (
+    "matmul_size",
+    "matmul_tflops",
+    "spec_peak_tflops",
+    "device_memory_gib",
+    "peak_gpu_memory_gib",
+)
+BENCH_ROW_INFO = ("case", "preset", "objective", "attn", "path", "precision")
+BENCH_ROW_METRICS = (
+    "seq_len",
+    "batch_size",
+    "steps",
+    "seconds",
+    "tokens_per_s",
+    "params_N",
+    "mfu_6n_spec",  # 6N FLOPs against the device's spec bf16 peak
+    "mfu_spec",  # 6N + attention FLOPs against the spec peak
+    "mfu_measured",  # 6N + attention FLOPs against the matmul TFLOP/s measured in `environment`
+    "peak_gpu_memory_gib",
+)
+PARITY_METRICS = (
+    "steps",
+    "seq_len",
+    "batch_size",
+    "max_rel_diff",
+    "mean_rel_diff",
+    "step_of_max",
+    "final_loss_bf16",
+    "final_loss_fp32",
+    "peak_gpu_memory_gib",
+)
+RESUME_METRICS = (
+    "steps",
+    "seq_len",
+    "batch_size",
+    "checkpoint_step",
+    "killed_at_step",
+    "resumed_from_step",
+    "max_abs_diff_before_kill",  # steps <= the checkpoint: the device's run-to-run floor
+    "max_abs_diff_after_resume",  # steps after the checkpoint: what resuming changed
+    "losses_equal",  # every step's loss bitwise equal to the uninterrupted run's
+    "seconds_per_step",
+    "peak_gpu_memory_gib",
+)
+FINETUNE_ROW_INFO = ("task_type", "task")
+FINETUNE_ROW_METRICS = (
+    "steps",
+    "batch_size",
+    "tokens_per_step",
+    "fit_seconds",
+    "seconds_per_step",
+    "minutes_per_1000_steps",
+    "wall_s",
+    "peak_gpu_memory_gib",
+)
+STEP_METRICS = {"environment": ENVIRONMENT_METRICS, "parity": PARITY_METRICS, "resume": RESUME_METRICS}
+STATUSES = ("ok", "failed", "timed_out", "skipped")
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    """One `pretraining bench` configuration: both paths (plain loop, Composer) are measured."""
+
+    preset: str
+    objective: str  # mlm | clm
+    attn: str  # sdpa | flex_attention | flash_attention_2
+    compiled: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.preset}-{self.objective}-{self.attn}-{'compiled' if self.compiled else 'eager'}"
+
+    def path_label(self, path: str) -> str:
+        return path + ("+compile" if self.compiled else "")
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    device: str  # cuda | cpu
+    matmul_size: int
+    matmul_dtype: str
+    bench_presets: tuple[str, ...]
+    bench_seq_len: int
+    bench_batch: int
+    bench_steps: int
+    bench_warmup: int
+    bench_doc_len: int
+    bench_compiled: bool  # compiled variants (and FlexAttention, fast only compiled) run in this mode
+    parity_preset: str
+    parity_seq_len: int
+    parity_batch: int
+    parity_steps: int
+    resume_preset: str
+    resume_seq_len: int
+    resume_batch: int
+    resume_steps: int
+    resume_checkpoint: int  # train.resume_interval: the checkpoint the killed run resumes from
+    resume_kill_at: int  # the killed run is stopped at the end of this step, then SIGKILLed
+    resume_max_documents: int  # embedded-corpus documents prepared (enough samples for one epoch)
+    finetune_preset: str
+    finetune_steps: int
+    finetune_world: bool  # the toy world's tasks (generated); False: the toy mirror shipped in the repo
+    finetune_parallel: int  # fine-tuning runs at a time (1: each timed alone)
+    default_budget_s: float
+    shares: tuple[tuple[str, float], ...]  # step -> its share of the budget (relative)
+    toy_vocab: int = 512  # vocabulary of the toy presets' synthetic batches (bench, parity)
+
+    def bench_cases(self, flash_attn: bool = False) -> list[BenchCase]:
+        """In the order they run, most telling first, so a budget that runs out loses the least:
+        per size (the larger first, the headline) eager SDPA and compiled FlexAttention for both
+        objectives; then compiled SDPA (its dense block mask is the slower kernel); flash-attn's
+        varlen kernel only where it imports."""
+        variants = [("sdpa", False)] + ([("flex_attention", True)] if self.bench_compiled else [])
+        if flash_attn and self.device == "cuda":
+            variants.append(("flash_attention_2", False))
+        cases = [
+            BenchCase(preset, objective, attn, compiled)
+            for preset in self.bench_presets
+            for attn, compiled in variants
+            for objective in ("mlm", "clm")
+        ]
+        if self.bench_compiled:
+            cases += [BenchCase(p, o, "sdpa", True) for p in self.bench_presets for o in ("mlm", "clm")]
+        return cases
+
+
+GPU = Mode(
+    name="gpu",
+    device="cuda",
+    matmul_size=8192,
+    matmul_dtype="bfloat16",
+    bench_presets=("610m", "210m"),
+    bench_seq_len=2048,
+    bench_batch=8,
+    bench_steps=10,
+    bench_warmup=3,
+    bench_doc_len=512,
+    bench_compiled=True,
+    parity_preset="210m",
+    parity_seq_len=2048,
+    parity_batch=4,
+    parity_steps=50,
+    resume_preset="210m",
+    resume_seq_len=2048,
+    resume_batch=8,
+    resume_steps=100,
+    resume_checkpoint=50,
+    resume_kill_at=75,
+    resume_max_documents=320,  # ~2.0M tokens: ~1,000 samples of 2,048 >= 100 x 8
+    finetune_preset="610m",
+    finetune_steps=100,
+    finetune_world=True,
+    finetune_parallel=1,
+    default_budget_s=480.0,
+    shares=(("environment", 15), ("bench", 250), ("parity", 30), ("resume", 85), ("finetune", 100)),
+)
+
+CPU = Mode(
+    name="cpu",
+    device="cpu",
+    matmul_size=256,
+    matmul_dtype="float32",
+    bench_presets=("toy_s", "toy_m"),
+    bench_seq_len=128,
+    bench_batch=2,
+    bench_steps=2,
+    bench_warmup=1,
+    bench_doc_len=32,
+    bench_compiled=False,  # inductor's CPU compile takes ~80 s a case here (docs/timings.md)
+    parity_preset="toy_s",
+    parity_seq_len=128,
+    parity_batch=2,
+    parity_steps=10,
+    resume_preset="toy_s",
+    resume_seq_len=128,
+    resume_batch=4,
+    resume_steps=20,
+    resume_checkpoint=10,
+    resume_kill_at=15,
+    resume_max_documents=12,
+    finetune_preset="toy_s",
+    finetune_steps=3,
+    finetune_world=False,
+    finetune_parallel=2,
+    # a cap, not a target (the CPU mode takes about 2 minutes on 2 idle cores): generous, so a
+    # loaded CI machine finishes every step
+    default_budget_s=900.0,
+    shares=(("environment", 60), ("bench", 160), ("parity", 100), ("resume", 280), ("finetune", 300)),
+)
+
+MODES = {"gpu": GPU, "cpu": CPU}
+
+
+def step_deadlines(mode: Mode, budget_s: float, steps=STEPS) -> dict[str, float]:
+    """Seconds after the start by which each of `steps` must end: its share of the budget plus
+    whatever the steps before it left unused (a step never takes time reserved for a later one)."""
+    shares = dict(mode.shares)
+    chosen = [s for s in STEPS if s in steps]
+    total = sum(shares[s] for s in chosen)
+    deadlines, cumulative = {}, 0.0
+    for step in chosen:
+        cumulative += shares[step]
+        deadlines[step] = budget_s * cumulative / total
+    return deadlines
+
+
+def bench_row_names(mode: Mode, flash_attn: bool = False) -> list[tuple[BenchCase, str]]:
+    return [(case, path) for case in mode.bench_cases(flash_attn) for path in BENCH_PATHS]
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and (isinstance(value, bool) or math.isfinite(value))
+
+
+def is_error(value) -> bool:
+    return isinstance(value, dict) and set(value) == {"error"} and isinstance(value["error"], str) and value["error"]
+
+
+def error(message: str) -> dict:
+    return {"error": message}
+
+
+def _fill(fields: dict, names, message: str, kind: str) -> dict:
+    """`fields` with every name of `names` present: a value of the wrong kind or a missing one
+    becomes {"error": message}."""
+    out = dict(fields)
+    for name in names:
+        value = out.get(name)
+        good = is_number(value) if kind == "metric" else isinstance(value, str)
+        if not good and not is_error(value):
+            out[name] = error(message if value is None else f"{message} (got {value!r})")
+    return out
+
+
+def complete_result(result: dict, mode: Mode, flash_attn: bool = False) -> dict:
+    """Every step and field the schema names: those a step did not write carry its error."""
+    steps = dict(result.get("steps") or {})
+    for step in STEPS:
+        entry = dict(steps.get(step) or {"status": "skipped", "error": "not run (--steps)"})
+        reason = entry.get("error") or "not reported by the step"
+        if entry.get("status") not in STATUSES:
+            entry["status"], entry["error"] = "failed", f"unknown status {entry.get('status')!r}"
+        if step == "environment":
+            entry["info"] = _fill(entry.get("info") or {}, ENVIRONMENT_INFO, reason, "info")
+        if step in STEP_METRICS:
+            entry["metrics"] = _fill(entry.get("metrics") or {}, STEP_METRICS[step], reason, "metric")
+        if step == "bench":
+            entry["rows"] = _complete_bench_rows(entry.get("rows") or [], mode, flash_attn, reason)
+        if step == "finetune":
+            entry["rows"] = _complete_finetune_rows(entry.get("rows") or [], reason)
+        steps[step] = entry
+    return {**result, "steps": steps}
+
+
+def _complete_bench_rows(rows: list[dict], mode: Mode, flash_attn: bool, reason: str) -> list[dict]:
+    by_key = {(r.get("case"), r.get("path")): r for r in rows if isinstance(r, dict)}
+    out = []
+    for case, path in bench_row_names(mode, flash_attn):
+        label = case.path_label(path)
+        row = dict(by_key.get((case.name, label)) or {})
+        why = row.pop("case_error", None) or (reason if not row else "not reported")
+        info = {"case": case.name, "preset": case.preset, "objective": case.objective, "attn": case.attn, "path": label}
+        row.setdefault("precision", "bf16" if mode.device == "cuda" else "fp32")
+        out.append({**_fill(row, BENCH_ROW_METRICS, why, "metric"), **info})
+    return out
+
+
+def _complete_finetune_rows(rows: list[dict], reason: str) -> list[dict]:
+    by_type = {r.get("task_type"): r for r in rows if isinstance(r, dict)}
+    out = []
+    for task_type, task in FINETUNE_TASKS:
+        row = dict(by_type.get(task_type) or {})
+        why = row.pop("run_error", None) or (reason if not row else "not reported")
+        out.append({**_fill(row, FINETUNE_ROW_METRICS, why, "metric"), "task_type": task_type, "task": task})
+    return out
+
+
+def problems(result: dict, mode: Mode, flash_attn: bool = False) -> list[str]:
+    """What keeps `result` from being complete (empty: every field present, numeric or an error)."""
+    found = []
+    steps = result.get("steps")
+    if not isinstance(steps, dict):
+        return ["steps: missing"]
+
+    def check(where: str, fields: dict, names, kind: str) -> None:
+        for name in names:
+            value = fields.get(name) if isinstance(fields, dict) else None
+            good = is_number(value) if kind == "metric" else isinstance(value, str)
+            if not (good or is_error(value)):
+                found.append(
+                    f"{where}.{name}: {value!r} is neither a {'number' if kind == 'metric' else 'string'} nor an error"
+                )
+
+    for step in STEPS:
+        entry = steps.get(step)
+        if not isinstance(entry, dict):
+            found.append(f"steps.{step}: missing")
+            continue
+        if entry.get("status") not in STATUSES:
+            found.append(f"steps.{step}.status: {entry.get('status')!r}")
+        if entry.get("status") != "ok" and not (isinstance(entry.get("error"), str) and entry["error"]):
+            found.append(f"steps.{step}.error: a step that is not ok must say why")
+        if step == "environment":
+            check(f"steps.{step}.info", entry.get("info"), ENVIRONMENT_INFO, "info")
+        if step in STEP_METRICS:
+            check(f"steps.{step}.metrics", entry.get("metrics"), STEP_METRICS[step], "metric")
+        if step == "bench":
+            rows = entry.get("rows") or []
+            if len(rows) != len(bench_row_names(mode, flash_attn)):
+                found.append(
+                    f"steps.bench.rows: {len(rows)} rows, the plan has {len(bench_row_names(mode, flash_attn))}"
+                )
+            for i, row in enumerate(rows):
+                check(f"steps.bench.rows[{i}]", row, BENCH_ROW_INFO, "info")
+                check(f"steps.bench.rows[{i}]", row, BENCH_ROW_METRICS, "metric")
+        if step == "finetune":
+            rows = entry.get("rows") or []
+            if len(rows) != len(FINETUNE_TASKS):
+                found.append(f"steps.finetune.rows: {len(rows)} rows, the plan has {len(FINETUNE_TASKS)}")
+            for i, row in enumerate(rows):
+                check(f"steps.finetune.rows[{i}]", row, FINETUNE_ROW_INFO, "info")
+                check(f"steps.finetune.rows[{i}]", row, FINETUNE_ROW_METRICS, "metric")
+    return found
+
+
+def add_measured_mfu(result: dict) -> dict:
+    """Each bench row's MFU against the bf16 (CPU: fp32) matmul TFLOP/s the environment step
+    measured on this device, beside the spec-peak one the bench reported."""
+    env = (result.get("steps") or {}).get("environment") or {}
+    measured = (env.get("metrics") or {}).get("matmul_tflops")
+    bench = (result.get("steps") or {}).get("bench") or {}
+    for row in bench.get("rows") or []:
+        flops = row.get("flops_per_s")
+        if not is_number(flops):
+            continue
+        if is_number(measured) and measured > 0:
+            row["mfu_measured"] = round(flops / (measured * 1e12), 4)
+        else:
+            row["mfu_measured"] = error("no matmul TFLOP/s measured (environment step)")
+    return result

@@ -1,0 +1,164 @@
+"""gpu_check.json -> gpu_check.md: the headline numbers first, then one table per step (pure)."""
+
+from __future__ import annotations
+
+from pretraining.gpu_check import plan
+
+MFU_GOAL = 0.40  # issue 55: 610M through Composer
+
+
+def cell(value, digits: int = 1, percent: bool = False) -> str:
+    if plan.is_error(value):
+        return f"error: {value['error'][:90]}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if percent:
+            return f"{100 * value:.{digits}f} %"
+        return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+    return str(value)
+
+
+def best_composer_row(rows: list[dict], preset: str) -> dict | None:
+    """The Composer row of `preset` with the highest throughput (None: no measured one)."""
+    measured = [
+        r
+        for r in rows
+        if r["preset"] == preset and r["path"].startswith("composer") and plan.is_number(r.get("tokens_per_s"))
+    ]
+    return max(measured, key=lambda r: r["tokens_per_s"], default=None)
+
+
+def headline(result: dict) -> list[str]:
+    steps = result["steps"]
+    lines = []
+    rows = steps["bench"]["rows"]
+    for preset in dict.fromkeys(r["preset"] for r in rows):
+        best = best_composer_row(rows, preset)
+        if best is None:
+            lines.append(f"- {preset} through Composer: no measured row")
+            continue
+        mfu = best["mfu_spec"]
+        goal = f" (goal >= {MFU_GOAL:.0%}: {'met' if plan.is_number(mfu) and mfu >= MFU_GOAL else 'not met'})"
+        lines.append(
+            f"- {preset} through Composer, best variant `{best['case']}`: {cell(best['tokens_per_s'], 0)} tokens/s, "
+            f"MFU {cell(best['mfu_spec'], percent=True)} of the spec peak, {cell(best['mfu_measured'], percent=True)} "
+            f"of the measured matmul peak (6N + attention){goal if preset == '610m' else ''}"
+        )
+    p = steps["parity"]["metrics"]
+    lines.append(
+        f"- bf16 vs fp32 ({cell(p['steps'], 0)} MLM steps): largest relative loss difference "
+        f"{cell(p['max_rel_diff'], 2, percent=True)} (step {cell(p['step_of_max'], 0)}), mean "
+        f"{cell(p['mean_rel_diff'], 2, percent=True)}"
+    )
+    r = steps["resume"]["metrics"]
+    lines.append(
+        f"- kill and resume: losses bitwise equal to the uninterrupted run: {cell(r['losses_equal'])}; largest "
+        f"difference after the resume {cell(r['max_abs_diff_after_resume'], 6)}, before the kill "
+        f"{cell(r['max_abs_diff_before_kill'], 6)} (the device's run-to-run floor)"
+    )
+    minutes = ", ".join(
+        f"{row['task_type']} {cell(row['minutes_per_1000_steps'], 2)}" for row in steps["finetune"]["rows"]
+    )
+    lines.append(f"- fine-tuning, minutes per 1,000-step run: {minutes}")
+    return lines
+
+
+def table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def render(result: dict) -> str:
+    steps = result["steps"]
+    env = steps["environment"]
+    info, metrics = env["info"], env["metrics"]
+    out = [
+        f"# GPU check ({result['mode']} mode): {cell(info['device_name'])}",
+        "",
+        f"Written by `{result['command']}` on {result['finished']} (git {result['git_sha']}); budget "
+        f"{result['budget_s']:.0f} s, {result['elapsed_s']:.0f} s used. Every number below was measured by that "
+        "command; a cell that says `error` names why it is missing.",
+        "",
+        "## Headline",
+        "",
+        *headline(result),
+        "",
+        "## Steps",
+        "",
+        *table(
+            ["step", "status", "seconds", "error"],
+            [[s, e["status"], cell(e.get("seconds"), 0), (e.get("error") or "")[:200]] for s, e in steps.items()],
+        ),
+        "",
+        "## Environment",
+        "",
+        *table(["field", "value"], [[k, cell(v)] for k, v in info.items()]),
+        "",
+        *table(
+            ["measure", "value"],
+            [
+                [
+                    f"{result['matmul_dtype']} matmul {metrics['matmul_size']}^3, TFLOP/s",
+                    cell(metrics["matmul_tflops"], 3),
+                ],
+                ["spec dense bf16 peak, TFLOP/s", cell(metrics["spec_peak_tflops"], 0)],
+                ["device memory, GiB", cell(metrics["device_memory_gib"])],
+            ],
+        ),
+        "",
+        "## Pretraining step throughput (`pretraining bench`)",
+        "",
+        "Synthetic packed batches, attention per window (two random windows a block), MFU = model FLOPs / "
+        "time / peak: 6N (N without the input embedding) and 6N + attention over the attended pairs "
+        "(pretraining/bench.py); `measured` divides by the matmul TFLOP/s above.",
+        "",
+        *table(
+            ["case", "path", "tokens/s", "MFU 6N (spec)", "MFU (spec)", "MFU (measured)", "peak GiB", "seconds"],
+            [
+                [
+                    r["case"],
+                    r["path"],
+                    cell(r["tokens_per_s"], 0),
+                    cell(r["mfu_6n_spec"], percent=True),
+                    cell(r["mfu_spec"], percent=True),
+                    cell(r["mfu_measured"], percent=True),
+                    cell(r["peak_gpu_memory_gib"]),
+                    cell(r["seconds"], 2),
+                ]
+                for r in steps["bench"]["rows"]
+            ],
+        ),
+        "",
+        "## bf16 / fp32 loss parity",
+        "",
+        *table(["measure", "value"], [[k, cell(v, 4)] for k, v in steps["parity"]["metrics"].items()]),
+        "",
+        "## Kill and resume (`python -m pretraining train`, paper-shaped 210m config)",
+        "",
+        *table(["measure", "value"], [[k, cell(v, 6)] for k, v in steps["resume"]["metrics"].items()]),
+        "",
+        "## Fine-tuning (`python -m benchmarks run`, random weights, toy-world data, paper protocol)",
+        "",
+        *table(
+            ["task type", "task", "steps", "tokens/step", "s/step", "min per 1,000 steps", "peak GiB", "process s"],
+            [
+                [
+                    r["task_type"],
+                    r["task"],
+                    cell(r["steps"], 0),
+                    cell(r["tokens_per_step"], 0),
+                    cell(r["seconds_per_step"], 3),
+                    cell(r["minutes_per_1000_steps"], 2),
+                    cell(r["peak_gpu_memory_gib"]),
+                    cell(r["wall_s"], 1),
+                ]
+                for r in steps["finetune"]["rows"]
+            ],
+        ),
+        "",
+    ]
+    return "\n".join(out)
