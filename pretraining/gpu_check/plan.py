@@ -72,9 +72,13 @@ RESUME_METRICS = (
     "checkpoint_step",
     "killed_at_step",
     "resumed_from_step",
-    "max_abs_diff_before_kill",  # steps <= the checkpoint: the device's run-to-run floor
-    "max_abs_diff_after_resume",  # steps after the checkpoint: what resuming changed
+    "max_abs_diff_before_kill",  # killed vs reference, steps <= the checkpoint (both ran from step 0)
+    "max_abs_diff_after_resume",  # killed-and-resumed vs reference, steps after the checkpoint
     "losses_equal",  # every step's loss bitwise equal to the uninterrupted run's
+    # two uninterrupted runs of the same config (reference, repeat): the device's run-to-run floor
+    "floor_max_abs_diff_before",
+    "floor_max_abs_diff_after",
+    "floor_losses_equal",
     "seconds_per_step",
     "peak_gpu_memory_gib",
 )

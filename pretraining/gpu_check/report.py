@@ -54,8 +54,9 @@ def headline(result: dict) -> list[str]:
     r = steps["resume"]["metrics"]
     lines.append(
         f"- kill and resume: losses bitwise equal to the uninterrupted run: {cell(r['losses_equal'])}; largest "
-        f"difference after the resume {cell(r['max_abs_diff_after_resume'], 6)}, before the kill "
-        f"{cell(r['max_abs_diff_before_kill'], 6)} (the device's run-to-run floor)"
+        f"difference over the steps after the checkpoint {cell(r['max_abs_diff_after_resume'], 6)}, against "
+        f"{cell(r['floor_max_abs_diff_after'], 6)} between two uninterrupted runs over the same steps (the "
+        f"device's run-to-run floor; bitwise equal: {cell(r['floor_losses_equal'])})"
     )
     minutes = ", ".join(
         f"{row['task_type']} {cell(row['minutes_per_1000_steps'], 2)}" for row in steps["finetune"]["rows"]

@@ -144,7 +144,8 @@ def _run_locked(out: Path, mode: plan.Mode, budget_s: float, steps, work: Path, 
         "mode": mode.name,
         "command": command,
         "budget_s": budget_s,
-        "git_sha": git_sha() or "unknown",
+        # a copied working tree may carry another commit's .git (the device tool's): the caller's word first
+        "git_sha": os.environ.get("MLM_VS_CLM_GIT_SHA") or git_sha() or "unknown",
         "matmul_dtype": (entries.get("environment") or {}).get("matmul_dtype", mode.matmul_dtype),
         "steps": entries,
     }

@@ -296,6 +296,7 @@ def parity_metrics(bf16: list[float], fp32: list[float]) -> dict:
 
 # ----------------------------------------------------------------------------------------- (d)
 RESUME_SOURCE_RUN = "210m-mlm40-42k"  # the registry's paper config the resume test is shaped on
+RESUME_ROLES = ("reference", "repeat", "killed")
 
 
 def _child_env() -> dict:
@@ -343,10 +344,11 @@ def tail(path: Path, lines: int = 3) -> str:
 
 
 def resume_configs(base: dict, mode: plan.Mode, work: Path) -> dict[str, dict]:
-    """The paper config of RESUME_SOURCE_RUN cut to the check's size: `reference` runs through,
-    `killed` is held at mode.resume_kill_at (then killed) and run again to the end."""
+    """The paper config of RESUME_SOURCE_RUN cut to the check's size: `reference` and `repeat`
+    run through (their differences are the device's run-to-run floor: a GPU's kernels need not be
+    bitwise reproducible), `killed` is held at mode.resume_kill_at (then killed) and run again."""
     configs = {}
-    for role in ("reference", "killed"):
+    for role in RESUME_ROLES:
         cfg = json.loads(json.dumps(base))  # a deep copy of plain YAML data
         cfg["name"] = f"gpu-check-{role}"
         cfg["run_dir"] = str(work / "runs" / role)
@@ -376,8 +378,7 @@ def resume_configs(base: dict, mode: plan.Mode, work: Path) -> dict[str, dict]:
 
 def compare_losses(reference: list[dict], resumed: list[dict], checkpoint: int) -> dict:
     """Step-by-step loss differences of two loss.jsonl files: up to the checkpoint (both runs
-    computed them alike; any difference is the device's run-to-run floor) and after it (the
-    resumed run's steps)."""
+    computed them alike from the start) and after it (the resumed run's steps)."""
     ref = {r["step"]: r["loss"] for r in reference}
     new = {r["step"]: r["loss"] for r in resumed}
     if sorted(ref) != sorted(new):
@@ -421,8 +422,8 @@ def resume(ctx: StepContext) -> None:
     for role, cfg in configs.items():
         paths[role] = work / f"{role}.yaml"
         paths[role].write_text(yaml.safe_dump(cfg, sort_keys=False))
-    # the reference and the run to kill train side by side (one GPU holds both); the kill lands at
-    # the end of step resume_kill_at, which the HoldAt callback holds
+    # the three runs train side by side (one GPU holds them); the kill lands at the end of step
+    # resume_kill_at, which the HoldAt callback holds
     logs = {role: ctx.log_path(f"train-{role}") for role in configs}
     procs = {}
     for role in configs:
@@ -448,9 +449,10 @@ def resume(ctx: StepContext) -> None:
         procs["killed"].kill()  # SIGKILL: no clean-up, as a node failure or `kill -9`
         procs["killed"].wait()
         killed_at = json.loads(held.read_text())["step"]
-        code = procs["reference"].wait(timeout=max(ctx.left(), 0.1))
-        if code != 0:
-            raise RuntimeError(f"the reference run exited {code}: {tail(logs['reference'])}")
+        for role in ("reference", "repeat"):
+            code = procs[role].wait(timeout=max(ctx.left(), 0.1))
+            if code != 0:
+                raise RuntimeError(f"the {role} run exited {code}: {tail(logs[role])}")
     except BaseException:
         for proc in procs.values():
             if proc.poll() is None:
@@ -462,6 +464,12 @@ def resume(ctx: StepContext) -> None:
     reference = _loss_rows(Path(configs["reference"]["run_dir"]))
     resumed = _loss_rows(Path(configs["killed"]["run_dir"]))
     metrics = compare_losses(reference, resumed, mode.resume_checkpoint)
+    floor = compare_losses(reference, _loss_rows(Path(configs["repeat"]["run_dir"])), mode.resume_checkpoint)
+    metrics.update(
+        floor_max_abs_diff_before=floor["max_abs_diff_before_kill"],
+        floor_max_abs_diff_after=floor["max_abs_diff_after_resume"],
+        floor_losses_equal=floor["losses_equal"],
+    )
     report = json.loads((work / "reference.report.json").read_text())
     metrics.update(
         steps=mode.resume_steps,

@@ -61,6 +61,7 @@ def test_the_cpu_mode_kills_a_real_training_run_and_its_resumed_losses_equal_the
     assert resume["killed_at_step"] == mode.resume_kill_at
     assert resume["resumed_from_step"] == mode.resume_checkpoint  # the kill lost steps 11-15: redone
     assert resume["losses_equal"] is True and resume["max_abs_diff_after_resume"] == 0.0
+    assert resume["floor_losses_equal"] is True  # a CPU computes the same run the same way twice
 
 
 @pytest.mark.slow
@@ -80,6 +81,7 @@ def test_the_cpu_mode_parity_and_finetuning_measure_what_they_say(cpu_check):
         assert row["minutes_per_1000_steps"] == pytest.approx(row["seconds_per_step"] * 1000 / 60, rel=0.01)
     text = (out / runner.REPORT_FILE).read_text()
     assert "## Headline" in text and "kill and resume: losses bitwise equal to the uninterrupted run: yes" in text
+    assert "between two uninterrupted runs over the same steps" in text
     assert "===== resume-train-killed.log" in (out / runner.LOG_FILE).read_text()
 
 
@@ -226,7 +228,8 @@ def test_the_resume_configs_keep_the_paper_recipe_at_the_checks_size(tmp_path):
         assert (cfg.objective.kind, cfg.objective.mlm_ratio) == ("mlm", 0.4)
         assert cfg.optimizer == config_from_dict(PretrainConfig, paper, "paper").optimizer
     holds = [c["train"]["callbacks"][0]["kwargs"]["hold_at"] for c in configs.values()]
-    assert holds == [None, plan.GPU.resume_kill_at]
+    assert holds == [None, None, plan.GPU.resume_kill_at]
+    assert len({c["run_dir"] for c in configs.values()}) == 3
 
 
 def test_finetune_rows_read_the_records_training_timings():
