@@ -422,20 +422,30 @@ def resume(ctx: StepContext) -> None:
     for role, cfg in configs.items():
         paths[role] = work / f"{role}.yaml"
         paths[role].write_text(yaml.safe_dump(cfg, sort_keys=False))
-    # the three runs train side by side (one GPU holds them); the kill lands at the end of step
-    # resume_kill_at, which the HoldAt callback holds
+    # Two runs at a time (three 210m runs at 8 x 2,048 ran out of memory on a 141 GB H200): the
+    # reference beside the run to kill, then the repeat beside the resumed run. The kill lands at
+    # the end of step resume_kill_at, which the HoldAt callback holds.
     logs = {role: ctx.log_path(f"train-{role}") for role in configs}
-    procs = {}
-    for role in configs:
-        handle = logs[role].open("w")
-        procs[role] = subprocess.Popen(
-            [sys.executable, "-m", "pretraining", "train", str(paths[role])],
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env=_child_env(),
-        )
-        handle.close()
+    logs["resumed"] = ctx.log_path("train-resumed")
+    procs: dict[str, subprocess.Popen] = {}
+
+    def start(role: str, config: str) -> None:
+        with logs[role].open("w") as handle:
+            procs[role] = subprocess.Popen(
+                [sys.executable, "-m", "pretraining", "train", str(paths[config])],
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                env=_child_env(),
+            )
+
+    def finish(role: str) -> None:
+        code = procs[role].wait(timeout=max(ctx.left(), 0.1))
+        if code != 0:
+            raise RuntimeError(f"the {role} run exited {code}: {tail(logs[role])}")
+
     try:
+        start("reference", "reference")
+        start("killed", "killed")
         held = work / "killed.held"
         while not held.exists():  # the event: the run wrote its marker and now waits to be killed
             if procs["killed"].poll() is not None:
@@ -449,17 +459,17 @@ def resume(ctx: StepContext) -> None:
         procs["killed"].kill()  # SIGKILL: no clean-up, as a node failure or `kill -9`
         procs["killed"].wait()
         killed_at = json.loads(held.read_text())["step"]
-        for role in ("reference", "repeat"):
-            code = procs[role].wait(timeout=max(ctx.left(), 0.1))
-            if code != 0:
-                raise RuntimeError(f"the {role} run exited {code}: {tail(logs[role])}")
+        finish("reference")
+        start("resumed", "killed")  # the same config again: it resumes from the checkpoint
+        start("repeat", "repeat")
+        finish("resumed")
+        finish("repeat")
     except BaseException:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         raise
-    run_child(ctx, "train-resumed", ["-m", "pretraining", "train", str(paths["killed"])])
     resumed_from = json.loads((work / "killed.report.json").read_text())["started_at"]
     reference = _loss_rows(Path(configs["reference"]["run_dir"]))
     resumed = _loss_rows(Path(configs["killed"]["run_dir"]))
