@@ -1,10 +1,15 @@
-"""Compare regenerated cells with the published Tables 2-17, and check the paper's own CSV.
+"""Does each regenerated cell reproduce the published one? Per distinct cell, an equivalence test.
 
-Per cell: diff = ours - published; whether the published mean lies in our bootstrap CI;
-z = diff / sqrt(se_ours^2 + se_pub^2) with se = half-width / 1.96; verdict "match" (|z| <= 1.96),
-"mismatch" or "missing" (no regenerated cell). Per table: "match" (no mismatch), "ok-by-chance"
-(mismatches no more frequent than the 5% a correct reproduction produces: one-sided binomial
-test p >= 0.05), "fail" (p < 0.05) or "missing" (no regenerated cell at all).
+A cell is one (model, task type, dataset) of Tables 2-17; the paper prints some in several tables
+(identical copies, checked below), so the audit judges each distinct cell once and lists the tables
+that print it. Per cell (analysis.equivalence): the difference ours - published with its 90% and 95%
+intervals (Welch, both SDs estimated from the seeds) and a verdict at a stated margin:
+`reproduced` (TOST at 5%: the 90% interval inside +-margin), `differs` (the 95% interval excludes 0
+and the 90% interval lies beyond the margin), `inconclusive` (neither: with how many seeds of ours
+would decide it), or `missing` (no regenerated cell). The default margin of a dataset is
+DESIGN_FACTOR x the median half-width the paper prints for that dataset (category averages: for
+that task type's averages), overridable (`--margin`). Category averages are audited as rows of
+their own where the paper prints them, and counted apart from the datasets.
 The cells are those of one evaluation protocol (`--protocol`, default "paper"); for the runs whose
 records hold both protocols' scores, the audit also reports per dataset how far the paper metric
 lies from the standard one (analysis.protocols.metric_differences; docs/release.md).
@@ -18,29 +23,111 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from analysis.intervals import Z_95
+from analysis.equivalence import DESIGN_FACTOR, PAPER_SEEDS, VERDICTS, compare_means
 from analysis.protocols import DIFFERENCE_COLUMNS
 from analysis.published import load_published_cells
 from analysis.tables import TABLE_NOTES
-from contracts.paper import AVERAGE
+from contracts.paper import AVERAGE, TASK_TYPES
 from contracts.provenance import atomic_write_json, atomic_write_text, utc_now
 
-FAIL_ON = ("none", "any-mismatch", "table-fail")
+FAIL_ON = ("none", "any-differs", "not-reproduced")
 CELL_KEY = ["model", "task_type", "dataset"]
 AVERAGE_TOLERANCE = 0.01  # the CSV README: averages equal the mean of their datasets within 0.01
+STATUSES = (*VERDICTS, "missing")
+EVIDENCE_COLUMNS = (
+    "diff",
+    "diff_se",
+    "diff_df",
+    "diff_ci90_low",
+    "diff_ci90_high",
+    "diff_ci95_low",
+    "diff_ci95_high",
+    "p_difference",
+    "seeds_to_decide",
+    "ours_in_published_interval",
+    "published_in_boot_ci",
+    "exact",
+)
 
 
-def _z(diff: float, hw_ours: float, hw_pub: float) -> float:
-    se = math.sqrt(np.nan_to_num(hw_ours / Z_95) ** 2 + np.nan_to_num(hw_pub / Z_95) ** 2)
-    if se == 0.0:
-        return 0.0 if round(diff, 2) == 0.0 else math.copysign(math.inf, diff)
-    return diff / se
+class MarginError(ValueError):
+    """A --margin value that names no dataset or task type, or is not a positive number."""
 
 
-def compare_cells(ours: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
-    """One row per published cell (per table), with our value beside it and a verdict."""
+def margin_key(task_type: str, dataset: str) -> str:
+    """What a margin belongs to: a dataset id, or "<task type> average"."""
+    return f"{task_type} {AVERAGE}" if dataset == AVERAGE else dataset
+
+
+def default_margins(published: pd.DataFrame) -> dict[str, dict]:
+    """margin key -> {"margin", "median_halfwidth", "cells"}: DESIGN_FACTOR x the median printed
+    half-width of the distinct published cells of that dataset (or task type's averages)."""
+    distinct = published.drop_duplicates(CELL_KEY)
+    out = {}
+    for (task_type, dataset), group in distinct.groupby(["task_type", "dataset"], sort=True):
+        median = float(group["ci_halfwidth"].median())
+        out[margin_key(task_type, dataset)] = {
+            "margin": round(DESIGN_FACTOR * median, 2),
+            "median_halfwidth": round(median, 3),
+            "cells": len(group),
+            "source": f"default: {DESIGN_FACTOR} x median printed half-width {median:.3f} ({len(group)} cells)",
+        }
+    return out
+
+
+def parse_margins(text: str | None, defaults: dict[str, dict]) -> dict[str, dict]:
+    """The margins in use: the defaults, overridden by `--margin` ("0.5" for every cell, or
+    comma-separated KEY=VALUE with KEY a dataset id, a task type (its datasets and its average)
+    or "<task type> average")."""
+    margins = {k: dict(v) for k, v in defaults.items()}
+    if not text:
+        return margins
+
+    def value(raw: str, what: str) -> float:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise MarginError(
+                f"--margin {what}: {raw!r} is not a number; e.g. --margin 0.5 or --margin SC=0.4"
+            ) from None
+        if not (number > 0 and math.isfinite(number)):
+            raise MarginError(f"--margin {what}: {raw} must be a positive number of points")
+        return number
+
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if len(items) == 1 and "=" not in items[0]:
+        number = value(items[0], "(all cells)")
+        return {k: {**v, "margin": number, "source": "--margin (all cells)"} for k, v in margins.items()}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise MarginError(f"--margin {item!r}: give KEY=VALUE pairs, or one number for every cell")
+        number = value(raw.strip(), key)
+        if key in TASK_TYPES:
+            targets = [k for k in margins if k.startswith(f"{key} ") or _task_of(k) == key]
+        elif key in margins:
+            targets = [key]
+        else:
+            raise MarginError(
+                f"--margin {key}: not a dataset id, task type or '<task type> average'; use one of "
+                f"{', '.join(sorted(margins))}, or {', '.join(TASK_TYPES)}"
+            )
+        for target in targets:
+            margins[target].update(margin=number, source=f"--margin {key}={raw.strip()}")
+    return margins
+
+
+def _task_of(key: str) -> str | None:
+    from contracts.paper import DATASETS
+
+    return next((d.task_type for d in DATASETS if d.id == key), None)
+
+
+def compare_cells(ours: pd.DataFrame, published: pd.DataFrame, margins: dict[str, dict] | None = None) -> pd.DataFrame:
+    """One row per distinct published cell (the tables that print it listed), our cell beside it,
+    the difference with its intervals and the verdict at the cell's margin."""
     duplicated = ours.duplicated(CELL_KEY, keep=False)
     if duplicated.any():
         row = ours[duplicated].iloc[0]
@@ -48,73 +135,98 @@ def compare_cells(ours: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
             f"several regenerated cells for {row.model}/{row.task_type}/{row.dataset} "
             "(runs with different train sets?); audit one set of runs at a time"
         )
-    mine = ours[
-        [
-            *CELL_KEY,
-            "n_seeds",
-            "mean",
-            "ci_halfwidth",
-            "boot_low",
-            "boot_high",
-            *(["bootstrap"] if "bootstrap" in ours else []),
-        ]
-    ]
+    margins = margins or default_margins(published)
+    tables = published.groupby(CELL_KEY, sort=False)["table"].agg(lambda s: sorted(int(x) for x in s))
+    distinct = published.drop_duplicates(CELL_KEY).drop(columns="table").set_index(CELL_KEY)
+    distinct["tables"] = tables
+    distinct = distinct.reset_index()
+    columns = [*CELL_KEY, "n_seeds", "mean", "ci_halfwidth", "boot_low", "boot_high"]
+    columns += [c for c in ("bootstrap", "selected_lrs") if c in ours]
     merged = (
-        published[["table", *CELL_KEY, "mean", "ci_halfwidth"]]
-        .rename(columns={"mean": "published", "ci_halfwidth": "published_halfwidth"})
-        .merge(mine.rename(columns={"mean": "ours", "ci_halfwidth": "ours_halfwidth"}), on=CELL_KEY, how="left")
+        distinct[["tables", *CELL_KEY, "n_seeds", "mean", "ci_halfwidth"]]
+        .rename(columns={"mean": "published", "ci_halfwidth": "published_halfwidth", "n_seeds": "published_n_seeds"})
+        .merge(
+            ours[columns].rename(columns={"mean": "ours", "ci_halfwidth": "ours_halfwidth"}), on=CELL_KEY, how="left"
+        )
     )
-    present = merged["ours"].notna()
-    merged["diff"] = merged["ours"] - merged["published"]
-    merged["published_in_boot_ci"] = np.where(
-        present & merged["boot_low"].notna(),
-        (merged["boot_low"] <= merged["published"]) & (merged["published"] <= merged["boot_high"]),
-        None,
-    )
-    merged["z"] = [
-        _z(d, h, p) if ok else float("nan")
-        for d, h, p, ok in zip(merged["diff"], merged["ours_halfwidth"], merged["published_halfwidth"], present)
-    ]
-    merged["exact"] = (
-        present
-        & (merged["ours"].round(2) == merged["published"])
-        & (merged["ours_halfwidth"].round(2) == merged["published_halfwidth"])
-    )
-    merged["verdict"] = np.where(~present, "missing", np.where(merged["z"].abs() <= Z_95, "match", "mismatch"))
-    return merged
-
-
-def table_verdicts(cells: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for number, table in cells.groupby("table", sort=True):
-        counts = table["verdict"].value_counts()
-        n_present = int(counts.get("match", 0) + counts.get("mismatch", 0))
-        n_mismatch = int(counts.get("mismatch", 0))
-        p_value = (
-            float(stats.binomtest(n_mismatch, n_present, 0.05, alternative="greater").pvalue)
-            if n_present
-            else float("nan")
+    for cell in merged.to_dict(orient="records"):
+        key = margin_key(cell["task_type"], cell["dataset"])
+        margin = margins[key]
+        cell.update(margin=margin["margin"], margin_source=margin["source"])
+        present = not pd.isna(cell["ours"])
+        if not present:
+            cell.update(verdict="missing", note="", seed_warning="")
+            rows.append(cell)
+            continue
+        n_pub = int(cell["published_n_seeds"]) if not pd.isna(cell["published_n_seeds"]) else PAPER_SEEDS
+        c = compare_means(
+            cell["ours"], cell["ours_halfwidth"], int(cell["n_seeds"]), cell["published"],
+            cell["published_halfwidth"], n_pub, margin["margin"],
+        )  # fmt: skip
+        cell.update(
+            diff=c.diff,
+            diff_se=c.se,
+            diff_df=c.df,
+            diff_ci90_low=c.ci90[0],
+            diff_ci90_high=c.ci90[1],
+            diff_ci95_low=c.ci95[0],
+            diff_ci95_high=c.ci95[1],
+            p_difference=c.p_difference,
+            verdict=c.verdict,
+            note=c.note,
+            seeds_to_decide=c.seeds_to_decide,
+            ours_in_published_interval=bool(abs(c.diff) <= cell["published_halfwidth"] + 1e-9),
+            published_in_boot_ci=(
+                bool(cell["boot_low"] <= cell["published"] <= cell["boot_high"])
+                if not pd.isna(cell["boot_low"])
+                else None
+            ),
+            exact=bool(
+                round(cell["ours"], 2) == cell["published"]
+                and round(cell["ours_halfwidth"], 2) == cell["published_halfwidth"]
+            ),
+            seed_warning=_seed_warning(int(cell["n_seeds"]), n_pub),
         )
-        if n_present == 0:
-            verdict = "missing"
-        elif n_mismatch == 0:
-            verdict = "match"
-        else:
-            verdict = "fail" if p_value < 0.05 else "ok-by-chance"
-        rows.append(
-            {
-                "table": int(number),
-                "cells": len(table),
-                "present": n_present,
-                "match": int(counts.get("match", 0)),
-                "mismatch": n_mismatch,
-                "missing": int(counts.get("missing", 0)),
-                "exact": int(table["exact"].sum()),
-                "binomial_p": p_value,
-                "verdict": verdict,
-            }
-        )
-    return pd.DataFrame(rows)
+        rows.append(cell)
+    frame = pd.DataFrame(rows)
+    for column in EVIDENCE_COLUMNS:  # a missing cell has none of them: every row has every column
+        if column not in frame:
+            frame[column] = None
+    return frame
+
+
+def _seed_warning(n_ours: int, n_pub: int) -> str:
+    if n_ours < n_pub:
+        return f"{n_ours} of the published cell's {n_pub} seeds"
+    if n_ours < PAPER_SEEDS:
+        return f"{n_ours} of the paper's {PAPER_SEEDS} seeds"
+    return ""
+
+
+def audit_headline(summary: dict) -> str:
+    """One line: the distinct dataset cells' verdicts, then the printed averages'."""
+    c, a = summary["cells"], summary["averages"]
+    return (
+        f"{c['distinct']} distinct dataset cells: {c['reproduced']} reproduced, {c['inconclusive']} inconclusive, "
+        f"{c['differs']} differ, {c['missing']} missing; category averages: {a['reproduced']} reproduced, "
+        f"{a['inconclusive']} inconclusive, {a['differs']} differ, {a['missing']} missing"
+    )
+
+
+def verdict_counts(cells: pd.DataFrame) -> dict[str, int]:
+    counts = cells["verdict"].value_counts()
+    return {status: int(counts.get(status, 0)) for status in STATUSES}
+
+
+def table_view(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per table, the verdicts of the distinct cells it prints (a cell printed in several tables
+    counts in each of them: this view repeats cells, the headline does not)."""
+    rows = []
+    exploded = cells.explode("tables")
+    for number, table in exploded.groupby("tables", sort=True):
+        rows.append({"table": int(number), "cells": len(table), **verdict_counts(table)})
+    return pd.DataFrame(rows, columns=["table", "cells", *STATUSES])
 
 
 def published_internal_checks(published: pd.DataFrame) -> dict:
@@ -183,6 +295,31 @@ def _differences_markdown(differences: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _interval(low, high) -> str:
+    return f"[{_fmt(low)}, {_fmt(high)}]"
+
+
+def _lrs(selected: str) -> str:
+    """The LRs the selection chose, one per seed (";"), "/"-joined per dataset for an average; one
+    value for all seeds is written once."""
+    chosen = {lr for per_seed in selected.split(";") for lr in per_seed.split("/")}
+    return f"{chosen.pop()} (every seed)" if len(chosen) == 1 else selected
+
+
+def _cell_line(c) -> str:
+    lrs = getattr(c, "selected_lrs", None)
+    lrs = _lrs(lrs) if isinstance(lrs, str) and lrs else "—"
+    seeds = f"{int(c.n_seeds)}" + (f" ⚠ {c.seed_warning}" if c.seed_warning else "")
+    inside = "yes" if c.ours_in_published_interval else "no"
+    return (
+        f"| {c.model} | {c.task_type} | {c.dataset} | {', '.join(map(str, c.tables))} | "
+        f"{_fmt(c.published)} ± {_fmt(c.published_halfwidth)} ({int(c.published_n_seeds)}) | "
+        f"{_fmt(c.ours)} ± {_fmt(c.ours_halfwidth)} | {seeds} | {_fmt(c.diff)} | "
+        f"{_interval(c.diff_ci90_low, c.diff_ci90_high)} | {_interval(c.diff_ci95_low, c.diff_ci95_high)} | "
+        f"{inside} | ±{_fmt(c.margin)} | {lrs} | **{c.verdict}** | {c.note} |"
+    )
+
+
 def _markdown(
     cells: pd.DataFrame,
     tables: pd.DataFrame,
@@ -190,53 +327,60 @@ def _markdown(
     sources: list[str],
     protocol: str,
     differences: pd.DataFrame,
+    margins: dict[str, dict],
 ) -> str:
-    counts = cells["verdict"].value_counts()
+    datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
+    d, a = verdict_counts(datasets), verdict_counts(averages)
+    present = cells[cells["verdict"] != "missing"]
+    used = sorted({margin_key(t, s) for t, s in zip(present["task_type"], present["dataset"])}) or sorted(margins)
     lines = [
-        "# Audit: regenerated cells vs the published Tables 2-17",
+        "# Audit: does each regenerated cell reproduce the published one?",
         "",
         f"Written {utc_now()} from: {', '.join(sources)}; scores of protocol '{protocol}'.",
         "",
-        f"Cells: {len(cells)} published; {counts.get('match', 0)} match, "
-        f"{counts.get('mismatch', 0)} mismatch, {counts.get('missing', 0)} missing; "
-        f"{int(cells['exact'].sum())} exact to 2 decimals (mean and half-width).",
+        f"**Distinct dataset cells: {d['reproduced']} reproduced, {d['inconclusive']} inconclusive, "
+        f"{d['differs']} differ** ({d['missing']} published cells without runs). Category averages "
+        f"printed by the paper: {a['reproduced']} reproduced, {a['inconclusive']} inconclusive, "
+        f"{a['differs']} differ ({a['missing']} without runs). Each (model, dataset) counts once, "
+        "whatever the number of tables that print it.",
         "",
-        "z = (ours - published) / sqrt(se_ours^2 + se_pub^2), se = half-width / 1.96; "
-        "match when |z| <= 1.96. A table fails when its mismatches are more frequent than the "
-        "5% expected by chance (one-sided binomial test, p < 0.05).",
+        'Verdicts (analysis/equivalence.py; docs/analysis.md, "Audit"): diff = ours - published, with '
+        "its 90% and 95% intervals (Welch; our SD from our seeds, the paper's from its printed half-width "
+        "1.96 x SD / sqrt(n)). **reproduced**: the 90% interval lies inside ±margin (TOST, both one-sided "
+        "tests at 5%); **differs**: the 95% interval excludes 0 and the 90% interval lies beyond the margin; "
+        "**inconclusive**: neither (too few seeds or too noisy at this margin; the note says how many "
+        "seeds of ours would decide it). `in paper's interval`: |diff| <= the paper's printed half-width.",
         "",
-        "## Tables",
+        f"Margins (points) of the cells audited here; default = {DESIGN_FACTOR} x the median half-width the "
+        "paper prints for that dataset (or that task type's averages): the smallest margin at which two "
+        "5-seed means with that noise are called reproduced 80% of the time when they are equal.",
         "",
-        "| table | cells | present | match | mismatch | missing | exact | binomial p | verdict |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| margin of | ±points | from |",
+        "|---|---:|---|",
+        *(f"| {k} | {margins[k]['margin']:g} | {margins[k]['source']} |" for k in used),
+        "",
+        "## Cells",
+        "",
     ]
-    for t in tables.itertuples():
-        lines.append(
-            f"| {t.table} | {t.cells} | {t.present} | {t.match} | {t.mismatch} | {t.missing} | "
-            f"{t.exact} | {_fmt(t.binomial_p, 3)} | {t.verdict} |"
-        )
-    present = cells[cells["verdict"] != "missing"]
-    lines += ["", "## Regenerated cells", ""]
     if present.empty:
         lines.append("No published cell has regenerated data.")
     else:
         lines += [
-            "| table | model | task | dataset | published | ours | diff | z | pub. in our bootstrap CI "
-            "| bootstrap | verdict |",
-            "|---:|---|---|---|---:|---:|---:|---:|---|---|---|",
+            "| model | task | dataset | tables | published (seeds) | ours | seeds | diff | diff 90% | diff 95% "
+            "| in paper's interval | margin | LRs chosen (per seed) | verdict | note |",
+            "|---|---|---|---|---:|---:|---|---:|---|---|---|---:|---|---|---|",
         ]
-        for c in present.itertuples():
-            boot = (
-                f"[{_fmt(c.boot_low)}, {_fmt(c.boot_high)}] {'yes' if c.published_in_boot_ci else 'no'}"
-                if c.published_in_boot_ci is not None
-                else "—"
-            )
-            lines.append(
-                f"| {c.table} | {c.model} | {c.task_type} | {c.dataset} | "
-                f"{_fmt(c.published)} ± {_fmt(c.published_halfwidth)} | {_fmt(c.ours)} ± {_fmt(c.ours_halfwidth)} | "
-                f"{_fmt(c.diff)} | {_fmt(c.z)} | {boot} | {getattr(c, 'bootstrap', '—')} | {c.verdict} |"
-            )
+        lines += [_cell_line(c) for c in present.itertuples()]
     lines += [
+        "",
+        "## Per table (cells repeat across tables here)",
+        "",
+        "| table | cells | reproduced | inconclusive | differs | missing |",
+        "|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {t.table} | {t.cells} | {t.reproduced} | {t.inconclusive} | {t.differs} | {t.missing} |"
+            for t in tables.itertuples()
+        ),
         "",
         "## The paper's internal checks (published CSV)",
         "",
@@ -260,30 +404,34 @@ def run_audit(
     sources: list[str],
     protocol: str = "paper",
     differences: pd.DataFrame | None = None,
+    margin: str | None = None,
 ) -> dict:
     """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary.
 
     `ours` holds the cells of `protocol`; `differences` (analysis.protocols.metric_differences of
-    the same records) the paper-minus-standard comparison, None when not computed.
+    the same records) the paper-minus-standard comparison, None when not computed; `margin` the
+    `--margin` text (None: the defaults). A bad margin raises MarginError before anything is written.
     """
     if differences is None:
         differences = pd.DataFrame(columns=DIFFERENCE_COLUMNS)
     published = load_published_cells()
-    cells = compare_cells(ours, published)
-    tables = table_verdicts(cells)
+    margins = parse_margins(margin, default_margins(published))
+    cells = compare_cells(ours, published, margins)
+    tables = table_view(cells)
     checks = published_internal_checks(published)
-    counts = cells["verdict"].value_counts()
+    datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
     summary = {
         "sources": sources,
         "written": utc_now(),
         "protocol": protocol,
         "cells": {
-            "published": len(cells),
-            "match": int(counts.get("match", 0)),
-            "mismatch": int(counts.get("mismatch", 0)),
-            "missing": int(counts.get("missing", 0)),
-            "exact": int(cells["exact"].sum()),
+            "distinct": len(datasets),
+            **verdict_counts(datasets),
+            "exact": int(datasets["exact"].eq(True).sum()),
         },
+        "averages": {"distinct": len(averages), **verdict_counts(averages)},
+        "margins": margins,
+        "design_factor": DESIGN_FACTOR,
         "tables": tables.to_dict(orient="records"),
         "cell_details": json.loads(cells.to_json(orient="records")),
         "published_internal_checks": checks,
@@ -291,7 +439,7 @@ def run_audit(
         "notes": {str(n): note for n, note in TABLE_NOTES.items()},
     }
     out_dir = Path(out_dir)
-    atomic_write_text(out_dir / "audit.md", _markdown(cells, tables, checks, sources, protocol, differences))
+    atomic_write_text(out_dir / "audit.md", _markdown(cells, tables, checks, sources, protocol, differences, margins))
     summary = _plain(summary)
     atomic_write_json(out_dir / "audit.json", summary)
     return summary
@@ -313,8 +461,11 @@ def _plain(value):
 
 
 def exit_code(summary: dict, fail_on: str) -> int:
-    if fail_on == "any-mismatch" and summary["cells"]["mismatch"] > 0:
+    """1 when `fail_on` says so: any-differs (a dataset cell or printed average differs),
+    not-reproduced (any audited cell is not reproduced: differs or inconclusive); else 0."""
+    both = [summary["cells"], summary["averages"]]
+    if fail_on == "any-differs" and any(c["differs"] for c in both):
         return 1
-    if fail_on == "table-fail" and any(t["verdict"] == "fail" for t in summary["tables"]):
+    if fail_on == "not-reproduced" and any(c["differs"] or c["inconclusive"] for c in both):
         return 1
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.aggregate import aggregate_selected, lr_grid_gaps, scan_runs
-from analysis.audit import FAIL_ON, exit_code, run_audit
+from analysis.audit import FAIL_ON, audit_headline, default_margins, exit_code, parse_margins, run_audit
 from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
@@ -188,6 +188,7 @@ def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
 
 
 def _cmd_audit(args) -> int:
+    parse_margins(args.margin, default_margins(load_published_cells()))  # MarginError before any run is read
     selected, _ = _selected_runs(args.runs, args.protocol)
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     # Both protocols' test scores of every run; instance scores are not needed.
@@ -197,15 +198,14 @@ def _cmd_audit(args) -> int:
         for r in (iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path]))
     )
     summary = run_audit(
-        cells, args.out, sources=list(args.runs), protocol=args.protocol, differences=metric_differences(records)
+        cells,
+        args.out,
+        sources=list(args.runs),
+        protocol=args.protocol,
+        differences=metric_differences(records),
+        margin=args.margin,
     )
-    c = summary["cells"]
-    failed = [t["table"] for t in summary["tables"] if t["verdict"] == "fail"]
-    print(
-        f"audit (protocol {args.protocol}): {c['published']} published cells: {c['match']} match, "
-        f"{c['mismatch']} mismatch, {c['missing']} missing, {c['exact']} exact; failing tables: {failed or 'none'} "
-        f"-> {Path(args.out) / 'audit.md'}"
-    )
+    print(f"audit (protocol {args.protocol}): {audit_headline(summary)} -> {Path(args.out) / 'audit.md'}")
     return exit_code(summary, args.fail_on)
 
 
@@ -363,7 +363,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on",
         choices=FAIL_ON,
         default="none",
-        help="exit 1 on any mismatched cell, or on a failing table (default: never)",
+        help="exit 1 when a cell differs (any-differs), or when any audited cell is not reproduced "
+        "(not-reproduced: differs or inconclusive); default: never",
+    )
+    p.add_argument(
+        "--margin",
+        help="equivalence margin in points: one number for every cell, or KEY=VALUE pairs with KEY a dataset "
+        "id, a task type or '<task type> average' (default: 2.37 x the paper's median printed half-width of "
+        "each dataset; docs/analysis.md, 'Audit')",
     )
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)

@@ -377,7 +377,7 @@ def _record_files(cfg: ReproduceConfig) -> list[Path]:
 def stage_analysis(cfg: ReproduceConfig) -> str:
     """Records -> runs.jsonl, cells.csv, tables/, audit/, figure/ (skipped when nothing changed)."""
     from analysis.aggregate import aggregate_runs
-    from analysis.audit import run_audit
+    from analysis.audit import audit_headline, run_audit
     from analysis.tables import write_tables
     from contracts.model_names import parse_model_name
     from contracts.run_record import RunRecord, write_run_records
@@ -445,11 +445,10 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     if cfg.pretrain_replicates > 1:  # docs/reproduce.md, "Pretraining replicates"
         learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(cfg, records, out / 'claims')}"
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
-    c = summary["cells"]
     return (
         f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
-        f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {c['match']} match, "
-        f"{c['mismatch']} mismatch, {c['missing']} missing of {c['published']} published cells -> {out}{learned}"
+        f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {audit_headline(summary)} "
+        f"-> {out}{learned}"
     )
 
 

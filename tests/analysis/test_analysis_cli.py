@@ -51,9 +51,9 @@ def test_tables_published_and_from_runs(tmp_path, runs_file):
 
 def test_audit_exit_codes(tmp_path, runs_file, mldr_records, capsys):
     assert (
-        main(["audit", str(runs_file), "--out", str(tmp_path / "a"), "--reps", "200", "--fail-on", "any-mismatch"]) == 0
+        main(["audit", str(runs_file), "--out", str(tmp_path / "a"), "--reps", "200", "--fail-on", "any-differs"]) == 0
     )
-    assert "3 match, 0 mismatch" in capsys.readouterr().out
+    assert "1 reproduced, 0 inconclusive, 0 differ" in capsys.readouterr().out
     shifted = tmp_path / "shifted.jsonl"
     lines = [json.loads(line) for line in runs_file.read_text().splitlines()]
     for line in lines:
@@ -62,9 +62,11 @@ def test_audit_exit_codes(tmp_path, runs_file, mldr_records, capsys):
     shifted.write_text("".join(json.dumps(line) + "\n" for line in lines))
     args = ["audit", str(shifted), "--out", str(tmp_path / "b"), "--reps", "200"]
     assert main(args) == 0
-    assert main([*args, "--fail-on", "any-mismatch"]) == 1
-    assert main([*args, "--fail-on", "table-fail"]) == 0  # one mismatch per table is within chance
-    assert json.loads((tmp_path / "b" / "audit.json").read_text())["cells"]["mismatch"] == 3
+    assert main([*args, "--fail-on", "any-differs"]) == 1  # 5 points above, margin 1.64
+    assert json.loads((tmp_path / "b" / "audit.json").read_text())["cells"]["differs"] == 1
+    # a margin wider than the shift: no longer a difference (the margin is printed in the report)
+    assert main([*args, "--margin", "mldr_en=12", "--fail-on", "any-differs"]) == 0
+    assert "| mldr_en | 12 | --margin mldr_en=12 |" in (tmp_path / "b" / "audit.md").read_text()
 
 
 def test_errors_are_one_line_with_exit_2(tmp_path, capsys):
@@ -94,6 +96,9 @@ def test_errors_are_one_line_with_exit_2(tmp_path, capsys):
     _one_line_error(capsys, "pdf")
     assert main(["audit", str(bad), "--out", str(tmp_path), "--fail-on", "sometimes"]) == 2
     _one_line_error(capsys, "--fail-on")
+    assert main(["audit", str(bad), "--out", str(tmp_path / "m"), "--margin", "sst3=1"]) == 2
+    _one_line_error(capsys, "--margin sst3")
+    assert not (tmp_path / "m").exists()
     assert main(["no-such-command"]) == 2
     _one_line_error(capsys, "invalid choice")
     empty = tmp_path / "empty.jsonl"

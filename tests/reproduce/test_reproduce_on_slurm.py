@@ -95,7 +95,7 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
     assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["mnli", "qqp", "sst2"]
     for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
         assert (out / "figure" / name).stat().st_size > 0
-    assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["published"] == 800
+    assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["distinct"] == 552
     assert (out / "tables" / "tables.md").is_file()
 
 

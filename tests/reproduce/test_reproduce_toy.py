@@ -135,7 +135,7 @@ def test_end_to_end_outputs(reproduction):
     assert table.loc["toy_s-mlm40-250", "SST-2"].startswith(f"{sst2['mean']:.2f}")
     assert table.loc["610m-mlm40-42k", "SST-2"] == "—"  # not run here, not filled from the paper
     audit = json.loads((out / "audit" / "audit.json").read_text())
-    assert audit["cells"]["published"] == 800  # toy models are in no paper table: all "missing"
+    assert audit["cells"]["distinct"] == audit["cells"]["missing"] == 552  # toy models are in no paper table
     assert (out / "audit" / "audit.md").is_file()
     # the figure from our runs, next to the published one
     for stem in ("figure3", "figure3_published"):
