@@ -77,14 +77,15 @@ NOT_TESTABLE = "not testable from this source"
 PUBLISHED_SEEDS = 5  # every printed cell is a mean over 5 fine-tuning seeds
 LR_SENSITIVITY_RANGE = (1e-5, 1e-4)  # Figure 5: LRs in [1e-5, 1e-4], inclusive
 ONE_PRETRAINING_RUN = (
-    "The paper pretrained each configuration once: every verdict is about those pretraining runs "
+    "One pretraining run per configuration (as the paper pretrained each once): every verdict is about "
+    "those pretraining runs "
     "(intervals carry fine-tuning seed noise only); the tipping pretraining SD is the largest SD of "
     "a pretraining run's effect (points, shared by a model's datasets) at which the verdict still holds."
 )
 WEAKEST_CAVEAT = (
     "The estimate shown is the claim's pre-registered headline component; the weakest component (the "
     "largest p, which decides the verdict) is selected after seeing the data, so its interval is not a 95% "
-    "interval for it: in simulations of the published design it covered 91-98% depending on the claim "
+    "interval for it: in simulations of the published design it covered 94-98% depending on the claim "
     '(docs/claims.md, "Headline component").'
 )
 CSV_COLUMNS = ["claim", "estimate", "ci_low", "ci_high", "p_value", "p_holm", "verdict", "n_runs", "source"]
@@ -312,18 +313,26 @@ def _matched_groups(claim: Claim, cells: pd.DataFrame) -> dict[tuple, dict[int, 
     treatment = select_cells(cells, claim.treatment, claim.task_types)
     split = tuple(c for c in claim.across if c not in claim.pair_on)
     control_groups = None
-    if claim.control is not None:
-        control_groups = _keyed_rows(select_cells(cells, claim.control, claim.task_types), claim.pair_on)
+    if claim.control is not None:  # keyed by pair_on, then by the control's own split (control_across)
+        control_groups = _keyed_rows(
+            select_cells(cells, claim.control, claim.task_types), claim.pair_on + claim.control_across
+        )
+    paired = len(claim.pair_on)
     groups = {}
     for key, mine in sorted(_keyed_rows(treatment, claim.pair_on + split).items()):
         weights = {i: 1.0 / len(mine) for i in mine}
-        if control_groups is not None:
-            theirs = control_groups.get(key[: len(claim.pair_on)])
-            if theirs is None:
-                continue
-            weights.update({i: -1.0 / len(theirs) for i in theirs})
-        groups[key] = weights
+        if control_groups is None:
+            groups[key] = weights
+            continue
+        for control_key, theirs in control_groups.items():
+            if control_key[:paired] == key[:paired]:
+                groups[key + control_key[paired:]] = {**weights, **{i: -1.0 / len(theirs) for i in theirs}}
     return groups
+
+
+def level_columns(claim: Claim) -> tuple[str, ...]:
+    """The columns naming a component's level: `across`, then the control's split ("vs:<column>")."""
+    return claim.across + tuple(f"vs:{c}" for c in claim.control_across)
 
 
 @dataclass(frozen=True)
@@ -342,7 +351,9 @@ class Component:
 def _level_label(columns: tuple[str, ...], values: tuple) -> str:
     parts = []
     for column, value in zip(columns, values):
-        if column in ("checkpoint_step", "schedule_steps"):
+        if column.startswith("vs:"):
+            parts.append("vs " + _level_label((column[3:],), (value,)))
+        elif column in ("checkpoint_step", "schedule_steps"):
             parts.append(f"{value / 1000:g}k" + (" steps" if column == "checkpoint_step" else " budget"))
         elif column == "clm_share":
             parts.append(f"{value * 100:g}% CLM")
@@ -375,16 +386,16 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
     keys = claim.pair_on + tuple(c for c in claim.across if c not in claim.pair_on)
     by_level: dict[tuple, list[tuple[tuple, dict[int, float]]]] = {}
     for key, weights in groups.items():
-        level = tuple(key[keys.index(c)] for c in claim.across)
+        level = tuple(key[keys.index(c)] for c in claim.across) + key[len(keys) :]  # + the control's split
         if all(c not in claim.levels or np.isclose(v, claim.levels[c]).any() for c, v in zip(claim.across, level)):
             by_level.setdefault(level, []).append((key, weights))
     if claim.test in CURVE_TESTS:
-        build = _u_components if claim.test == "u_shape" else _monotone_components
+        build = {"u_shape": _u_components, "monotone": _monotone_components, "trend": _trend_components}[claim.test]
         return [c for level, members in sorted(by_level.items()) for c in build(claim, level, members)]
     components = [
         Component(
-            _level_label(claim.across, level),
-            _level_label(claim.across, level),
+            _level_label(level_columns(claim), level),
+            _level_label(level_columns(claim), level),
             _mean_weights([w for _, w in members]),
             *_side(claim, level),
             groups=tuple(w for _, w in members),
@@ -409,17 +420,52 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
     ]
 
 
+def _is_level(value, values: tuple) -> bool:
+    """`value` is one of `values` (numbers compared with a tolerance, names exactly)."""
+    if isinstance(value, str):
+        return value in values
+    return bool(np.isclose(value, values).any())
+
+
 def _side(claim: Claim, level: tuple = ()) -> tuple[str, float]:
     """(direction, boundary) of a component: -margin where the claim (or, for a claim with
     `noninferior` levels, this level) is a non-inferiority statement."""
-    at = dict(zip(claim.across, level))
+    at = dict(zip(level_columns(claim), level))
     if claim.test == "noninferiority" or any(
-        c in at and np.isclose(at[c], values).any() for c, values in claim.noninferior.items()
+        c in at and _is_level(at[c], values) for c, values in claim.noninferior.items()
     ):
         return "greater", -claim.margin
     if claim.test == "equivalence":
         return "equivalent", claim.margin
     return claim.direction, 0.0
+
+
+DESIGN_POWER = 0.60  # of the whole claim (every sized component), at equality (docs/claims.md, "Margins")
+
+
+def design_margin(claim: Claim, cells: pd.DataFrame, labels: tuple[str, ...] | None = None) -> float:
+    """The non-inferiority margin the paper's design resolves for `claim`: the smallest margin at
+    which, were every compared pair truly equal, the claim's non-inferiority components (those
+    labelled `labels`, default all) would all clear it with probability DESIGN_POWER (before Holm;
+    analysis.power.claim_power at 5 seeds with the cells' seed SDs). Bisection to 0.005 points."""
+    from dataclasses import replace
+
+    from analysis.power import claim_power
+
+    sized = [_component_stats(c, cells) for c in claim_components(claim, cells) if labels is None or c.label in labels]
+    if not sized:
+        raise ValueError(f"{claim.id}: no component to size a margin on")
+    seeds = int(cells["n_seeds"].max())
+
+    def power(margin: float) -> float:
+        return claim_power([replace(s, estimate=0.0, null=-margin, direction="greater") for s in sized], seeds)
+
+    low, high = 0.0, 1.0
+    while power(high) < DESIGN_POWER:
+        high *= 2
+    while high - low > 0.005:
+        low, high = (low, (low + high) / 2) if power((low + high) / 2) >= DESIGN_POWER else ((low + high) / 2, high)
+    return high
 
 
 def _curve_points(claim: Claim, members: list) -> tuple[np.ndarray, list[dict[int, float]]]:
@@ -462,6 +508,18 @@ def _monotone_components(claim: Claim, level: tuple, members: list) -> list[Comp
         Component(f"{curve} {a * 10:g}% to {b * 10:g}%", curve, _add((1.0, wb), (-1.0, wa)), claim.direction)
         for a, b, wa, wb in zip(xs, xs[1:], means, means[1:])
     ]
+
+
+def _trend_components(claim: Claim, level: tuple, members: list) -> list[Component]:
+    """The least-squares slope of the curve (mean of its datasets) over its x, per unit of x (a
+    masking step of 10 pp): one component per curve, on the claimed side of 0."""
+    curve = _level_label(claim.across, level)
+    xs, means = _curve_points(claim, members)
+    if len(xs) < 2:
+        return []
+    centred = xs - xs.mean()
+    slope = centred / float(centred @ centred)
+    return [Component(curve, curve, _add(*((slope[j], means[j]) for j in range(len(xs)))), claim.direction)]
 
 
 def _spread_pairs(claim: Claim, cells: pd.DataFrame) -> dict[tuple, tuple[list[int], list[int]]]:

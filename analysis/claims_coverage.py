@@ -373,13 +373,13 @@ def _ratio_recovery(fits: list, planted: float) -> dict:
 
 
 # --- false and true sentences ---------------------------------------------------------------------
-def _with_gaps(truth: pd.DataFrame, claim: Claim, gaps: dict[str, float]) -> pd.DataFrame:
-    """Truth where the claim's treatment cell = control cell + gaps[size], per dataset."""
+def _with_gaps(truth: pd.DataFrame, claim: Claim, gaps: dict[str, float], by: str = "size") -> pd.DataFrame:
+    """Truth where the claim's treatment cell = control cell + gaps[its `by` value], per dataset."""
     truth = truth.copy()
     for component in claim_components(claim, truth):
         for group in component.groups:
             (t,), (c,) = [k for k, w in group.items() if w > 0], [k for k, w in group.items() if w < 0]
-            truth.loc[t, "mean"] = truth.loc[c, "mean"] + gaps[truth.loc[t, "size"]]
+            truth.loc[t, "mean"] = truth.loc[c, "mean"] + gaps[truth.loc[t, by]]
     return truth
 
 
@@ -413,10 +413,14 @@ def _with_splits(truth: pd.DataFrame, gaps: dict[float, float]) -> pd.DataFrame:
 
 
 _TC = CLAIM["clm_competitive_tc"]
-_BIPHASIC_MARGIN = CLAIM["biphasic_beats_mlm"].margin
+_CPT = CLAIM["cpt_clm_base_beats_mlm_base"]
+_B75 = CLAIM["biphasic_75_comparable"].margin
+_BALANCE = CLAIM["biphasic_best_balance"].margin
 # Per claim: (kind, tree) pairs. "false": the sentence is false well past its boundary; "boundary":
 # one component exactly on its boundary (the hardest false case: supported at most 2.5% of the
-# time by construction, the issue 36 bound is 5%); "true": every component clearly on its side.
+# time by construction, the issue 36 bound is 5%); "true": every component clearly on its side;
+# "equal" (non-inferiority claims): the compared models equal, where "comparable" is true and the
+# margin must leave power (issue 52: at least half the time).
 SENTENCE_TREES = {
     # issue 29: gaps +4, +4, -1.5 at 210M/610M/1B; the true sentence: +2 at every size.
     "mlm_beats_clm_sc": (
@@ -429,6 +433,7 @@ SENTENCE_TREES = {
         ("false", lambda t: _with_gaps(t, _TC, {"210m": 0.8, "610m": -0.8, "1b": 0.0})),
         ("boundary", lambda t: _with_gaps(t, _TC, {"210m": 0.5, "610m": 0.5, "1b": -_TC.margin})),
         ("true", lambda t: _with_gaps(t, _TC, {"210m": 0.5, "610m": 0.5, "1b": 0.5})),
+        ("equal", lambda t: _with_gaps(t, _TC, {"210m": 0.0, "610m": 0.0, "1b": 0.0})),
     ),
     # issue 29: a monotone convex curve (minimum at 10%, outside 20-50%); boundary: the minimum at
     # 20% exactly (slope 0 there); true: a U with its minimum at 35% (TC; IR rising, as in v4).
@@ -437,18 +442,46 @@ SENTENCE_TREES = {
         ("boundary", lambda t: _with_curves(t, lambda x: 1.5 * (x - 2.0) ** 2)),
         ("true", lambda t: _with_curves(t, lambda x, task: 2.0 * x if task == "IR" else 1.5 * (x - 3.5) ** 2)),
     ),
-    # issue 36: IR rising by 2 points per 10 pp at every size; boundary: flat from 40% to 50%.
+    # issue 36: IR falling by 2 points per 10 pp at every size; boundary (issue 52, a trend test):
+    # flat at 1B, the published curves elsewhere; true: rising 2 points per 10 pp, and the issue's
+    # 0.8 (where the all-steps test said supported 3.8% of the time).
     "ir_prefers_high_masking": (
         ("false", lambda t: _with_curves(t, lambda x: -2.0 * x, sizes=PAPER_SIZES)),
-        ("boundary", lambda t: _with_curves(t, lambda x: 2.0 * min(x, 4.0), sizes=PAPER_SIZES)),
+        ("boundary", lambda t: _with_curves(t, lambda x: 0.0 * x, sizes=("1b",))),
         ("true", lambda t: _with_curves(t, lambda x: 2.0 * x, sizes=PAPER_SIZES)),
+        ("true at 0.8 points per 10 pp", lambda t: _with_curves(t, lambda x: 0.8 * x, sizes=PAPER_SIZES)),
     ),
-    # issue 36: 25/75 +2 over MLM; 75/25 -1 (false), at -margin (boundary), +1.5 (true); 50/50 -3
-    # throughout: the v4 sentence does not name it.
-    "biphasic_beats_mlm": (
-        ("false", lambda t: _with_splits(t, {0.25: 2.0, 0.5: -3.0, 0.75: -1.0})),
-        ("boundary", lambda t: _with_splits(t, {0.25: 2.0, 0.5: -3.0, 0.75: -_BIPHASIC_MARGIN})),
-        ("true", lambda t: _with_splits(t, {0.25: 2.0, 0.5: -3.0, 0.75: 1.5})),
+    # issue 52: per budget and task type. 25/75 1.5 below MLM (false), equal (boundary), 6 above (true)
+    "biphasic_25_beats_mlm": (
+        ("false", lambda t: _with_splits(t, {0.25: -1.5})),
+        ("boundary", lambda t: _with_splits(t, {0.25: 0.0})),
+        ("true", lambda t: _with_splits(t, {0.25: 6.0})),  # QA (ReCoRD) is noisy: a large true gap
+    ),
+    # 75/25 7 below MLM (false), at -margin (boundary), 3 above (true), equal to MLM (equal)
+    "biphasic_75_comparable": (
+        ("false", lambda t: _with_splits(t, {0.75: -7.0})),
+        ("boundary", lambda t: _with_splits(t, {0.75: -_B75})),
+        ("true", lambda t: _with_splits(t, {0.75: 3.0})),
+        ("equal", lambda t: _with_splits(t, {0.75: 0.0})),
+    ),
+    # the mean of 25/75 and 50/50 3 below MLM and 75/25 (false), at -margin from both (boundary),
+    # 2 above both (true), equal to both (equal)
+    "biphasic_best_balance": (
+        ("false", lambda t: _with_splits(t, {0.25: -3.0, 0.5: -3.0, 0.75: 0.0})),
+        ("boundary", lambda t: _with_splits(t, {0.25: -_BALANCE, 0.5: -_BALANCE, 0.75: 0.0})),
+        ("true", lambda t: _with_splits(t, {0.25: 2.0, 0.5: 2.0, 0.75: 0.0})),
+        ("equal", lambda t: _with_splits(t, {0.25: 0.0, 0.5: 0.0, 0.75: 0.0})),
+    ),
+    # CPT from CLM vs from MLM: SC 1 below (false); QA at -margin (boundary); SC and TC 2 above, QA
+    # and IR 0.5 above (true); SC and TC 2 above, QA and IR equal (equal: the paper's "comparable")
+    "cpt_clm_base_beats_mlm_base": (
+        ("false", lambda t: _with_gaps(t, _CPT, by="task_type", gaps={"SC": -1.0, "TC": 2.0, "QA": 0.5, "IR": 0.5})),
+        (
+            "boundary",
+            lambda t: _with_gaps(t, _CPT, by="task_type", gaps={"SC": 2.0, "TC": 2.0, "QA": -_CPT.margin, "IR": 0.5}),
+        ),
+        ("true", lambda t: _with_gaps(t, _CPT, by="task_type", gaps={"SC": 2.0, "TC": 2.0, "QA": 0.5, "IR": 0.5})),
+        ("equal", lambda t: _with_gaps(t, _CPT, by="task_type", gaps={"SC": 2.0, "TC": 2.0, "QA": 0.0, "IR": 0.0})),
     ),
 }
 
@@ -484,7 +517,11 @@ def sentence_trees(sims: int, rng: np.random.Generator) -> dict:
                 "predicted_power": claim_power(planned, SEEDS),
                 "components_on_claimed_side": float(np.mean(signs)),
             }
-            out[f"{claim_id} ({name} sentence)"] = entry
+            out[
+                f"{claim_id} ({name} sentence)"
+                if name in ("false", "boundary", "true", "equal")
+                else f"{claim_id} ({name})"
+            ] = entry
     return out
 
 

@@ -12,6 +12,7 @@ from matplotlib.ticker import MaxNLocator
 
 from analysis.claim_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE, WEAKEST_CAVEAT
+from contracts.paper import TOY_SIZES
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
 VERDICT_COLORS = {SUPPORTED: "#1b7837", CONTRADICTED: "#b2182b", INCONCLUSIVE: "#7f7f7f", NOT_TESTABLE: "#bbbbbb"}
@@ -21,11 +22,35 @@ VERDICT_RULE = (
     "p-values two-sided (twice the one-sided p in the claimed direction). The claim's p is the "
     "largest component p (intersection-union: every component must hold; no adjustment needed), "
     "its p against the smallest component p the other way times the number of components "
-    f"(Bonferroni). Both are Holm-adjusted across the testable claims. *supported*: p_holm < {ALPHA}; "
+    "(Bonferroni). Both are Holm-adjusted over the pre-registered family of the primary claims (the "
+    "abstract's findings); a secondary or sensitivity claim as if it alone were added to that family. "
+    f"*supported*: p_holm < {ALPHA}; "
     f"*contradicted*: p_against_holm < {ALPHA}; *inconclusive* otherwise. The estimate shown is the "
-    "component that decides (the largest p). Equivalence components (TOST) would be at 5% per side "
+    "claim's pre-registered headline component; the weakest component, which decides (the largest p), "
+    "is given beside it. Equivalence components (TOST) would be at 5% per side "
     f"with a 90% interval. *{NOT_TESTABLE}*: the source lacks what the claim needs (reason given)."
 )
+
+
+# The first line of a report on toy runs (issue 52): toy verdicts are checks of the pipeline.
+TOY_LABEL = (
+    "Toy run: these verdicts test the pipeline on toy models (toy_s, toy_m and toy_l standing in for the "
+    "paper's 210M, 610M and 1B), trained on a toy world; they are no evidence about the paper's claims."
+)
+
+
+def toy_models_label(models) -> str | None:
+    """The report's first line for a source of toy models used under their own names: the claims
+    select the paper's sizes, so none can use them (None when no model is a toy one)."""
+    toy = sorted({m for m in models if str(m).split("-")[0] in TOY_SIZES})
+    if not toy:
+        return None
+    return (
+        f"{TOY_LABEL} This source holds {len(toy)} toy models under their own names ({', '.join(toy[:3])}"
+        f"{', ...' if len(toy) > 3 else ''}): the claims select the paper's sizes (210m, 610m, 1b), so none "
+        "can use them and each is not testable; `make reproduce FIGURE=N REPLICATES=2` writes the toy "
+        "claims report, with each toy size standing in for its paper size."
+    )
 
 
 MODELS = (
@@ -138,13 +163,15 @@ def pretraining_lines(report: pd.DataFrame) -> list[str]:
     return ["estimated pretraining SD " + e.describe() for e in report.attrs.get("pretraining_sd_estimates", [])]
 
 
-def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None) -> str:
+def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None, label: str | None = None) -> str:
+    """The Markdown report; `label`, when given, is its first line (a toy run says what it is)."""
     source = report["source"].iloc[0] if len(report) else ""
     testable = report[report["verdict"] != NOT_TESTABLE]
     counts = report["verdict"].value_counts()
     records = report.to_dict("records")
     sd = report["pretraining_sd"].iloc[0] if len(report) else 0.0
-    lines = [
+    lines = [f"**{label}**", ""] if label else []
+    lines += [
         "# The paper's claims as tested hypotheses",
         "",
         f"Source: {source}. Written {utc_now()}."
@@ -181,12 +208,13 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
     ]
     for r in records:
         quote = f'"{r["quote"]}"' if r.get("verbatim") is True else f"{_text(r.get('quote'))} (paraphrase)"
-        role = " (sensitivity reading)" if r.get("role") == "sensitivity" else ""
+        role = {"sensitivity": " (sensitivity reading)", "secondary": " (secondary)"}.get(r.get("role"), "")
         lines.append(
             f"| `{r['claim']}`{role} | {quote} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
             f"{_weakest(r)} | {r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
             f"| **{r['verdict']}** |"
         )
+    lines += holm_family_lines(report)
     if not testable.empty:
         lines += [
             "",
@@ -289,6 +317,31 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
     return "\n".join(lines) + "\n"
 
 
+def holm_family_lines(report: pd.DataFrame) -> list[str]:
+    """The pre-registered Holm family with each raw and adjusted p, then the claims adjusted as if
+    each alone were added to it (docs/claims.md, "The Holm family")."""
+    testable = report[report["verdict"] != NOT_TESTABLE].to_dict("records")
+    primary = [r for r in testable if r.get("role") == "primary"]
+    others = [r for r in testable if r.get("role") != "primary"]
+    lines = [
+        "",
+        "## The Holm family",
+        "",
+        f"Pre-registered in analysis/claim_definitions.py: the primary claims are the paper's main findings "
+        f"(its abstract's); the {len(primary)} testable here are Holm-adjusted together. Each secondary claim "
+        "(another finding sentence) and sensitivity claim (another reading) is adjusted as if it alone were "
+        "added to that family, so no verdict depends on which other secondary claims exist.",
+        "",
+        "| claim | role | p | p (Holm) | verdict |",
+        "|---|---|---:|---:|---|",
+    ]
+    lines += [
+        f"| `{r['claim']}` | {r['role']} | {_p(r['p_value'])} | {_p(r['p_holm'])} | {r['verdict']} |"
+        for r in primary + others
+    ]
+    return lines
+
+
 def forest_plot(report: pd.DataFrame) -> Figure:
     """One row per claim, each on its own scale (units differ): the headline component's estimate and
     interval, the weakest (deciding) one dashed below it where it differs, the boundary the claim
@@ -360,8 +413,10 @@ def write_claims_report(
     figure: str | None = None,
     reps: int | None = None,
     rng_seed: int | None = None,
+    label: str | None = None,
 ) -> list[Path]:
-    """Write what was asked for; `figure` is a path stem (a .png/.pdf suffix is dropped)."""
+    """Write what was asked for; `figure` is a path stem (a .png/.pdf suffix is dropped); `label`
+    the Markdown's first line (toy runs)."""
     written = []
     if csv:
         frame = report.copy()
@@ -370,7 +425,7 @@ def write_claims_report(
                 frame[column] = frame[column].where(frame[column].notna(), "")
         written.append(atomic_write_text(csv, frame.to_csv(index=False, float_format="%.6g")))
     if markdown:
-        written.append(atomic_write_text(markdown, claims_markdown(report, reps, rng_seed)))
+        written.append(atomic_write_text(markdown, claims_markdown(report, reps, rng_seed, label)))
     if figure:
         stem = Path(figure)
         if stem.suffix.lower() in (".png", ".pdf"):
@@ -381,6 +436,39 @@ def write_claims_report(
             atomic_write_bytes(stem.with_suffix(".pdf"), _figure_bytes(fig, "pdf")),
         ]
     return written
+
+
+def readme_tables(report: pd.DataFrame) -> tuple[str, str]:
+    """README.md's two claims tables (verdicts; robustness and designs) from the published report:
+    what `tests/docs/test_readme_claims.py` and `test_readme_tables_are_the_published_report` check."""
+    units = {"steps": "steps", "u_shape": "curves", "monotone": "curves", "trend": "curves"}
+    verdicts = [
+        "| claim (headline component; qualifying; weakest*) | estimate [95% CI] | p (Holm) | verdict |",
+        "|---|---|---|---|",
+    ]
+    robust = [
+        "| claim | verdict | tipping pretraining SD | seeds for 80% | pretraining runs x seeds for 80% (planning SD) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in report.to_dict("records"):
+        role = {"sensitivity": " (sensitivity)", "secondary": ""}.get(r.get("role"), "")
+        if r["verdict"] == NOT_TESTABLE:
+            verdicts.append(f"| `{r['claim']}`{role} | — | — | not testable from published means |")
+            continue
+        detail = ""
+        if r.get("shown") != "all":
+            weakest = _weakest(r)
+            detail = f" ({r['shown']}; {r['qualifying']} {units.get(r['test'], 'components')}"
+            detail += f"; weakest {weakest})" if weakest else ")"
+        verdicts.append(f"| `{r['claim']}`{detail}{role} | {_estimate(r)} | {_p(r['p_holm'])} | {r['verdict']} |")
+        fragile = " (fragile)" if _is_fragile(r) else ""
+        design = str(r["design_for_80"])
+        design = "none" if design.startswith("none") else f"{design} ({r['planning_pretraining_sd']:.2f})"
+        robust.append(
+            f"| `{r['claim']}` | {r['verdict']}{fragile} | {_sd(r['tipping_pretraining_sd'])} | "
+            f"{_text(r['seeds_for_80'])} | {design} |"
+        )
+    return "\n".join(verdicts), "\n".join(robust)
 
 
 def verdict_table(report: pd.DataFrame) -> str:

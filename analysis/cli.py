@@ -218,7 +218,7 @@ def _cmd_claims(args) -> int:
         inputs_from_records,
         inputs_from_selected,
     )
-    from analysis.claims_report import verdict_table, write_claims_report
+    from analysis.claims_report import toy_models_label, verdict_table, write_claims_report
 
     sources = [bool(args.runs), bool(args.released), args.published]
     if sum(sources) != 1:
@@ -245,8 +245,11 @@ def _cmd_claims(args) -> int:
         under = (r for r in (r.scores_under(args.protocol) for r in records) if r is not None)
         inputs = inputs_from_records(under, f"{source} ({args.protocol} protocol)", args.reps, args.rng_seed)
     report = evaluate_claims(inputs, reps=args.reps, rng_seed=args.rng_seed, pretraining_sd=args.pretraining_sd)
+    label = toy_models_label(inputs.cells["model"])
+    if label:
+        print(label)
     print(verdict_table(report))
-    for path in write_claims_report(report, args.csv, args.md, args.figure, args.reps, args.rng_seed):
+    for path in write_claims_report(report, args.csv, args.md, args.figure, args.reps, args.rng_seed, label):
         print(f"wrote {path}")
     if args.tables:  # in this process: the libraries are loaded once (docs/claims.md, "Scale")
         del inputs  # the claims' instance scores: the tables read their own selection

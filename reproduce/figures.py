@@ -45,12 +45,17 @@ def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
     """With replicated pretraining runs: the claims report on the records as paper checkpoints
     (`claims.md`, `claims.csv` in `folder`), its estimated pretraining SD per task type in one line."""
     from analysis.claims import evaluate_claims, inputs_from_records
-    from analysis.claims_report import pretraining_lines, write_claims_report
+    from analysis.claims_report import TOY_LABEL, pretraining_lines, write_claims_report
 
     source = f"{cfg.scale}-scale reproduction, {cfg.pretrain_replicates} pretraining runs per configuration"
+    if cfg.scale == "toy":
+        source += " (toy models under the names of the paper checkpoints they stand in for)"
     inputs = inputs_from_records(as_paper_records(cfg, records), source, reps=cfg.reps)
     report = evaluate_claims(inputs, reps=cfg.reps)
-    write_claims_report(report, csv=str(folder / "claims.csv"), markdown=str(folder / "claims.md"), reps=cfg.reps)
+    label = TOY_LABEL if cfg.scale == "toy" else None
+    write_claims_report(
+        report, csv=str(folder / "claims.csv"), markdown=str(folder / "claims.md"), reps=cfg.reps, label=label
+    )
     return "; ".join(pretraining_lines(report)) or "no task type has 2 runs of one configuration"
 
 

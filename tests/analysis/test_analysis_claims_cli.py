@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from analysis.bench import FIGURE7_MODELS, benchmark, release_models, synthetic_records
-from analysis.claims import CSV_COLUMNS, NOT_TESTABLE
+from analysis.claims import CLAIMS, CSV_COLUMNS, NOT_TESTABLE
 from analysis.cli import main
 from analysis.rliable_metrics import rliable_summary
 from contracts.run_record import write_run_records
@@ -39,10 +39,10 @@ def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):
     )
     printed = capsys.readouterr()
     assert "mlm_beats_clm_sc" in printed.out and "supported" in printed.out
-    assert "The paper pretrained each configuration once" in printed.out and "warning:" not in printed.out
+    assert "One pretraining run per configuration" in printed.out and "warning:" not in printed.out
     assert "2 claim(s) not testable from this source" in printed.err
     report = pd.read_csv(out / "claims.csv")
-    assert list(report.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == 15
+    assert list(report.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS and len(report) == len(CLAIMS)
     assert {"cells_used", "cells_needed", "warning", "tipping_pretraining_sd", "seeds_for_80"} <= set(report.columns)
     markdown = (out / "claims.md").read_text()
     assert "| `clm_competitive_tc` |" in markdown and "## Not testable from this source" in markdown
@@ -53,7 +53,7 @@ def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):
 
 def test_claims_on_the_released_fixture_and_on_run_files(tmp_path, released_root, mldr_records, capsys):
     assert main(["claims", "--released", str(released_root), "--reps", "200"]) == 0
-    assert capsys.readouterr().out.count(NOT_TESTABLE) == 15  # one model, one dataset: nothing to compare
+    assert capsys.readouterr().out.count(NOT_TESTABLE) == len(CLAIMS)  # one model, one dataset: nothing to compare
     runs = write_run_records(tmp_path / "runs.jsonl", mldr_records)
     assert main(["claims", str(runs), "--csv", str(tmp_path / "c.csv"), "--reps", "200"]) == 0
     report = pd.read_csv(tmp_path / "c.csv", keep_default_na=False)
@@ -167,3 +167,24 @@ def test_claims_writes_the_tables_in_the_same_process_as_the_tables_command(tmp_
     for name in alone:
         assert (tmp_path / "together" / name).read_bytes() == (tmp_path / "alone" / name).read_bytes(), name
     assert main(["claims", "--released", "x", "--tables", str(tmp_path / "t")]) == 2
+
+
+def test_a_toy_run_says_what_it_is_and_why_nothing_is_testable(tmp_path, capsys):
+    """Issue 52: claims on records of toy models under their own names: the first line of the
+    printout and of the Markdown says these are toy models, that the claims select the paper's
+    sizes, and where the toy claims report is made."""
+    from analysis.cli import main
+    from contracts.run_record import write_run_records
+    from tests.analysis.analysis_testlib import make_record
+
+    records = [
+        make_record(model=f"toy_m-{objective}-42k", task_type="SC", dataset="sst2", seed=s, test=60.0 + s)
+        for objective in ("mlm40", "clm")
+        for s in range(3)
+    ]
+    runs = write_run_records(tmp_path / "toy.jsonl", records)
+    assert main(["claims", str(runs), "--md", str(tmp_path / "claims.md"), "--reps", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("Toy run: these verdicts test the pipeline") and "2 toy models" in printed
+    first = (tmp_path / "claims.md").read_text().splitlines()[0]
+    assert first.startswith("**Toy run:") and "REPLICATES=2" in first

@@ -23,12 +23,13 @@ def _within_binomial(rate: float, sims: int) -> bool:
 
 def test_analytic_intervals_cover_every_component():
     result = claims_coverage.analytic_coverage(1000, np.random.default_rng(10))
-    assert len(result) == 13  # every claim but the two spread ones
+    assert len(result) == 15  # every claim but the two spread ones
     for claim, entry in result.items():
         assert _within_binomial(entry["rate"], 1000), (claim, entry)
-    # The weakest component, selected after the fact, is not a 95% interval: 9 monotone steps,
-    # the one with the largest p covers its target less often (issue 36 item 5).
-    assert result["ir_prefers_high_masking"]["weakest"]["rate"] < 0.93
+    # The weakest component, selected after the fact, is not a 95% interval (issue 36 item 5): its
+    # coverage strays from 95% by more than the binomial error for some claims (94-98% in all)
+    strays = [abs(e["weakest"]["rate"] - NOMINAL) for e in result.values() if "weakest" in e]
+    assert max(strays) > 3 * math.sqrt(NOMINAL * (1 - NOMINAL) / 1000)
 
 
 def test_seed_bootstrap_is_calibrated():
@@ -76,17 +77,22 @@ def test_false_sentences_are_never_supported_and_true_ones_at_their_power():
     false at its boundary (one component exactly on it) is supported at most 2.5% of the time by
     construction: below the issue's 5% bound within the 99.9% binomial quantile. Each true version
     is supported at the predicted rate within 3 binomial standard errors, every component on its
-    claimed side."""
+    claimed side. Issue 52: where the compared models are equal, a "comparable"/"competitive"
+    claim is supported at least half of the time (its margin is what the design resolves), and an IR
+    trend of 0.8 points per 10 pp is found (the all-steps test found it 3.8% of the time)."""
     sims = 150
     result = claims_coverage.sentence_trees(sims, np.random.default_rng(15))
-    assert len(result) == 15
+    assert len(result) == 29
     for name, entry in result.items():
         supported, power = round(entry["supported"]["rate"] * sims), entry["predicted_power"]
+        spread = 3 * math.sqrt(max(power * (1 - power), 0.01) / sims)
         if "(false sentence)" in name:
             assert power < 1e-3 and supported <= stats.binom.ppf(0.999, sims, max(power, 1e-12)), (name, entry)
         elif "(boundary sentence)" in name:
             assert power <= 0.0251 and supported <= stats.binom.ppf(0.999, sims, 0.05), (name, entry)
+        elif "(equal sentence)" in name:
+            assert power >= 0.55 and abs(supported / sims - power) <= spread, (name, entry)
+            assert supported / sims >= 0.5 - spread / 3, (name, entry)
         else:
-            spread = 3 * math.sqrt(max(power * (1 - power), 0.01) / sims)
             assert power > 0.9 and abs(supported / sims - power) <= spread, (name, entry)
             assert entry["components_on_claimed_side"] > 0.99

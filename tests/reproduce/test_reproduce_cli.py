@@ -180,4 +180,8 @@ def test_replicated_records_give_a_claims_report_with_the_estimated_sd(tmp_path)
     ]
     line = claims_report(cfg, records, tmp_path / "claims")
     assert line.startswith("estimated pretraining SD SC: ") and "[" in line
-    assert "estimated pretraining SD SC" in (tmp_path / "claims" / "claims.md").read_text()
+    text = (tmp_path / "claims" / "claims.md").read_text()
+    assert "estimated pretraining SD SC" in text
+    # a toy run says what it is in its first line (issue 52)
+    assert text.splitlines()[0].startswith("**Toy run: these verdicts test the pipeline") and "no evidence" in text
+    assert "The paper pretrained each configuration once" not in text
