@@ -55,6 +55,15 @@ def pretraining_variance(terms: Sequence[CellTerm], tau) -> float:
     return float(sum(v * v for v in by_model.values()))
 
 
+def pretraining_df(terms: Sequence[CellTerm], tau) -> float:
+    """The df of the pretraining variance a contrast gets from a {task type: SD} profile with
+    estimated SDs (`tau.dfs`, analysis.pretraining_variance.PretrainingProfile): the smallest df of
+    the task types it draws on (conservative); infinite when every SD it uses is assumed."""
+    dfs = getattr(tau, "dfs", {})
+    used = {t.task_type for t in terms if tau.get(t.task_type, 0.0) > 0}
+    return min((dfs.get(task_type, math.inf) for task_type in used), default=math.inf)
+
+
 @dataclass(frozen=True)
 class ComponentStats:
     """One tested contrast. `null` is the boundary the claim must clear: 0, or -margin for a
@@ -93,8 +102,10 @@ class ComponentStats:
     def se_df(self, pretraining_sd=0.0):
         """Standard error and Welch-Satterthwaite df with pretraining sd tau (a number or an array;
         tau is known: its part has infinite df)."""
+        added_df = math.inf  # the pretraining part's df: infinite for an SD taken as known
         if isinstance(pretraining_sd, Mapping):  # one SD per task type: a single value
             added, tau = (pretraining_variance(self.terms, pretraining_sd) if self.terms else 0.0), np.asarray(0.0)
+            added_df = pretraining_df(self.terms or (), pretraining_sd)
         else:
             tau = np.asarray(pretraining_sd, dtype=float)
             added = tau**2 * self.pretraining_weight
@@ -103,7 +114,8 @@ class ComponentStats:
         parts = np.array([t.weight**2 * t.sd**2 / t.n for t in self.terms])
         dfs = np.array([t.n - 1 for t in self.terms], dtype=float)
         total = parts.sum() + added
-        denominator = float(np.sum(parts**2 / dfs))
+        # Welch-Satterthwaite over the seed parts and, where estimated, the pretraining part
+        denominator = float(np.sum(parts**2 / dfs)) + (float(added) ** 2 / added_df if added_df < math.inf else 0.0)
         df = total**2 / denominator if denominator > 0 else np.full(tau.shape, np.inf)[()]
         return np.sqrt(total), df
 

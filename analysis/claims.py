@@ -791,14 +791,16 @@ def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
     cells = inputs.cells
     extra = (0.0, 0.0)
     if claim.covariate == "lr":  # an LR spread is within one model: no pretraining run crossed
-        pairs = [(t, c) for t, c in pairs if len(t) == 1 and len(c) == 1]
         if len(pairs) < 2:
-            raise NotTestable("fewer than 2 groups with one treatment and one control cell")
-        tables = [(_lr_table(inputs, t[0]), _lr_table(inputs, c[0])) for t, c in pairs]
-        treatment = [lr_variance(t) for t, _ in tables]
-        control = [lr_variance(c) for _, c in tables]
-        n_runs = sum(t.size + c.size for t, c in tables)
-        what = "LR variance component per cell (two-way seeds x LRs, method of moments)"
+            raise NotTestable("fewer than 2 groups with a treatment and a control cell")
+        # A group's side may hold several pretraining runs of its configuration (-rep<k>): each
+        # run's cell has its own LR variance component; the side's is their mean (issue 52: such
+        # groups were dropped, and the claim was not testable with replicates)
+        tables = [([_lr_table(inputs, x) for x in t], [_lr_table(inputs, x) for x in c]) for t, c in pairs]
+        treatment = [float(np.mean([lr_variance(x) for x in t])) for t, _ in tables]
+        control = [float(np.mean([lr_variance(x) for x in c])) for _, c in tables]
+        n_runs = sum(x.size for t, c in tables for x in t + c)
+        what = "LR variance component per cell (two-way seeds x LRs, method of moments; mean over a side's runs)"
     else:
         pairs = [(t, c) for t, c in pairs if len(t) > 1 and len(c) > 1]
         if len(pairs) < 2:
