@@ -45,6 +45,7 @@ from contracts.paper import (
     CPT_STEPS,
     DEFAULT_MASKING_RATIO,
     INTERMEDIATE_STEPS,
+    MASKING_RATIOS,
     PRETRAIN_STEPS,
     TASK_TYPES,
 )
@@ -58,6 +59,10 @@ MLM40 = {"objective": "mlm", "masking_ratio": DEFAULT_MASKING_RATIO}
 CLM = {"objective": "clm"}
 INTERMEDIATE_610M = {"size": "610m", "schedule_steps": PRETRAIN_STEPS, "final": False}
 EARLY_STEPS = INTERMEDIATE_STEPS[:3]  # 1k, 2k, 5k: "early in pretraining" (Figure 4)
+LATEST_STEP = INTERMEDIATE_STEPS[-1]  # 40k: "later in training", the last checkpoint before the decay
+MIDDLE_CPT = sorted(CPT_STEPS)[1]  # 12k: Sec. 5, "12k steps already roughly match"
+MLM_42K = {"objective": "mlm", **FINAL_42K}
+MASKING_CURVE = ("size", "task_type", "masking_tenths", "dataset")  # Figure 3: one curve per size x task type
 LONGEST_CPT = max(CPT_STEPS)  # 22k: Figure 8
 # Figure 3's curves of the 610M and 1B MLM models over the masking ratio (Tables 2-5).
 U_SHAPE_610M_1B = {
@@ -94,6 +99,10 @@ BALANCE_MARGIN_SOURCE = _DESIGN.format(
 )
 CPT_MARGIN = 0.82
 CPT_MARGIN_SOURCE = _DESIGN.format(what="the QA and IR components (CPT 22k from CLM - from MLM)", tables="Tables 16-17")
+CPT_12K_MARGIN = 0.77
+CPT_12K_MARGIN_SOURCE = _DESIGN.format(
+    what="the SC, TC and IR components (CPT 12k from CLM - from MLM)", tables="Tables 14-17"
+)
 BIPHASIC_610M = {"masking_ratio": DEFAULT_MASKING_RATIO, "size": "610m", "final": True}
 MLM40_AT_BUDGETS = {**MLM40, "size": "610m", "final": True, "schedule_steps": tuple(BIPHASIC_SPLITS)}
 # The final 42k checkpoints, matched by size and dataset (Figure 2, Tables 2-5).
@@ -124,6 +133,7 @@ class Claim:
     margin: float | None = None  # noninferiority / equivalence margin, in `unit`
     margin_source: str = ""  # where the margin's number comes from
     noninferior: dict = field(default_factory=dict)  # levels of `across` tested for non-inferiority at `margin`
+    reverse: dict = field(default_factory=dict)  # trend: levels of `across` claimed on the opposite side
     needs_runs: str | None = None  # why published numbers cannot test it
     role: str = "primary"  # the pre-registered Holm family (module doc); "secondary" or "sensitivity" else
     headline: str = ""  # the pre-registered component shown as the claim's estimate (HEADLINE_RULE)
@@ -311,6 +321,72 @@ CLAIMS: tuple[Claim, ...] = (
         headline="610m IR",
     ),
     Claim(
+        id="no_universal_masking_ratio",
+        role="secondary",
+        sentence="No masking ratio is best everywhere: at 210M the IR curve rises with the ratio while the TC and "
+        "QA curves fall",
+        quote="there is no universally optimal masking ratio",
+        verbatim=PARAPHRASE,
+        location="Sec. 3, Fig. 3, Tables 2-5",
+        # "the best ratio depends on size and task": two curves with opposite trends have their best
+        # ratios at opposite ends. Pre-registered pair: the paper's own explanation at the size where
+        # it names both (IR likes high ratios; small models on TC/QA like low ones).
+        test="trend",
+        treatment={**MLM_42K, "size": "210m"},
+        control=None,
+        pair_on=MASKING_CURVE,
+        direction="greater",
+        reverse={"task_type": ("TC", "QA")},
+        unit="points per 10 pp of masking",
+        scope="at 210M, the least-squares slope over the ratios 20-50% (mean of the task type's 3 datasets) of "
+        "IR above 0 and of TC and of QA below 0 (3)",
+        task_types=("TC", "QA", "IR"),
+        across=("size", "task_type"),
+        covariate="masking_tenths",
+        headline="210m TC",
+    ),
+    Claim(
+        id="larger_models_higher_ratios",
+        role="secondary",
+        sentence="Larger models benefit more from higher masking ratios",
+        quote="larger models tend to benefit from higher masking ratios",
+        verbatim=PARAPHRASE,
+        location="Sec. 3, Fig. 3, Tables 2-5",
+        # "tend to": the largest against the smallest size, not every step (the trend's shape)
+        test="steps",
+        treatment={**MLM_42K, "masking_ratio": max(MASKING_RATIOS)},
+        control={**MLM_42K, "masking_ratio": min(MASKING_RATIOS)},
+        pair_on=SIZE_DATASET,
+        direction="greater",
+        unit="points",
+        scope="the gain from 20% to 50% masking (12-dataset mean) larger at 1B than at 210M: the difference "
+        "above 0 (1)",
+        across=("size",),
+        levels={"size": ("210m", "1b")},
+        covariate="log2_params",
+        headline="210m to 1b",
+    ),
+    Claim(
+        id="small_models_lower_ratios_tc_qa",
+        role="secondary",
+        sentence="Small models on token-level tasks (TC, QA) do better with lower masking ratios",
+        quote="smaller models on token-level tasks (TC, QA) perform better with lower masking ratios",
+        verbatim=PARAPHRASE,
+        location="Sec. 3, Fig. 3, Tables 3-4",
+        test="trend",
+        treatment={**MLM_42K, "size": "210m"},
+        control=None,
+        pair_on=MASKING_CURVE,
+        direction="less",
+        unit="points per 10 pp of masking",
+        scope="at 210M (the smallest size), the least-squares slope of the TC and of the QA curve (mean of the "
+        "3 datasets) over the ratios 20-50% below 0 (2)",
+        task_types=("TC", "QA"),
+        across=("size", "task_type"),
+        covariate="masking_tenths",
+        headline="210m TC",
+    ),
+    Claim(
         id="clm_leads_early",
         sentence="CLM is more data-efficient: it leads MLM early in pretraining (1k-5k steps), on every task type",
         quote="CLM-trained models are more data-efficient",
@@ -328,6 +404,25 @@ CLAIMS: tuple[Claim, ...] = (
         levels={"checkpoint_step": EARLY_STEPS},
         crossover_on="checkpoint_step",
         headline="SC 1k steps",
+    ),
+    Claim(
+        id="mlm_overtakes_clm_late",
+        role="secondary",
+        sentence="MLM catches up and surpasses CLM later in pretraining",
+        quote="MLM catches up and surpasses CLM later in training",
+        verbatim=PARAPHRASE,
+        location="Sec. 3, Fig. 4, Tables 6-9",
+        test="difference",
+        treatment={**MLM40, **INTERMEDIATE_610M},
+        control={**CLM, **INTERMEDIATE_610M},
+        pair_on=("checkpoint_step", "dataset"),
+        direction="greater",
+        unit="points",
+        scope="at the last intermediate checkpoint (40k steps), 610M MLM-40 - CLM, 12-dataset mean, above 0 "
+        "(1; per task type, TC stays CLM's: Sec. 3's TC sentence)",
+        across=("checkpoint_step",),
+        levels={"checkpoint_step": (LATEST_STEP,)},
+        headline="40k steps",
     ),
     Claim(
         id="clm_less_lr_sensitive",
@@ -449,5 +544,52 @@ CLAIMS: tuple[Claim, ...] = (
         margin=CPT_MARGIN,
         margin_source=CPT_MARGIN_SOURCE,
         headline="SC",
+    ),
+    Claim(
+        id="cpt_12k_matches_mlm_cpt",
+        role="secondary",
+        sentence="12k CPT steps suffice: CLM-base CPT at 12k steps broadly matches MLM-only CPT at 12k on SC, "
+        "TC and IR (not worse by the margin)",
+        quote="by 12k steps CLM-base CPT broadly matches MLM-only CPT (better on TC and IR, comparable on SC, "
+        "nearly on par on QA)",
+        verbatim=PARAPHRASE,
+        location="Sec. 5, Fig. 8, Tables 14-17",
+        # The parenthesis fits the same-step comparison (12k vs 12k: TC +0.51, IR +0.35, SC +0.23,
+        # QA -3.37), not 12k against MLM's 22k (IR -0.18); QA is left out as the sentence itself
+        # qualifies it ("nearly on par"); docs/claims.md prints its gap.
+        test="noninferiority",
+        treatment={"objective": "cpt", "cpt_base_objective": "clm", "cpt_steps": MIDDLE_CPT},
+        control={"objective": "cpt", "cpt_base_objective": "mlm", "cpt_steps": MIDDLE_CPT},
+        pair_on=("dataset",),
+        direction="greater",
+        unit="points",
+        scope=f"per task type SC, TC, IR: CPT 12k from CLM - from MLM (mean of its 3 datasets) above "
+        f"-{CPT_12K_MARGIN:g} (3)",
+        task_types=("SC", "TC", "IR"),
+        across=("task_type",),
+        margin=CPT_12K_MARGIN,
+        margin_source=CPT_12K_MARGIN_SOURCE,
+        headline="SC",
+    ),
+    Claim(
+        id="cpt_clm_base_steeper_sc",
+        role="secondary",
+        sentence="CLM-base CPT keeps improving towards the end while MLM-only CPT plateaus, notably on SC",
+        quote="CLM-base CPT improves more steeply towards the end, while MLM-only CPT plateaus (notably SC)",
+        verbatim=PARAPHRASE,
+        location="Sec. 5, Fig. 8, Table 14",
+        test="steps",
+        treatment={"objective": "cpt", "cpt_base_objective": "clm"},
+        control={"objective": "cpt", "cpt_base_objective": "mlm"},
+        pair_on=("cpt_steps", "dataset"),
+        direction="greater",
+        unit="points",
+        scope="on SC, the gain from 12k to 22k CPT steps larger from CLM than from MLM (mean of the 3 SC "
+        "datasets): the difference above 0 (1)",
+        task_types=("SC",),
+        across=("cpt_steps",),
+        levels={"cpt_steps": (MIDDLE_CPT, LONGEST_CPT)},
+        covariate="cpt_steps",
+        headline="12k steps to 22k steps",
     ),
 )

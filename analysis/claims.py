@@ -51,15 +51,17 @@ from analysis.claim_tests import (
 )
 from analysis.intervals import Z_95, keyed_rng, percentile_bounds
 from analysis.models import pseudo_seeds
-from analysis.power import TARGET_POWER, decision_power, plan, plan_decision
+from analysis.power import TARGET_POWER, decision_power, plan, plan_decision, sentence_power
 from analysis.pretraining_variance import estimate_pretraining_sd, pretraining_sd_profile
 from analysis.published import load_published_cells
 from analysis.rliable_metrics import rliable_summary
 from analysis.small_sample import (
     design_bootstrap_calibration,
+    equal_seeds_sd,
     fieller_ratio,
     level_variance,
     lr_variance,
+    score_resolution,
     sd_ratio,
     seed_bootstrap_calibration,
     shared_level_variance,
@@ -128,6 +130,8 @@ DETAIL_COLUMNS = [
     "decision_power",
     "seeds_for_80_alone",
     "design_for_80_alone",
+    "power_alone",
+    "power_note",
     "model",
     "boot_reps",
     *(f"seed_boot_{b}" for b in _BOUNDS),
@@ -253,7 +257,7 @@ def inputs_from_selected(
             "pass one set of runs per model and dataset"
         )
     grouped = selected.groupby(["model", "task_type", "dataset"], sort=False)["test_score"]
-    cells = describe_cells(grouped.agg(mean="mean", sd="std", n_seeds="size").reset_index())
+    cells = _floor_equal_seeds(describe_cells(grouped.agg(mean="mean", sd="std", n_seeds="size").reset_index()), runs)
     index = {key: i for i, key in enumerate(zip(cells["model"], cells["task_type"], cells["dataset"]))}
 
     def cell_of(frame):
@@ -274,6 +278,21 @@ def inputs_from_selected(
             design_reps[:, columns] = group.design
             hierarchical[columns] = [c.hierarchical for c in group.cells]
     return ClaimInputs(source, cells, seed_scores, runs, seed_reps, design_reps, hierarchical)
+
+
+def _floor_equal_seeds(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """A cell whose 2+ seeds all scored the same gets the seed SD its seed count allows
+    (analysis.small_sample.equal_seeds_sd on the dataset's score step over every run), not 0, which
+    would make its contrasts exact; `sd_floor` marks it."""
+    cells = cells.copy()
+    cells["sd_floor"] = (cells["n_seeds"] >= 2) & (cells["sd"] == 0)
+    for row in np.flatnonzero(cells["sd_floor"].to_numpy()):
+        dataset, n = cells.at[row, "dataset"], int(cells.at[row, "n_seeds"])
+        step = score_resolution(runs.loc[runs["dataset"] == dataset, "test_score"])
+        if not step > 0:  # every run of the dataset scored the same: 0.1% of the score as its step
+            step = 1e-3 * max(abs(float(cells.at[row, "mean"])), 1.0)
+        cells.at[row, "sd"] = equal_seeds_sd(step, n)
+    return cells
 
 
 # --- selecting cells and building components ------------------------------------------------------
@@ -353,8 +372,8 @@ def _level_label(columns: tuple[str, ...], values: tuple) -> str:
     for column, value in zip(columns, values):
         if column.startswith("vs:"):
             parts.append("vs " + _level_label((column[3:],), (value,)))
-        elif column in ("checkpoint_step", "schedule_steps"):
-            parts.append(f"{value / 1000:g}k" + (" steps" if column == "checkpoint_step" else " budget"))
+        elif column in ("checkpoint_step", "schedule_steps", "cpt_steps"):
+            parts.append(f"{value / 1000:g}k" + (" budget" if column == "schedule_steps" else " steps"))
         elif column == "clm_share":
             parts.append(f"{value * 100:g}% CLM")
         else:
@@ -387,7 +406,7 @@ def claim_components(claim: Claim, cells: pd.DataFrame) -> list[Component]:
     by_level: dict[tuple, list[tuple[tuple, dict[int, float]]]] = {}
     for key, weights in groups.items():
         level = tuple(key[keys.index(c)] for c in claim.across) + key[len(keys) :]  # + the control's split
-        if all(c not in claim.levels or np.isclose(v, claim.levels[c]).any() for c, v in zip(claim.across, level)):
+        if all(c not in claim.levels or _is_level(v, claim.levels[c]) for c, v in zip(claim.across, level)):
             by_level.setdefault(level, []).append((key, weights))
     if claim.test in CURVE_TESTS:
         build = {"u_shape": _u_components, "monotone": _monotone_components, "trend": _trend_components}[claim.test]
@@ -512,14 +531,18 @@ def _monotone_components(claim: Claim, level: tuple, members: list) -> list[Comp
 
 def _trend_components(claim: Claim, level: tuple, members: list) -> list[Component]:
     """The least-squares slope of the curve (mean of its datasets) over its x, per unit of x (a
-    masking step of 10 pp): one component per curve, on the claimed side of 0."""
+    masking step of 10 pp): one component per curve, on the claimed side of 0 (the opposite side
+    for the curves of `claim.reverse`)."""
     curve = _level_label(claim.across, level)
     xs, means = _curve_points(claim, members)
     if len(xs) < 2:
         return []
     centred = xs - xs.mean()
     slope = centred / float(centred @ centred)
-    return [Component(curve, curve, _add(*((slope[j], means[j]) for j in range(len(xs)))), claim.direction)]
+    at = dict(zip(claim.across, level))
+    reversed_ = any(c in at and _is_level(at[c], values) for c, values in claim.reverse.items())
+    direction = {"greater": "less", "less": "greater"}[claim.direction] if reversed_ else claim.direction
+    return [Component(curve, curve, _add(*((slope[j], means[j]) for j in range(len(xs)))), direction)]
 
 
 def _spread_pairs(claim: Claim, cells: pd.DataFrame) -> dict[tuple, tuple[list[int], list[int]]]:
@@ -617,6 +640,17 @@ def claim_coverage(claim: Claim, cells: pd.DataFrame) -> Coverage:
         if unmatched:
             warning += f"; unmatched (their pair or curve is incomplete) {describe_cells_list(unmatched)}"
     return Coverage(len(used), len(needed), describe_cells_list(missing), warning)
+
+
+def _floor_warning(claim: Claim, cells: pd.DataFrame) -> str:
+    """Names the claim's cells whose seeds all scored the same (their seed SD is a floor)."""
+    if "sd_floor" not in cells or not cells["sd_floor"].any():
+        return ""
+    floored = set(zip(cells["model"][cells["sd_floor"]], cells["dataset"][cells["sd_floor"]]))
+    used = set().union(*_parts(claim, cells).values()) & floored
+    if not used:
+        return ""
+    return f"seeds all equal in {describe_cells_list(used)}: seed SD floored at what their seed count allows"
 
 
 # --- evaluation -----------------------------------------------------------------------------------
@@ -979,7 +1013,7 @@ def evaluate_claim(
             raise NotTestable(claim.needs_runs)
         coverage = claim_coverage(claim, inputs.cells)
         row.update(cells_used=coverage.used, cells_needed=coverage.needed, missing_cells=coverage.missing)
-        row["warning"] = coverage.warning
+        row["warning"] = "; ".join(w for w in (coverage.warning, _floor_warning(claim, inputs.cells)) if w)
         if claim.test == "spread":
             evaluated, stats = _spread_claim(claim, inputs, pretraining_sd)
         else:
@@ -1034,6 +1068,14 @@ def with_verdicts(
     # The claim's own tests alone (no Holm), then the whole decision by simulation (docs/claims.md,
     # "Next experiment"): every claim re-run at one design, intersection-union and Holm included.
     report["seeds_for_80_alone"] = seeds_only
+    # Issue 52: each sentence's own test (no Holm) at the observed effects with the paper's 5 seeds,
+    # and why it is below 50% where it is (analysis.power.sentence_power).
+    alone = [
+        sentence_power(c, PUBLISHED_SEEDS) if c and all(s.terms is not None for s in c) else (np.nan, "")
+        for c in components
+    ]
+    report["power_alone"] = [p for p, _ in alone]
+    report["power_note"] = [n for _, n in alone]
     report["design_for_80_alone"] = with_runs
     plannable = [c if c and all(s.terms is not None for s in c) else None for c in components]
     observed = report["p_value"].to_numpy(float)

@@ -46,7 +46,7 @@ from analysis.claims import (
     inputs_from_selected,
 )
 from analysis.intervals import percentile_bounds
-from analysis.power import claim_power
+from analysis.power import claim_power, sentence_power
 from analysis.rliable_metrics import rliable_summary
 from analysis.small_sample import fieller_ratio, group_bootstrap_calibration, level_variance, lr_variance, stretch
 from contracts.paper import CLM_STEPS_BEFORE_MASKING, PAPER_SIZES, PRETRAIN_STEPS, TASK_TYPES
@@ -495,33 +495,84 @@ def sentence_trees(sims: int, rng: np.random.Generator) -> dict:
     for claim_id, trees in SENTENCE_TREES.items():
         claim = CLAIM[claim_id]
         for name, make in trees:
-            truth = make(base)
-            components = claim_components(claim, truth)
-            rows = sorted({k for c in components for k in c.weights})
-            means, sds = truth["mean"].to_numpy(float), truth["sd"].to_numpy(float)
-            verdicts, signs = [], []
-            for _ in range(sims):
-                scores = means[rows, None] + sds[rows, None] * rng.standard_normal((len(rows), SEEDS))
-                cells = truth.copy()
-                cells.loc[rows, "mean"] = scores.mean(axis=1)
-                cells.loc[rows, "sd"] = scores.std(axis=1, ddof=1)
-                tested = [_component_stats(c, cells) for c in components]
-                result = claim_p(tested)
-                verdicts.append(str(decide(result.p_for, result.p_against)))
-                signs.append(np.mean([_right_side(s) for s in tested]))
-            # The chance of `supported` that analysis.power gives at the truth (the planned t tests).
-            planned = [_component_stats(c, truth) for c in components]
-            entry = {
-                "supported": _rate([v == SUPPORTED for v in verdicts]),
-                "verdicts": _counts(verdicts),
-                "predicted_power": claim_power(planned, SEEDS),
-                "components_on_claimed_side": float(np.mean(signs)),
-            }
+            entry = _simulate_claim(claim, make(base), sims, rng)
             out[
                 f"{claim_id} ({name} sentence)"
                 if name in ("false", "boundary", "true", "equal")
                 else f"{claim_id} ({name})"
             ] = entry
+    return out
+
+
+def _simulate_claim(claim: Claim, truth: pd.DataFrame, sims: int, rng: np.random.Generator) -> dict:
+    """`sims` experiments of 5 seeds per cell drawn at `truth`: how often the claim alone (Holm over
+    one claim is its own p) is supported, and the chance analysis.power predicts there."""
+    components = claim_components(claim, truth)
+    rows = sorted({k for c in components for k in c.weights})
+    means, sds = truth["mean"].to_numpy(float), truth["sd"].to_numpy(float)
+    verdicts, signs = [], []
+    for _ in range(sims):
+        scores = means[rows, None] + sds[rows, None] * rng.standard_normal((len(rows), SEEDS))
+        cells = truth.copy()
+        cells.loc[rows, "mean"] = scores.mean(axis=1)
+        cells.loc[rows, "sd"] = scores.std(axis=1, ddof=1)
+        tested = [_component_stats(c, cells) for c in components]
+        result = claim_p(tested)
+        verdicts.append(str(decide(result.p_for, result.p_against)))
+        signs.append(np.mean([_right_side(s) for s in tested]))
+    # The chance of `supported` that analysis.power gives at the truth (the planned t tests).
+    planned = [_component_stats(c, truth) for c in components]
+    return {
+        "supported": _rate([v == SUPPORTED for v in verdicts]),
+        "verdicts": _counts(verdicts),
+        "predicted_power": claim_power(planned, SEEDS),
+        "components_on_claimed_side": float(np.mean(signs)),
+    }
+
+
+def _on_boundary(claim: Claim, truth: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The published truth with the claim's component nearest its boundary (smallest t toward the
+    claimed side) moved exactly onto it: the smallest shift of the cell means (along the
+    component's weights) that does it. Every other component may move too; one on its boundary
+    caps the claim's chance of support at its one-sided level."""
+    components = claim_components(claim, truth)
+    tested = [_component_stats(c, truth) for c in components]
+
+    def toward_claim(s: ComponentStats) -> float:
+        sign = 1.0 if s.direction == "greater" else -1.0
+        return sign * (s.estimate - s.null) / max(float(s.se_df()[0]), 1e-12)
+
+    nearest = min(range(len(components)), key=lambda i: toward_claim(tested[i]))
+    weights = components[nearest].weights
+    rows = np.array(sorted(weights))
+    w = np.array([weights[r] for r in rows])
+    moved = truth.copy()
+    shift = (tested[nearest].null - tested[nearest].estimate) / float(w @ w)
+    moved.loc[rows, "mean"] = moved.loc[rows, "mean"].to_numpy(float) + shift * w
+    return moved, components[nearest].label
+
+
+def paper_effects(sims: int, rng: np.random.Generator) -> dict:
+    """Issue 52, item 8: per claim the published numbers can test, its own test simulated (5 seeds)
+    at the paper's effects (the published means and seed SDs as the truth) and with its nearest
+    component moved onto its boundary: the support rate, the power analysis.power predicts and,
+    below 50%, the reason the report prints (analysis.power.sentence_power)."""
+    base = published_truth()
+    out = {}
+    for claim in CLAIMS:
+        if claim.needs_runs or claim.test == "spread":
+            continue
+        planned = [_component_stats(c, base) for c in claim_components(claim, base)]
+        power, why = sentence_power(planned, SEEDS)
+        at_paper = _simulate_claim(claim, base, sims, rng)
+        moved, label = _on_boundary(claim, base)
+        out[claim.id] = {
+            "paper": at_paper,
+            "power_alone": power,
+            "why": why,
+            "boundary": _simulate_claim(claim, moved, sims, rng),
+            "boundary_component": label,
+        }
     return out
 
 

@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from analysis.claim_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE, WEAKEST_CAVEAT
+from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE, PUBLISHED_SEEDS, WEAKEST_CAVEAT
+from analysis.power import SENTENCE_POWER_TARGET
 from contracts.paper import TOY_SIZES
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
@@ -260,6 +261,23 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
             "",
         ]
         lines += [f"- {m.removeprefix('margin: ')}" for m in margins]
+    powered = testable[testable["power_alone"].notna()] if "power_alone" in testable else testable.iloc[:0]
+    if not powered.empty:
+        lines += [
+            "",
+            "## Power of each sentence's own test",
+            "",
+            "The chance that the claim's own test (every component, no Holm) says supported if the true "
+            f"effects were the estimates above, with the paper's {PUBLISHED_SEEDS} seeds per cell; below "
+            f'{SENTENCE_POWER_TARGET:.0%}, why (docs/claims.md, "Power at the paper\'s effects").',
+            "",
+            "| claim | power alone | why below 50% |",
+            "|---|---:|---|",
+        ]
+        lines += [
+            f"| `{r['claim']}` | {_num(r['power_alone'])} | {_text(r['power_note'])} |"
+            for r in powered.to_dict("records")
+        ]
     if "seed_boot_low" in report and report["seed_boot_low"].notna().any():
         lines += [
             "",

@@ -147,6 +147,30 @@ def _on_claimed_side(component: ComponentStats) -> bool:
     return shift > 0 if component.direction == "greater" else shift < 0
 
 
+SENTENCE_POWER_TARGET = 0.5  # issue 52: each sentence's test, alone, at the observed effects with 5 seeds
+
+
+def sentence_power(components: Sequence[ComponentStats], seeds: int) -> tuple[float, str]:
+    """The claim's own test (no Holm) at the observed effects with `seeds` seeds per cell, and why it
+    is below SENTENCE_POWER_TARGET ("" when it is not): a component observed on the wrong side of
+    its boundary (the sentence is false at these effects, so no design supports it), or effects too
+    small for this many seeds (with the seeds that reach 80%)."""
+    power = claim_power(components, seeds)
+    if power >= SENTENCE_POWER_TARGET:
+        return power, ""
+    wrong = [c.label for c in components if not _on_claimed_side(c)]
+    if wrong:
+        where = "its boundary" if len(wrong) == 1 else "their boundaries"
+        return power, (
+            f"{', '.join(wrong)} observed on the wrong side of {where}: at these effects the sentence is false, "
+            "and no number of seeds supports it"
+        )
+    design = plan(components)
+    weakest = min(components, key=lambda c: component_power(c, seeds))
+    needs = f"{design.describe()} reach {TARGET_POWER:.0%}" if design.seeds else design.describe()
+    return power, f"the effect of {weakest.label} is small for {seeds} seeds ({needs})"
+
+
 # --- the whole decision: every claim re-run at one design, Holm and intersection-union included ---
 SEED_GRID = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
 RUN_GRID = (2, 3, 4, 5, 6, 8, 10)

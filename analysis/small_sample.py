@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from scipy.optimize import brentq
 
 Z_975 = float(stats.norm.ppf(0.975))
 
@@ -177,3 +178,38 @@ def shared_level_variance(means: np.ndarray, taus: np.ndarray) -> float:
 def sd_ratio(value: float) -> float:
     """A ratio of variances as a ratio of standard deviations (negative estimates -> 0)."""
     return math.sqrt(value) if value > 0 else (math.inf if value == math.inf else 0.0)
+
+
+# --- floors: a cell whose seeds all scored the same (issue 52) --------------------------------------
+EQUAL_SEEDS_ALPHA = 0.05
+
+
+def score_resolution(scores) -> float:
+    """The smallest positive gap between distinct scores (the metric's step on its test set, e.g.
+    1 / N for an accuracy over N instances); nan when there are not two distinct scores."""
+    values = np.unique(np.asarray(scores, dtype=float)[np.isfinite(scores)])
+    gaps = np.diff(values)
+    gaps = gaps[gaps > 0]
+    return float(gaps.min()) if gaps.size else float("nan")
+
+
+def p_all_equal(sd: float, resolution: float, n: int, offsets: int = 64) -> float:
+    """P(n scores drawn N(mu, sd) all land on one value of a grid with this step), averaged over
+    where mu falls within a step."""
+    if sd <= 0:
+        return 1.0
+    step = resolution / sd
+    reach = int(math.ceil(10.0 / step)) + 1
+    edges = (np.arange(-reach, reach + 2)[None, :] - (np.arange(offsets)[:, None] + 0.5) / offsets) * step
+    bins = np.diff(stats.norm.cdf(edges), axis=1)
+    return float(np.mean(np.sum(bins**n, axis=1)))
+
+
+def equal_seeds_sd(resolution: float, n: int, alpha: float = EQUAL_SEEDS_ALPHA) -> float:
+    """The seed SD a cell whose n seeds all scored the same gets: the largest SD at which n seeds
+    land on one value of the metric's grid with probability `alpha` (a one-sided 95% upper bound:
+    smaller SDs are what "all equal" allows). It shrinks as seeds agree: 5.6 steps for 2 seeds,
+    0.6 for 5 (docs/claims.md, "Floors")."""
+    if n < 2 or not resolution > 0:
+        raise ValueError(f"equal_seeds_sd needs n >= 2 and a positive resolution, got n={n}, {resolution}")
+    return float(brentq(lambda sd: p_all_equal(sd, resolution, n) - alpha, 1e-6 * resolution, 1e3 * resolution))

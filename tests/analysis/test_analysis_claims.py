@@ -60,6 +60,13 @@ def test_every_sentence_is_a_spec():
         "biphasic_best_balance",
         "biphasic_less_ratio_sensitive",
         "cpt_clm_base_beats_mlm_base",
+        # issue 52, item 6: the findings' other sentences, one claim each
+        "no_universal_masking_ratio",
+        "larger_models_higher_ratios",
+        "small_models_lower_ratios_tc_qa",
+        "mlm_overtakes_clm_late",
+        "cpt_12k_matches_mlm_cpt",
+        "cpt_clm_base_steeper_sc",
     }
     assert CLAIM["clm_competitive_tc"].test == "noninferiority" and CLAIM["clm_competitive_tc"].margin == 0.43
     assert CLAIM["u_shape_masking_610m_1b"].task_types == ("TC",)
@@ -119,6 +126,27 @@ def test_published_report(published_report):
     assert report.loc["clm_leads_early", "weakest"] == "QA 5k steps"
     assert report.loc["biphasic_25_beats_mlm", "weakest"] == "22k budget IR"
     assert report.loc["biphasic_best_balance", "verdict"] == SUPPORTED
+    # Issue 52, item 6. Opposite masking trends at 210M: IR rises (0.71) and QA falls (-1.08), but
+    # TC's -0.03 [-0.06, 0.00] is not significant: both 210M-trend sentences stay inconclusive
+    for claim_id in ("no_universal_masking_ratio", "small_models_lower_ratios_tc_qa"):
+        assert report.loc[claim_id, "verdict"] == INCONCLUSIVE, claim_id
+        assert "210m TC: -0.03 [-0.06, 0.00]" in report.loc[claim_id, "components"]
+    assert "210m IR: 0.71" in report.loc["no_universal_masking_ratio", "components"]
+    assert report.loc["no_universal_masking_ratio", "qualifying"] == "1 of 3"
+    # 20% -> 50% gains 1.31 points more at 1B than at 210M; MLM leads by 5.35 at 40k steps
+    assert report.loc["larger_models_higher_ratios", "components"] == "210m to 1b: 1.31 [0.40, 2.22]"
+    assert report.loc["mlm_overtakes_clm_late", "components"] == "40k steps: 5.35 [4.19, 6.51]"
+    # CPT at 12k from CLM vs from MLM: SC +0.23, TC +0.51, IR +0.35 within the 0.77 margin; on SC
+    # the CLM base gains 0.70 more from 12k to 22k
+    assert report.loc["cpt_12k_matches_mlm_cpt", "qualifying"] == "3 of 3"
+    assert report.loc["cpt_clm_base_steeper_sc", "components"] == "12k steps to 22k steps: 0.70 [0.34, 1.07]"
+    for claim_id in ("larger_models_higher_ratios", "mlm_overtakes_clm_late", "cpt_12k_matches_mlm_cpt"):
+        assert report.loc[claim_id, "verdict"] == SUPPORTED, claim_id
+    assert report.loc["cpt_clm_base_steeper_sc", "verdict"] == SUPPORTED
+    # Each sentence's own power at the paper's effects, with the reason where it is below 50%
+    assert report.loc["mlm_beats_clm_sc", "power_alone"] > 0.99 and report.loc["mlm_beats_clm_sc", "power_note"] == ""
+    assert "observed on the wrong side" in report.loc["gap_narrows_with_size_ir", "power_note"]
+    assert "15 seeds reach 80%" in report.loc["small_models_lower_ratios_tc_qa", "power_note"]
     assert (report.loc[report.verdict != NOT_TESTABLE, "cells_used"] == report.cells_needed.dropna()).all()
     assert (report["warning"].fillna("") == "").all()
     # Published numbers have no seeds: no bootstrap over seeds or instances, no rliable metrics.
@@ -231,6 +259,7 @@ def test_margins_are_what_the_design_resolves(published):
         ("biphasic_75_comparable", None),
         ("biphasic_best_balance", None),
         ("cpt_clm_base_beats_mlm_base", ("QA", "IR")),
+        ("cpt_12k_matches_mlm_cpt", None),
     ):
         claim = CLAIM[claim_id]
         assert claim.margin == pytest.approx(design_margin(claim, published.cells, labels), abs=0.01), claim_id
@@ -481,3 +510,47 @@ def test_figure7_intervals_widen_with_the_pretraining_sd():
     assert [r.verdict for r in rows] == [SUPPORTED] * 3 + [INCONCLUSIVE]
     assert rows[0].ci_high < rows[1].ci_high < rows[2].ci_high < rows[3].ci_high
     assert rows[0].p_value < rows[1].p_value < rows[2].p_value < rows[3].p_value
+
+
+def test_equal_seeds_get_the_sd_their_seed_count_allows():
+    """Issue 52, item 6: n seeds drawn at the floor SD and rounded to the metric's step all land on
+    one value 5% of the time (within 3 binomial SEs of 20,000 draws), and more often below it: the
+    floor is a one-sided 95% upper bound of the SD that "all equal" allows."""
+    from analysis.small_sample import equal_seeds_sd, score_resolution
+
+    rng = np.random.default_rng(21)
+    for n in (2, 5):
+        floor = equal_seeds_sd(0.5, n)
+        for sd, low, high in ((floor, 0.05 - 0.0047, 0.05 + 0.0047), (floor / 2, 0.08, 1.0)):
+            draws = np.round((rng.uniform(0, 0.5, (20000, 1)) + rng.normal(0, sd, (20000, n))) / 0.5)
+            rate = np.mean((draws == draws[:, :1]).all(axis=1))
+            assert low <= rate <= high, (n, sd, rate)
+    assert equal_seeds_sd(0.5, 2) > equal_seeds_sd(0.5, 5)  # more agreeing seeds, a tighter floor
+    assert score_resolution([80.0, 80.5, 81.0, 80.5]) == 0.5 and math.isnan(score_resolution([80.0, 80.0]))
+
+
+def test_a_cell_whose_seeds_are_all_equal_is_not_exact():
+    """A cell with 5 identical seeds had SD 0: every contrast on it got an exact p. Its SD is now
+    the floor of its dataset's score step, and the report names the cells."""
+    from analysis.small_sample import equal_seeds_sd
+
+    records = [
+        make_record(
+            model=f"{size}-{objective}-42k",
+            task_type="SC",
+            dataset=d,
+            seed=s,
+            test=80.0 if objective == "clm" else 80.0 + 0.25 * (s % 2),
+        )
+        for size in ("210m", "610m", "1b")
+        for objective in ("mlm40", "clm")
+        for d in ("sst2", "qqp", "mnli")
+        for s in range(5)
+    ]
+    inputs = inputs_from_records(records, "equal seeds", reps=0)
+    clm = inputs.cells[inputs.cells.objective == "clm"]
+    assert clm.sd_floor.all() and np.allclose(clm.sd, equal_seeds_sd(0.25, 5))
+    assert not inputs.cells[inputs.cells.objective == "mlm"].sd_floor.any()
+    row = evaluate_claims(inputs, reps=0).set_index("claim").loc["mlm_beats_clm_sc"]
+    assert 0 < row.p_value < 1 and row.ci_high - row.ci_low > 0.01
+    assert "seeds all equal in 210m-clm-42k" in row.warning
