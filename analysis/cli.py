@@ -218,7 +218,7 @@ def _cmd_claims(args) -> int:
         inputs_from_records,
         inputs_from_selected,
     )
-    from analysis.claims_report import toy_models_label, verdict_table, write_claims_report
+    from analysis.claims.report import toy_models_label, verdict_table, write_claims_report
 
     sources = [bool(args.runs), bool(args.released), args.published]
     if sum(sources) != 1:
@@ -263,7 +263,7 @@ def _cmd_claims(args) -> int:
 
 
 def _cmd_claims_coverage(args) -> int:
-    from analysis.claims_coverage import coverage_study, format_study
+    from analysis.claims.simulation import coverage_study, format_study
 
     result = coverage_study(args.sims, args.rng_seed, args.reps)
     print(format_study(result))

@@ -45,7 +45,7 @@ def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
     """With replicated pretraining runs: the claims report on the records as paper checkpoints
     (`claims.md`, `claims.csv` in `folder`), its estimated pretraining SD per task type in one line."""
     from analysis.claims import evaluate_claims, inputs_from_records
-    from analysis.claims_report import TOY_LABEL, pretraining_lines, write_claims_report
+    from analysis.claims.report import TOY_LABEL, pretraining_lines, write_claims_report
 
     source = f"{cfg.scale}-scale reproduction, {cfg.pretrain_replicates} pretraining runs per configuration"
     if cfg.scale == "toy":

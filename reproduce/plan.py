@@ -101,7 +101,7 @@ class ReproduceConfig:
     reps: int = 1000  # bootstrap replicates of the analysis
     # Pretraining runs per configuration (docs/reproduce.md, "Pretraining replicates"): run k >= 2 is
     # `<name>-rep<k>` with other init and data-order seeds; the analysis then estimates the
-    # pretraining SD per task type (analysis.pretraining_variance) in its claims report.
+    # pretraining SD per task type (analysis.claims.pretraining_variance) in its claims report.
     pretrain_replicates: int = 1
     # CPT runs (docs/pretraining.md, "Continued pretraining"): `branches`, one continued run per base
     # with decay branches, as the paper's compute table implies; `separate`, each length on its own

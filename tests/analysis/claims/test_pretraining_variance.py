@@ -1,4 +1,4 @@
-"""The pretraining SD estimated from replicated pretraining runs (analysis.pretraining_variance)."""
+"""The pretraining SD estimated from replicated pretraining runs (analysis.claims.pretraining_variance)."""
 
 import math
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.pretraining_variance import estimate_pretraining_sd, pretraining_sd_profile, simulate_run_means
+from analysis.claims.pretraining_variance import estimate_pretraining_sd, pretraining_sd_profile, simulate_run_means
 
 
 def test_two_runs_by_hand():
@@ -55,7 +55,7 @@ def _replicated_contrast(rng, tau: float, seed_sd: float, configurations: int, r
     """Cells of `configurations` x `runs` pretraining runs (3 SC datasets, 5 seeds, one base per
     dataset shared by every configuration: true differences 0) and the contrast configuration 0 -
     configuration 1 over them, as the claims build it (each replicate weighted 1 / runs)."""
-    from analysis.claim_tests import CellTerm, ComponentStats
+    from analysis.claims.hypothesis_tests import CellTerm, ComponentStats
 
     base = rng.normal(80, 5, size=3)
     rows = []

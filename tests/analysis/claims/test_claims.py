@@ -8,7 +8,6 @@ import pytest
 from scipy import stats
 
 from analysis.bench import synthetic_records
-from analysis.claim_tests import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from analysis.claims import (
     CLAIMS,
     CSV_COLUMNS,
@@ -22,7 +21,8 @@ from analysis.claims import (
     inputs_from_published,
     inputs_from_records,
 )
-from analysis.claims_report import claims_markdown, verdict_table
+from analysis.claims.hypothesis_tests import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from analysis.claims.report import claims_markdown, verdict_table
 from analysis.models import pseudo_seeds
 from analysis.published import load_published_cells
 from contracts.paper import TASK_TYPES
@@ -404,7 +404,7 @@ def test_readme_tables_are_the_published_report(published_report):
     """README.md's claims tables (tests/docs/test_readme_claims.py checks estimates, intervals and
     verdicts): the deciding component and qualifying count of each claim, and its tipping SD and
     designs for 80% power, as `python -m analysis claims --published` computes them."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
     report = published_report.set_index("claim")
     robustness = {}
     for line in readme:

@@ -2,14 +2,14 @@
 
 This module holds only definitions (no evaluation code), so that each entry can be checked
 against the paper (Gisserot-Boukhlef et al., arXiv 2507.00994 v4) without reading
-analysis/claims.py. An entry gives
+analysis/claims/components.py and engine.py. An entry gives
 - `quote`: the paper's words; `verbatim` says whether they are the v4 text word for word or our
   paraphrase of its finding (docs/claims.md, "The claims", lists which);
 - `location`: the section, figure and tables that say it;
 - `scope`: what must hold, in words, and the selectors that build it (`treatment`, `control`,
   `task_types`, `across`: one component per level, each must hold);
 - `test`, `direction`, `margin` (with `margin_source`: where the number comes from);
-and the evaluation (analysis/claims.py) turns the selectors into components.
+and the evaluation (analysis.claims.components, .engine) turns the selectors into components.
 
 The Holm family is pre-registered here (issue 52): the `primary` claims are the paper's main
 findings, the ones its abstract states (MLM's advantage on SC, QA and IR; CLM's data efficiency and
@@ -63,6 +63,15 @@ LATEST_STEP = INTERMEDIATE_STEPS[-1]  # 40k: "later in training", the last check
 MIDDLE_CPT = sorted(CPT_STEPS)[1]  # 12k: Sec. 5, "12k steps already roughly match"
 MLM_42K = {"objective": "mlm", **FINAL_42K}
 MASKING_CURVE = ("size", "task_type", "masking_tenths", "dataset")  # Figure 3: one curve per size x task type
+# The 210M curves of Figure 3, a least-squares trend per curve (the smallest size's sentences)
+TREND_210M = {
+    "test": "trend",
+    "treatment": {**MLM_42K, "size": "210m"},
+    "control": None,
+    "pair_on": MASKING_CURVE,
+    "across": ("size", "task_type"),
+    "covariate": "masking_tenths",
+}
 LONGEST_CPT = max(CPT_STEPS)  # 22k: Figure 8
 # Figure 3's curves of the 610M and 1B MLM models over the masking ratio (Tables 2-5).
 U_SHAPE_610M_1B = {
@@ -331,18 +340,13 @@ CLAIMS: tuple[Claim, ...] = (
         # "the best ratio depends on size and task": two curves with opposite trends have their best
         # ratios at opposite ends. Pre-registered pair: the paper's own explanation at the size where
         # it names both (IR likes high ratios; small models on TC/QA like low ones).
-        test="trend",
-        treatment={**MLM_42K, "size": "210m"},
-        control=None,
-        pair_on=MASKING_CURVE,
+        **TREND_210M,
         direction="greater",
         reverse={"task_type": ("TC", "QA")},
         unit="points per 10 pp of masking",
         scope="at 210M, the least-squares slope over the ratios 20-50% (mean of the task type's 3 datasets) of "
         "IR above 0 and of TC and of QA below 0 (3)",
         task_types=("TC", "QA", "IR"),
-        across=("size", "task_type"),
-        covariate="masking_tenths",
         headline="210m TC",
     ),
     Claim(
@@ -373,17 +377,12 @@ CLAIMS: tuple[Claim, ...] = (
         quote="smaller models on token-level tasks (TC, QA) perform better with lower masking ratios",
         verbatim=PARAPHRASE,
         location="Sec. 3, Fig. 3, Tables 3-4",
-        test="trend",
-        treatment={**MLM_42K, "size": "210m"},
-        control=None,
-        pair_on=MASKING_CURVE,
+        **TREND_210M,
         direction="less",
         unit="points per 10 pp of masking",
         scope="at 210M (the smallest size), the least-squares slope of the TC and of the QA curve (mean of the "
         "3 datasets) over the ratios 20-50% below 0 (2)",
         task_types=("TC", "QA"),
-        across=("size", "task_type"),
-        covariate="masking_tenths",
         headline="210m TC",
     ),
     Claim(

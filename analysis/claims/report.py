@@ -10,9 +10,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from analysis.claim_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from analysis.claims import NOT_TESTABLE, ONE_PRETRAINING_RUN, POWER_NOTE, PUBLISHED_SEEDS, WEAKEST_CAVEAT
-from analysis.power import SENTENCE_POWER_TARGET
+from analysis.claims.engine import ONE_PRETRAINING_RUN, POWER_NOTE, WEAKEST_CAVEAT
+from analysis.claims.hypothesis_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from analysis.claims.inputs import NOT_TESTABLE, PUBLISHED_SEEDS
+from analysis.claims.power import SENTENCE_POWER_TARGET
 from contracts.paper import TOY_SIZES
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
@@ -345,7 +346,7 @@ def holm_family_lines(report: pd.DataFrame) -> list[str]:
         "",
         "## The Holm family",
         "",
-        f"Pre-registered in analysis/claim_definitions.py: the primary claims are the paper's main findings "
+        f"Pre-registered in analysis/claims/definitions.py: the primary claims are the paper's main findings "
         f"(its abstract's); the {len(primary)} testable here are Holm-adjusted together. Each secondary claim "
         "(another finding sentence) and sensitivity claim (another reading) is adjusted as if it alone were "
         "added to that family, so no verdict depends on which other secondary claims exist.",

@@ -1,4 +1,4 @@
-"""The statistics behind a claim's verdict (analysis.claim_tests), its power (analysis.power) and
+"""The statistics behind a claim's verdict (analysis.claims.hypothesis_tests), its power (analysis.claims.power) and
 the small-sample corrections and variance components (analysis.small_sample)."""
 
 import math
@@ -9,7 +9,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from analysis.claim_tests import (
+from analysis.claims.hypothesis_tests import (
     CONTRADICTED,
     INCONCLUSIVE,
     SUPPORTED,
@@ -22,8 +22,8 @@ from analysis.claim_tests import (
     tipping_pretraining_sd,
     verdicts_at,
 )
+from analysis.claims.power import claim_power, component_power, plan
 from analysis.models import contrast_fit
-from analysis.power import claim_power, component_power, plan
 from analysis.small_sample import (
     fieller_ratio,
     level_variance,
@@ -206,7 +206,7 @@ def test_fieller_interval_hand_case():
 def test_decision_power_of_one_component_alone_is_its_t_power():
     """Issue 36 item 4: the simulated whole decision reduces to the analytic t power for one claim
     of one component (Holm over one claim is its own p), within 3 binomial standard errors."""
-    from analysis.power import decision_power
+    from analysis.claims.power import decision_power
 
     component = _difference(0.6, sd=0.8)
     for seeds in (4, 8):
@@ -220,7 +220,7 @@ def test_decision_power_counts_holm_and_every_component():
     component, Holm across the claims) is below the power of its components' tests alone, and a
     hopeless claim in the family lowers the others' (Holm divides by more); the planned design for
     the whole decision needs at least the seeds of the claim alone."""
-    from analysis.power import decision_power, plan_decision
+    from analysis.claims.power import decision_power, plan_decision
 
     strong = [_difference(2.0, sd=0.8, label=s) for s in ("210m", "610m", "1b")]
     weak = [_difference(1.2, sd=0.8, label=s) for s in ("210m", "610m", "1b")]

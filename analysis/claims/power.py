@@ -2,7 +2,7 @@
 fine-tuning seeds per cell, and how many pretraining runs per configuration, give 80% power to
 support the claim at its observed effect.
 
-A component (analysis.claim_tests.ComponentStats) with `runs` pretraining runs per model and
+A component (analysis.claims.hypothesis_tests.ComponentStats) with `runs` pretraining runs per model and
 `seeds` fine-tuning seeds per run has variance, per model m,
     V_m = (sum of m's weights)^2 tau^2 / runs + sum over m's cells of w^2 s^2 / (seeds runs)
 (tau: the pretraining sd, shared by a model's datasets as in the sensitivity analysis). The
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from analysis.claim_tests import ALPHA, ComponentStats, pretraining_variance
+from analysis.claims.hypothesis_tests import ALPHA, ComponentStats, pretraining_variance
 from analysis.small_sample import welch_df
 
 TARGET_POWER = 0.8
@@ -178,7 +178,7 @@ DECISION_SIMS = 1000
 
 
 def _simulated_p(components: Sequence[ComponentStats], se, df, rng: np.random.Generator, sims: int) -> np.ndarray:
-    """(sims x components) p for the claim (analysis.claim_tests.component_p) of each component in
+    """(sims x components) p for the claim (analysis.claims.hypothesis_tests.component_p) of each component in
     simulated experiments: estimate = truth + se z, its estimated se = se sqrt(chi2_df / df), the
     truth being the observed estimate."""
     se, df = np.asarray(se, dtype=float), np.minimum(np.asarray(df, dtype=float), 1e6)
@@ -213,11 +213,11 @@ def decision_power(
     """Per claim, the chance that the report calls it `supported` when EVERY claim is re-run with
     `seeds` seeds per run and `runs` pretraining runs per model, each at its observed estimates:
     each component's t test simulated, the claim's p the largest (intersection-union), Holm across
-    the claims (analysis.claim_tests.family_holm). `pretraining_sd`: one value per claim (its
+    the claims (analysis.claims.hypothesis_tests.family_holm). `pretraining_sd`: one value per claim (its
     planning SD; () = 0). Claims without cell terms (spread claims) keep `observed_p`; NaN for
     claims that are not testable. seeds=None: the design as it is (each component's own cells and
     seed counts, no pretraining variance)."""
-    from analysis.claim_tests import family_holm
+    from analysis.claims.hypothesis_tests import family_holm
 
     rng = np.random.default_rng(0) if rng is None else rng
     taus = list(pretraining_sd) or [0.0] * len(claims)

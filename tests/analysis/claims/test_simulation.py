@@ -1,4 +1,4 @@
-"""Simulated releases of the published design (analysis.claims_coverage): the report's intervals
+"""Simulated releases of the published design (analysis.claims.simulation): the report's intervals
 cover their targets, false sentences are never supported, true ones are at the predicted power.
 
 Each test runs as many simulations as fit in a few seconds; its tolerance is 3 binomial standard
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import claims_coverage
+from analysis.claims import simulation
 
 NOMINAL = 0.95
 
@@ -22,7 +22,7 @@ def _within_binomial(rate: float, sims: int) -> bool:
 
 
 def test_analytic_intervals_cover_every_component():
-    result = claims_coverage.analytic_coverage(1000, np.random.default_rng(10))
+    result = simulation.analytic_coverage(1000, np.random.default_rng(10))
     assert len(result) == 21  # every claim but the two spread ones
     for claim, entry in result.items():
         assert _within_binomial(entry["rate"], 1000), (claim, entry)
@@ -36,20 +36,20 @@ def test_seed_bootstrap_is_calibrated():
     """The t-calibrated seed bootstrap of every component of the 42k claims (the plain percentile
     interval it replaced covers about 89%: docs/claims.md)."""
     sims = 120
-    result = claims_coverage.bootstrap_coverage(sims, 400, np.random.default_rng(11), rliable=False)
+    result = simulation.bootstrap_coverage(sims, 400, np.random.default_rng(11), rliable=False)
     assert _within_binomial(result["seed bootstrap (t-calibrated)"]["rate"], sims), result
 
 
 def test_seeds_by_instances_interval_covers_the_test_set_population():
     sims = 80
-    result = claims_coverage.instance_coverage(sims, 400, np.random.default_rng(12))
+    result = simulation.instance_coverage(sims, 400, np.random.default_rng(12))
     for entry in result.values():
         assert _within_binomial(entry["rate"], sims), result
 
 
 def test_crossover_interval_covers_the_true_crossover():
     sims = 300
-    result = claims_coverage.crossover_coverage(sims, np.random.default_rng(13))
+    result = simulation.crossover_coverage(sims, np.random.default_rng(13))
     for name, entry in result.items():
         if "none by 40k" in name:  # TC: CLM still ahead at 40k by far more than its noise
             assert entry["rate"] == 1.0
@@ -62,7 +62,7 @@ def test_spread_claims_recover_a_planted_ratio():
     components find 0.5 (a plain SD ratio is biased towards 1 and above), the Fieller interval
     covers it."""
     sims = 300
-    result = claims_coverage.spread_recovery(sims, np.random.default_rng(14))
+    result = simulation.spread_recovery(sims, np.random.default_rng(14))
     for name, entry in result.items():
         assert entry["mean_estimate"] == pytest.approx(0.5, abs=0.04), (name, entry)
         assert entry["plain_sd_ratio"] > 0.6, (name, entry)
@@ -81,7 +81,7 @@ def test_false_sentences_are_never_supported_and_true_ones_at_their_power():
     claim is supported at least half of the time (its margin is what the design resolves), and an IR
     trend of 0.8 points per 10 pp is found (the all-steps test found it 3.8% of the time)."""
     sims = 150
-    result = claims_coverage.sentence_trees(sims, np.random.default_rng(15))
+    result = simulation.sentence_trees(sims, np.random.default_rng(15))
     assert len(result) == 29
     for name, entry in result.items():
         supported, power = round(entry["supported"]["rate"] * sims), entry["predicted_power"]
@@ -102,13 +102,13 @@ def test_every_claim_has_power_at_the_papers_effects_or_says_why_not():
     """Issue 52, item 8: every claim the published numbers test, simulated with 5 seeds per cell.
     With its component nearest the boundary moved onto it, it is supported at most 5% of the time
     (99.9% binomial quantile). At the paper's own effects it is supported at least half of the time
-    (within 3 binomial SEs), or analysis.power says why (a component on the wrong side, or effects
+    (within 3 binomial SEs), or analysis.claims.power says why (a component on the wrong side, or effects
     too small for 5 seeds) and the simulation agrees that it is not; one-component claims match
     the predicted power within 3 binomial SEs (components sharing cells are correlated, so the
     product of their powers is only a guide)."""
     sims = 150
-    result = claims_coverage.paper_effects(sims, np.random.default_rng(16))
-    testable = {c.id for c in claims_coverage.CLAIMS if not c.needs_runs and c.test != "spread"}
+    result = simulation.paper_effects(sims, np.random.default_rng(16))
+    testable = {c.id for c in simulation.CLAIMS if not c.needs_runs and c.test != "spread"}
     assert set(result) == testable and len(testable) >= 20
     for claim_id, entry in result.items():
         at_paper, boundary = entry["paper"]["supported"]["rate"], entry["boundary"]["supported"]["rate"]
@@ -118,9 +118,6 @@ def test_every_claim_has_power_at_the_papers_effects_or_says_why_not():
             assert entry["why"] == "" and at_paper >= 0.5 - spread, (claim_id, entry)
         else:
             assert entry["why"] and at_paper < 0.5 + spread, (claim_id, entry)
-        if (
-            len(claims_coverage.claim_components(claims_coverage.CLAIM[claim_id], claims_coverage.published_truth()))
-            == 1
-        ):
+        if len(simulation.claim_components(simulation.CLAIM[claim_id], simulation.published_truth())) == 1:
             power = entry["power_alone"]
             assert abs(at_paper - power) <= 3 * math.sqrt(max(power * (1 - power), 0.01) / sims), (claim_id, entry)

@@ -4,7 +4,7 @@ The paper pretrained each configuration once, so the claims report can only ask 
 pretraining SD its verdicts survive (docs/claims.md, "One pretraining run per configuration").
 With replicates (`<configuration>-rep<k>`, contracts.model_names) the SD is estimated: a
 pretraining run's effect shifts every dataset of a task type alike (the model of
-analysis.claim_tests), so per task type and configuration c with R_c runs, the task-type mean y_r
+analysis.claims.hypothesis_tests), so per task type and configuration c with R_c runs, the task-type mean y_r
 of run r (mean over its datasets of the cell means) has variance tau^2 + v_r, where v_r =
 sum_d s_d^2 / n_d / D^2 is its fine-tuning seed part. Method of moments (ANOVA estimator of a
 one-way random-effects layout, e.g. Searle, Casella & McCulloch 1992, ch. 3):

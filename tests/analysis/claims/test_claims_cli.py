@@ -15,7 +15,7 @@ from analysis.cli import main
 from analysis.rliable_metrics import rliable_summary
 from contracts.run_record import write_run_records
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_claims_on_the_published_numbers_writes_every_output(tmp_path, capsys):

@@ -15,7 +15,7 @@ runs the report's own code on them.
   the treatment side, which a plain SD would mistake for sensitivity).
 - `sentence_trees`: how often a false sentence is `supported` (the trees of issues 29 and 36:
   false well past the boundary, and one component exactly on its boundary) and how often its
-  true version is, against the power analysis.power predicts.
+  true version is, against the power analysis.claims.power predicts.
 
 A coverage count over N simulations has binomial standard error sqrt(0.95 x 0.05 / N) (0.5 points
 for N = 2000); the components of one simulation share cells, so N, not components x N, is the
@@ -32,21 +32,13 @@ import pandas as pd
 from scipy import stats
 
 from analysis.aggregate import RUN_COLUMNS
-from analysis.claim_tests import SUPPORTED, ComponentStats, claim_p, decide
-from analysis.claims import (
-    CLAIMS,
-    Claim,
-    ClaimInputs,
-    Component,
-    _bootstrap_intervals,
-    _component_stats,
-    claim_components,
-    crossover_intervals,
-    inputs_from_published,
-    inputs_from_selected,
-)
+from analysis.claims.components import Component, _component_stats, claim_components
+from analysis.claims.definitions import CLAIMS, Claim
+from analysis.claims.engine import _bootstrap_intervals, crossover_intervals
+from analysis.claims.hypothesis_tests import SUPPORTED, ComponentStats, claim_p, decide
+from analysis.claims.inputs import ClaimInputs, inputs_from_published, inputs_from_selected
+from analysis.claims.power import claim_power, sentence_power
 from analysis.intervals import percentile_bounds
-from analysis.power import claim_power, sentence_power
 from analysis.rliable_metrics import rliable_summary
 from analysis.small_sample import fieller_ratio, group_bootstrap_calibration, level_variance, lr_variance, stretch
 from contracts.paper import CLM_STEPS_BEFORE_MASKING, PAPER_SIZES, PRETRAIN_STEPS, TASK_TYPES
@@ -488,7 +480,7 @@ SENTENCE_TREES = {
 
 def sentence_trees(sims: int, rng: np.random.Generator) -> dict:
     """Per tree of SENTENCE_TREES: how often the claim is supported (alone: Holm over one claim is
-    its own p) when its sentence is false and when it is true, and the chance analysis.power
+    its own p) when its sentence is false and when it is true, and the chance analysis.claims.power
     predicts at that truth (5 seeds)."""
     base = published_truth()
     out = {}
@@ -506,7 +498,7 @@ def sentence_trees(sims: int, rng: np.random.Generator) -> dict:
 
 def _simulate_claim(claim: Claim, truth: pd.DataFrame, sims: int, rng: np.random.Generator) -> dict:
     """`sims` experiments of 5 seeds per cell drawn at `truth`: how often the claim alone (Holm over
-    one claim is its own p) is supported, and the chance analysis.power predicts there."""
+    one claim is its own p) is supported, and the chance analysis.claims.power predicts there."""
     components = claim_components(claim, truth)
     rows = sorted({k for c in components for k in c.weights})
     means, sds = truth["mean"].to_numpy(float), truth["sd"].to_numpy(float)
@@ -520,7 +512,7 @@ def _simulate_claim(claim: Claim, truth: pd.DataFrame, sims: int, rng: np.random
         result = claim_p(tested)
         verdicts.append(str(decide(result.p_for, result.p_against)))
         signs.append(np.mean([_right_side(s) for s in tested]))
-    # The chance of `supported` that analysis.power gives at the truth (the planned t tests).
+    # The chance of `supported` that analysis.claims.power gives at the truth (the planned t tests).
     planned = [_component_stats(c, truth) for c in components]
     return {
         "supported": _rate([v == SUPPORTED for v in verdicts]),
@@ -555,8 +547,8 @@ def _on_boundary(claim: Claim, truth: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def paper_effects(sims: int, rng: np.random.Generator) -> dict:
     """Issue 52, item 8: per claim the published numbers can test, its own test simulated (5 seeds)
     at the paper's effects (the published means and seed SDs as the truth) and with its nearest
-    component moved onto its boundary: the support rate, the power analysis.power predicts and,
-    below 50%, the reason the report prints (analysis.power.sentence_power)."""
+    component moved onto its boundary: the support rate, the power analysis.claims.power predicts and,
+    below 50%, the reason the report prints (analysis.claims.power.sentence_power)."""
     base = published_truth()
     out = {}
     for claim in CLAIMS:

@@ -57,7 +57,7 @@ def pretraining_variance(terms: Sequence[CellTerm], tau) -> float:
 
 def pretraining_df(terms: Sequence[CellTerm], tau) -> float:
     """The df of the pretraining variance a contrast gets from a {task type: SD} profile with
-    estimated SDs (`tau.dfs`, analysis.pretraining_variance.PretrainingProfile): the smallest df of
+    estimated SDs (`tau.dfs`, analysis.claims.pretraining_variance.PretrainingProfile): the smallest df of
     the task types it draws on (conservative); infinite when every SD it uses is assumed."""
     dfs = getattr(tau, "dfs", {})
     used = {t.task_type for t in terms if tau.get(t.task_type, 0.0) > 0}
