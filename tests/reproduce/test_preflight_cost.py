@@ -35,9 +35,9 @@ def test_the_estimate_is_the_figure_10_flop_count_over_the_assumed_utilisation()
     assert next(r for r in runs if r["run"] == "610m-mlm40-42k")["flops"] == training_flops(42_000, n_610m)
     lines = cost.cost_report(cfg, mfu=0.4)
     total = sum(r["flops"] for r in runs)
-    assert f"{total:.2e} FLOPs = {cost.gpu_hours(total, 0.4, 989):,.0f} GPU-h" in lines[2]
+    assert f"{total:.2e} FLOPs = {cost.gpu_hours(total, 0.4, 989):,.0f} GPU-h" in lines[3]
     assert cost.gpu_hours(total, 0.2, 989) == pytest.approx(2 * cost.gpu_hours(total, 0.4, 989))
-    assert "5,400 runs of 15 models" in lines[3]
+    assert "5,400 runs of 15 models" in lines[4]
     # a CPT run costs its own steps: separately, the 2k run from the base; as a decay branch (the
     # default), the main 22k run and the branch's 1,001 steps past step 999; NQ alone still trains
     # the MS MARCO model it evaluates
@@ -75,6 +75,12 @@ def test_the_estimate_prints_the_papers_gpu_hours_and_the_utilisation_they_imply
     assert f"pretraining {implied:.1%}" in text and "this estimate assumes 40%, 3.7x the paper's pretraining" in text
     at_paper = cost.gpu_hours(base, implied, 989)
     assert f"at the paper's utilisation this DAG takes pretraining {at_paper:,.0f} GPU-h" in text
+    # issue 53: the first line sums both budgets, the paper's utilisation first
+    fine = cost.finetune_costs(cfg)["flops"]
+    fine_at_paper = cost.gpu_hours(fine, cost.paper_utilisation("evaluation"), 989)
+    fine_at_mfu = cost.gpu_hours(fine, 0.4, 989)
+    assert lines[0].startswith(f"cost: this DAG takes {at_paper + fine_at_paper:,.0f} GPU-h at the paper's utilisation")
+    assert f"and {cost.gpu_hours(base, 0.4, 989) + fine_at_mfu:,.0f} GPU-h at the assumed MFU 40%" in lines[0]
 
 
 def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, capsys):
