@@ -32,8 +32,15 @@ help:
 	@echo "make container [IMAGE=x.sif]     build the Apptainer image (needs apptainer, e.g. an HPC login node)"
 	@echo "make container-check             check container/mlm_vs_clm.def against requirements.lock"
 
+# The login node's python3 may be older than the project's minimum (RHEL 8: 3.6): one line, at once.
+PYTHON_MIN := 3.10
+CHECK_PYTHON = $(PYTHON) -c 'import sys; sys.exit(sys.version_info < tuple(map(int, "$(PYTHON_MIN)".split("."))))' || \
+	{ echo "make: $(PYTHON) is Python $$($(PYTHON) -c 'import sys; print(sys.version.split()[0])'); the project needs \
+	Python >= $(PYTHON_MIN): pass PYTHON=python3.11 (on a cluster, e.g. after module load python/3.11)" >&2; exit 2; }
+
 # The stamp depends on the lock, so editing the lock re-installs; otherwise this is a no-op.
 $(SETUP_STAMP): requirements.lock pyproject.toml
+	@$(CHECK_PYTHON)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	$(PY) -m pip install --quiet -r requirements.lock
@@ -93,6 +100,7 @@ claims: setup
 
 # A tiny venv with spython only, so a login node does not need the 3 GB training stack to build the image.
 container:
+	@$(CHECK_PYTHON)
 	test -x .venv-container/bin/python || $(PYTHON) -m venv .venv-container
 	.venv-container/bin/pip install --quiet spython==0.3.14
 	.venv-container/bin/python -m container.build $(if $(IMAGE),--image $(IMAGE))

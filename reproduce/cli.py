@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from contracts.config import ConfigError, config_from_dict
+from contracts.provenance import utc_now
 from reproduce.housekeeping import clean_checkpoints
-from reproduce.local import STAGE_NAMES, reproduce
+from reproduce.local import CURRENT_STAGE, STAGE_NAMES, Interrupted, interruptible, reproduce
 from reproduce.plan import (
     DEFAULT_LRS,
     DEFAULT_SEEDS,
@@ -237,8 +238,18 @@ def main(argv: list[str] | None = None) -> int:
                 gpu_tflops=args.gpu_tflops,
             )
         else:
-            reproduce(cfg, stages=STAGE_NAMES if args.stage == "all" else (args.stage,))
+            CURRENT_STAGE.clear()
+            with interruptible():
+                reproduce(cfg, stages=STAGE_NAMES if args.stage == "all" else (args.stage,))
     except (ConfigError, ReproduceError) as exc:
         print(f"reproduce: error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        where = f" in the {CURRENT_STAGE['stage']} stage" if CURRENT_STAGE.get("stage") else ""
+        print(
+            f"\nreproduce: interrupted by {stop.signal_name}{where} at {utc_now()} (workers ended, lock released); "
+            "rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return stop.exit_code
     return 0

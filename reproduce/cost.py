@@ -201,8 +201,8 @@ def cost_report(cfg: ReproduceConfig, mfu: float = DEFAULT_MFU, gpu_tflops: floa
         # The headline, first (issue 53): the hours at the utilisation the paper's own GPU-hours
         # imply beside the hours at the assumed MFU, each summed over the stages.
         f"cost: this DAG takes {sum(at_paper):,.0f} GPU-h at the paper's utilisation (pretraining "
-        f"{at_paper[0]:,.0f} at {pre_u:.1%} + fine-tuning {at_paper[1]:,.0f} at {fine_u:.1%}) and {total:,.0f} GPU-h at "
-        f"the assumed MFU {mfu:.0%} (pretraining {hours(pretraining):,.0f} + fine-tuning "
+        f"{at_paper[0]:,.0f} at {pre_u:.1%} + fine-tuning {at_paper[1]:,.0f} at {fine_u:.1%}) and "
+        f"{total:,.0f} GPU-h at the assumed MFU {mfu:.0%} (pretraining {hours(pretraining):,.0f} + fine-tuning "
         f"{hours(finetune['flops']):,.0f}), on {gpu_tflops:,.0f} TFLOP/s GPUs",
         f"cost: GPU-hours = FLOPs / (MFU {mfu:.2f} x {gpu_tflops:,.0f} TFLOP/s per GPU; --mfu, --gpu-tflops); FLOPs = "
         "6 x N x tokens to train (paper_figures.flops; attention not counted), 2 x N x tokens to evaluate",

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -120,12 +121,58 @@ def _init_shared_worker(threads: int) -> None:
     import pretraining.train  # noqa: F401
 
 
+def _in_pool_worker(initializer, threads: int) -> None:
+    """A pool worker leaves Ctrl-C to the parent (a terminal sends SIGINT to the whole foreground
+    group: each worker would print its own traceback); the parent ends the workers (SIGTERM)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    initializer(threads)
+
+
 def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
     import multiprocessing as mp
 
     # Long-lived workers: a run frees its Trainer (pretraining.train.close_trainer), so memory
     # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
-    return mp.get_context("spawn").Pool(cfg.workers, initializer=initializer, initargs=(cfg.threads,))
+    # Started with SIGINT ignored, which a spawned interpreter keeps from its first instruction (a
+    # Ctrl-C during its seconds of imports would otherwise kill it with a "Fatal Python error").
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return mp.get_context("spawn").Pool(
+            cfg.workers, initializer=_in_pool_worker, initargs=(initializer, cfg.threads)
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Interrupted(BaseException):  # noqa: N818 (not an error: the user stopped the run)
+    """SIGINT or SIGTERM reached `reproduce`: raised in the main thread so that every `with` block
+    unwinds (the worker pool terminated, the output lock released) before it exits."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signal_name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+
+
+def _interrupt(signum, frame):
+    # one unwinding: a second Ctrl-C while the workers end must not raise inside the cleanup
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interruptible():
+    """SIGINT and SIGTERM end the run cleanly (Interrupted), the previous handlers restored after."""
+    previous = {each: signal.signal(each, _interrupt) for each in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+
+
+CURRENT_STAGE: dict[str, str] = {}  # the stage `reproduce` is in (the interrupted line names it)
 
 
 def _start_shared_pool(cfg: ReproduceConfig) -> None:
@@ -533,6 +580,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
             if name not in stages:
                 continue
             t0 = time.perf_counter()
+            CURRENT_STAGE["stage"] = name
             log(stage(cfg))
             timings[name] = round(time.perf_counter() - t0, 2)
         resources = _resources(out)

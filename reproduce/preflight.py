@@ -3,10 +3,11 @@
 The jobs run with HF_HUB_OFFLINE=1 on compute nodes that may not reach the internet
 (docs/cluster.md), so what they read must be fetched on the login node first:
 
-- the Apptainer image (`cluster.image`, unless --no-container);
+- the Apptainer image (`cluster.image`, unless --no-container): a SIF file, by its header;
 - the prepared pretraining shards (`cluster.data_dir`): a finished prepare-data folder (manifest.json)
   whose every shard of index.json is there with its recorded size (`verify-data` checks the hashes
-  too; that reads every byte, too slow to repeat before each submission);
+  too; that reads every byte, too slow to repeat before each submission), holding the samples
+  every pretraining run reads (`verify-data --for-run`'s data budget);
 - the pretraining tokenizer the run configs name by hub id, in `cluster.hf_cache`;
 - the task mirror (`cluster.task_data`, benchmarks.datasets.fetch) for every task the fine-tuning
   arrays run.
@@ -44,6 +45,44 @@ def _data_problems(folder: Path, seq_len: int, prepare: str) -> list[str]:
     return []
 
 
+def _budget_problems(folder: Path, bodies: list[dict]) -> list[str]:
+    """Each run's samples against the prepared ones (`verify-data --for-run`'s arithmetic,
+    pretraining.data.config.data_budget): one line for the first run that would run out, with the
+    count of the others. Only once the data folder itself is complete (_data_problems)."""
+    from contracts.config import config_from_dict
+    from pretraining.config import PretrainConfig
+    from pretraining.data.config import DataBudgetError, data_budget
+
+    samples = json.loads((folder / "manifest.json").read_text())["counts"]["samples"]
+    short = []
+    for body in bodies:
+        run = config_from_dict(PretrainConfig, body, f"pretraining config of {body['name']}")
+        try:
+            data_budget(samples, run.data, run.train.max_steps, run.train.global_batch_size)
+        except DataBudgetError as exc:
+            short.append(f"run {body['name']}: {exc}")
+    if not short:
+        return []
+    others = f" (and {len(short) - 1} other runs)" if len(short) > 1 else ""
+    return [f"prepared pretraining data too small{others}: {short[0]}"]
+
+
+SIF_MAGIC_AT = 32  # a SIF file: a 32-byte launch script ("#!/usr/bin/env run-singularity"), then SIF_MAGIC
+
+
+def _image_problems(image: str) -> list[str]:
+    """The image exists and is a SIF file (its magic), not a stand-in or a partial copy."""
+    path = Path(image)
+    build = f"build it on the login node (`make container IMAGE={image}`)"
+    if not path.is_file():
+        return [f"image {image} does not exist: {build}"]
+    with open(path, "rb") as handle:
+        head = handle.read(SIF_MAGIC_AT + 10)
+    if head[SIF_MAGIC_AT : SIF_MAGIC_AT + 9] != b"SIF_MAGIC":
+        return [f"image {image} is not a SIF image ({path.stat().st_size:,} bytes, no SIF_MAGIC header): {build}"]
+    return []
+
+
 def _tokenizer_problems(name: str, hf_cache: str) -> list[str]:
     from huggingface_hub import try_to_load_from_cache
 
@@ -68,10 +107,8 @@ def preflight(cfg: ReproduceConfig, cluster, container: bool = True) -> list[str
     from benchmarks.tasks import with_ir_training
 
     problems = []
-    if container and not Path(cluster.image).is_file():
-        problems.append(
-            f"image {cluster.image} does not exist: build it on the login node (`make container IMAGE={cluster.image}`)"
-        )
+    if container:
+        problems += _image_problems(cluster.image)
     bodies = [pretraining_config(cfg, name) for name in pretraining_runs(cfg)]
     if bodies:
         args = " ".join(shlex.quote(a) for a in cluster.prepare_data_args)
@@ -80,7 +117,8 @@ def preflight(cfg: ReproduceConfig, cluster, container: bool = True) -> list[str
             f"HF_HOME={shlex.quote(cluster.hf_cache)} python -m pretraining prepare-data {args} "
             f"--seq-len {seq_len} --out {data_dir(cfg)}"
         )
-        problems += _data_problems(data_dir(cfg), seq_len, prepare)
+        missing = _data_problems(data_dir(cfg), seq_len, prepare)
+        problems += missing or _budget_problems(data_dir(cfg), bodies)
     for name in dict.fromkeys(body["tokenizer"] for body in bodies):
         problems += _tokenizer_problems(name, cluster.hf_cache)
     tasks = with_ir_training(cfg.tasks)  # NQ and MLDR evaluate the model the MS MARCO runs train

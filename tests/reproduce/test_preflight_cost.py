@@ -15,7 +15,7 @@ from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1
 from paper_figures.flops import count_parameters, training_flops
 from pretraining.assets import ASSETS_DIR
 from pretraining.data.prepare import PrepareConfig, prepare_data
-from reproduce import cli, cost, slurm
+from reproduce import cli, cost, preflight, slurm
 from reproduce.plan import ReproduceError
 from tests.hub_server import HubServer
 
@@ -83,7 +83,7 @@ def test_the_estimate_prints_the_papers_gpu_hours_and_the_utilisation_they_imply
     assert f"and {cost.gpu_hours(base, 0.4, 989) + fine_at_mfu:,.0f} GPU-h at the assumed MFU 40%" in lines[0]
 
 
-def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, capsys):
+def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, capsys, monkeypatch):
     shared = tmp_path / "shared"
     cluster = yaml.safe_load((slurm.CONFIG_DIR / "cluster.example.yaml").read_text())
     cluster.update(
@@ -106,9 +106,13 @@ def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, 
     assert f"HF_HOME={shared / 'hf_cache'} python -m pretraining prepare-data --hf-dataset" in out
     assert f"fetch-model {LLAMA3} --cache --include '*.json'" in out
 
-    # on the "login node": build (here: a stand-in file), prepare, fetch the tokenizer into hf_cache
+    # issue 53: a 5-byte file is not an image
     shared.mkdir(exist_ok=True)
     (shared / "mlm_vs_clm.sif").write_bytes(b"image")
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert "is not a SIF image (5 bytes, no SIF_MAGIC header)" in capsys.readouterr().out
+    # on the "login node": build (here: a stand-in with a SIF header), prepare, fetch the tokenizer into hf_cache
+    (shared / "mlm_vs_clm.sif").write_bytes(b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0")
     prepare_data(
         PrepareConfig(out=cluster["data_dir"], inputs=("embedded",), seq_len=2048, max_documents=20), progress=False
     )
@@ -123,6 +127,17 @@ def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, 
             text=True,
         )
     assert fetched.returncode == 0, fetched.stderr
+    # 20 documents for a 42k-step run: the only thing left is the data budget (issue 53: such a
+    # submission went out and each job would have failed at its start)
+    assert cli.main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "preflight: 1 missing for the offline jobs" in out
+    assert "prepared pretraining data too small: run 210m-mlm40-42k: data: " in out and "samples would repeat" in out
+    assert cli.main(argv) == 2  # a submission: refused before any sbatch, in one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "prepared pretraining data too small" in err[0]
+    # everything else is in place: with the budget check alone stubbed out, the preflight says ready
+    monkeypatch.setattr(preflight, "_budget_problems", lambda folder, bodies: [])
     assert cli.main([*argv, "--dry-run"]) == 0
     assert "preflight: ready: the image, the prepared data, the tokenizer and the task data" in capsys.readouterr().out
 

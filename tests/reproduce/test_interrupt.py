@@ -1,0 +1,88 @@
+"""Issue 53, item 5: a signal to a local `reproduce` ends its whole run: the pool's workers end
+with it (before, `kill PID` left both workers training and holding run locks), the output lock is
+free, and it prints one line, not a traceback per process. Real signals, real processes; the test
+waits on events (the workers exist, the processes are gone), with deadlines only as failsafes."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reproduce.housekeeping import LOCK_FILE
+
+ROOT = Path(__file__).resolve().parents[2]
+FAILSAFE_S = 600  # a loaded 2-core CI box; the events below normally come within seconds
+
+
+def _pool_workers(parent: int) -> list[int]:
+    """The multiprocessing pool workers (spawn_main) whose parent is `parent`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and "spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_until(condition, what: str):
+    deadline = time.monotonic() + FAILSAFE_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened within {FAILSAFE_S} s: {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["kill PID", "Ctrl-C to the group"])
+def test_a_signal_ends_reproduce_and_its_workers_with_one_line(tmp_path, signum):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reproduce", "--out", str(out), "--workers", "2", "--threads", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job: Ctrl-C reaches the group
+    )
+    try:
+        _wait_until(lambda: len(_pool_workers(proc.pid)) == 2 or proc.poll() is not None, "two pool workers")
+        workers = _pool_workers(proc.pid)
+        assert len(workers) == 2, proc.communicate()
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signum)  # what a terminal does: every process of the job gets it
+        else:
+            os.kill(proc.pid, signum)  # `kill PID`: the parent only
+        _, stderr = proc.communicate(timeout=FAILSAFE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _wait_until(lambda: not any(_alive(w) for w in workers), "the workers ended")
+    assert proc.returncode == 128 + signum
+    assert "Traceback" not in stderr, stderr
+    last = [line for line in stderr.splitlines() if line.strip()][-1]
+    assert last.startswith(f"reproduce: interrupted by {signal.Signals(signum).name} in the data stage at ")
+    assert last.endswith("rerun the same command to resume")
+    with open(out / LOCK_FILE, "a+") as lock:  # nobody holds the output lock
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
