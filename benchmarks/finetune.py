@@ -176,10 +176,15 @@ def fit(
     settings: TrainSettings,
     callbacks: Sequence = (),
     loggers: Sequence = (),
+    run_name: str | None = None,
+    params: dict | None = None,
+    after_fit: Callable[[], dict[str, float]] | None = None,
 ) -> dict:
     """Train `module` in place with Composer on the ranks launched (`batch_size` is the batch over
     all of them); returns what was run (steps, precision, device, per-step losses, ...). With
-    `loggers` (Composer logger destinations), Composer's monitors log to them too (docs/watching.md)."""
+    `loggers` (Composer logger destinations), Composer's monitors log to them too (docs/watching.md),
+    under `run_name` with `params` as hyperparameters; `after_fit` (the evaluation) runs before the
+    loggers close and its metrics are logged at the last step, into the same run."""
     from composer.core import DataSpec
     from composer.utils import dist, reproducibility
     from torch.utils.data import DataLoader
@@ -211,7 +216,19 @@ def fit(
     )
     with warnings.catch_warnings():  # a few-step smoke run has a 0-step warmup, on purpose
         warnings.filterwarnings("ignore", message="The warmup duration is 0")
-        info = _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks, loggers)
+        info = _fit(
+            module,
+            loader,
+            optimizer,
+            steps,
+            microbatch,
+            device,
+            precision,
+            settings,
+            callbacks,
+            loggers,
+            tracking=(run_name, params or {}, after_fit),
+        )
     return {**info, "ranks": world_size}
 
 
@@ -219,7 +236,19 @@ def fit(
 MONITOR_WINDOW = 100
 
 
-def _fit(module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks, loggers) -> dict:
+def _fit(
+    module,
+    loader,
+    optimizer,
+    steps,
+    microbatch,
+    device,
+    precision,
+    settings,
+    callbacks,
+    loggers,
+    tracking=(None, {}, None),
+) -> dict:
     from composer import Callback, Trainer
     from composer.algorithms import GradientClipping
     from composer.optim import LinearWithWarmupScheduler
@@ -235,6 +264,16 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
 
         def batch_end(self, state, logger):
             losses.append(state.total_loss_dict["loss/train/total"])
+
+    run_name, params, after_fit = tracking
+
+    class EvaluateAtFitEnd(Callback):
+        """The evaluation at the end of training, logged at the last step: on FIT_END Composer runs
+        this callback before its logger destinations flush (TensorBoard's writer then closes), so
+        the metrics land in the run's one event file and its MLflow run."""
+
+        def fit_end(self, state, logger):
+            logger.log_metrics(after_fit(), step=steps)
 
     if settings.hf_schedule:  # TrainingArguments.get_warmup_steps rounds up; LambdaLR's timing
         schedule, warmup = AtStepStart, f"{math.ceil(settings.warmup_fraction * steps)}ba"
@@ -264,11 +303,15 @@ def _fit(module, loader, optimizer, steps, microbatch, device, precision, settin
         callbacks=[
             StepLosses(),
             *callbacks,
+            *([EvaluateAtFitEnd()] if after_fit is not None else []),
             *(monitor_callbacks(min(MONITOR_WINDOW, max(1, steps // 2))) if loggers else []),
         ],
         save_folder=None,
         python_log_level=None,
+        run_name=run_name,
     )
+    if loggers and params:
+        trainer.logger.log_hyperparameters(params)
     if device == "gpu":
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()

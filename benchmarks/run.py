@@ -346,7 +346,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         head_class = own_head_class(spec.task_type, cfg.protocol)
         if cfg.head == "own" and head_class:  # refused before anything is written
             check_own_head(cfg.model, head_class)
-    loggers = _training_loggers(cfg, spec, out_dir)  # a bad section stops the run before anything is written
+    _training_loggers(cfg, spec, out_dir, build=False)  # a bad section stops the run before anything is written
     with _run_dir_lock(out_dir, rank):
         if rank == 0 and world_size == 1 and (done := existing_record(record_path)) is not None:
             return _same_settings(done, record_path, cfg), False  # completed by a job that just ended
@@ -354,6 +354,8 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         if rank == 0:
             _clear_leftover(out_dir)
             save_resolved_config(cfg, out_dir, extra={"settings_version": SETTINGS_VERSION})
+        # built after the leftovers are cleared: MLflow creates its file store as it is built
+        loggers = _training_loggers(cfg, spec, out_dir)
         try:
             record = _execute(cfg, spec, out_dir, loggers)
         except Exception as exc:  # kept beside the run for `reproduce status`; a rerun clears the folder
@@ -367,15 +369,21 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     return (record if handoff is None else handoff(record)), True
 
 
-def _training_loggers(cfg: RunConfig, spec, out_dir: Path) -> list:
+def _training_loggers(cfg: RunConfig, spec, out_dir: Path, build: bool = True) -> list:
     """Composer loggers of `cfg.loggers` for a run that trains (files under its run directory by
-    default); RunError naming the field when a name, argument or package is wrong."""
+    default); RunError naming the field when a name, argument or package is wrong (`build=False`:
+    the check alone)."""
     if not cfg.loggers or (spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK):
         return []
     from pretraining.monitoring import LoggerSetupError, composer_loggers
 
+    sections = dict(cfg.loggers)
+    if "mlflow" in sections:  # the run's identity as MLflow tags (the config's own tags win)
+        mlflow = dict(sections["mlflow"] or {})
+        mlflow["tags"] = {**{k: str(v) for k, v in tracker_params(cfg, spec).items()}, **(mlflow.get("tags") or {})}
+        sections["mlflow"] = mlflow
     try:
-        return composer_loggers(cfg.loggers, out_dir)
+        return composer_loggers(sections, out_dir, build=build)
     except LoggerSetupError as exc:
         raise RunError(str(exc)) from None
 
@@ -391,6 +399,29 @@ def _run_dir_lock(out_dir: Path, rank: int) -> contextlib.AbstractContextManager
         job="benchmarks run",
         advice="wait for it to finish (a rerun then skips the complete run), or choose another --out",
     )
+
+
+def tracker_run_name(cfg: RunConfig) -> str:
+    """The run's name in TensorBoard, MLflow and W&B: `<model>/<task>/lr<LR>_sd<SEED>`, its path."""
+    return f"{cfg.name}/{cfg.task}/lr{format_lr(cfg.lr)}_sd{cfg.seed}"
+
+
+def tracker_params(cfg: RunConfig, spec) -> dict:
+    """What a tracker can filter a fine-tuning run by (logged as hyperparameters; MLflow tags too)."""
+    return {
+        "model": cfg.name,
+        "task": cfg.task,
+        "task_type": spec.task_type,
+        "lr": cfg.lr,
+        "seed": cfg.seed,
+        "protocol": cfg.protocol,
+    }
+
+
+def _tracked_metrics(spec, cfg: RunConfig, scores: dict) -> dict[str, float]:
+    """The final validation and test metric of the run's protocol, as the trackers show them."""
+    own, metric = scores[cfg.protocol], spec.metric_under(cfg.protocol)
+    return {f"metrics/validation/{metric}": own["validation"].score, f"metrics/test/{metric}": own["test"].score}
 
 
 def _clear_leftover(out_dir: Path) -> None:
@@ -512,6 +543,22 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     }
     device_type = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device_type)
+    scores: dict[str, dict] = {}  # protocol -> role -> MetricResult
+
+    def _scores() -> dict[str, dict]:
+        device = torch.device("cuda" if device_type == "gpu" else "cpu")
+        amp = torch.bfloat16 if precision == "amp_bf16" else None
+        module.to(device).eval()
+        ctx = EvalContext(device, amp, cfg.eval_batch_size)
+        found: dict[str, dict] = {}
+        for role in ("validation", "test"):
+            for protocol, (predictions, references) in kind.metric_inputs(
+                module, data, role, tokenizer, settings, ctx
+            ).items():
+                metric = metrics.METRICS[spec.metric_under(protocol)]
+                found.setdefault(protocol, {})[role] = metric(predictions, references)
+        return found
+
     reproducibility.seed_all(cfg.seed)  # the head's initialisation depends on the seed too
     module = kind.build_module(backbone, data, settings)
     if head == "own":
@@ -546,7 +593,21 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
             check_last_batch(len(features), train_settings, world_size)
         except ValueError as exc:
             raise RunError(f"{cfg.task}: {exc}") from None
-        train = fit(module, features, collate, train_settings, loggers=loggers)
+
+        def evaluate() -> dict[str, float]:  # rank 0 evaluates before the trackers close
+            scores.update(_scores())
+            return _tracked_metrics(spec, cfg, scores)
+
+        train = fit(
+            module,
+            features,
+            collate,
+            train_settings,
+            loggers=loggers,
+            run_name=tracker_run_name(cfg),
+            params=tracker_params(cfg, spec),
+            after_fit=evaluate if loggers and rank == 0 else None,
+        )
         train.pop("step_losses")
         extra["train"] = {**train, "n_examples": len(features)}
         if rank != 0:
@@ -568,17 +629,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
                 )
     else:
         extra["trained_model"] = source
-    device = torch.device("cuda" if device_type == "gpu" else "cpu")
-    amp = torch.bfloat16 if precision == "amp_bf16" else None
-    module.to(device).eval()
-    ctx = EvalContext(device, amp, cfg.eval_batch_size)
-    scores: dict[str, dict] = {}  # protocol -> role -> MetricResult
-    for role in ("validation", "test"):
-        for protocol, (predictions, references) in kind.metric_inputs(
-            module, data, role, tokenizer, settings, ctx
-        ).items():
-            metric = metrics.METRICS[spec.metric_under(protocol)]
-            scores.setdefault(protocol, {})[role] = metric(predictions, references)
+    if not scores:  # not evaluated yet (by `fit`, for the trackers, before they closed)
+        scores.update(_scores())
     own = scores.pop(cfg.protocol)
     other_scores = {
         protocol: {

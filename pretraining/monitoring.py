@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import composer.loggers
+import composer.utils
 
 
 class LoggerSetupError(ValueError):
@@ -25,12 +26,30 @@ class OfflineWandBLogger(composer.loggers.WandBLogger):
         raise NotImplementedError("checkpoints are read from the run folder, never from W&B")
 
 
-CLASSES = {"wandb": OfflineWandBLogger}  # names whose Composer class is adapted here
+class OneFileTensorboardLogger(composer.loggers.TensorboardLogger):
+    """Composer's TensorboardLogger closes its writer at every flush (each `flush_interval` batches,
+    each epoch, the end of fit) and the next scalar opens a new event file: a fine-tuning run of
+    many small epochs left one file per epoch. This one flushes the same writer and closes it once,
+    when the run closes: one event file per run, readable while it trains."""
+
+    def _flush(self, logger):
+        if self.writer is not None and (not self.rank_zero_only or composer.utils.dist.get_global_rank() == 0):
+            self.writer.flush()
+
+    def close(self, state, logger):
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
+        self.writer = None
 
 
-def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers") -> list:
+CLASSES = {"wandb": OfflineWandBLogger, "tensorboard": OneFileTensorboardLogger}  # Composer classes adapted here
+
+
+def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers", build: bool = True) -> list:
     """The Composer logger of each configured name, built with its arguments checked against the
-    class's own signature; LoggerSetupError before any is built (so before anything is written)."""
+    class's own signature; LoggerSetupError before any is built (so before anything is written).
+    `build=False` checks only (a logger may create its files as it is built: MLflow its store)."""
     from contracts.loggers import (
         LOGGERS,
         check_logger_section,
@@ -72,7 +91,7 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers")
             # MLflow 3.x refuses its file store unless opted in; a local file store is what an offline
             # compute node has (docs/watching.md). A user's own setting of the variable wins.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    return [cls(**kwargs) for cls, kwargs in planned]
+    return [cls(**kwargs) for cls, kwargs in planned] if build else []
 
 
 def monitor_callbacks(window: int, peak_flops: float | None = None) -> list:

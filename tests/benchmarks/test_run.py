@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import re
 import shutil
@@ -223,6 +224,44 @@ def test_a_fine_tuning_run_logs_to_its_configured_tracker_and_is_reused_without_
     assert not computed and again == record
     with pytest.raises(ConfigError, match=r"loggers\.tensorbord: unknown logger"):
         _cfg(tiny["bert"], tmp_path / "other", "sst2", loggers={"tensorbord": {}})
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("tensorboard", "mlflow")),
+    reason="tensorboard and mlflow are in requirements.lock; a user's own environment may lack them",
+)
+def test_trackers_find_a_fine_tuning_run_by_its_model_task_lr_and_seed(tiny, tmp_path):
+    """Issue 53, item 6: the run is named `<model>/<task>/lr<LR>_sd<SEED>`; MLflow holds it with
+    those as params and tags, and TensorBoard (one event file, where Composer opened a new one at
+    each flush: one per epoch here) under that path; both have the loss of every step and the final
+    validation and test metric, equal to the record's. MLflow had failed outright: its file store,
+    made as the logger was built, was removed as a leftover of the run folder."""
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    loggers = {"tensorboard": {}, "mlflow": {"experiment_name": "ft"}}
+    record, _ = run(_cfg(tiny["bert"], tmp_path, "sst2", max_steps=12, loggers=loggers))
+    run_dir = finetune_run_dir(tmp_path, Path(tiny["bert"]).name, "sst2", 1e-3, 0)
+    name = f"{Path(tiny['bert']).name}/sst2/lr1e-03_sd0"
+    (event_file,) = (run_dir / "tensorboard").rglob("events.out.tfevents*")
+    assert event_file.parent == run_dir / "tensorboard" / name
+    events = EventAccumulator(str(event_file.parent)).Reload()
+    assert [e.step for e in events.Scalars("loss/train/total")] == list(range(12))
+    assert events.Scalars("metrics/validation/accuracy")[-1].value == pytest.approx(record.validation_score)
+    assert events.Scalars("metrics/test/accuracy")[-1].value == pytest.approx(record.test_score)
+
+    client = MlflowClient(tracking_uri=(run_dir / "mlruns").as_uri())
+    found = client.search_runs(
+        [client.get_experiment_by_name("ft").experiment_id],
+        filter_string=f"params.model = '{Path(tiny['bert']).name}' and params.task = 'sst2' and params.seed = '0' "
+        "and params.lr = '0.001' and tags.task_type = 'SC' and tags.protocol = 'paper'",
+    )
+    assert len(found) == 1 and found[0].info.run_name == name
+    metrics = found[0].data.metrics
+    assert metrics["metrics/validation/accuracy"] == pytest.approx(record.validation_score)
+    assert metrics["metrics/test/accuracy"] == pytest.approx(record.test_score)
+    history = client.get_metric_history(found[0].info.run_id, "loss/train/total")
+    assert sorted(m.step for m in history) == list(range(12))
 
 
 def test_a_failed_run_keeps_its_error_beside_it_until_it_is_redone(tiny, tmp_path, monkeypatch):
