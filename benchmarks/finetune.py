@@ -216,18 +216,9 @@ def fit(
     )
     with warnings.catch_warnings():  # a few-step smoke run has a 0-step warmup, on purpose
         warnings.filterwarnings("ignore", message="The warmup duration is 0")
+        tracking = (run_name, params or {}, after_fit)
         info = _fit(
-            module,
-            loader,
-            optimizer,
-            steps,
-            microbatch,
-            device,
-            precision,
-            settings,
-            callbacks,
-            loggers,
-            tracking=(run_name, params or {}, after_fit),
+            module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks, loggers, tracking
         )
     return {**info, "ranks": world_size}
 
@@ -237,17 +228,7 @@ MONITOR_WINDOW = 100
 
 
 def _fit(
-    module,
-    loader,
-    optimizer,
-    steps,
-    microbatch,
-    device,
-    precision,
-    settings,
-    callbacks,
-    loggers,
-    tracking=(None, {}, None),
+    module, loader, optimizer, steps, microbatch, device, precision, settings, callbacks, loggers, tracking
 ) -> dict:
     from composer import Callback, Trainer
     from composer.algorithms import GradientClipping
