@@ -14,6 +14,7 @@ here and counts as running, squeue tells whether its job still is.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -230,6 +231,9 @@ def status_report(out: Path) -> tuple[list[str], list[PretrainingRun]]:
         cfg = load_config(ReproduceConfig, config)
     except ConfigError as exc:
         raise ReproduceError(str(exc)) from None
+    # Everything is read relative to OUT, not to the `out` recorded in reproduce.yaml: that may be
+    # relative to another folder, or the study moved or copied since (issue 53: every run "pending").
+    cfg = dataclasses.replace(cfg, out=str(out.absolute()))
     holder = read_holder(out / LOCK_FILE)
     slurm = (out / "slurm").is_dir() and not holder.alive
     if holder.alive:

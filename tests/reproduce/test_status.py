@@ -154,6 +154,25 @@ def test_status_of_a_study_killed_mid_way_shows_what_is_done_and_what_is_not(stu
     assert {k: v for k, v in after.items() if k != "status/loss.png"} == before  # the study is only read
 
 
+def test_a_moved_study_is_read_relative_to_out_from_any_folder(study, capsys, tmp_path, monkeypatch):
+    """Issue 53, item 1: status resolved the run folders from the `out` recorded in reproduce.yaml,
+    so a moved or copied study (or a relative `out` read from another folder) showed every run
+    pending. It reads everything relative to OUT."""
+    moved = tmp_path / "elsewhere" / "masking-copy"
+    moved.parent.mkdir()
+    study["out"].rename(moved)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert cli.main(["status", os.path.relpath(moved, elsewhere)]) == 0
+    text = capsys.readouterr().out
+    finished, killed, pending = study["names"]
+    rows = _section(text, "pretraining:")
+    assert [rows[name][1] for name in (finished, killed, pending)] == ["finished", "interrupted", "pending"]
+    total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
+    assert total[1:6] == ["1", "1", "0", "1", "1"]
+
+
 def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsys):
     out = study["out"]
     for lock in (out / LOCK_FILE, *(d / RUN_LOCK_FILE for d in study["killed_dirs"])):
