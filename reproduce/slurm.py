@@ -6,7 +6,8 @@ specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+import re
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
@@ -33,6 +34,10 @@ from reproduce.plan import (
 )
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+JOB_KINDS = ("data", "pretraining", "finetune", "analysis")
+JOB_SETTINGS = ("partition", "time", "mem", "sbatch_options")
 
 
 @dataclass(frozen=True)
@@ -78,10 +83,39 @@ class ClusterConfig:
         "--tokenizer",
         "meta-llama/Meta-Llama-3-8B",
     )  # paper scale only: the toy scale builds its toy world (`python -m reproduce --stage data`)
+    # Per job kind (data, pretraining, finetune, analysis): partition, time, mem and more sbatch
+    # options, over the settings above (a CPU partition for the data job, --mem where a site needs it)
+    jobs: dict[str, dict] = field(default_factory=dict, hash=False)
+    # Environment variables every job exports and passes into the container (APPTAINERENV_*, as the
+    # jobs run with --cleanenv): NCCL / libfabric settings, a tracker's endpoint, ...
+    env: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
             raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and cpu_ranks_per_node >= 1")
+        for kind, settings in self.jobs.items():
+            if kind not in JOB_KINDS:
+                raise ValueError(f"jobs.{kind}: not a job kind; use one of {list(JOB_KINDS)}")
+            if not isinstance(settings, dict) or set(settings) - set(JOB_SETTINGS):
+                unknown = (
+                    sorted(set(settings) - set(JOB_SETTINGS)) if isinstance(settings, dict) else ["(not a mapping)"]
+                )
+                raise ValueError(f"jobs.{kind}.{unknown[0]}: not a job setting; use some of {list(JOB_SETTINGS)}")
+            from benchmarks.matrix import MatrixError, check_sbatch_options
+
+            options = settings.get("sbatch_options") or []
+            if not isinstance(options, list):
+                raise ValueError(f"jobs.{kind}.sbatch_options: a list of options, e.g. ['--exclusive']")
+            values = [str(v) for k, v in settings.items() if k != "sbatch_options" and v is not None]
+            try:
+                check_sbatch_options([*values, *map(str, options)], f"jobs.{kind}")
+            except MatrixError as exc:
+                raise ValueError(str(exc)) from None
+        for name, value in self.env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
+                raise ValueError(f"env.{name}: not an environment variable name (letters, digits, _)")
+            if "\n" in str(value) or "\r" in str(value):
+                raise ValueError(f"env.{name}: one line only (it becomes an export line of every job)")
         # Every string here lands in a #SBATCH line or a script line: one line each (docs/reliability.md).
         from benchmarks.matrix import MatrixError, check_sbatch_options
 
@@ -160,22 +194,29 @@ class SlurmWriter:
         }
         if c.gpus_per_node == 0:
             env["OMP_NUM_THREADS"] = "1"
+        env.update({str(k): str(v) for k, v in c.env.items()})  # the cluster config's `env:` last: it wins
         lines = [f"export {k}={_q(v)}" for k, v in env.items()]
         if self.container:  # --cleanenv: pass them explicitly
             lines += [f"export APPTAINERENV_{k}={_q(v)}" for k, v in env.items()]
         return lines
 
-    def header(self, job_name: str, time_limit: str, extra: list[str]) -> list[str]:
+    def job_options(self, kind: str) -> list[str]:
+        """--partition, --time, --mem and the sbatch options of a job kind: `jobs.<kind>` over the
+        cluster-wide settings (partition, <kind>_time, sbatch_options)."""
         c = self.cluster
+        own = c.jobs.get(kind, {})
         opts = [
-            f"--job-name={job_name}",
-            f"--partition={c.partition}",
-            f"--time={time_limit}",
-            f"--output={self.logs}/%x_%j.out",
+            f"--partition={own.get('partition') or c.partition}",
+            f"--time={own.get('time') or getattr(c, kind + '_time')}",
         ]
+        opts += [f"--mem={own['mem']}"] if own.get("mem") else []
         opts += [f"--account={c.account}"] if c.account else []
         opts += [f"--qos={c.qos}"] if c.qos else []
-        return ["#!/bin/bash", *[f"#SBATCH {o}" for o in opts + extra + list(c.sbatch_options)]]
+        return opts + list(c.sbatch_options) + [str(o) for o in own.get("sbatch_options") or []]
+
+    def header(self, job_name: str, kind: str, extra: list[str]) -> list[str]:
+        opts = [f"--job-name={job_name}", f"--output={self.logs}/%x_%j.out"]
+        return ["#!/bin/bash", *[f"#SBATCH {o}" for o in opts + extra + self.job_options(kind)]]
 
     def body_start(self) -> list[str]:
         return ["set -euo pipefail", f"cd {_q(REPO_ROOT)}", *self.environment(), ""]
@@ -183,7 +224,7 @@ class SlurmWriter:
     # the jobs
     def data_script(self, config_path: Path) -> str:
         c, out = self.cluster, data_dir(self.cfg)
-        head = self.header("mlmclm-data", c.data_time, [f"--cpus-per-task={c.cpus_per_task}"]) + self.body_start()
+        head = self.header("mlmclm-data", "data", [f"--cpus-per-task={c.cpus_per_task}"]) + self.body_start()
         python = f"{self.prefix()}{_q(c.python)}"
         if self.cfg.scale == "toy":
             # the toy world, its shards and the untrained reference models, as a local reproduction
@@ -217,7 +258,7 @@ class SlurmWriter:
         else:
             extra += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={c.cpus_per_task}"]
         lines = (
-            self.header(f"mlmclm-pt-{name}", c.pretraining_time, extra)
+            self.header(f"mlmclm-pt-{name}", "pretraining", extra)
             + self.body_start()
             + [
                 "# Requeued (node failure, preemption, or the USR1 sent 10 min before the time limit), the job",
@@ -258,7 +299,7 @@ class SlurmWriter:
     def analysis_script(self, config_path: Path) -> str:
         c = self.cluster
         lines = (
-            self.header("mlmclm-analysis", c.analysis_time, [f"--cpus-per-task={c.cpus_per_task}"])
+            self.header("mlmclm-analysis", "analysis", [f"--cpus-per-task={c.cpus_per_task}"])
             + self.body_start()
             + [f"{self.prefix()}{_q(c.python)} -m reproduce --config {_q(config_path)} --stage analysis"]
         )
@@ -266,15 +307,12 @@ class SlurmWriter:
 
     def finetune_options(self) -> list[str]:
         c = self.cluster
-        opts = [f"--partition={c.partition}", f"--time={c.finetune_time}"]
-        opts += [f"--account={c.account}"] if c.account else []
-        opts += [f"--qos={c.qos}"] if c.qos else []
-        opts += (
+        resources = (
             ["--gpus=1", f"--cpus-per-task={c.cpus_per_gpu}"]
             if c.gpus_per_node
             else [f"--cpus-per-task={c.cpus_per_task}"]
         )
-        return opts + list(c.sbatch_options)
+        return resources + self.job_options("finetune")
 
     def write(self) -> dict:
         """Write every script and `submit.sh`; returns {"submit": path, "commands": [...], counts}."""

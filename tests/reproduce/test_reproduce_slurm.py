@@ -177,3 +177,55 @@ def test_a_newline_in_a_cluster_option_is_refused_before_any_script_is_written(t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(bad) in err[0] and "sbatch_options '--constraint=a100\\ntouch PWNED'" in err[0], err
     assert not out.exists()
+
+
+def test_each_job_kind_has_its_own_partition_time_and_memory_and_env_reaches_the_container(tmp_path):
+    """Issue 53, item 4: one partition and one set of options for every job put the CPU data job on
+    the GPU partition for 48 h with no --mem; `jobs.<kind>` sets a kind's partition, time, mem and
+    options, and `env:` is exported in every job and passed into the container (--cleanenv)."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["jobs"] = {
+        "data": {"partition": "cpu", "time": "12:00:00", "mem": "64G"},
+        "pretraining": {"mem": "0", "sbatch_options": ["--exclusive"]},
+        "finetune": {"partition": "gpu-short", "mem": "32G"},
+    }
+    body["env"] = {"NCCL_DEBUG": "INFO", "FI_PROVIDER": "efa"}
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(body))
+    out = tmp_path / "o"
+    dry_run(out, "--cluster", str(cluster), "--sizes", "210m", "--ratios", "0.4", "--no-clm", "--tasks", "sst2")
+    scripts = out / "slurm"
+    data = (scripts / "data.sbatch").read_text()
+    assert "#SBATCH --partition=cpu" in data and "#SBATCH --time=12:00:00" in data and "#SBATCH --mem=64G" in data
+    pretraining = (scripts / "pretrain_210m-mlm40-42k.sbatch").read_text()
+    assert "#SBATCH --partition=gpu" in pretraining and "#SBATCH --time=48:00:00" in pretraining
+    assert "#SBATCH --mem=0" in pretraining and "#SBATCH --exclusive" in pretraining
+    analysis = (scripts / "analysis.sbatch").read_text()
+    assert "#SBATCH --partition=gpu" in analysis and "--mem" not in analysis
+    finetune = "\n".join(p.read_text() for p in scripts.glob("*.sh") if "array" in p.read_text())
+    assert "--partition=gpu-short" in finetune and "--mem=32G" in finetune
+    for script in (data, pretraining):
+        assert "export NCCL_DEBUG=INFO" in script and "export APPTAINERENV_NCCL_DEBUG=INFO" in script
+        assert "export APPTAINERENV_FI_PROVIDER=efa" in script
+
+
+@pytest.mark.parametrize(
+    ("jobs", "env", "field"),
+    [
+        ({"gpu": {"time": "1:00:00"}}, {}, "jobs.gpu: not a job kind"),
+        ({"data": {"memory": "8G"}}, {}, "jobs.data.memory: not a job setting"),
+        ({"data": {"mem": "8G\ntouch PWNED"}}, {}, "jobs.data"),
+        ({}, {"NCCL-DEBUG": "INFO"}, "env.NCCL-DEBUG: not an environment variable name"),
+        ({}, {"TOKEN": "a\nb"}, "env.TOKEN: one line only"),
+    ],
+)
+def test_a_bad_job_kind_setting_or_env_is_one_line_naming_the_field(tmp_path, capsys, jobs, env, field):
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body.update(jobs=jobs, env=env)
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text(yaml.safe_dump(body))
+    out = tmp_path / "o"
+    assert cli.main(["--scale", "paper", "--out", str(out), "--cluster", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0] and str(bad) in err[0], err
+    assert not out.exists()
