@@ -47,7 +47,15 @@ from typing import Any, Literal
 
 from benchmarks.tasks import IR_TRAIN_TASK
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
-from contracts.layout import ERROR_FILE, IR_MODEL_DIR, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir, format_lr
+from contracts.layout import (
+    ERROR_FILE,
+    IR_MODEL_DIR,
+    RECORD_FILE,
+    RUN_CONFIG_FILE,
+    finetune_run_dir,
+    finetune_run_id,
+    format_lr,
+)
 from contracts.locks import LOCK_FILE, folder_lock
 from contracts.loggers import check_logger_section
 from contracts.model_names import strip_hub_prefix
@@ -139,11 +147,16 @@ class RunConfig:
 
     @property
     def name(self) -> str:
-        return self.model_name or strip_hub_prefix(self.model.rstrip("/"))
+        return run_model_name(self.model, self.model_name)
 
     @property
     def run_dir(self) -> Path:
         return finetune_run_dir(self.out, self.name, self.task, self.lr, self.seed)
+
+
+def run_model_name(model: str, model_name: str | None = None) -> str:
+    """The name of a run's model in records and run paths: `model_name`, else the last part of `model`."""
+    return model_name or strip_hub_prefix(str(model).rstrip("/"))
 
 
 def is_folder_name(name: str) -> bool:
@@ -403,7 +416,7 @@ def _run_dir_lock(out_dir: Path, rank: int) -> contextlib.AbstractContextManager
 
 def tracker_run_name(cfg: RunConfig) -> str:
     """The run's name in TensorBoard, MLflow and W&B: `<model>/<task>/lr<LR>_sd<SEED>`, its path."""
-    return f"{cfg.name}/{cfg.task}/lr{format_lr(cfg.lr)}_sd{cfg.seed}"
+    return finetune_run_id(cfg.name, cfg.task, cfg.lr, cfg.seed)
 
 
 def tracker_params(cfg: RunConfig, spec) -> dict:

@@ -195,9 +195,9 @@ class _JobView:
     them, without building 5,400 typed configs (most of `status`'s time on a paper-scale study)."""
 
     def __init__(self, config: dict):
-        from contracts.model_names import strip_hub_prefix
+        from benchmarks.run import run_model_name
 
-        self.name = config.get("model_name") or strip_hub_prefix(str(config["model"]).rstrip("/"))
+        self.name = run_model_name(config["model"], config.get("model_name"))
         self.run_dir = finetune_run_dir(
             config["out"], self.name, config["task"], float(config["lr"]), int(config["seed"])
         )
