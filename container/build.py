@@ -95,6 +95,7 @@ def build(image: Path, sudo: bool, fakeroot: bool, extra: list[str], repo: Path 
         staging = Path(tmp)
         definition = stage_commit(staging, sha, repo)
         source = staging / STAGING_SOURCE  # the commit's own definition and lock, before filling in
+        lock_bytes = (source / LOCK.name).read_bytes()  # for the build record (the staging folder goes)
         code = report(
             check_definition(source / DEFINITION.relative_to(REPO_ROOT), source / LOCK.name),
             f"definition at {sha[:12]}",
@@ -130,8 +131,41 @@ def build(image: Path, sudo: bool, fakeroot: bool, extra: list[str], repo: Path 
         print("container: the build failed (see the builder's output above)", file=sys.stderr)
         return EXIT_BUILD_FAILED
     partial.replace(image)
-    print(f"container: built {image} from {sha}")
+    write_build_record(image, sha, lock_bytes)
+    print(f"container: built {image} from {sha} (build record {build_record_path(image)})")
     return 0
+
+
+BUILD_RECORD_SUFFIX = ".build.json"  # = contracts.image_record (container/ imports no package of ours)
+
+
+def build_record_path(image: Path) -> Path:
+    """`IMAGE.build.json`: what the image was built from, read by the submission's preflight."""
+    image = Path(image)
+    return image.with_name(image.name + BUILD_RECORD_SUFFIX)
+
+
+def write_build_record(image: Path, commit: str, lock: Path | bytes) -> Path:
+    """The commit, the sha256 of its requirements.lock and the image's size, beside the image: the
+    preflight of `reproduce --slurm` refuses an image whose lock is not the checkout's (the jobs run
+    the checkout's code on the image's packages) or that changed since (another file copied over it)."""
+    import datetime
+    import hashlib
+    import json
+
+    body = {
+        "commit": commit,
+        "requirements_lock_sha256": hashlib.sha256(
+            lock if isinstance(lock, bytes) else Path(lock).read_bytes()
+        ).hexdigest(),
+        "image_bytes": Path(image).stat().st_size,
+        "built": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    path = build_record_path(image)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(body, indent=1) + "\n")
+    partial.replace(path)  # whole or absent, as the image itself
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

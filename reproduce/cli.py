@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         "rerun reuses finished runs and records; an interrupted run resumes); --slurm / --scale "
         f"paper writes Slurm jobs for a cluster. Studies: {studies}.",
         epilog="python -m reproduce status OUT: where the study in OUT stands (runs, losses, ETA, failures) "
-        "and a PNG of its loss curves, read while it runs (docs/watching.md).",
+        "and a PNG of its loss curves, read while it runs (docs/watching.md). python -m reproduce resubmit OUT "
+        "[--dry-run]: submit again only the failed or missing jobs of a Slurm study (docs/cluster.md).",
     )
     p.add_argument(
         "--clean",
@@ -222,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         from reproduce.status import main as status_main
 
         return status_main(argv[1:])
+    if argv[:1] == ["resubmit"]:  # python -m reproduce resubmit OUT (reproduce.resubmit)
+        from reproduce.resubmit import main as resubmit_main
+
+        return resubmit_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.clean:

@@ -14,10 +14,11 @@ import shutil
 import signal
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from contracts.config import config_from_dict, config_to_dict
-from contracts.layout import FINISHED_FILE, RECORD_FILE, export_dir
+from contracts.layout import ERROR_FILE, FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import claims_report, draw_figures, figure_files
 from reproduce.housekeeping import finished_run_checkpoints, folder_size, output_lock
@@ -45,8 +46,8 @@ from reproduce.plan import (
     tokenizer_path,
     world_dir,
     write_if_changed,
-    write_reproduce_config,
 )
+from reproduce.status import write_study_config
 from reproduce.studies import STUDIES
 
 STAGE_NAMES = ("data", "pretraining", "fine-tuning", "analysis")
@@ -414,11 +415,23 @@ def _has_record(job: dict) -> bool:
         raise ReproduceError(str(exc)) from None
 
 
-def _record_files(cfg: ReproduceConfig) -> list[Path]:
+def _planned_runs(cfg: ReproduceConfig) -> list[tuple[dict, Path]]:
+    """(job, its run folder) of every planned fine-tuning run, sorted by record path."""
     from benchmarks.run import RunConfig
 
-    files = [config_from_dict(RunConfig, j["config"], j["id"]).run_dir / RECORD_FILE for j in finetune_jobs(cfg)]
-    return sorted(files)
+    runs = [(j, config_from_dict(RunConfig, j["config"], j["id"]).run_dir) for j in finetune_jobs(cfg)]
+    return sorted(runs, key=lambda run: str(run[1] / RECORD_FILE))
+
+
+def _missing_row(job: dict, run_dir: Path) -> dict:
+    from benchmarks.run import run_model_name
+    from reproduce.missing import first_line
+
+    c = job["config"]
+    error = run_dir / ERROR_FILE
+    why = f"failed: {first_line(error.read_text())}" if error.is_file() else "not run (no record, no error.txt)"
+    model = run_model_name(c["model"], c.get("model_name"))
+    return {"id": job["id"], "model": model, "task": c["task"], "lr": c["lr"], "seed": c["seed"], "why": why}
 
 
 def stage_analysis(cfg: ReproduceConfig) -> str:
@@ -426,18 +439,29 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     from analysis.aggregate import aggregate_runs
     from analysis.audit import audit_headline, run_audit
     from analysis.tables import write_tables
+    from benchmarks.run import run_model_name
     from contracts.model_names import parse_model_name
     from contracts.run_record import RunRecord, write_run_records
     from reproduce.learning import learning_table, summary_line
+    from reproduce.missing import MISSING_FILE, missing_frame, missing_section, prepend
 
     out, study = out_dir(cfg), STUDIES[cfg.study]
-    files = _record_files(cfg)
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
+    planned = _planned_runs(cfg)
+    files = [run_dir / RECORD_FILE for _, run_dir in planned]
+    # a run that failed or never ran is listed on top of every report, not a reason to analyse nothing
+    # (the Slurm analysis job runs afterany: issue 53)
+    missing = missing_frame([_missing_row(job, d) for job, d in planned if not (d / RECORD_FILE).is_file()])
+    files = [f for f in files if f.is_file()]
+    if not files:
         raise ReproduceError(
-            f"{len(missing)} of {len(files)} run records are missing, e.g. {missing[0]}: "
+            f"none of the {len(planned)} planned run records exists yet (e.g. {planned[0][1] / RECORD_FILE}): "
             "finish the fine-tuning stage first"
+            if planned
+            else "the study plans no fine-tuning run"
         )
+    planned_per_cell = Counter(
+        (run_model_name(j["config"]["model"], j["config"].get("model_name")), j["config"]["task"]) for j, _ in planned
+    )
     inputs = {
         "config": config_to_dict(cfg),
         "records": [[str(f), f.stat().st_mtime_ns, f.stat().st_size] for f in files],
@@ -451,6 +475,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
         *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
         *([out / "claims" / "claims.md"] if cfg.pretrain_replicates > 1 else []),
+        out / MISSING_FILE,
     ]
     if (
         stamp.exists()
@@ -491,9 +516,19 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         learned = f"; {summary_line(table)} ({out / 'learning.csv'})"
     if cfg.pretrain_replicates > 1:  # docs/reproduce.md, "Pretraining replicates"
         learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(cfg, records, out / 'claims')}"
+    atomic_write_text(out / MISSING_FILE, missing.to_csv(index=False))
+    section = missing_section(missing, planned_per_cell)
+    for report in (out / "tables" / "tables.md", out / "audit" / "audit.md", out / "claims" / "claims.md"):
+        prepend(report, section)
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
+    partial = (
+        f"PARTIAL: {len(missing)} of {len(planned)} planned runs missing ({out / MISSING_FILE}, listed on top of "
+        "every report; python -m reproduce resubmit OUT reruns them on Slurm); "
+        if len(missing)
+        else ""
+    )
     return (
-        f"analysis: {len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
+        f"analysis: {partial}{len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
         f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {audit_headline(summary)} "
         f"-> {out}{learned}"
     )
@@ -570,7 +605,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
     timings = {}
     with output_lock(out), _worker_pool(cfg):  # a second reproduce on this folder refuses before writing
         _check_reuse(cfg, stages)
-        write_reproduce_config(cfg)
+        write_study_config(cfg)
         if "data" in stages and "pretraining" in stages:
             from pretraining.data.format import MANIFEST
 

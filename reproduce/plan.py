@@ -427,7 +427,6 @@ def write_reproduce_config(cfg: ReproduceConfig) -> Path:
 
     body = config_to_dict(cfg)
     path = out_dir(cfg) / "reproduce.yaml"
-    write_if_changed(
-        path, f"# python -m reproduce, config hash {stable_hash(body)}\n" + yaml.safe_dump(body, sort_keys=False)
-    )
+    text = f"# python -m reproduce, config hash {stable_hash(body)}\n" + yaml.safe_dump(body, sort_keys=False)
+    write_if_changed(path, text)
     return path

@@ -3,7 +3,9 @@
 The jobs run with HF_HUB_OFFLINE=1 on compute nodes that may not reach the internet
 (docs/cluster.md), so what they read must be fetched on the login node first:
 
-- the Apptainer image (`cluster.image`, unless --no-container): a SIF file, by its header;
+- the Apptainer image (`cluster.image`, unless --no-container): a SIF file, by its header, whose build
+  record (`IMAGE.build.json`, written by `make container`) names this checkout's requirements.lock
+  and the image's size;
 - the prepared pretraining shards (`cluster.data_dir`): a finished prepare-data folder (manifest.json)
   whose every shard of index.json is there with its recorded size (`verify-data` checks the hashes
   too; that reads every byte, too slow to repeat before each submission), holding the samples
@@ -80,6 +82,43 @@ def _image_problems(image: str) -> list[str]:
         head = handle.read(SIF_MAGIC_AT + 10)
     if head[SIF_MAGIC_AT : SIF_MAGIC_AT + 9] != b"SIF_MAGIC":
         return [f"image {image} is not a SIF image ({path.stat().st_size:,} bytes, no SIF_MAGIC header): {build}"]
+    return _image_identity_problems(path, build)
+
+
+def _image_identity_problems(path: Path, build: str) -> list[str]:
+    """The image's build record (container.build.write_build_record) against this checkout: the same
+    requirements.lock (the jobs run the checkout's code on the image's packages) and the same size
+    (not another file copied over the image since)."""
+    import hashlib
+    import json
+
+    from contracts.image_record import build_record_path
+    from reproduce.plan import REPO_ROOT
+
+    lock = REPO_ROOT / "requirements.lock"
+
+    record_path = build_record_path(path)
+    try:
+        record = json.loads(record_path.read_text())
+        commit, lock_sha, size = (
+            str(record["commit"]),
+            str(record["requirements_lock_sha256"]),
+            int(record["image_bytes"]),
+        )
+    except FileNotFoundError:
+        return [f"image {path} has no build record {record_path.name} (make container writes it): {build}"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"image {path}: its build record {record_path} is unreadable: {build}"]
+    if lock_sha != hashlib.sha256(lock.read_bytes()).hexdigest():
+        return [
+            f"image {path} was built from commit {commit[:12]} with another requirements.lock than this checkout's "
+            f"(the jobs run this checkout's code on the image's packages): {build}"
+        ]
+    if size != path.stat().st_size:
+        return [
+            f"image {path} changed since it was built ({size:,} bytes recorded, {path.stat().st_size:,} now): {build}"
+        ]
+    return []
     return []
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
 from contracts.paper import PAPER_CORPUS
+from reproduce.ledger import LEDGER_FILE, ledger_shell_function
 from reproduce.plan import (
     REPO_ROOT,
     ReproduceConfig,
@@ -30,10 +31,14 @@ from reproduce.plan import (
     task_data_root,
     world_dir,
     write_if_changed,
-    write_reproduce_config,
 )
+from reproduce.status import write_study_config
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+# afterok on a job that failed: cancel the dependant (the analysis, afterany, then runs), not leave it
+# pending forever with DependencyNeverSatisfied
+KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
 
 
 JOB_KINDS = ("data", "pretraining", "finetune", "analysis")
@@ -71,6 +76,13 @@ class ClusterConfig:
     analysis_time: str = "02:00:00"
     data_time: str = "48:00:00"
     array_throttle: int | None = None  # at most N fine-tuning array tasks of one array at once
+    # At most N jobs queued by one submission, array tasks counted one each as Slurm's MaxSubmitJobs
+    # counts them (e.g. your site's limit); over it, the submission is refused before any sbatch
+    max_submitted_jobs: int | None = None
+    # At most N fine-tuning array tasks running at once over all arrays: the models' arrays run in
+    # lanes (a model's arrays start after the previous model of its lane ended, afterany), so lanes x
+    # arrays per model x array_throttle <= N (the throttle lowered to fit where needed)
+    max_running_finetune_tasks: int | None = None
     master_port: int = 29500
     python: str = "python"  # inside the image (or on the nodes with --no-container)
     binds: tuple[str, ...] = ()  # more paths to bind into the container
@@ -91,6 +103,9 @@ class ClusterConfig:
     env: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
+        for name in ("max_submitted_jobs", "max_running_finetune_tasks", "array_throttle"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (null: no limit)")
         if self.gpus_per_node < 0 or min(self.pretraining_nodes, self.cpus_per_task, self.cpu_ranks_per_node) < 1:
             raise ValueError("gpus_per_node must be >= 0, pretraining_nodes, cpus_per_task and cpu_ranks_per_node >= 1")
         for kind, settings in self.jobs.items():
@@ -314,6 +329,24 @@ class SlurmWriter:
         )
         return resources + self.job_options("finetune")
 
+    def finetune_lanes(self, n_models: int, jobs: list[dict]) -> tuple[int | None, int | None]:
+        """(array throttle, lanes): without max_running_finetune_tasks, the configured throttle and no
+        lanes; with it, a throttle and a number of lanes whose product with the arrays a model runs at
+        once (those of `jobs`, one model's) stays within it."""
+        from benchmarks import matrix
+
+        cap, throttle = self.cluster.max_running_finetune_tasks, self.cluster.array_throttle
+        if cap is None:
+            return throttle, None
+        arrays = sum(1 for size in matrix.array_sizes(jobs).values() if size) or 1
+        if cap < arrays:
+            raise ReproduceError(
+                f"max_running_finetune_tasks {cap} in the cluster config is less than the {arrays} arrays one "
+                f"model runs at once (finetune, ir_train, ir_eval): set it to {arrays} or more"
+            )
+        throttle = min(throttle or cap, cap // arrays)
+        return throttle, min(n_models, max(1, cap // (arrays * throttle)))
+
     def write(self) -> dict:
         """Write every script and `submit.sh`; returns {"submit": path, "commands": [...], counts}."""
         import yaml
@@ -323,17 +356,22 @@ class SlurmWriter:
         cfg, out = self.cfg, out_dir(self.cfg)
         self.check_paths()
         self.logs.mkdir(parents=True, exist_ok=True)
-        config_path = write_reproduce_config(cfg)
+        config_path = write_study_config(cfg)
         scripts = {"data": self.dir / "data.sbatch"}
         write_if_changed(scripts["data"], self.data_script(config_path))
         python = self.dir / "python.sh"
         write_if_changed(python, self.python_wrapper())
         python.chmod(0o755)
+        # every job id goes to the ledger as soon as sbatch returns it (reproduce.ledger): status and
+        # resubmit read it; afterok dependants of a failed job are cancelled (--kill-on-invalid-dep),
+        # not left pending forever, and the analysis runs afterany on what finished
         commands = [
             "cd " + _q(self.dir),
             f"mkdir -p {_q(self.logs)}",
+            *ledger_shell_function(out / LEDGER_FILE),
             "data=$(sbatch --parsable data.sbatch)",
             "data=${data%%;*}",
+            'ledger "$data" data data data.sbatch "" ""',
         ]
         after_finetune, n_runs, n_tasks = [], 0, 0
         runs = pretraining_runs(cfg)
@@ -352,44 +390,57 @@ class SlurmWriter:
             source = starts_from(cfg, name)
             after = f'"${run_var[source]}"' if source else '"$data"'
             run_var[name] = f"pt{i}"
-            commands += [f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {pt.name})", f"pt{i}=${{pt{i}%%;*}}"]
+            commands += [
+                f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {KILL_ON_INVALID_DEP} {pt.name})",
+                f"pt{i}=${{pt{i}%%;*}}",
+                f'ledger "$pt{i}" pretraining {name} {pt.name} "" ""',
+            ]
         # the pretrained models after their run's job, the untrained references after the data job
         made_by = {c.name: f'"${run_var[c.run_name]}"' for c in study_checkpoints(cfg)}
         made_by.update(dict.fromkeys(random_init_models(cfg), '"$data"'))
-        for j, model in enumerate(finetuned_models(cfg)):
+        models = finetuned_models(cfg)
+        throttle_n, lanes = self.finetune_lanes(len(models), finetune_jobs(cfg, models[0], check_models=False))
+        throttle = f"%{throttle_n}" if throttle_n else ""
+        model_arrays: list[list[str]] = []  # the array variables of each model, for the next in its lane
+        for j, model in enumerate(models):
             jobs = finetune_jobs(cfg, model, check_models=False)
             jobs_path = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
             write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
             ft = self.dir / f"finetune_{model}.sh"
             write_if_changed(
                 ft,
-                matrix.slurm_script(
-                    jobs_path, jobs, self.cluster.array_throttle, self.dir, self.finetune_options(), python=str(python)
-                ),
+                matrix.slurm_script(jobs_path, jobs, throttle_n, self.dir, self.finetune_options(), python=str(python)),
             )
             n_runs += len(jobs)
-            throttle = f"%{self.cluster.array_throttle}" if self.cluster.array_throttle else ""
+            lane_after = ""
+            if lanes and j >= lanes:  # after the previous model of this lane, however its arrays ended
+                lane_after = ",afterany:" + ":".join(f'"${v}"' for v in model_arrays[j - lanes])
+            model_arrays.append([])
             for group, size in matrix.array_sizes(jobs).items():
                 if size == 0:
                     continue
                 dep = (
                     f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes'
                     if group == "ir_eval"
-                    else f"afterok:{made_by[model]}"
+                    else f"afterok:{made_by[model]}{lane_after} {KILL_ON_INVALID_DEP}"
                 )
                 var = f"{group}{j}"
+                model_arrays[-1].append(var)
                 commands += [
                     f"{var}=$(sbatch --parsable --job-name=mlmclm-{group}-{model} --array=0-{size - 1}"
                     f"{throttle} --dependency={dep} {ft.name} {group})",
                     f"{var}=${{{var}%%;*}}",
+                    f'ledger "${var}" finetune {model} {ft.name} {group} 0-{size - 1}{throttle}',
                 ]
                 after_finetune.append(f'"${var}"')
                 n_tasks += size
         analysis = self.dir / "analysis.sbatch"
         write_if_changed(analysis, self.analysis_script(config_path))
         commands += [
-            f"analysis=$(sbatch --parsable --dependency=afterok:{':'.join(after_finetune)} {analysis.name})",
+            f"analysis=$(sbatch --parsable --dependency=afterany:{':'.join(after_finetune)} {analysis.name})",
             "analysis=${analysis%%;*}",
+            'ledger "$analysis" analysis analysis analysis.sbatch "" ""',
+            f'echo "job ledger: {out / LEDGER_FILE}; python -m reproduce status {out}"',
             'echo "submitted: data $data, pretraining'
             + "".join(f" ${v}" for v in run_var.values())
             + ', analysis $analysis"',
@@ -418,6 +469,20 @@ class SlurmWriter:
             "finetune_runs": n_runs,
             "finetune_array_tasks": n_tasks,
         }
+
+
+def submit_volume_problems(written: dict, cap: int | None) -> list[str]:
+    """One line when the submission would queue more jobs than `cap` (array tasks counted one each)."""
+    jobs = 2 + written["pretraining_jobs"] + written["finetune_array_tasks"]
+    if cap is None or jobs <= cap:
+        return []
+    return [
+        f"this submission queues {jobs:,} jobs (data, {written['pretraining_jobs']} pretraining, "
+        f"{written['finetune_array_tasks']:,} fine-tuning array tasks, analysis), over max_submitted_jobs "
+        f"{cap:,} of the cluster config (Slurm counts each array task): submit fewer checkpoints at a time "
+        "(--sizes, --ratios or --checkpoints; a later submission skips finished runs), or raise the cap "
+        "where your site allows"
+    ]
 
 
 def reproduce_slurm(
@@ -459,6 +524,7 @@ def reproduce_slurm(
     for line in cost:
         log(line)
     problems = preflight(cfg, cluster, container) if paper else []
+    problems += submit_volume_problems(written, cluster.max_submitted_jobs)
     if dry_run:
         if problems:
             log(f"preflight: {len(problems)} missing for the offline jobs (a submission stops here):")

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import os
 import socket
+import stat
 from collections import Counter
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
+from contracts.bounded import LARGE, BoundedReadError, read_json_object, read_text
 from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir
 from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from contracts.provenance import atomic_write_bytes
@@ -56,14 +59,22 @@ def parse_holder(text: str, this_host: str, pid_alive) -> Holder:
     return Holder(pid, host, since, host == this_host and pid_alive(pid))
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def read_loss_rows(text: str) -> list[dict]:
-    """The complete lines of a loss.jsonl (a line being written is skipped)."""
+    """The complete lines of a loss.jsonl with a numeric step, loss and seconds (a line being written,
+    or one with other values, is skipped: issue 56, a string loss crashed the table)."""
     rows = []
     for line in text.splitlines():
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and _number(row.get("loss")):
+            if _number(row.get("seconds", 0)) and _number(row.get("tokens", 0)):
+                rows.append(row)
     return rows
 
 
@@ -162,28 +173,202 @@ def last_start(out: Path, holder: Holder) -> _dt.datetime | None:
     if holder.since is not None:
         return holder.since
     try:
-        timings = json.loads((out / FINISHED_STUDY_FILE).read_text())
+        timings = read_json_object(out / FINISHED_STUDY_FILE)
         finished = _dt.datetime.fromisoformat(timings["finished"])
         return finished - _dt.timedelta(seconds=sum(timings["seconds"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
 
 
-def pretraining_status(cfg) -> list[PretrainingRun]:
-    from reproduce.plan import pretraining_config, pretraining_dir, pretraining_runs
+@dataclass(frozen=True)
+class SlurmView:
+    """The study's job ledger and what Slurm said of its jobs (reproduce.ledger); empty off Slurm."""
 
+    out: Path
+    entries: tuple = ()
+    states: dict = dataclasses.field(default_factory=dict)
+    asked: tuple = ()
+    bad_lines: int = 0
+
+    @classmethod
+    def read(cls, out: Path) -> SlurmView:
+        from reproduce.ledger import query_slurm, read_ledger
+
+        entries, bad = read_ledger(out)
+        states, asked = query_slurm([e.job for e in entries]) if entries else ({}, [])
+        return cls(out, tuple(entries), states, tuple(asked), bad)
+
+    def job_state(self, kind: str, name: str):
+        from reproduce.ledger import current_jobs, state_of
+
+        entry = current_jobs(list(self.entries)).get((kind, name, ""))
+        return (entry.job, state_of(entry.job, None, self.states, list(self.asked))) if entry else (None, None)
+
+    def task_state(self, model: str, group: str, index: int):
+        from reproduce.ledger import current_tasks, state_of
+
+        job = current_tasks(list(self.entries)).get((model, group, index))
+        return (job, state_of(job, index, self.states, list(self.asked))) if job else (None, None)
+
+    def log_tail(self, job: str, task: int | None = None, name: str = "") -> str:
+        """The last non-empty line of a job's Slurm log (OUT/slurm/slurm_logs), read from its end only."""
+        pattern = f"*_{job}_{task}.out" if task is not None else f"*_{job}.out"
+        for path in sorted((self.out / "slurm" / "slurm_logs").glob(pattern)):
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4096))
+                lines = [x.strip() for x in f.read().decode(errors="replace").splitlines() if x.strip()]
+            return lines[-1][:200] if lines else ""
+        return ""
+
+
+def _slurm_run_state(state, finished: bool) -> str | None:
+    """A run's state from its job's Slurm state when the folder does not settle it: queued and running
+    jobs are pending and running; a job that ended without leaving the run finished is failed."""
+    from reproduce.ledger import ACTIVE_STATES
+
+    if finished or state is None:
+        return None
+    if state.state == "PENDING":
+        return "pending"
+    if state.state in ACTIVE_STATES:
+        return "running"
+    return "failed"
+
+
+def _parses(path: Path) -> bool:
+    """A marker or record that is a regular, bounded file holding a JSON object."""
+    try:
+        read_json_object(path)
+    except (OSError, BoundedReadError):
+        return False
+    return True
+
+
+def _read_or_empty(path: Path, limit: int) -> str:
+    try:
+        return read_text(path, limit)
+    except (OSError, BoundedReadError):
+        return ""
+
+
+def _head(path: Path, size: int = 4096) -> str:
+    """The first bytes of a regular file (an error.txt's first line), without reading the rest."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return f"({path.name} is not a regular file)"
+        with open(path, "rb") as handle:
+            return handle.read(size).decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"({path.name} unreadable: {exc.strerror})"
+
+
+# --- what the study plans: from OUT/status_index.json, or derived from reproduce.yaml ---------------
+STATUS_INDEX = "status_index.json"
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """What `status` reads a study's folders for: the pretraining runs (name, folder, steps) and the
+    fine-tuning runs (id, model, folder, array group and index). Folders under OUT are kept relative
+    to it, so a moved or copied study is read where it is now."""
+
+    study: str
+    scale: str
+    pretraining: tuple  # (name, run dir, max steps)
+    finetune: tuple  # (id, model name, run dir, group, index)
+
+
+def _relative(path: Path, out: Path) -> str:
+    try:
+        return str(Path(path).absolute().relative_to(out.absolute()))
+    except ValueError:
+        return str(Path(path).absolute())
+
+
+def plan_of(cfg) -> StudyPlan:
+    """The study's runs, from its typed config (slow on a paper-scale study: it imports the
+    pretraining registry, hence torch and transformers, and plans 5,400 jobs)."""
+    from reproduce.plan import finetune_jobs, pretraining_config, pretraining_dir, pretraining_runs
+
+    pretraining = tuple(
+        (name, pretraining_dir(cfg) / name, int(pretraining_config(cfg, name)["train"]["max_steps"]))
+        for name in pretraining_runs(cfg)
+    )
+    finetune = []
+    for job in finetune_jobs(cfg, check_models=False):
+        view = _JobView(job["config"])
+        finetune.append((job["id"], view.name, view.run_dir, job.get("group"), job.get("index")))
+    return StudyPlan(cfg.study, cfg.scale, pretraining, tuple(finetune))
+
+
+def write_status_index(cfg, config_text: str) -> Path:
+    """OUT/status_index.json: the plan of the study whose reproduce.yaml is `config_text` (its sha256
+    kept, so a changed reproduce.yaml makes status plan again instead of reading a stale index)."""
+    from reproduce.plan import out_dir, write_if_changed
+
+    out = out_dir(cfg)
+    plan = plan_of(cfg)
+    body = {
+        "reproduce_yaml_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
+        "study": plan.study,
+        "scale": plan.scale,
+        "pretraining": [[n, _relative(d, out), steps] for n, d, steps in plan.pretraining],
+        "finetune": [[i, m, _relative(d, out), g, x] for i, m, d, g, x in plan.finetune],
+    }
+    path = out / STATUS_INDEX
+    write_if_changed(path, json.dumps(body, separators=(",", ":")) + "\n")
+    return path
+
+
+def write_study_config(cfg) -> Path:
+    """`OUT/reproduce.yaml` (reproduce.plan.write_reproduce_config) and the status index beside it:
+    what `reproduce status` reads instead of planning the study again (seconds, not 15)."""
+    from reproduce.plan import write_reproduce_config
+
+    path = write_reproduce_config(cfg)
+    write_status_index(cfg, path.read_text())
+    return path
+
+
+def read_status_index(out: Path) -> StudyPlan | None:
+    """The index of `out` when it matches its reproduce.yaml; None when absent, stale or unreadable
+    (status then plans from the typed config). Decoded only as the columns written above."""
+    try:
+        text = read_text(out / CONFIG_FILE, LARGE)
+        body = json.loads(read_text(out / STATUS_INDEX, LARGE))
+        if body["reproduce_yaml_sha256"] != hashlib.sha256(text.encode()).hexdigest():
+            return None
+        where = lambda d: out / d if not Path(d).is_absolute() else Path(d)  # noqa: E731
+        pretraining = tuple((str(n), where(str(d)), int(steps)) for n, d, steps in body["pretraining"])
+        finetune = tuple(
+            (str(i), str(m), where(str(d)), None if g is None else str(g), None if x is None else int(x))
+            for i, m, d, g, x in body["finetune"]
+        )
+        if any(".." in Path(str(d)).parts for _, d, _ in body["pretraining"]) or any(
+            ".." in Path(str(row[2])).parts for row in body["finetune"]
+        ):
+            return None
+        return StudyPlan(str(body["study"]), str(body["scale"]), pretraining, finetune)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def pretraining_status(plan: StudyPlan, slurm: SlurmView | None = None) -> list[PretrainingRun]:
     runs = []
-    for name in pretraining_runs(cfg):
-        run_dir = pretraining_dir(cfg) / name
-        max_steps = int(pretraining_config(cfg, name)["train"]["max_steps"])
+    for name, run_dir, max_steps in plan.pretraining:
         log = run_dir / LOSS_LOG_FILE
-        rows = read_loss_rows(log.read_text()) if log.is_file() else []
-        if (run_dir / FINISHED_FILE).is_file():
-            state = "finished"
+        rows = read_loss_rows(_read_or_empty(log, LARGE))
+        if (run_dir / FINISHED_FILE).exists():
+            # a marker must parse to count (issue 56: a garbage FINISHED.json showed the run finished)
+            state = "finished" if _parses(run_dir / FINISHED_FILE) else "broken FINISHED.json"
         elif rows or (run_dir / RUN_CONFIG_FILE).is_file():
             state = started_state(run_dir)
         else:
             state = "pending"
+        if slurm is not None and slurm.entries and state != "finished":
+            _, job_state = slurm.job_state("pretraining", name)
+            state = _slurm_run_state(job_state, False) or state
         pace = seconds_per_step(rows) if state == "running" else None
         eta = pace * (max_steps - rows[-1]["step"]) if pace is not None and rows else None
         runs.append(PretrainingRun(name, run_dir, max_steps, state, rows, eta))
@@ -203,67 +388,64 @@ class _JobView:
         )
 
 
-def finetune_status(cfg, since: _dt.datetime | None) -> list[FinetuneRun]:
-    from benchmarks.run import RunConfig
-    from contracts.config import config_from_dict
-    from reproduce.plan import finetune_jobs
-
+def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmView | None = None) -> list[FinetuneRun]:
     runs = []
-    jobs = finetune_jobs(cfg, check_models=False)
-    if jobs:  # one typed config checks the plan's shape; the rest are read as the plan wrote them
-        config_from_dict(RunConfig, jobs[0]["config"], jobs[0]["id"])
-    for job in jobs:
-        run_cfg = _JobView(job["config"])
-        run_dir = run_cfg.run_dir
+    for job_id, name, run_dir, group, index in plan.finetune:
         record, error = run_dir / RECORD_FILE, run_dir / ERROR_FILE
-        if record.is_file():
+        if record.exists() and not _parses(record):  # truncated or not a file: not done (issue 56)
+            runs.append(FinetuneRun(job_id, name, "failed", f"{RECORD_FILE} unreadable: remove it to redo the run"))
+        elif record.exists():
             mtime = _dt.datetime.fromtimestamp(record.stat().st_mtime, _dt.timezone.utc)
             state = "reused" if since is not None and mtime < since else "done"
-            runs.append(FinetuneRun(job["id"], run_cfg.name, state))
+            runs.append(FinetuneRun(job_id, name, state))
         elif error.is_file():
-            runs.append(FinetuneRun(job["id"], run_cfg.name, "failed", first_line(error.read_text())))
+            runs.append(FinetuneRun(job_id, name, "failed", first_line(_head(error))))
+        elif slurm is not None and slurm.entries and group is not None:
+            # on Slurm: the array task's state; one that ended without a record or an error is missing
+            # (killed, timed out, cancelled because the job it waited for failed)
+            task_job, task_state = slurm.task_state(name, group, index)
+            state = _slurm_run_state(task_state, False)
+            if state == "failed":
+                tail = slurm.log_tail(task_job, index)
+                detail = f"job {task_job}_{index} {task_state.state}" + (f": {tail}" if tail else "")
+                runs.append(FinetuneRun(job_id, name, "missing", detail))
+            else:
+                runs.append(FinetuneRun(job_id, name, state or "pending"))
         elif run_dir.is_dir():
-            runs.append(FinetuneRun(job["id"], run_cfg.name, started_state(run_dir)))
+            runs.append(FinetuneRun(job_id, name, started_state(run_dir)))
         else:
-            runs.append(FinetuneRun(job["id"], run_cfg.name, "pending"))
+            runs.append(FinetuneRun(job_id, name, "pending"))
     return runs
 
 
-FINETUNE_STATES = ("done", "reused", "running", "failed", "interrupted", "pending")
+FINETUNE_STATES = ("done", "reused", "running", "failed", "missing", "interrupted", "pending")
 
 
-def status_report(out: Path) -> tuple[list[str], list[PretrainingRun]]:
-    """The lines `reproduce status` prints, and the pretraining runs (for the loss curves)."""
-    from contracts.config import ConfigError, load_config
-    from reproduce.plan import ReproduceConfig
-
-    config = out / CONFIG_FILE
-    if not config.is_file():
-        raise ReproduceError(
-            f"{config}: no reproduce.yaml, so {out} is not a study folder (python -m reproduce writes "
-            "it first); give the study's --out folder, e.g. outputs/masking"
-        )
-    try:
-        cfg = load_config(ReproduceConfig, config)
-    except ConfigError as exc:
-        raise ReproduceError(str(exc)) from None
-    # Everything is read relative to OUT, not to the `out` recorded in reproduce.yaml: that may be
-    # relative to another folder, or the study moved or copied since (issue 53: every run "pending").
-    cfg = dataclasses.replace(cfg, out=str(out.absolute()))
+def status_report(out: Path) -> tuple[list[str], list[PretrainingRun], list[FinetuneRun]]:
+    """The lines `reproduce status` prints, and the pretraining and fine-tuning runs (for the PNG)."""
+    if not (out / CONFIG_FILE).is_file():
+        load_study_config(out)  # the one-line error naming the missing reproduce.yaml
+    plan = read_status_index(out) or plan_of(load_study_config(out))  # the index: no torch import, no planning
     holder = read_holder(out / LOCK_FILE)
-    slurm = (out / "slurm").is_dir() and not holder.alive
+    slurm = SlurmView.read(out) if (out / "slurm").is_dir() and not holder.alive else None
+    on_slurm = slurm is not None and bool(slurm.entries)
+    pretraining = pretraining_status(plan, slurm)
+    finetune = finetune_status(plan, last_start(out, holder), slurm)
     if holder.alive:
         who = f"running: pid {holder.pid} on {holder.host} since {holder.since.isoformat()}"
+    elif on_slurm:
+        who = _slurm_headline(out, slurm, finetune)
     elif (out / FINISHED_STUDY_FILE).is_file():
         who = "finished (timings.json)"
-    elif slurm:
-        who = "jobs written for Slurm (OUT/slurm): squeue tells which still run"
+    elif slurm is not None:
+        who = "jobs written for Slurm (OUT/slurm), no job ledger: squeue tells which still run"
     elif holder.since is not None:
         who = f"not running: the last reproduce (pid {holder.pid} on {holder.host}) started {holder.since.isoformat()}"
     else:
         who = "not running"
-    lines = [f"study {cfg.study} ({cfg.scale} scale) in {out}: {who}", ""]
-    pretraining = pretraining_status(cfg)
+    lines = [f"study {plan.study} ({plan.scale} scale) in {out}: {who}", ""]
+    if on_slurm:
+        lines += _slurm_lines(slurm)
     rows = []
     for run in pretraining:
         last = run.rows[-1] if run.rows else {}
@@ -279,7 +461,6 @@ def status_report(out: Path) -> tuple[list[str], list[PretrainingRun]]:
             ]
         )
     lines += ["pretraining:", *table(["run", "state", "step", "tokens", "loss", "ETA"], rows), ""]
-    finetune = finetune_status(cfg, last_start(out, holder))
     by_model: dict[str, Counter] = {}
     for run in finetune:
         by_model.setdefault(run.model, Counter())[run.state] += 1
@@ -290,27 +471,145 @@ def status_report(out: Path) -> tuple[list[str], list[PretrainingRun]]:
     failed = [run for run in finetune if run.state == "failed"]
     if failed:
         lines += ["", "failed (first line of each error.txt):", *(f"  {r.id}: {r.detail}" for r in failed)]
-    return lines, pretraining
+    missing = [run for run in finetune if run.state == "missing"]
+    if missing:
+        lines += ["", "missing (the job ended without a record; last line of its Slurm log):"]
+        lines += [f"  {r.id}: {r.detail}" for r in missing]
+    if on_slurm and (failed or missing):
+        lines += ["", f"rerun only these: python -m reproduce resubmit {out} (--dry-run shows the sbatch lines)"]
+    return lines, pretraining, finetune
 
 
-def draw_losses(runs: list[PretrainingRun], path: Path) -> Path:
-    """The loss curves so far, one line per pretraining run, as a PNG (written atomically)."""
+def load_study_config(out: Path):
+    """OUT/reproduce.yaml as a typed config whose `out` is OUT: everything is read relative to OUT,
+    not to the `out` recorded there (relative to another folder, or the study moved or copied since)."""
+    from contracts.config import ConfigError, load_config
+    from reproduce.plan import ReproduceConfig
+
+    config = out / CONFIG_FILE
+    if not config.is_file():
+        raise ReproduceError(
+            f"{config}: no reproduce.yaml, so {out} is not a study folder (python -m reproduce writes "
+            "it first); give the study's --out folder, e.g. outputs/masking"
+        )
+    try:
+        cfg = load_config(ReproduceConfig, config)
+    except ConfigError as exc:
+        raise ReproduceError(str(exc)) from None
+    return dataclasses.replace(cfg, out=str(out.absolute()))
+
+
+def _slurm_lines(slurm: SlurmView) -> list[str]:
+    """One row per job of the ledger's latest submissions: its id, what it runs, its tasks' states."""
+    from reproduce.ledger import current_jobs, current_tasks, state_of
+
+    asked = list(slurm.asked)
+    entries = list(slurm.entries)
+    rows = []
+    for (kind, name, _), entry in current_jobs(entries).items():
+        state = state_of(entry.job, None, slurm.states, asked)
+        rows.append([entry.job, kind, name, "-", state.state if state else "?"])
+    latest = current_tasks(entries)
+    arrays: dict[tuple[str, str, str], Counter] = {}
+    for (model, group, index), job in latest.items():
+        state = state_of(job, index, slurm.states, asked)
+        arrays.setdefault((job, model, group), Counter())[state.state if state else "?"] += 1
+    for (job, model, group), counts in arrays.items():
+        tasks = sum(counts.values())
+        rows.append(
+            [job, f"finetune {group}", model, str(tasks), ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
+        )
+    source = " and ".join(asked) if asked else "nobody: squeue and sacct are not here"
+    note = f" ({slurm.bad_lines} unreadable ledger lines skipped)" if slurm.bad_lines else ""
+    return [
+        f"Slurm jobs (ledger {slurm.out / 'slurm' / 'ledger.jsonl'}; states from {source}; ENDED: left the "
+        f"queue, outcome read from the run folders){note}:",
+        *table(["job", "kind", "runs", "tasks", "state"], rows),
+        "",
+    ]
+
+
+def _slurm_headline(out: Path, slurm: SlurmView, finetune: list[FinetuneRun]) -> str:
+    from reproduce.ledger import ACTIVE_STATES
+
+    live = Counter(s.state for s in slurm.states.values() if s.state in ACTIVE_STATES)
+    if live:
+        return "on Slurm: " + ", ".join(f"{n} {state.lower()}" for state, n in sorted(live.items()))
+    if not slurm.asked:
+        return "submitted to Slurm (no squeue here: states read from the run folders only)"
+    lacking = sum(run.state not in ("done", "reused") for run in finetune)
+    from reproduce.missing import MISSING_FILE
+
+    analysed = len(_read_or_empty(out / MISSING_FILE, LARGE).strip().splitlines()) == 1  # its header only
+    if not lacking and analysed:
+        return "finished (every Slurm job ended; every run has its record; the analysis has them all)"
+    return (
+        f"stopped on Slurm with {lacking} fine-tuning runs lacking a record"
+        + ("" if analysed or lacking else " and the analysis not done")
+        + f": python -m reproduce resubmit {out}"
+    )
+
+
+def objective_of(name: str) -> str:
+    """The panel a pretraining run is drawn in: its objectives in order (`210m-mlm40-42k` -> MLM,
+    `610m-clm-dec42k-mlm40-44k` -> CLM -> MLM)."""
+    steps = [part[:3].upper() for part in name.split("-") if part[:3] in ("mlm", "clm")]
+    return " -> ".join(dict.fromkeys(steps)) if len(set(steps)) > 1 else (steps[0] if steps else "other")
+
+
+def loss_panels(runs: list[PretrainingRun]) -> dict[str, list[PretrainingRun]]:
+    """The runs with losses, one panel per objective (MLM first, then CLM, then the rest)."""
+    panels: dict[str, list[PretrainingRun]] = {}
+    for run in runs:
+        if run.rows:
+            panels.setdefault(objective_of(run.name), []).append(run)
+    order = {"MLM": 0, "CLM": 1}
+    return dict(sorted(panels.items(), key=lambda item: (order.get(item[0], 2), item[0])))
+
+
+def draw_losses(runs: list[PretrainingRun], path: Path, finetune: list[FinetuneRun] = ()) -> Path:
+    """The loss curves so far, one panel per objective with its legend outside it (15 runs and more
+    stay readable), and the fine-tuning progress per model as stacked bars; a PNG, written atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    drawn = 0
-    for run in runs:
-        if run.rows:
+    panels = loss_panels(runs)
+    by_model: dict[str, Counter] = {}
+    for run in finetune:
+        by_model.setdefault(run.model, Counter())[run.state] += 1
+    heights = [3.0] * max(1, len(panels)) + ([0.8 + 0.28 * len(by_model)] if by_model else [])
+    fig, axes = plt.subplots(len(heights), 1, figsize=(10, sum(heights)), gridspec_kw={"height_ratios": heights})
+    axes = list(axes) if len(heights) > 1 else [axes]
+    if not panels:
+        axes[0].set_title("no pretraining loss written yet")
+        axes[0].set_axis_off()
+    for ax, (objective, members) in zip(axes, panels.items()):
+        ax.set_prop_cycle(color=plt.cm.tab20.colors[: max(1, len(members))])  # 20 distinct colours, not 10 repeated
+        for run in members:
             ax.plot([r["step"] for r in run.rows], [r["loss"] for r in run.rows], label=f"{run.name} ({run.state})")
-            drawn += 1
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss")
-    ax.set_title("pretraining loss so far (loss.jsonl)" if drawn else "no pretraining loss written yet")
-    if drawn:
-        ax.legend(fontsize=7)
+        ax.set_title(f"{objective} pretraining loss so far (loss.jsonl)", fontsize=10)
+        ax.set_xlabel("step")
+        ax.set_ylabel("training loss")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    if by_model:
+        ax = axes[-1]
+        colors = {"done": "tab:green", "reused": "tab:olive", "running": "tab:blue", "failed": "tab:red",
+                  "missing": "tab:purple", "interrupted": "tab:orange", "pending": "lightgrey"}  # fmt: skip
+        models = list(by_model)
+        left = [0] * len(models)
+        for state in FINETUNE_STATES:
+            counts = [by_model[m][state] for m in models]
+            if any(counts):
+                ax.barh(models, counts, left=left, color=colors[state], label=state)
+                left = [a + b for a, b in zip(left, counts)]
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlabel("fine-tuning runs")
+        ax.set_title(f"fine-tuning progress ({len(finetune)} runs)", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
     buffer = BytesIO()
     fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -322,9 +621,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--png", help="where the loss-curve PNG goes (default OUT/status/loss.png)")
 
 
-def main(argv: list[str]) -> int:
+def build_parser():
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(
         prog="python -m reproduce status",
@@ -333,13 +631,26 @@ def main(argv: list[str]) -> int:
         "of the loss curves so far. Reads the folder only; running jobs are not touched (docs/watching.md).",
     )
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    import sys
+
+    args = build_parser().parse_args(argv)
     out = Path(args.out).absolute()
     try:
-        lines, pretraining = status_report(out)
-    except ReproduceError as exc:
+        lines, pretraining, finetune = status_report(out)
+    except (ReproduceError, BoundedReadError) as exc:
         print(f"reproduce status: error: {exc}", file=sys.stderr)
         return 2
-    png = draw_losses(pretraining, Path(args.png) if args.png else out / "status" / "loss.png")
-    print("\n".join([*lines, "", f"loss curves: {png}"]))
+    print("\n".join(lines))
+    target = Path(args.png) if args.png else out / "status" / "loss.png"
+    try:
+        png = draw_losses(pretraining, target, finetune)
+    except OSError as exc:  # e.g. OUT/status is a file (issue 56): the table is printed, the PNG not
+        why = exc.strerror or type(exc).__name__
+        print(f"reproduce status: error: cannot write the PNG {target} ({why}): pass --png PATH", file=sys.stderr)
+        return 2
+    print(f"\nloss curves: {png}")
     return 0

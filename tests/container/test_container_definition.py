@@ -270,3 +270,15 @@ def test_build_goes_through_spython_with_the_staged_definition(tmp_path, monkeyp
     staged = (tmp_path / "log.def").read_text()
     sha = build.git("rev-parse", "HEAD", repo=repo)
     assert f"org.opencontainers.image.revision {sha}" in staged
+    # the build record beside the image: what the preflight of a submission checks (issue 53)
+    import hashlib
+    import json
+
+    from contracts import image_record
+
+    assert build.build_record_path(image) == image_record.build_record_path(image)  # the reader's name
+    record = json.loads(build.build_record_path(image).read_text())
+    assert tuple(record) == image_record.RECORD_KEYS
+    assert record["commit"] == sha and record["image_bytes"] == len("image\n")
+    lock = subprocess.run(["git", "show", f"{sha}:requirements.lock"], cwd=repo, capture_output=True, check=True).stdout
+    assert record["requirements_lock_sha256"] == hashlib.sha256(lock).hexdigest()

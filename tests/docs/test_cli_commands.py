@@ -24,6 +24,7 @@ STAGES = {
     "paper_figures": "paper_figures.cli",
     "reproduce": "reproduce.cli",
 }
+SUBCOMMANDS = {"status": "reproduce.status", "resubmit": "reproduce.resubmit"}
 SHELL_FENCES = ("```bash", "```sh", "```shell", "```console")
 OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<", "\\"}
 STAGE_COMMAND = re.compile(r"(?:python3?|\$PY|\$\(PY\)|\.venv/bin/python)\s+-m\s+(" + "|".join(STAGES) + r")\b")
@@ -93,7 +94,10 @@ def test_the_docs_have_commands_to_check():
 
 @pytest.mark.parametrize(("stage", "argv"), CASES)
 def test_each_documented_command_parses(stage, argv):
-    parser = importlib.import_module(STAGES[stage]).build_parser()
+    module = STAGES[stage]
+    if stage == "reproduce" and argv[:1] and argv[0] in SUBCOMMANDS:  # `reproduce status OUT`, `resubmit OUT`
+        module, argv = SUBCOMMANDS[argv[0]], argv[1:]
+    parser = importlib.import_module(module).build_parser()
     if not argv or argv[0] in ("-h", "--help"):
         return
     err = io.StringIO()

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from container.build import write_build_record
+from container.definition import LOCK
 from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1
 from paper_figures.flops import count_parameters, training_flops
 from pretraining.assets import ASSETS_DIR
@@ -111,8 +113,24 @@ def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, 
     (shared / "mlm_vs_clm.sif").write_bytes(b"image")
     assert cli.main([*argv, "--dry-run"]) == 0
     assert "is not a SIF image (5 bytes, no SIF_MAGIC header)" in capsys.readouterr().out
-    # on the "login node": build (here: a stand-in with a SIF header), prepare, fetch the tokenizer into hf_cache
-    (shared / "mlm_vs_clm.sif").write_bytes(b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0")
+    # on the "login node": build (here: a stand-in with a SIF header and the build record make container
+    # writes), prepare, fetch the tokenizer into hf_cache
+    image = shared / "mlm_vs_clm.sif"
+    image.write_bytes(b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0")
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert f"image {image} has no build record mlm_vs_clm.sif.build.json" in capsys.readouterr().out
+    other_lock = tmp_path / "other.lock"
+    other_lock.write_text("torch==2.0.0\n")
+    write_build_record(image, "0123456789abcdef", other_lock)
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert (
+        "built from commit 0123456789ab with another requirements.lock than this checkout's" in capsys.readouterr().out
+    )
+    write_build_record(image, "0123456789abcdef", LOCK)
+    image.write_bytes(image.read_bytes() + b"more")  # another image copied over it since
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert "changed since it was built (42 bytes recorded, 46 now)" in capsys.readouterr().out
+    image.write_bytes(image.read_bytes()[:-4])
     prepare_data(
         PrepareConfig(out=cluster["data_dir"], inputs=("embedded",), seq_len=2048, max_documents=20), progress=False
     )

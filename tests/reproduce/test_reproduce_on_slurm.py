@@ -8,7 +8,6 @@ only adds tasks of the same arrays.
 
 import json
 import re
-import sys
 
 import pandas as pd
 import pytest
@@ -16,35 +15,22 @@ import yaml
 
 from contracts.run_store import iter_records_in
 from reproduce import cli
+from tests.reproduce.slurm_study import toy_cluster_config
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypatch, capsys):
-    from tests.slurm.cluster import PARTITION
-
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(
-        yaml.safe_dump(
-            {
-                "partition": PARTITION,
-                "image": str(tmp_path / "absent.sif"),
-                "data_dir": str(tmp_path / "data"),
-                "runs_dir": str(tmp_path / "runs"),
-                "hf_cache": str(tmp_path / "hf"),
-                "gpus_per_node": 0,
-                "data_cache_dir": str(tmp_path / "node_cache"),
-                "cpus_per_task": 1,
-                "pretraining_time": "00:30:00",
-                "finetune_time": "00:30:00",
-                "analysis_time": "00:30:00",
-                "data_time": "00:30:00",
-                "python": sys.executable,
-            }
-        )
+    cluster = toy_cluster_config(
+        tmp_path,
+        local_slurm,
+        monkeypatch,
+        data_cache_dir=str(tmp_path / "node_cache"),
+        pretraining_time="00:30:00",
+        finetune_time="00:30:00",
+        analysis_time="00:30:00",
+        data_time="00:30:00",
     )
-    for key in ("SLURM_CONF", "PATH"):
-        monkeypatch.setenv(key, local_slurm.env[key])
     out = tmp_path / "out"
     argv = [
         "--figure",
@@ -104,26 +90,7 @@ def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypa
 def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, tmp_path, monkeypatch, capsys):
     """`--figure 8` as Slurm jobs: the CPT pretraining job depends on its base's job (afterok) and
     starts from the base's final export; Figures 8 and 9 come out of the analysis job."""
-    from tests.slurm.cluster import PARTITION
-
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(
-        yaml.safe_dump(
-            {
-                "partition": PARTITION,
-                "image": str(tmp_path / "absent.sif"),
-                "data_dir": str(tmp_path / "data"),
-                "runs_dir": str(tmp_path / "runs"),
-                "hf_cache": str(tmp_path / "hf"),
-                "gpus_per_node": 0,
-                "data_cache_dir": str(tmp_path / "node_cache"),
-                "cpus_per_task": 1,
-                "python": sys.executable,
-            }
-        )
-    )
-    for key in ("SLURM_CONF", "PATH"):
-        monkeypatch.setenv(key, local_slurm.env[key])
+    cluster = toy_cluster_config(tmp_path, local_slurm, monkeypatch, data_cache_dir=str(tmp_path / "node_cache"))
     out = tmp_path / "out"
     argv = [
         "--figure",

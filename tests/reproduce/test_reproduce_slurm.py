@@ -1,6 +1,7 @@
 """`--scale paper --dry-run`: the Slurm scripts of the whole DAG (15 pretraining jobs, 5,400 runs)."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -75,7 +76,7 @@ def test_complete_set_of_scripts(paper):
     assert submit.count("sbatch --parsable") == 1 + 15 + 45 + 1
     assert len(re.findall(r'--dependency=afterok:"\$pt\d+"', submit)) == 30
     assert len(re.findall(r'--dependency=aftercorr:"\$ir_train\d+"', submit)) == 15
-    analysis_dep = re.search(r"analysis=\$\(sbatch --parsable --dependency=afterok:(\S+) ", submit).group(1)
+    analysis_dep = re.search(r"analysis=\$\(sbatch --parsable --dependency=afterany:(\S+) ", submit).group(1)
     assert analysis_dep.count("$") == 45
     assert "array=0-269%64" in submit and "array=0-29%64" in submit
     assert "dry run, not submitted" in stdout and stdout.count("sbatch --parsable") == 62
@@ -229,3 +230,67 @@ def test_a_bad_job_kind_setting_or_env_is_one_line_naming_the_field(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0] and str(bad) in err[0], err
     assert not out.exists()
+
+
+def test_a_submission_over_the_cluster_job_cap_is_refused_before_any_sbatch(tmp_path, capsys, monkeypatch):
+    """Issue 53, item 3: 4,950 array tasks exceed common per-user submit limits (Slurm's MaxSubmitJobs
+    counts each task). Over `max_submitted_jobs`, the dry run lists it and a submission stops in one
+    line before any sbatch (an sbatch that only records its calls shows none was made)."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body.update(image=str(tmp_path / "img.sif"), gpus_per_node=0, max_submitted_jobs=8)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(body))
+    calls = tmp_path / "sbatch_calls"
+    fake = tmp_path / "bin" / "sbatch"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/bash\necho "$@" >> {calls}\necho 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
+    argv += ["--out", str(tmp_path / "out"), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp"]
+    argv += ["--lrs", "5e-4", "--seeds", "0"]
+    assert cli.main([*argv, "--dry-run"]) == 0
+    # data, 2 pretraining runs, 3 models x 2 tasks, analysis
+    assert "this submission queues 10 jobs (data, 2 pretraining, 6 fine-tuning array tasks, analysis), over " in (
+        capsys.readouterr().out
+    )
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "over max_submitted_jobs 8 of the cluster config" in err[0]
+    assert not calls.exists()
+    body["max_submitted_jobs"] = 0
+    cluster.write_text(yaml.safe_dump(body))
+    assert cli.main([*argv, "--dry-run"]) == 2
+    assert "max_submitted_jobs must be >= 1" in capsys.readouterr().err
+
+
+def test_a_global_limit_on_running_fine_tuning_tasks_runs_the_arrays_in_lanes(tmp_path, capsys):
+    """Issue 53, item 4: array_throttle limits one array; with max_running_finetune_tasks the models'
+    arrays run in lanes (a model after the previous model of its lane, afterany), so lanes x arrays
+    per model x throttle stays within the limit."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body.update(image=str(tmp_path / "img.sif"), gpus_per_node=0, array_throttle=1, max_running_finetune_tasks=2)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(body))
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run"]
+    argv += ["--out", str(tmp_path / "out"), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp"]
+    argv += ["--lrs", "5e-4", "--seeds", "0"]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    submit = (tmp_path / "out" / "slurm" / "submit.sh").read_text()
+    deps = dict(re.findall(r"(finetune\d)=\$\(sbatch .*?--array=0-1%1 --dependency=(\S+) ", submit))
+    # 3 models, 1 array each (no IR task), throttle 1: 2 lanes; the third model waits for the first
+    assert deps == {
+        "finetune0": 'afterok:"$pt0"',
+        "finetune1": 'afterok:"$pt1"',
+        "finetune2": 'afterok:"$data",afterany:"$finetune0"',
+    }
+    assert "--kill-on-invalid-dep=yes finetune_toy_s-random-init.sh" in submit
+    writer = slurm.SlurmWriter(plan.ReproduceConfig(out=str(tmp_path / "x")), slurm.load_cluster_config(cluster))
+    three_arrays = [{"group": g, "index": 0} for g in ("finetune", "ir_train", "ir_eval")]
+    with pytest.raises(plan.ReproduceError, match="less than the 3 arrays one model runs at once"):
+        writer.finetune_lanes(15, three_arrays)  # a model alone would run 3 tasks at once
+    body.update(array_throttle=64, max_running_finetune_tasks=400)
+    cluster.write_text(yaml.safe_dump(body))
+    writer = slurm.SlurmWriter(plan.ReproduceConfig(out=str(tmp_path / "x")), slurm.load_cluster_config(cluster))
+    assert writer.finetune_lanes(15, three_arrays) == (64, 2)  # 2 x 3 x 64 = 384 <= 400

@@ -190,7 +190,7 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
             m.group(2): m.group(1)
             for m in re.finditer(
                 r"(pt\d+)=\$\(sbatch --parsable --dependency=afterok:"
-                r'"\$\w+" pretrain_(\S+)\.sbatch',
+                r'"\$\w+" --kill-on-invalid-dep=yes pretrain_(\S+)\.sbatch',
                 submit,
             )
         }

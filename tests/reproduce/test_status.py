@@ -26,9 +26,8 @@ from reproduce.plan import (
     pretraining_config,
     pretraining_dir,
     pretraining_runs,
-    write_reproduce_config,
 )
-from reproduce.status import format_duration, parse_holder, seconds_per_step
+from reproduce.status import format_duration, parse_holder, seconds_per_step, write_study_config
 
 STEPS = TOY_PRETRAIN_STEPS  # the toy masking study's pretraining length
 STARTED = dt.datetime(2026, 11, 25, 3, 0, tzinfo=dt.timezone.utc)
@@ -84,7 +83,7 @@ def study(tmp_path):
         lrs=(1e-4,),
         seeds=(0,),
     )
-    write_reproduce_config(cfg)
+    write_study_config(cfg)
     names = list(pretraining_runs(cfg))
     assert len(names) == 3
     finished, killed, pending = names
@@ -145,8 +144,8 @@ def test_status_of_a_study_killed_mid_way_shows_what_is_done_and_what_is_not(stu
     assert "not running: the last reproduce" in text.splitlines()[0]
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
     n = len(study["jobs"])
-    # done, reused, running, failed, interrupted, pending
-    assert total[1:] == ["1", "1", "0", "1", "1", str(n - 4)]
+    # done, reused, running, failed, missing (Slurm only), interrupted, pending
+    assert total[1:] == ["1", "1", "0", "1", "0", "1", str(n - 4)]
     assert f"  {study['by_state']['failed']['id']}: RuntimeError: CUDA out of memory" in text
     png = out / "status" / "loss.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"loss curves: {png}" in text
@@ -170,7 +169,40 @@ def test_a_moved_study_is_read_relative_to_out_from_any_folder(study, capsys, tm
     rows = _section(text, "pretraining:")
     assert [rows[name][1] for name in (finished, killed, pending)] == ["finished", "interrupted", "pending"]
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
-    assert total[1:6] == ["1", "1", "0", "1", "1"]
+    assert total[1:7] == ["1", "1", "0", "1", "0", "1"]
+
+
+def test_status_reads_the_plan_index_and_plans_again_only_when_reproduce_yaml_changed(study, capsys, monkeypatch):
+    """Issue 53, item 1: planning a paper-scale study (5,400 runs; importing torch for the registry)
+    took 13 s of status's 13.3 s. The plan is indexed next to reproduce.yaml when it is written;
+    status reads the index while its sha256 of reproduce.yaml matches, and plans again otherwise."""
+    from reproduce import status
+
+    out = study["out"]
+    assert cli.main(["status", str(out)]) == 0
+    planned = capsys.readouterr().out
+    real_plan_of = status.plan_of
+
+    def refuse(cfg):
+        raise AssertionError("planned again although the index matches")
+
+    monkeypatch.setattr(status, "plan_of", refuse)
+    assert cli.main(["status", str(out)]) == 0
+    assert capsys.readouterr().out == planned
+    index = json.loads((out / status.STATUS_INDEX).read_text())
+    assert len(index["finetune"]) == len(study["jobs"]) and not Path(index["finetune"][0][2]).is_absolute()
+    # an edited reproduce.yaml (one more comment line) makes the index stale: planned again, same answer
+    config = out / "reproduce.yaml"
+    config.write_text(config.read_text() + "# edited\n")
+    calls = []
+    monkeypatch.setattr(status, "plan_of", lambda cfg: calls.append(cfg) or real_plan_of(cfg))
+    assert cli.main(["status", str(out)]) == 0
+    assert capsys.readouterr().out == planned and len(calls) == 1
+    # an index pointing out of the study is not followed
+    config.write_text(config.read_text().removesuffix("# edited\n"))
+    index["finetune"][0][2] = "../../etc"
+    (out / status.STATUS_INDEX).write_text(json.dumps(index))
+    assert status.read_status_index(out) is None
 
 
 def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsys):
@@ -185,7 +217,7 @@ def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsy
     # 0.5 s a step since the resume at step 41, STEPS - 60 steps to go
     assert row[1] == "running" and " ".join(row[5:]) == format_duration((STEPS - 60) * 0.5)
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
-    assert total[3] == "1" and total[5] == "0"  # the killed fine-tuning run counts as running
+    assert total[3] == "1" and total[6] == "0"  # the killed fine-tuning run counts as running
     assert not (out / "status").exists()
     assert f"running: pid {os.getpid()}" in text.splitlines()[0]
 
@@ -214,7 +246,7 @@ def test_a_finished_study_tells_reused_records_from_its_timings(study, capsys):
     text = capsys.readouterr().out
     assert "finished (timings.json)" in text.splitlines()[0]
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
-    assert total[1:3] == ["1", "1"] and total[5] == "1"  # done, reused; the killed run: interrupted
+    assert total[1:3] == ["1", "1"] and total[6] == "1"  # done, reused; the killed run: interrupted
 
 
 def test_status_of_a_folder_that_is_no_study_is_one_line(tmp_path, capsys):
@@ -237,3 +269,49 @@ def test_pace_and_holder_parsing():
     assert holder.alive and holder.since == STARTED
     assert not parse_holder("pid 12 on node8 since 2026-11-25T03:00:00+00:00", "node7", lambda pid: True).alive
     assert parse_holder("", "node7", lambda pid: True).since is None
+
+
+def test_the_png_stays_readable_with_the_15_runs_of_a_paper_study(tmp_path):
+    """Issue 53, item 1: one panel per objective with its legend outside, and the fine-tuning
+    progress drawn as one stacked bar per model."""
+    from reproduce.status import FinetuneRun, PretrainingRun, draw_losses, loss_panels, objective_of
+
+    names = [f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("mlm20", "mlm30", "mlm40", "mlm50", "clm")]
+    rows = [{"step": i, "loss": 10 - i / 100} for i in range(0, 400, 20)]
+    runs = [PretrainingRun(n, tmp_path, 42000, "running", rows, None) for n in names]
+    runs.append(PretrainingRun("610m-clm-dec42k-mlm40-44k", tmp_path, 44000, "pending", [], None))
+    assert objective_of("610m-clm-dec42k-mlm40-44k") == "CLM -> MLM" and objective_of("toy_s-mlm40-8") == "MLM"
+    assert {k: len(v) for k, v in loss_panels(runs).items()} == {"MLM": 12, "CLM": 3}  # no losses: no panel
+    finetune = [FinetuneRun(f"{n}/sst2/{i}", n, "done" if i % 3 else "missing") for n in names for i in range(6)]
+    import matplotlib.image
+
+    png = draw_losses(runs, tmp_path / "loss.png", finetune)
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert width > 900 and height > width  # two loss panels and the bars, stacked
+
+
+def test_status_shows_only_what_parses_and_never_reads_unbounded(study, capsys):
+    """Issue 56: a garbage FINISHED.json showed its run finished, a truncated record.json its run
+    done, a string loss crashed the table, a timings.json linked to /dev/zero read until memory ran
+    out, and an OUT/status that is a file crashed the PNG. Each is now shown for what it is."""
+    out, (finished, killed, _) = study["out"], study["names"]
+    cfg = study["cfg"]
+    (pretraining_dir(cfg) / finished / FINISHED_FILE).write_text("not json{")
+    with (pretraining_dir(cfg) / killed / LOSS_LOG_FILE).open("a") as log:
+        log.write('{"step": 61, "loss": "nan-ish", "tokens": 1, "seconds": 1.0}\n{"step": "x", "loss": 1.0}\n')
+    from benchmarks.run import RunConfig
+    from contracts.config import config_from_dict
+
+    done = config_from_dict(RunConfig, study["by_state"]["done"]["config"]).run_dir / RECORD_FILE
+    done.write_text('{"metrics": {"acc')  # truncated
+    (out / "timings.json").symlink_to("/dev/zero")
+    (out / LOCK_FILE).unlink()  # so that status looks at timings.json
+    (out / "status").write_text("a file where the PNG folder goes")
+    assert cli.main(["status", str(out)]) == 2
+    captured = capsys.readouterr()
+    rows = _section(captured.out, "pretraining:")
+    assert rows[finished][1:3] == ["broken", "FINISHED.json"]
+    assert rows[killed][2] == f"60/{STEPS}"  # the two odd lines skipped
+    assert f"{study['by_state']['done']['id']}: record.json unreadable" in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "cannot write the PNG" in err[0] and "pass --png PATH" in err[0]

@@ -1,0 +1,44 @@
+"""Reads bounded in size and type (issue 56): a status or marker file that is a link to /dev/zero, a
+FIFO or a folder, or that grew to gigabytes, is an error in one line naming it, not a read until
+memory runs out or a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+SMALL = 1 << 20  # markers, records, timings: a few kB each
+LARGE = 256 << 20  # logs and indexes of a paper-scale study (loss.jsonl of 42k steps: about 5 MB)
+
+
+class BoundedReadError(ValueError):
+    """A file that is not a regular file, or is larger than its reader allows."""
+
+
+def read_text(path: str | Path, limit: int = SMALL) -> str:
+    """The text of a regular file of at most `limit` bytes (a link is followed to check its target:
+    a link to a device, a FIFO or a folder is refused before it is opened)."""
+    path = Path(path)
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise BoundedReadError(f"{path}: not a regular file; remove it (or the link) and rerun")
+    if info.st_size > limit:
+        raise BoundedReadError(f"{path}: {info.st_size:,} bytes, more than the {limit:,} this file may hold")
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # grew while read
+        raise BoundedReadError(f"{path}: more than the {limit:,} bytes this file may hold")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_json_object(path: str | Path, limit: int = SMALL) -> dict:
+    """A JSON object from a bounded regular file; BoundedReadError when it is not one."""
+    try:
+        value = json.loads(read_text(path, limit))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise BoundedReadError(f"{path}: not valid JSON ({str(exc)[:80]})") from None
+    if not isinstance(value, dict):
+        raise BoundedReadError(f"{path}: a JSON {type(value).__name__}, not an object")
+    return value

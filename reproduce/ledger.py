@@ -1,0 +1,221 @@
+"""The job ledger of a study submitted to Slurm, and what Slurm says of its jobs (issue 53).
+
+`OUT/slurm/ledger.jsonl` gets one line per sbatch call: written by the generated `submit.sh` (a bash
+function, so the ids are recorded even if the submission stops half-way) and by `reproduce resubmit`.
+A line names the job id, its kind (data, pretraining, finetune, analysis), what it runs (a pretraining
+run, the model of a fine-tuning array and its group: finetune, ir_train or ir_eval) and, for an
+array, the task ids it was submitted with. The latest line covering a task is that task's job.
+
+Slurm is asked with `squeue` (queued and running jobs, arrays one task per line) and `sacct` (ended
+jobs, where the site keeps accounting); both bounded in time. Without either, a job that left the
+queue counts as ended and its outcome is read from the run folders (records, FINISHED.json).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+LEDGER_FILE = Path("slurm") / "ledger.jsonl"
+KINDS = ("data", "pretraining", "finetune", "analysis")
+QUERY_TIMEOUT_S = 30  # a squeue or sacct that hangs (a slurmctld under load) is given up, not waited on
+_FIELDS = ("job", "kind", "name", "script", "group", "tasks", "submitted")
+_JOB_ID = re.compile(r"\d+")
+
+
+# --- the ledger ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LedgerEntry:
+    job: str
+    kind: str
+    name: str  # the pretraining run, the fine-tuning model, or data / analysis
+    script: str  # the sbatch script, relative to OUT/slurm
+    group: str = ""  # a fine-tuning array's group (finetune, ir_train, ir_eval)
+    tasks: str = ""  # an array's task ids as sbatch --array took them ("0-8", "3,5"); "" for a job
+    submitted: str = ""
+
+    def task_ids(self) -> list[int]:
+        return parse_task_ids(self.tasks)
+
+
+def parse_task_ids(text: str) -> list[int]:
+    """`0-8`, `3,5,7-9` (sbatch --array, without the %throttle) -> the task ids."""
+    ids: list[int] = []
+    for part in filter(None, text.split("%", 1)[0].split(",")):
+        first, _, last = part.partition("-")
+        ids.extend(range(int(first), int(last or first) + 1))
+    return ids
+
+
+def format_task_ids(ids: list[int]) -> str:
+    """The shortest sbatch --array list of `ids` (runs of consecutive ids as ranges)."""
+    parts, ids = [], sorted(set(ids))
+    start = prev = None
+    for i in [*ids, None]:
+        if start is not None and (i is None or i != prev + 1):
+            parts.append(f"{start}-{prev}" if prev != start else str(start))
+            start = None
+        if i is not None and start is None:
+            start = i
+        prev = i
+    return ",".join(parts)
+
+
+def ledger_line(entry: LedgerEntry) -> str:
+    return json.dumps({f: getattr(entry, f) for f in _FIELDS}) + "\n"
+
+
+def read_ledger(out: Path) -> tuple[list[LedgerEntry], int]:
+    """The ledger's entries, in submission order, and how many lines were unreadable (skipped: a line
+    decodes only as the columns written here, with a numeric job id and a known kind)."""
+    from contracts.bounded import LARGE, read_text
+
+    path = Path(out) / LEDGER_FILE
+    if not path.exists():
+        return [], 0
+    text = read_text(path, LARGE)  # a ledger that is a device or gigabytes is one line, not a hang
+    entries, bad = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            entry = LedgerEntry(**{f: str(row.get(f, "")) for f in _FIELDS})
+            if not _JOB_ID.fullmatch(entry.job) or entry.kind not in KINDS:
+                raise ValueError(entry.job)
+            entry.task_ids()
+        except (ValueError, TypeError, AttributeError):
+            bad += 1
+            continue
+        entries.append(entry)
+    return entries, bad
+
+
+def append_ledger(out: Path, entry: LedgerEntry) -> None:
+    """One line appended in one write (O_APPEND), as submit.sh's `ledger` function does."""
+    path = Path(out) / LEDGER_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, ledger_line(entry).encode())
+    finally:
+        os.close(fd)
+
+
+def ledger_shell_function(ledger: Path) -> list[str]:
+    """The `ledger JOB KIND NAME SCRIPT GROUP TASKS` function of submit.sh (names are plain: model and
+    run names, checked by the plan)."""
+    fmt = (
+        '{"job": "%s", "kind": "%s", "name": "%s", "script": "%s", "group": "%s", "tasks": "%s", "submitted": "%s"}\\n'
+    )
+    return [
+        f"LEDGER={_q(ledger)}",
+        "ledger() { printf '" + fmt + '\' "$1" "$2" "$3" "$4" "$5" "$6" '
+        '"$(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$LEDGER"; }',
+    ]
+
+
+def _q(text) -> str:
+    import shlex
+
+    return shlex.quote(str(text))
+
+
+def current_jobs(entries: list[LedgerEntry]) -> dict[tuple[str, str, str], LedgerEntry]:
+    """(kind, name, group) -> the latest entry of a job that is not an array (data, pretraining, analysis)."""
+    return {(e.kind, e.name, e.group): e for e in entries if not e.tasks}
+
+
+def current_tasks(entries: list[LedgerEntry]) -> dict[tuple[str, str, int], str]:
+    """(model, group, task id) -> the job id of the latest array submission that ran that task."""
+    tasks = {}
+    for e in entries:
+        for i in e.task_ids():
+            tasks[(e.name, e.group, i)] = e.job
+    return tasks
+
+
+# --- what Slurm says -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SlurmState:
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, ... (Slurm's words); ENDED when only gone from the queue
+    reason: str = ""
+
+
+ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"})
+
+
+def _expand(job_id: str) -> list[str]:
+    """`123`, `123_4`, `123_[5-9%2]` (a pending array's tasks in one squeue line) -> keys."""
+    match = re.fullmatch(r"(\d+)_\[([\d,\-]+)(?:%\d+)?\]", job_id)
+    if match:
+        return [f"{match.group(1)}_{i}" for i in parse_task_ids(match.group(2))]
+    return [job_id]
+
+
+def parse_states(text: str) -> dict[str, SlurmState]:
+    """Lines `JOBID|STATE|REASON` (squeue -h -r -o '%i|%T|%r', sacct -n -P -X -o JobID,State,ExitCode)
+    -> {"123": ..., "123_4": ...}. sacct's `CANCELLED by 0` is CANCELLED."""
+    states = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 2 or not re.fullmatch(r"\d+(_\d+|_\[[\d,\-%]+\])?", parts[0]):
+            continue
+        state = SlurmState(parts[1].split()[0] if parts[1].strip() else "UNKNOWN", parts[2] if len(parts) > 2 else "")
+        for key in _expand(parts[0]):
+            states[key] = state
+    return states
+
+
+def _run(command: list[str]) -> str | None:
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def query_slurm(job_ids: list[str]) -> tuple[dict[str, SlurmState], list[str]]:
+    """The states of `job_ids` (and of their array tasks): squeue for the queued ones, then sacct for
+    the rest where accounting is on. Returns the states and which tools answered."""
+    ids = sorted(set(job_ids), key=int)
+    if not ids:
+        return {}, []
+    states: dict[str, SlurmState] = {}
+    asked = []
+    sacct = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,State,ExitCode"])
+    if sacct is not None:
+        states.update(parse_states(sacct))
+        asked.append("sacct")
+    # every state (-t all: also the jobs that ended within MinJobAge) of this user's jobs, filtered
+    # here: `squeue -j` fails outright when one id has left slurmctld's memory
+    squeue = _run(["squeue", "-h", "-r", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T|%r"])
+    if squeue is not None:  # squeue last: the live view wins over accounting's lag
+        wanted = set(ids)
+        states.update({k: v for k, v in parse_states(squeue).items() if k.split("_")[0] in wanted})
+        asked.append("squeue")
+    return states, asked
+
+
+def state_of(job: str, task: int | None, states: dict[str, SlurmState], asked: list[str]) -> SlurmState | None:
+    """A job's (or array task's) state; ENDED when squeue answered and no longer lists it and sacct
+    said nothing; None when Slurm could not be asked."""
+    key = job if task is None else f"{job}_{task}"
+    if key in states:
+        return states[key]
+    if task is not None and job in states:
+        return states[job]
+    return SlurmState("ENDED") if "squeue" in asked else None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,53 @@
+"""The fine-tuning runs an analysis went without (issue 53): on a cluster a run fails or its job is
+killed, and the analysis job (afterany) analyses what finished. Every report it writes then opens
+with the missing runs and the cells they leave short or absent, and OUT/missing.csv lists them, so
+nothing is dropped silently; `python -m reproduce resubmit OUT` reruns them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from contracts.provenance import atomic_write_text
+
+MISSING_FILE = "missing.csv"
+COLUMNS = ("id", "model", "task", "lr", "seed", "why")
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def missing_frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def missing_section(missing: pd.DataFrame, planned: Counter) -> str:
+    """The Markdown that opens every report of a partial analysis: how many runs are missing and, per
+    (model, task) cell, how many of its planned runs; `planned` counts the runs of each cell."""
+    if missing.empty:
+        return ""
+    short = missing.groupby(["model", "task"], sort=True)
+    lines = [
+        f"## Missing runs: {len(missing)} of {sum(planned.values())} planned fine-tuning runs have no record",
+        "",
+        f"This analysis used the runs that finished ({MISSING_FILE} lists the others). A cell below with "
+        "missing runs is averaged over fewer seeds than planned, or is absent (— in the tables; a claim "
+        "that needs it says it cannot be tested). `python -m reproduce resubmit OUT` reruns them.",
+        "",
+        "| model | task | missing | planned | why (first run) |",
+        "|---|---|---|---|---|",
+    ]
+    for (model, task), group in short:
+        why = str(group["why"].iloc[0]).replace("|", "/")[:160]
+        lines.append(f"| {model} | {task} | {len(group)} | {planned[(model, task)]} | {why} |")
+    return "\n".join(lines) + "\n\n"
+
+
+def prepend(path: Path, section: str) -> None:
+    """Put `section` at the top of a report just written (atomically; nothing when there is none)."""
+    path = Path(path)
+    if section and path.is_file():
+        atomic_write_text(path, section + path.read_text())

@@ -1,0 +1,264 @@
+"""`python -m reproduce resubmit OUT [--dry-run]`: submit again only what a Slurm study still lacks
+(issue 53), read from its job ledger (reproduce.ledger) and its run folders.
+
+What counts as done is what the folders hold, not what Slurm says: prepared data with its manifest,
+a pretraining run with FINISHED.json, a fine-tuning run with record.json. Jobs and array tasks still
+queued or running are left alone (the new jobs wait for them where they depend on them). For each
+array, only the tasks whose runs lack a record are resubmitted (`--array=3,7`, the array's throttle
+kept); a resubmitted pretraining job brings the arrays of its models after it; an IR evaluation task
+runs after its resubmitted training task (aftercorr). The analysis job is submitted again (afterany
+on every job it must wait for) whenever something was resubmitted or its reports miss runs.
+
+The scripts are the ones `python -m reproduce --slurm` wrote in OUT/slurm (their settings, paths and
+image): a study moved since must be written again there first.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contracts.layout import FINISHED_FILE, RECORD_FILE
+from reproduce.ledger import (
+    ACTIVE_STATES,
+    LedgerEntry,
+    append_ledger,
+    current_jobs,
+    current_tasks,
+    format_task_ids,
+    query_slurm,
+    read_ledger,
+    state_of,
+    utc_now,
+)
+from reproduce.plan import ReproduceError
+
+KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
+
+
+@dataclass
+class Submission:
+    """One sbatch call of the resubmission. `after` holds (dependency type, job) pairs, a job being a
+    Slurm id or the `var` of another Submission of this plan (its id once submitted)."""
+
+    var: str
+    kind: str
+    name: str
+    script: str
+    group: str = ""
+    tasks: str = ""  # sbatch --array (with its %throttle); "" for a job
+    options: list[str] = field(default_factory=list)
+    after: list[tuple[str, str]] = field(default_factory=list)
+
+    def argv(self, ids: dict[str, str]) -> list[str]:
+        args = ["sbatch", "--parsable", *self.options]
+        if self.tasks:
+            args.append(f"--array={self.tasks}")
+        deps: dict[str, list[str]] = {}
+        for kind, job in self.after:
+            deps.setdefault(kind, []).append(ids.get(job, job))
+        if deps:
+            args.append("--dependency=" + ",".join(f"{k}:{':'.join(v)}" for k, v in deps.items()))
+            if any(k in ("afterok", "aftercorr") for k in deps):
+                args.append(KILL_ON_INVALID_DEP)
+        return [*args, self.script, *([self.group] if self.group else [])]
+
+
+def _throttle(tasks: str) -> str:
+    return "%" + tasks.split("%", 1)[1] if "%" in tasks else ""
+
+
+def _job_done(job: dict) -> bool:
+    from reproduce.status import _JobView
+
+    return (_JobView(job["config"]).run_dir / RECORD_FILE).is_file()
+
+
+def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
+    """What to submit again, and lines saying what is left alone (still queued or running) and why."""
+    from benchmarks.matrix import GROUPS, read_jobs
+    from pretraining.data.format import MANIFEST
+    from reproduce.missing import MISSING_FILE
+    from reproduce.plan import (
+        data_dir,
+        finetune_dir,
+        finetuned_models,
+        pretraining_dir,
+        pretraining_runs,
+        random_init_models,
+        starts_from,
+        study_checkpoints,
+    )
+    from reproduce.status import load_study_config
+
+    cfg = load_study_config(out)
+    entries, bad = read_ledger(out)
+    if not entries:
+        raise ReproduceError(
+            f"{out / 'slurm' / 'ledger.jsonl'}: no job ledger, so nothing is known of this study's Slurm jobs "
+            "(it was not submitted with --slurm, or by a version before the ledger): submit it with "
+            "python -m reproduce --slurm ... (finished runs are kept)"
+        )
+    states, asked = query_slurm([e.job for e in entries])
+    jobs, tasks = current_jobs(entries), current_tasks(entries)
+    notes = [f"{bad} unreadable ledger line(s) skipped"] if bad else []
+
+    def active(job: str | None, task: int | None = None) -> bool:
+        state = state_of(job, task, states, asked) if job else None
+        return state is not None and state.state in ACTIVE_STATES
+
+    plan: list[Submission] = []
+    waits: dict[str, str] = {}  # what the new jobs of a thing wait for: a plan var or a live job id
+
+    data_job = jobs.get(("data", "data", ""))
+    if not (data_dir(cfg) / MANIFEST).exists():
+        if active(data_job.job if data_job else None):
+            waits["data"] = data_job.job
+            notes.append(f"data: job {data_job.job} still queued or running")
+        else:
+            plan.append(Submission("data", "data", "data", "data.sbatch"))
+            waits["data"] = "data"
+
+    runs = pretraining_runs(cfg)
+    for i, name in enumerate(runs):
+        if (pretraining_dir(cfg) / name / FINISHED_FILE).is_file():
+            continue
+        entry = jobs.get(("pretraining", name, ""))
+        if active(entry.job if entry else None):
+            waits[name] = entry.job
+            notes.append(f"pretraining {name}: job {entry.job} still queued or running")
+            continue
+        source = starts_from(cfg, name)
+        after = waits.get(source) if source else waits.get("data")
+        plan.append(
+            Submission(
+                f"pt{i}", "pretraining", name, f"pretrain_{name}.sbatch", after=[("afterok", after)] if after else []
+            )
+        )
+        waits[name] = f"pt{i}"
+
+    made_by = {c.name: c.run_name for c in study_checkpoints(cfg)}
+    made_by.update(dict.fromkeys(random_init_models(cfg), "data"))
+    array_entries = {(e.name, e.group): e for e in entries if e.tasks}
+    last_arrays: list[str] = []
+    for j, model in enumerate(finetuned_models(cfg)):
+        jobs_file = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
+        if not jobs_file.is_file():
+            raise ReproduceError(f"{jobs_file}: the job list of {model}'s arrays is missing: write the study again")
+        model_jobs = read_jobs(jobs_file)
+        maker = waits.get(made_by.get(model, ""))
+        new_vars = {}
+        for group in GROUPS:
+            todo, live = set(), set()
+            for job in (jb for jb in model_jobs if jb["group"] == group):
+                if _job_done(job):
+                    continue
+                if active(tasks.get((model, group, job["index"])), job["index"]):
+                    live.add(tasks[(model, group, job["index"])])
+                else:
+                    todo.add(job["index"])
+            last_arrays += sorted(live)
+            if live:
+                notes.append(f"fine-tuning {model} {group}: job(s) {', '.join(sorted(live))} still queued or running")
+            if not todo:
+                continue
+            entry = array_entries.get((model, group))
+            var = f"{group}{j}"
+            after = [("afterok", maker)] if maker else []
+            if group == "ir_eval" and "ir_train" in new_vars:
+                after = [("aftercorr", new_vars["ir_train"])]
+            plan.append(
+                Submission(
+                    var,
+                    "finetune",
+                    model,
+                    entry.script if entry else f"finetune_{model}.sh",
+                    group,
+                    format_task_ids(sorted(todo)) + _throttle(entry.tasks if entry else ""),
+                    [f"--job-name=mlmclm-{group}-{model}"],
+                    after,
+                )
+            )
+            new_vars[group] = var
+            last_arrays.append(var)
+
+    analysis_entry = jobs.get(("analysis", "analysis", ""))
+    missing_file = out / MISSING_FILE
+    complete = missing_file.is_file() and len(missing_file.read_text().strip().splitlines()) <= 1
+    if active(analysis_entry.job if analysis_entry else None) and not plan:
+        notes.append(f"analysis: job {analysis_entry.job} still queued or running")
+    elif plan or not complete:
+        plan.append(
+            Submission(
+                "analysis", "analysis", "analysis", "analysis.sbatch", after=[("afterany", a) for a in last_arrays]
+            )
+        )
+    return plan, notes
+
+
+def describe(plan: list[Submission]) -> list[str]:
+    """The sbatch lines, with `$var` for the ids of jobs this plan submits first."""
+    ids = {s.var: f"${s.var}" for s in plan}
+    return [f"{s.var}=$({' '.join(s.argv(ids))})" for s in plan]
+
+
+def submit(out: Path, plan: list[Submission], log=print) -> dict[str, str]:
+    """Run the sbatch calls in order from OUT/slurm, each id appended to the ledger as it comes."""
+    ids: dict[str, str] = {}
+    for s in plan:
+        argv = s.argv(ids)
+        try:
+            result = subprocess.run(argv, cwd=out / "slurm", capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ReproduceError(f"sbatch for {s.kind} {s.name} {s.group}: {exc}") from None
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+            raise ReproduceError(
+                f"sbatch for {s.kind} {s.name} {s.group} failed ({last}); the jobs before it are submitted and in "
+                "the ledger: rerun resubmit to go on"
+            )
+        job = result.stdout.strip().split(";")[0]
+        ids[s.var] = job
+        append_ledger(out, LedgerEntry(job, s.kind, s.name, s.script, s.group, s.tasks, utc_now()))
+        what = " ".join(filter(None, [s.kind, s.name, s.group, f"tasks {s.tasks}" if s.tasks else ""]))
+        log(f"resubmitted {what}: job {job}")
+    return ids
+
+
+def build_parser():
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m reproduce resubmit",
+        description="Submit again only what a Slurm study lacks: the failed or missing array tasks, pretraining "
+        "and data jobs, the jobs downstream of them and the analysis (docs/cluster.md, 'When jobs fail').",
+    )
+    parser.add_argument("out", help="the study's output folder (the --out of python -m reproduce --slurm)")
+    parser.add_argument("--dry-run", action="store_true", help="print the sbatch lines, submit nothing")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    import sys
+
+    args = build_parser().parse_args(argv)
+    out = Path(args.out).absolute()
+    try:
+        plan, notes = plan_resubmission(out)
+        for line in notes:
+            print(f"left alone: {line}")
+        if not plan:
+            print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
+            return 0
+        print(f"resubmit: {len(plan)} sbatch call(s):")
+        for line in describe(plan):
+            print("  " + line)
+        if args.dry_run:
+            print("resubmit: dry run, nothing submitted")
+            return 0
+        submit(out, plan)
+    except ReproduceError as exc:
+        print(f"reproduce resubmit: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,28 @@
+"""Helpers of the reproduce tests that submit toy studies to the local Slurm cluster (tests.slurm)."""
+
+
+def toy_cluster_config(tmp_path, local_slurm, monkeypatch, **settings):
+    """A cluster config for toy studies on the local Slurm cluster (no image: --no-container; CPU
+    jobs), written to tmp_path/cluster.yaml, with this test's environment pointed at that cluster."""
+    import sys
+
+    import yaml
+
+    from tests.slurm.cluster import PARTITION
+
+    body = {
+        "partition": PARTITION,
+        "image": str(tmp_path / "absent.sif"),
+        "data_dir": str(tmp_path / "data"),
+        "runs_dir": str(tmp_path / "runs"),
+        "hf_cache": str(tmp_path / "hf"),
+        "gpus_per_node": 0,
+        "cpus_per_task": 1,
+        "python": sys.executable,
+        **settings,
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(body))
+    for key in ("SLURM_CONF", "PATH"):
+        monkeypatch.setenv(key, local_slurm.env[key])
+    return path

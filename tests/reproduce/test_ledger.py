@@ -1,0 +1,110 @@
+"""The job ledger and the parsing of what squeue and sacct say (reproduce.ledger), and the sbatch
+lines of a resubmission (reproduce.resubmit.Submission): pure, no Slurm needed."""
+
+import json
+import subprocess
+
+import pytest
+
+from reproduce.ledger import (
+    LedgerEntry,
+    append_ledger,
+    current_jobs,
+    current_tasks,
+    format_task_ids,
+    ledger_shell_function,
+    parse_states,
+    parse_task_ids,
+    read_ledger,
+    state_of,
+)
+from reproduce.missing import missing_frame, missing_section
+from reproduce.resubmit import Submission
+
+
+@pytest.mark.parametrize("ids", [[0], [0, 1, 2], [1, 3, 4, 5, 9], [7, 2, 2, 3]])
+def test_task_ids_round_trip_through_the_sbatch_array_syntax(ids):
+    text = format_task_ids(ids)
+    assert parse_task_ids(text) == sorted(set(ids))
+    assert parse_task_ids(text + "%4") == sorted(set(ids))  # the throttle is not a task
+
+
+def test_squeue_and_sacct_lines_become_per_task_states():
+    states = parse_states(
+        "\n".join(
+            [
+                "101|COMPLETED|0:0",
+                "102_0|FAILED|1:0",
+                "102_[2-3%2]|PENDING|JobArrayTaskLimit",
+                "103|CANCELLED by 0|0:0",
+                "garbage line",
+                "104;x|RUNNING|None",
+            ]
+        )
+    )
+    assert states["101"].state == "COMPLETED"
+    assert states["102_0"].state == "FAILED"
+    assert states["102_2"].state == states["102_3"].state == "PENDING"
+    assert states["102_3"].reason == "JobArrayTaskLimit"
+    assert states["103"].state == "CANCELLED"
+    assert "104;x" not in states and len(states) == 5
+    # a task squeue no longer lists has ended; without squeue nothing is known
+    assert state_of("102", 1, states, ["squeue"]).state == "ENDED"
+    assert state_of("102", 1, states, []) is None
+
+
+def test_the_submit_script_function_and_python_write_the_same_ledger(tmp_path):
+    out = tmp_path / "study"
+    script = "\n".join(
+        [*ledger_shell_function(out / "slurm" / "ledger.jsonl"), "ledger 7 finetune toy_s-clm-8 ft.sh finetune 0-3%2"]
+    )
+    (out / "slurm").mkdir(parents=True)
+    subprocess.run(["bash", "-c", script], check=True)
+    append_ledger(out, LedgerEntry("9", "finetune", "toy_s-clm-8", "ft.sh", "finetune", "2", "now"))
+    (out / "slurm" / "ledger.jsonl").open("a").write('{"job": "x; rm -rf /", "kind": "data"}\nnot json\n')
+    append_ledger(out, LedgerEntry("10", "analysis", "analysis", "analysis.sbatch"))
+    entries, bad = read_ledger(out)
+    assert bad == 2 and [e.job for e in entries] == ["7", "9", "10"]
+    assert entries[0].task_ids() == [0, 1, 2, 3] and entries[0].submitted  # stamped by date
+    # the latest submission of a task is its job
+    tasks = current_tasks(entries)
+    assert tasks[("toy_s-clm-8", "finetune", 2)] == "9" and tasks[("toy_s-clm-8", "finetune", 3)] == "7"
+    assert current_jobs(entries)[("analysis", "analysis", "")].job == "10"
+
+
+def test_a_resubmission_waits_on_its_new_jobs_and_cancels_on_a_failed_one():
+    pretrain = Submission("pt0", "pretraining", "toy_s-clm-8", "pretrain_toy_s-clm-8.sbatch")
+    array = Submission(
+        "finetune1", "finetune", "toy_s-clm-8", "ft.sh", "finetune", "1,4-5%2", ["--job-name=x"], [("afterok", "pt0")]
+    )
+    analysis = Submission(
+        "analysis", "analysis", "analysis", "analysis.sbatch", after=[("afterany", "finetune1"), ("afterany", "55")]
+    )
+    assert pretrain.argv({}) == ["sbatch", "--parsable", "pretrain_toy_s-clm-8.sbatch"]
+    assert array.argv({"pt0": "301"}) == [
+        "sbatch",
+        "--parsable",
+        "--job-name=x",
+        "--array=1,4-5%2",
+        "--dependency=afterok:301",
+        "--kill-on-invalid-dep=yes",
+        "ft.sh",
+        "finetune",
+    ]
+    assert analysis.argv({"finetune1": "302"})[2] == "--dependency=afterany:302:55"
+
+
+def test_the_missing_section_counts_each_cell_against_its_planned_runs():
+    from collections import Counter
+
+    frame = missing_frame(
+        [
+            {"id": "m/sst2/lr5e-04_sd0", "model": "m", "task": "sst2", "lr": 5e-4, "seed": 0, "why": "failed: a | b"},
+            {"id": "m/sst2/lr5e-04_sd1", "model": "m", "task": "sst2", "lr": 5e-4, "seed": 1, "why": "not run"},
+        ]
+    )
+    text = missing_section(frame, Counter({("m", "sst2"): 3, ("m", "qqp"): 3}))
+    assert text.startswith("## Missing runs: 2 of 6 planned")
+    assert "| m | sst2 | 2 | 3 | failed: a / b |" in text
+    assert missing_section(missing_frame([]), Counter()) == ""
+    assert json.dumps(list(frame.columns)) == '["id", "model", "task", "lr", "seed", "why"]'

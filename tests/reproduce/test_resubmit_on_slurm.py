@@ -1,0 +1,92 @@
+"""Issue 53 on the local Slurm cluster: a toy DAG with one fine-tuning run forced to fail ends with its
+analysis done (afterany) and the run reported missing on top of every report; `reproduce status`
+shows the jobs from the ledger and Slurm, from another folder and on a copied study;
+`reproduce resubmit` reruns only that array task and the analysis, which then has every run."""
+
+import json
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+
+from reproduce import cli
+from reproduce.ledger import read_ledger
+from tests.reproduce.slurm_study import toy_cluster_config
+
+
+def _status(out, capsys) -> str:
+    assert cli.main(["status", str(out)]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def _wait_for_ledger_jobs(local_slurm, out, kind="analysis"):
+    entries, _ = read_ledger(out)
+    last = [e for e in entries if e.kind == kind][-1]
+    local_slurm.wait_for(last.job, timeout=600)
+    return last.job
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slurm, tmp_path, monkeypatch, capsys):
+    cluster = toy_cluster_config(tmp_path, local_slurm, monkeypatch, array_throttle=2)
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp", "--lrs", "5e-4"]
+    argv += ["--seeds", "0", "--pretrain-steps", "8", "--reps", "100", "--dry-run"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # the forced failure: one run of the CLM model reads a model folder that will not exist
+    jobs_file = out / "finetune" / "jobs" / "toy_s-clm-8.jsonl"
+    good = jobs_file.read_text()
+    jobs = [json.loads(line) for line in good.splitlines()]
+    broken = next(j for j in jobs if j["config"]["task"] == "qqp")
+    broken["config"]["model"] += "-absent"
+    jobs_file.write_text("".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
+
+    submitted = subprocess.run(["bash", str(out / "slurm" / "submit.sh")], capture_output=True, text=True)
+    assert submitted.returncode == 0, submitted.stderr
+    entries, bad = read_ledger(out)
+    assert bad == 0 and [e.kind for e in entries].count("finetune") == 3
+    assert {e.kind for e in entries} == {"data", "pretraining", "finetune", "analysis"}
+
+    # while the DAG runs, status names the jobs from the ledger and their Slurm states
+    running = _status(out, capsys)
+    assert "Slurm jobs (ledger" in running and "squeue" in running, running
+
+    analysis = _wait_for_ledger_jobs(local_slurm, out)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1200:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
+    assert local_slurm.job_state(analysis) == "COMPLETED", logs
+    missing = pd.read_csv(out / "missing.csv")
+    assert missing["id"].tolist() == [broken["id"]], logs
+    for report in ("tables/tables.md", "audit/audit.md"):
+        assert (out / report).read_text().startswith("## Missing runs: 1 of 6 planned"), report
+    assert (out / "figure" / "figure3.png").stat().st_size > 0  # drawn from what finished
+
+    # from another folder, on a copy of the study: the failed task, its log line, the way out
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, symlinks=True)
+    monkeypatch.chdir(tmp_path / "runs")
+    for folder in (out, copy):
+        report = _status(folder, capsys)
+        assert "stopped on Slurm with 1 fine-tuning runs lacking a record" in report, report
+        assert f"{broken['id']}: job " in report and "python -m reproduce resubmit" in report, report
+
+    # resubmit: only that task (and the analysis), after the job list is mended
+    jobs_file.write_text(good)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "--array=1%2" in shown and "finetune_toy_s-clm-8.sh finetune" in shown, shown
+    assert shown.count("sbatch --parsable") == 2 and "afterany:$finetune1" in shown, shown
+    assert len(read_ledger(out)[0]) == len(entries)  # a dry run submits nothing
+
+    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
+    assert "resubmitted finetune toy_s-clm-8 finetune tasks 1%2" in capsys.readouterr().out
+    analysis = _wait_for_ledger_jobs(local_slurm, out)
+    assert local_slurm.job_state(analysis) == "COMPLETED"
+    assert pd.read_csv(out / "missing.csv").empty
+    assert not (out / "tables" / "tables.md").read_text().startswith("## Missing runs")
+    assert "finished (every Slurm job ended" in _status(out, capsys)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
+    assert "nothing to submit" in capsys.readouterr().out
