@@ -167,7 +167,10 @@ def read_file_inside(path: Path, root: Path) -> bytes:
     a link out of the tree, a device (/dev/zero would fill the memory), a FIFO (reading it waits
     for a writer) or a folder is refused in one line before it is read. The file is opened without
     blocking and its type checked on the open descriptor, so it cannot be swapped in between."""
-    real = path.resolve()
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError on a symlink loop, 3.13 OSError
+        raise ReleasedImportError(f"{path}: a link that loops: refused; replace it with the file") from None
     if not real.is_relative_to(root.resolve()):
         raise ReleasedImportError(f"{path}: links to {real}, outside the tree {root}: refused; copy the file into it")
     try:
@@ -251,7 +254,13 @@ def read_released_run(path: Path, root: Path) -> RunRecord:
 def released_files(directory: str | Path) -> tuple[Path, list[Path]]:
     """The results root and its results.json files, sorted."""
     root = results_root(directory)
-    files = sorted(root.rglob("results.json"))
+    files = set(root.rglob("results.json"))
+    # rglob passes over a results.json that is a dangling or looping link without a word (issue 56):
+    # every entry of that name is listed, and such a link is then refused like any other bad file
+    for folder, _, names in os.walk(root):
+        if "results.json" in names:
+            files.add(Path(folder) / "results.json")
+    files = sorted(files)
     if not files:
         raise ReleasedImportError(f"{root}: no results.json found (expected the released 'results' tree)")
     return root, files

@@ -124,6 +124,9 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{problem}{where}"
 
 
+CONFIG_BYTES_LIMIT = 8 << 20  # the largest config we write (a paper study's reproduce.yaml) is a few kB
+
+
 def read_yaml_mapping(path: str | os.PathLike) -> dict:
     """The mapping a YAML config file holds; ConfigError naming the file when it is missing, not a
     file, not YAML (PyYAML's safe loader: no tags that build Python objects) or not a mapping."""
@@ -132,10 +135,18 @@ def read_yaml_mapping(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: config file not found")
     if not path.is_file():
         raise ConfigError(f"{path}: not a file; give a YAML config file")
+    from contracts.bounded import BoundedReadError, read_text
+
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        # a size cap and the recursion limit: a 200 MB config parsed for minutes and a 100,000-deep one
+        # gave a RecursionError traceback thousands of lines long (issue 56)
+        data = yaml.safe_load(read_text(path, CONFIG_BYTES_LIMIT)) or {}
+    except BoundedReadError as exc:
+        raise ConfigError(f"{exc}; a config is a few kB") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a config") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file; give a YAML config file") from None
     if not isinstance(data, dict):

@@ -27,6 +27,9 @@ from contracts.provenance import DiskFullError, disk_full_cause
 DOWNLOAD_STATE_DIR = ".cache"
 # The record a fetched model folder carries (pretraining.fetch_model); checked before jobs run.
 MODEL_MANIFEST = "fetch_manifest.json"
+# Seconds a Hub call waits to connect and between bytes of the answer (issue 56: a server that accepts
+# and never answers held `fetch-model` for ever); MLM_VS_CLM_HUB_TIMEOUT overrides it.
+HUB_TIMEOUT_S = float(os.environ.get("MLM_VS_CLM_HUB_TIMEOUT", "60"))
 
 
 class HubError(RuntimeError):
@@ -182,16 +185,32 @@ def _first_line(exc: BaseException) -> str:
 def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None) -> Snapshot:
     """The commit `revision` (default main) of a repo and its files with the Hub's hashes."""
     from huggingface_hub import HfApi
+    from requests.exceptions import JSONDecodeError
 
     try:
         with quiet_retries():
-            info = HfApi().repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
+            info = HfApi().repo_info(
+                repo_id, repo_type=repo_type, revision=revision, files_metadata=True, timeout=HUB_TIMEOUT_S
+            )
+    except (TypeError, KeyError, AttributeError, JSONDecodeError) as exc:  # parsing a malformed answer
+        raise HubError(
+            f"{repo_type} repo {repo_id}: the Hub ({endpoint()}) answered something that is not a repo "
+            f"description ({type(exc).__name__}); check HF_ENDPOINT, retry later"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - turned into one line naming the repo
         raise_hub_error(exc, repo_id, repo_type, revision)
-    files = {
-        s.rfilename: RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
-        for s in info.siblings or ()
-    }
+    try:
+        files = {
+            s.rfilename: RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
+            for s in info.siblings or ()
+        }
+        if not isinstance(info.sha, str):
+            raise TypeError(info.sha)
+    except (TypeError, AttributeError) as exc:
+        raise HubError(
+            f"{repo_type} repo {repo_id}: the Hub ({endpoint()}) answered something that is not a repo "
+            f"description ({type(exc).__name__}); check HF_ENDPOINT, retry later"
+        ) from None
     return Snapshot(repo_id, repo_type, revision or "main", info.sha, files)
 
 

@@ -9,9 +9,11 @@ other's locks, so give concurrent cluster jobs their own folders (as the Slurm s
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +25,35 @@ LOCK_FILE = ".lock"
 
 class FolderInUse(RuntimeError):
     """Another live job holds the folder's lock; the message names the folder and the holder."""
+
+
+class BadLockFile(FolderInUse):
+    """The lock path is not a plain lock file of ours (a link, folder, FIFO, device, another user's
+    file), or the folder is not a folder: nothing is opened through it (issue 56)."""
+
+
+def _open_lock(folder: Path, path: Path):
+    """The lock file, opened without following a link and checked to be our regular file."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise BadLockFile(f"{folder} is not a folder: remove it or choose another output folder") from None
+    try:
+        # O_NOFOLLOW: a .lock that is a link fails here instead of truncating its target; O_NONBLOCK:
+        # a FIFO does not block the open; nothing is truncated before the checks below
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except FileNotFoundError:
+        return None  # the folder went meanwhile (its holder tidied up): try again
+    except OSError as exc:
+        why = "a link" if exc.errno == errno.ELOOP else exc.strerror
+        raise BadLockFile(f"{path}: not a lock file this job can use ({why}): remove it and rerun") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        os.close(fd)
+        what = "another user's file" if stat.S_ISREG(info.st_mode) else "not a regular file"
+        raise BadLockFile(f"{path}: not a lock file this job can use ({what}): remove it and rerun")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "r+", encoding="utf-8")
 
 
 def _holder(handle) -> str:
@@ -48,10 +79,8 @@ def folder_lock(
     created = not folder.exists()
     path = folder / name
     for _ in range(5):  # the holder may remove the lock file (and folder) between our open and our flock
-        folder.mkdir(parents=True, exist_ok=True)
-        try:
-            handle = path.open("a+", encoding="utf-8")
-        except FileNotFoundError:
+        handle = _open_lock(folder, path)
+        if handle is None:
             continue
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -60,7 +89,7 @@ def folder_lock(
             handle.close()
             raise FolderInUse(f"{folder} is in use by another {job} ({holder}): {advice}") from None
         try:
-            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+            if os.lstat(path).st_ino == os.fstat(handle.fileno()).st_ino:
                 break
         except FileNotFoundError:
             pass
@@ -75,7 +104,8 @@ def folder_lock(
         yield path
     finally:
         try:
-            path.unlink()  # while still held: a job that opened it meanwhile sees another inode and retries
+            if os.lstat(path).st_ino == os.fstat(handle.fileno()).st_ino:  # only our own file, never a link
+                path.unlink()  # while still held: a job that opened it meanwhile sees another inode and retries
             if created and not any(folder.iterdir()):
                 folder.rmdir()
         except OSError:

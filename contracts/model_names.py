@@ -77,7 +77,10 @@ def strip_hub_prefix(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1]
 
 
-_REPLICATE = re.compile(r"^(?P<base>.+)-rep(?P<k>\d+)$")
+# ASCII digits only, no leading zero, at most MAX_REPLICATE, matched against the whole name: `-rep٢`
+# (Arabic-Indic two) or `-rep2\n` must not collide with `-rep2` (issue 56)
+MAX_REPLICATE = 999
+_REPLICATE = re.compile(r"(?P<base>.+)-rep(?P<k>[1-9][0-9]{0,2})", re.ASCII)
 
 
 def split_replicate(model: str) -> tuple[str, int]:
@@ -86,16 +89,16 @@ def split_replicate(model: str) -> tuple[str, int]:
     only on a release-style configuration with k >= 2 ('-rep1' and 'my-model-rep2' are names of
     their own)."""
     name = strip_hub_prefix(model)
-    match = _REPLICATE.match(name)
-    if match and int(match["k"]) >= 2 and not match["k"].startswith("0") and _NAME.match(match["base"]):
+    match = _REPLICATE.fullmatch(name)
+    if match and int(match["k"]) >= 2 and _NAME.match(match["base"]):
         return match["base"], int(match["k"])
     return name, 1
 
 
 def replicate_name(configuration: str, k: int) -> str:
     """The name of the k-th pretraining run of a configuration (k = 1: the configuration's name)."""
-    if k < 1:
-        raise ValueError(f"replicate numbers start at 1, got {k}")
+    if not 1 <= k <= MAX_REPLICATE:
+        raise ValueError(f"replicate numbers run from 1 to {MAX_REPLICATE}, got {k}")
     return configuration if k == 1 else f"{configuration}-rep{k}"
 
 

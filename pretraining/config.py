@@ -112,33 +112,31 @@ class ScheduleConfig:
             raise ValueError(f"schedule.alpha_f must lie in [0, 1], got {self.alpha_f}")
 
 
-# Packages whose callbacks a config may name without --trust-callbacks: Composer's and ours. Naming a
-# factory imports its module and calls it, so a config naming any other module could run any code
-# (`os:system`); docs/pretraining.md, docs/reliability.md.
-TRUSTED_CALLBACK_PACKAGES = (
-    "composer",
-    "contracts",
-    "pretraining",
-    "benchmarks",
-    "analysis",
-    "paper_figures",
-    "reproduce",
-)
+# The modules whose callbacks a config may name without --trust-callbacks: Composer's callbacks and
+# our own callback modules, an explicit list (issue 56: "any module of our packages" let a config call
+# contracts.provenance:atomic_write_text and write a module into the checkout). Naming any other
+# module imports it, which runs its code (`os:system`); docs/pretraining.md, docs/reliability.md.
+TRUSTED_CALLBACK_MODULES = ("composer.callbacks", "pretraining.gpu_check.hold", "pretraining.monitoring")
+
+
+def _trusted_module(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in TRUSTED_CALLBACK_MODULES)
 
 
 def untrusted_callbacks(specs) -> list[str]:
-    """The `train.callbacks` factories outside TRUSTED_CALLBACK_PACKAGES (read, never imported)."""
-    return [s.factory for s in specs if s.factory.partition(":")[0].split(".")[0] not in TRUSTED_CALLBACK_PACKAGES]
+    """The `train.callbacks` factories outside TRUSTED_CALLBACK_MODULES (read, never imported)."""
+    return [s.factory for s in specs if not _trusted_module(s.factory.partition(":")[0])]
 
 
 def check_callbacks(specs, trust: bool, source: str = "train.callbacks") -> None:
-    """ConfigError, before anything is imported, for a factory outside Composer and this package
-    unless `trust` (--trust-callbacks)."""
+    """ConfigError, before anything is imported, for a factory outside the trusted callback modules
+    unless `trust` (--trust-callbacks). What a trusted module names must also be a Callback class:
+    checked after its import, before it is called (pretraining.train.configured_callbacks)."""
     untrusted = untrusted_callbacks(specs)
     if untrusted and not trust:
         raise ConfigError(
-            f"{source}: factory {untrusted[0]!r} is outside Composer and this package "
-            f"({', '.join(TRUSTED_CALLBACK_PACKAGES)}); importing it would run its code: pass --trust-callbacks "
+            f"{source}: factory {untrusted[0]!r} is outside Composer's and this package's callback modules "
+            f"({', '.join(TRUSTED_CALLBACK_MODULES)}); importing it would run its code: pass --trust-callbacks "
             "if you trust it (docs/pretraining.md)"
         )
 

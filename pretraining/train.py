@@ -481,6 +481,12 @@ def configured_callbacks(specs, trust: bool = False) -> list[Callback]:
             factory = getattr(importlib.import_module(module), attribute)
         except (ImportError, AttributeError) as exc:
             raise PretrainError(f"train.callbacks factory {spec.factory!r} cannot be imported ({exc})") from None
+        if not trust and not (isinstance(factory, type) and issubclass(factory, Callback)):
+            # checked before the call: a trusted module's function could do anything with the kwargs
+            raise PretrainError(
+                f"train.callbacks factory {spec.factory!r} is not a Callback class; calling it would run its "
+                "code with the config's kwargs: pass --trust-callbacks if you trust it (docs/pretraining.md)"
+            )
         callback = factory(**spec.kwargs)
         if not isinstance(callback, Callback):
             raise PretrainError(f"train.callbacks factory {spec.factory!r} returned {callback!r}, not a Callback")

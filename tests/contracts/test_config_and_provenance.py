@@ -111,3 +111,18 @@ def test_a_python_tag_in_an_override_is_refused_in_one_line_and_never_run(tmp_pa
         load_config(Run, path, [override])
     assert _one_line(caught).startswith(f"override {override!r}: the value is not plain YAML (could not determine")
     assert not marker.exists()
+
+
+def test_a_huge_or_deeply_nested_config_is_one_line(tmp_path):
+    """Issue 56: a 200 MB YAML config was parsed with no cap (no answer in 10 minutes), a
+    100,000-deep one gave a RecursionError traceback of thousands of lines."""
+    from contracts.config import CONFIG_BYTES_LIMIT, ConfigError, read_yaml_mapping
+
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 100_000 + "]" * 100_000)
+    big = tmp_path / "big.yaml"
+    big.write_text("a: 1\n" + "#" * CONFIG_BYTES_LIMIT)
+    for path, message in ((deep, "nested too deeply"), (big, "more than the 8,388,608")):
+        with pytest.raises(ConfigError, match=message) as caught:
+            read_yaml_mapping(path)
+        assert str(path) in str(caught.value) and "\n" not in str(caught.value)

@@ -81,3 +81,68 @@ def test_a_file_the_hub_could_not_be_asked_about_is_not_reported_missing(cause, 
     except LocalEntryNotFoundError as exc:
         line = str(hub_error(exc, "org/data", "dataset"))
     assert says in line and "missing" not in line
+
+
+class _SilentOrMalformedHub:
+    """A server on 127.0.0.1 that accepts and never answers (`silent`), or answers every request with
+    HTTP 200 and a body that is no repo description."""
+
+    def __init__(self, body: bytes | None):
+        import socket
+
+        self.body, self.server = body, socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.stop, self.held = threading.Event(), []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.server.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.held.append(conn)  # kept open: a silent server neither answers nor closes
+            if self.body is not None:
+                conn.recv(65536)
+                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n"
+                conn.sendall(head.encode() + self.body)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        for conn in self.held:
+            conn.close()
+        self.server.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (None, "connection to"),  # accepts, never answers: ends at the read timeout
+        (b'{"id": "x", "sha": 5, "siblings": 7}', "answered something that is not a repo description"),
+        (b"[1, 2", "answered something that is not a repo description"),
+    ],
+)
+def test_a_hub_that_never_answers_or_answers_nonsense_is_one_line(tmp_path, body, says):
+    """Issue 56: `fetch-model` against a server that accepts and never answers waited for ever (no
+    timeout passed to huggingface_hub); a malformed JSON answer printed a 40-line TypeError. The
+    command runs as a user runs it, against the server, with a 1 s timeout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    server = _SilentOrMalformedHub(body)
+    env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": server.url, "MLM_VS_CLM_HUB_TIMEOUT": "1"}
+    env["HF_HOME"] = str(tmp_path / "hf")
+    argv = [sys.executable, "-m", "pretraining", "fetch-model", "610m-clm-42k", "--out", str(tmp_path / "model")]
+    root = Path(__file__).resolve().parents[2]
+    try:
+        result = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    finally:
+        server.close()
+    err = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(err) == 1, result.stderr[-3000:]
+    assert says in err[0] and "MLMvsCLM/610m-clm-42k" in err[0]

@@ -106,3 +106,40 @@ def test_a_second_benchmarks_run_never_clears_a_live_runs_folder(tmp_path, held,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{run_dir} is in use by another benchmarks run (pid {pid} on" in err[0], err
     assert _snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling link", "device link", "folder", "fifo", "folder is a file"])
+def test_a_lock_path_that_is_not_our_plain_file_is_refused_and_nothing_is_written_through_it(tmp_path, kind):
+    """Issue 56: the lock was opened with open("a+"), which follows a link, then truncated: a
+    `.lock -> victim.txt` overwrote the victim; a folder, FIFO or device gave a raw OSError."""
+    import os
+
+    from contracts.locks import BadLockFile
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = folder / LOCK_FILE
+    if kind == "link":
+        lock.symlink_to(victim)
+    elif kind == "dangling link":
+        lock.symlink_to(tmp_path / "nowhere")
+    elif kind == "device link":
+        lock.symlink_to("/dev/zero")
+    elif kind == "folder":
+        lock.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        folder.rmdir()
+        folder.write_text("a file")
+    with pytest.raises(BadLockFile) as caught:
+        with folder_lock(folder):
+            pytest.fail("the lock was taken")
+    message = str(caught.value)
+    assert "\n" not in message and str(folder) in message
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "nowhere").exists()
+    if kind != "folder is a file":
+        assert lock.is_symlink() or lock.exists()  # left for the user to look at, not removed

@@ -71,6 +71,25 @@ def test_a_replicate_parses_to_its_configuration(name, configuration, k):
     assert replicate_name(configuration, k) == name.split("/")[-1]
 
 
-@pytest.mark.parametrize("name", ["610m-clm-42k-rep1", "610m-clm-42k-rep02", "my-encoder-rep2", "610m-clm-42k-rep"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "610m-clm-42k-rep1",
+        "610m-clm-42k-rep02",
+        "my-encoder-rep2",
+        "610m-clm-42k-rep",
+        # issue 56: Unicode digits, a trailing newline and an unbounded k collided with `-rep2`
+        "610m-clm-42k-rep\u0662",
+        "610m-clm-42k-rep2\n",
+        "610m-clm-42k-rep1000",
+    ],
+)
 def test_names_that_only_look_like_replicates(name):
     assert split_replicate(name) == (name, 1) and parse_model_name(name) is None
+
+
+def test_replicate_numbers_are_bounded():
+    assert replicate_name("610m-clm-42k", 999) == "610m-clm-42k-rep999"
+    for k in (0, 1000):
+        with pytest.raises(ValueError, match="from 1 to 999"):
+            replicate_name("610m-clm-42k", k)

@@ -9,7 +9,7 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModel, PreTrainedTokenizerFast
 
-import pretraining  # noqa: F401
+import pretraining
 from contracts.layout import FINISHED_FILE
 from contracts.paper import TOY_BATCH_SEQUENCES
 from pretraining.__main__ import main as cli
@@ -218,6 +218,46 @@ def test_a_config_cannot_import_code_from_outside_composer_and_ours_unless_trust
 
     ours = load_pretrain_config(config, ["train.callbacks=[{factory: 'composer.callbacks:SpeedMonitor'}]"])
     check_callbacks(ours.train.callbacks, trust=False)  # Composer's (and this package's) need no flag
+
+
+def test_a_config_cannot_write_a_module_into_the_checkout_and_then_import_it(tmp_path, embedded_data, capsys):
+    """Issue 56: any `module:attribute` of our packages was called with the config's kwargs, so
+    `contracts.provenance:atomic_write_text` wrote `pretraining/pwn_cb.py` without --trust-callbacks,
+    and a second config naming `pretraining.pwn_cb:x` imported and ran it."""
+    from pathlib import Path
+
+    from pretraining.train import PretrainError, train
+
+    planted = Path(pretraining.__file__).parent / "pwn_cb.py"
+    marker = tmp_path / "RAN"
+    write = [
+        {
+            "factory": "contracts.provenance:atomic_write_text",
+            "kwargs": {"path": str(planted), "text": f"import pathlib\npathlib.Path({str(marker)!r}).touch()\nx = 1\n"},
+        }
+    ]
+    try:
+        config = _write_config(tmp_path, embedded_data, callbacks=write, name="write")
+        assert cli(["train", str(config)]) == 2
+        assert "outside Composer's and this package's callback modules" in _one_line(capsys)
+        with pytest.raises(PretrainError, match="--trust-callbacks"):  # the Python API, not only the CLI
+            train(load_pretrain_config(config))
+        assert not planted.exists()
+        run = _write_config(tmp_path, embedded_data, callbacks=[{"factory": "pretraining.pwn_cb:x"}], name="run")
+        assert cli(["train", str(run)]) == 2
+        assert "pretraining.pwn_cb:x" in _one_line(capsys)
+        # a trusted module's function (not a Callback class) is refused after its import, before its call
+        from pretraining.config import load_pretrain_config as load
+        from pretraining.train import configured_callbacks
+
+        speed = load(config, ["train.callbacks=[{factory: 'composer.callbacks:SpeedMonitor'}]"]).train.callbacks
+        assert type(configured_callbacks(speed)[0]).__name__ == "SpeedMonitor"
+        spec = type(speed[0])(factory="pretraining.monitoring:monitor_callbacks", kwargs={"window": 1})
+        with pytest.raises(PretrainError, match="not a Callback class"):
+            configured_callbacks([spec])
+    finally:
+        planted.unlink(missing_ok=True)
+    assert not marker.exists()
 
 
 def test_a_shard_corrupted_within_its_size_is_one_line_not_a_traceback(tmp_path, embedded_data, capsys):
