@@ -25,6 +25,9 @@ from pathlib import Path
 
 LEDGER_FILE = Path("slurm") / "ledger.jsonl"
 KINDS = ("data", "pretraining", "finetune", "analysis")
+# afterok on a job that failed: cancel the dependant (the analysis, afterany, then runs), not leave it
+# pending forever with DependencyNeverSatisfied
+KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
 QUERY_TIMEOUT_S = 30  # a squeue or sacct that hangs (a slurmctld under load) is given up, not waited on
 _FIELDS = ("job", "kind", "name", "script", "group", "tasks", "submitted")
 _JOB_ID = re.compile(r"\d+")

@@ -20,6 +20,16 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def analysis_has_every_run(out: Path) -> bool:
+    """Whether the last analysis of OUT had every planned run: its missing.csv holds only the header."""
+    from contracts.bounded import LARGE, BoundedReadError, read_text
+
+    try:
+        return len(read_text(Path(out) / MISSING_FILE, LARGE).strip().splitlines()) == 1
+    except (OSError, BoundedReadError):
+        return False
+
+
 def missing_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 

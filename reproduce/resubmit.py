@@ -22,6 +22,7 @@ from pathlib import Path
 from contracts.layout import FINISHED_FILE, RECORD_FILE
 from reproduce.ledger import (
     ACTIVE_STATES,
+    KILL_ON_INVALID_DEP,
     LedgerEntry,
     append_ledger,
     current_jobs,
@@ -33,8 +34,6 @@ from reproduce.ledger import (
     utc_now,
 )
 from reproduce.plan import ReproduceError
-
-KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
 
 
 @dataclass
@@ -79,7 +78,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     """What to submit again, and lines saying what is left alone (still queued or running) and why."""
     from benchmarks.matrix import GROUPS, read_jobs
     from pretraining.data.format import MANIFEST
-    from reproduce.missing import MISSING_FILE
+    from reproduce.missing import analysis_has_every_run
     from reproduce.plan import (
         data_dir,
         finetune_dir,
@@ -184,8 +183,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             last_arrays.append(var)
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
-    missing_file = out / MISSING_FILE
-    complete = missing_file.is_file() and len(missing_file.read_text().strip().splitlines()) <= 1
+    complete = analysis_has_every_run(out)
     if active(analysis_entry.job if analysis_entry else None) and not plan:
         notes.append(f"analysis: job {analysis_entry.job} still queued or running")
     elif plan or not complete:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
 from contracts.paper import PAPER_CORPUS
-from reproduce.ledger import LEDGER_FILE, ledger_shell_function
+from reproduce.ledger import KILL_ON_INVALID_DEP, LEDGER_FILE, ledger_shell_function
 from reproduce.plan import (
     REPO_ROOT,
     ReproduceConfig,
@@ -35,10 +35,6 @@ from reproduce.plan import (
 from reproduce.status import write_study_config
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-
-# afterok on a job that failed: cancel the dependant (the analysis, afterany, then runs), not leave it
-# pending forever with DependencyNeverSatisfied
-KILL_ON_INVALID_DEP = "--kill-on-invalid-dep=yes"
 
 
 JOB_KINDS = ("data", "pretraining", "finetune", "analysis")
@@ -420,7 +416,7 @@ class SlurmWriter:
                 if size == 0:
                     continue
                 dep = (
-                    f'aftercorr:"$ir_train{j}" --kill-on-invalid-dep=yes'
+                    f'aftercorr:"$ir_train{j}" {KILL_ON_INVALID_DEP}'
                     if group == "ir_eval"
                     else f"afterok:{made_by[model]}{lane_after} {KILL_ON_INVALID_DEP}"
                 )

@@ -538,9 +538,9 @@ def _slurm_headline(out: Path, slurm: SlurmView, finetune: list[FinetuneRun]) ->
     if not slurm.asked:
         return "submitted to Slurm (no squeue here: states read from the run folders only)"
     lacking = sum(run.state not in ("done", "reused") for run in finetune)
-    from reproduce.missing import MISSING_FILE
+    from reproduce.missing import analysis_has_every_run
 
-    analysed = len(_read_or_empty(out / MISSING_FILE, LARGE).strip().splitlines()) == 1  # its header only
+    analysed = analysis_has_every_run(out)
     if not lacking and analysed:
         return "finished (every Slurm job ended; every run has its record; the analysis has them all)"
     return (
