@@ -12,7 +12,6 @@ process (wall seconds, CPU seconds, peak RSS). docs/analysis.md, "Scale", has th
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.bench import IR_TRAIN_SET, _timed, _truth, release_models
+from contracts.bounded import SMALL, read_json_object
 from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
 from contracts.provenance import atomic_write_json
 
@@ -133,13 +133,13 @@ def benchmark_release(
     models = release_models()[:n_models]
     spec = {"models": models, "rng_seed": rng_seed, "max_instances": max_instances}
     marker = out / "results" / "synthetic.json"
-    if not (marker.exists() and json.loads(marker.read_text()).get("spec") == spec):
+    if not (marker.exists() and read_json_object(marker, SMALL).get("spec") == spec):
         shutil.rmtree(out / "results", ignore_errors=True)
         start = time.perf_counter()
         tree = write_synthetic_release(out, models, rng_seed, max_instances)
         tree["generate_seconds"] = round(time.perf_counter() - start, 1)
         atomic_write_json(marker, {"spec": spec, "tree": tree})
-    tree = json.loads(marker.read_text())["tree"]
+    tree = read_json_object(marker, SMALL)["tree"]
     store = out / "store.parquet"
     shutil.rmtree(store, ignore_errors=True)
     result = {

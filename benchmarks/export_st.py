@@ -18,10 +18,10 @@ runs shipped code only when asked to.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
+from contracts.bounded import SMALL, BoundedReadError, read_json_object
 from contracts.provenance import atomic_write_text
 
 SENTENCE_TRANSFORMERS_DIR = "sentence_transformers"  # beside model/ in an MS MARCO run directory
@@ -33,7 +33,10 @@ class ExportError(ValueError):
 
 
 def needs_remote_code(folder: Path) -> bool:
-    return "auto_map" in json.loads((Path(folder) / "config.json").read_text())
+    try:
+        return "auto_map" in read_json_object(Path(folder) / "config.json", SMALL)
+    except BoundedReadError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def append_eos_only(tokenizer) -> None:

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.run import IR_TRAIN_TASK, RunConfig
+from contracts.bounded import LARGE, BoundedReadError, read_text
 from contracts.config import config_from_dict, config_to_dict
 from contracts.layout import finetune_run_id
 from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
@@ -133,7 +134,11 @@ def read_jobs(path: Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise MatrixError(f"{path}: no such job list (write one with `python -m benchmarks matrix`)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        text = read_text(path, LARGE)  # a paper study's job list: a few MB
+    except BoundedReadError as exc:
+        raise MatrixError(str(exc)) from None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def job_config(job: dict) -> RunConfig:

@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from contracts.bounded import SMALL, read_json_object
+
 CONFIG = Path(__file__).resolve().parent / "configs" / "toy_world.yaml"
 # setting -> (the release's value, ours before, the task types it touches)
 SETTINGS = {
@@ -107,7 +109,7 @@ def own_heads(model: Path, out: Path) -> Path:
     if not out.exists():
         shutil.copytree(model, out)
         (out / "modeling_heads.py").write_text(_OWN_HEADS)
-        config = json.loads((out / "config.json").read_text())
+        config = read_json_object(out / "config.json", SMALL)
         config["auto_map"] = {**config["auto_map"], **OWN_HEAD_CLASSES}
         (out / "config.json").write_text(json.dumps(config, indent=2))
     return out

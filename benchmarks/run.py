@@ -236,7 +236,8 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
     the old score (docs/benchmarks.md, "Reruns")."""
     import yaml
 
-    from contracts.config import config_to_dict
+    from contracts.bounded import BoundedReadError, read_yaml
+    from contracts.config import CONFIG_BYTES_LIMIT, config_to_dict
 
     if record.protocol != cfg.protocol:
         raise RunError(
@@ -246,12 +247,12 @@ def _same_settings(record: RunRecord, path: Path, cfg: RunConfig, also_free: fro
     saved_path = path.parent / RUN_CONFIG_FILE
     redo = f"remove {path.parent} to redo it, or write this run to another --out"
     try:
-        document = yaml.safe_load(saved_path.read_text())
+        document = read_yaml(saved_path, CONFIG_BYTES_LIMIT)
         saved = document["config"]
         version = document.get("settings_version", 1)
         if not isinstance(saved, dict):
             raise TypeError(saved_path)
-    except (OSError, yaml.YAMLError, TypeError, KeyError, AttributeError):
+    except (OSError, BoundedReadError, TypeError, KeyError, AttributeError):
         # a record whose config is missing or unreadable (copied by hand, a damaged folder): its
         # settings cannot be compared, so it is not taken for this run's result
         raise RunError(

@@ -42,3 +42,29 @@ def read_json_object(path: str | Path, limit: int = SMALL) -> dict:
     if not isinstance(value, dict):
         raise BoundedReadError(f"{path}: a JSON {type(value).__name__}, not an object")
     return value
+
+
+def read_yaml(path: str | Path, limit: int = SMALL):
+    """What a bounded regular YAML file holds (PyYAML's safe loader; any type); BoundedReadError in
+    one line naming the file when it is not a regular file, is over `limit`, is not YAML or is nested
+    too deeply to parse (a RecursionError, as contracts.config.read_yaml_mapping says it)."""
+    import yaml
+
+    from contracts.config import _yaml_problem
+
+    text = read_text(path, limit)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BoundedReadError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise BoundedReadError(f"{path}: nested too deeply to be read") from None
+
+
+def read_json_object_or(path: str | Path, error: type[Exception], limit: int = SMALL) -> dict:
+    """`read_json_object`, its one-line message raised as the caller's `error` class (e.g. a model
+    folder's config.json -> ModelLoadError / CheckpointError)."""
+    try:
+        return read_json_object(path, limit)
+    except BoundedReadError as exc:
+        raise error(str(exc)) from None

@@ -194,5 +194,8 @@ def save_resolved_config(
 
 
 def saved_config(out_dir: str | os.PathLike, name: str = RUN_CONFIG_FILE) -> dict:
-    """The config body that save_resolved_config wrote in `out_dir` (OSError if absent, KeyError if not one)."""
-    return yaml.safe_load((Path(out_dir) / name).read_text())["config"]
+    """The config body that save_resolved_config wrote in `out_dir` (OSError if absent, KeyError if not one,
+    contracts.bounded.BoundedReadError, a ValueError, if not a regular YAML file of at most CONFIG_BYTES_LIMIT)."""
+    from contracts.bounded import read_yaml
+
+    return read_yaml(Path(out_dir) / name, CONFIG_BYTES_LIMIT)["config"]

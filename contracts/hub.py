@@ -343,9 +343,13 @@ def differing_files(root: Path, entries: dict[str, dict], hashes: bool = True) -
 
 def check_fetched_model(folder: Path, hashes: bool = True) -> list[str]:
     """Problems of a `fetch-model` folder against its manifest (offline); [] when it verifies."""
-    import json
+    from contracts.bounded import SMALL, BoundedReadError, read_json_object
 
     manifest = Path(folder) / MODEL_MANIFEST
     if not manifest.is_file():
         return [f"{folder}: no {MODEL_MANIFEST} (not a fetch-model folder)"]
-    return check_files(Path(folder), json.loads(manifest.read_text())["files"], hashes)
+    try:
+        files = read_json_object(manifest, SMALL)["files"]
+    except BoundedReadError as exc:
+        return [f"{exc} (the fetch-model manifest): fetch the model again"]
+    return check_files(Path(folder), files, hashes)

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from contracts.bounded import SMALL, BoundedReadError, read_text
 from contracts.layout import RECORD_FILE
 from contracts.paper import TASK_TYPES
 from contracts.provenance import atomic_write_bytes
@@ -94,8 +95,8 @@ def read_store_manifest(store: str | os.PathLike) -> dict | None:
     if not path.is_file():
         return None
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = json.loads(read_text(path, SMALL))
+    except (OSError, BoundedReadError, json.JSONDecodeError, RecursionError) as exc:
         raise RunRecordError(f"{path}: not readable JSON ({exc}); import into a new store") from None
     if not isinstance(manifest, dict):
         raise RunRecordError(f"{path}: not a store manifest (expected an object); import into a new store")

@@ -21,7 +21,10 @@ def _plain_config(path: Path, folder: Path) -> Path:
     """The run config itself: a finished run's config.yaml wraps it with its provenance."""
     import yaml
 
-    body = yaml.safe_load(path.read_text())
+    from contracts.bounded import read_yaml
+    from contracts.config import CONFIG_BYTES_LIMIT
+
+    body = read_yaml(path, CONFIG_BYTES_LIMIT)
     if isinstance(body, dict) and isinstance(body.get("config"), dict) and "config_hash" in body:
         path = folder / "run.yaml"
         path.write_text(yaml.safe_dump(body["config"]))

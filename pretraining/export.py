@@ -18,12 +18,13 @@ Sources of initial weights (`init.path` with kind "weights"):
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import torch
 
+from contracts.bounded import LARGE, BoundedReadError, read_json_object_or, read_yaml
+from contracts.config import CONFIG_BYTES_LIMIT
 from contracts.layout import RUN_CONFIG_FILE, latest_checkpoint
 from contracts.provenance import atomic_write_json, atomic_write_text
 from pretraining import modeling
@@ -45,6 +46,11 @@ AUTO_MAP = {
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be read into / written from our model; names the path and fix."""
+
+
+def _read_config_json(path: Path) -> dict:
+    """A model folder's config.json, bounded (issue 56); CheckpointError in one line naming it."""
+    return read_json_object_or(path, CheckpointError, LARGE)
 
 
 def llama_key_map(num_layers: int) -> dict[str, str]:
@@ -225,9 +231,10 @@ def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields
     )
     written_by = Path(path).resolve().parent.parent / "config.yaml"  # <run>/checkpoints/<file>.pt
     if written_by.is_file():
-        import yaml
-
-        theirs = (yaml.safe_load(written_by.read_text()).get("config") or {}).get("model", {})
+        try:
+            theirs = (read_yaml(written_by, CONFIG_BYTES_LIMIT).get("config") or {}).get("model", {})
+        except BoundedReadError:  # unreadable (too big, not YAML): the error below names the shapes alone
+            theirs = dict(model_fields)
         fields = [
             f"model.{k} is {theirs.get(k)!r} there, {v!r} here" for k, v in model_fields.items() if theirs.get(k) != v
         ]
@@ -251,7 +258,7 @@ def read_source_weights(
     config_file = path / "config.json"
     if not config_file.exists():
         raise CheckpointError(f"{path}: a directory without config.json is not a HF checkpoint")
-    hf = json.loads(config_file.read_text())
+    hf = _read_config_json(config_file)
     weights = _read_hf_weights(path)
     if hf.get("model_type") == MODEL_TYPE:
         return weights, MlmClmConfig.from_dict(hf)
@@ -303,7 +310,7 @@ def add_remote_code(directory: Path) -> None:
     """Make a saved `mlmclm_llama` directory load without this package: copy the model code in
     and name its classes in config.json's `auto_map` (transformers' remote-code convention)."""
     directory = Path(directory)
-    config = json.loads((directory / "config.json").read_text())
+    config = _read_config_json(directory / "config.json")
     if config.get("model_type") != MODEL_TYPE:
         raise CheckpointError(f"{directory}: model_type {config.get('model_type')!r} is not {MODEL_TYPE!r}")
     shutil.copyfile(modeling.__file__, directory / REMOTE_CODE_FILE)
@@ -329,7 +336,7 @@ def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path,
         tokenizer.save_pretrained(tmp)
     atomic_write_json(tmp / "pretraining.json", metadata)
     parameters = sum(v.numel() for v in (state_dict or model.state_dict()).values())
-    config = json.loads((tmp / "config.json").read_text())
+    config = _read_config_json(tmp / "config.json")
     atomic_write_text(tmp / "README.md", model_card(metadata, parameters, config))
     if target.exists():
         shutil.rmtree(target)
@@ -357,8 +364,6 @@ def export_checkpoint(
     The model shape comes from the run's saved config.yaml (run_dir/checkpoints/<file>.pt), or
     from `preset`; the vocabulary size from the weights; the tokenizer from the config or argument.
     """
-    import yaml
-
     checkpoint, out = Path(checkpoint), Path(out)
     if checkpoint.is_dir():
         checkpoint = _latest_checkpoint(checkpoint)
@@ -367,7 +372,10 @@ def export_checkpoint(
     if out.exists():
         raise CheckpointError(f"{out} exists; refusing to overwrite an export")
     run_config = checkpoint.parent.parent / RUN_CONFIG_FILE
-    document = yaml.safe_load(run_config.read_text()) if run_config.exists() else {}
+    try:
+        document = read_yaml(run_config, CONFIG_BYTES_LIMIT) if run_config.exists() else {}
+    except BoundedReadError as exc:
+        raise CheckpointError(f"{exc} (the run config beside {checkpoint.name})") from None
     saved = document.get("config", {})
     preset = preset or saved.get("model", {}).get("preset")
     tokenizer = tokenizer or saved.get("tokenizer")

@@ -18,7 +18,6 @@ hub id (the Llama-3 tokenizer of the pretraining configs); `--include` limits th
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
 from contracts.hub import (
     DOWNLOAD_STATE_DIR,
     MODEL_MANIFEST,
@@ -81,13 +81,22 @@ def _selected(files: Sequence[str], include: Sequence[str]) -> list[str]:
     return chosen
 
 
+def _read_json(path: Path) -> dict:
+    """A JSON object of a fetched folder (config.json, its manifest: at most 1 MiB; tokenizer_config.json,
+    which may list many added tokens: at most 256 MiB), or a FetchModelError in one line naming it."""
+    try:
+        return read_json_object(path, LARGE if path.name == "tokenizer_config.json" else SMALL)
+    except BoundedReadError as exc:
+        raise FetchModelError(str(exc)) from None
+
+
 def _code_refs(folder: Path) -> dict[str, list[str]]:
     """config file -> the `auto_map` references in it (`module.Class` or `repo--module.Class`)."""
     refs = {}
     for name in _CODE_CONFIGS:
         path = folder / name
         if path.is_file():
-            auto_map = json.loads(path.read_text()).get("auto_map") or {}
+            auto_map = _read_json(path).get("auto_map") or {}
             values = [v for value in auto_map.values() for v in (value if isinstance(value, list) else [value])]
             refs[name] = [v for v in values if v]
     return refs
@@ -113,7 +122,7 @@ def _bundle_remote_code(folder: Path, log: Callable[[str], None]) -> dict[str, s
             log(f"fetch-model: model code from {repo}@{snapshot.sha[:12]}: {', '.join(code)}")
         if foreign:
             path = folder / config_name
-            config = json.loads(path.read_text())
+            config = _read_json(path)
             config["auto_map"] = {
                 key: [v.partition("--")[2] if v and "--" in v else v for v in value]
                 if isinstance(value, list)
@@ -239,7 +248,7 @@ def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
 
 def read_model_manifest(folder: Path) -> dict | None:
     path = Path(folder) / MANIFEST_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    return _read_json(path) if path.is_file() else None
 
 
 def check_model(folder: str | os.PathLike, hashes: bool = True) -> list[str]:

@@ -3,11 +3,11 @@ to load it and how to cite it (docs/export.md lists its contents)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
+from contracts.bounded import LARGE, BoundedReadError, read_json_object
 from contracts.citation import bibtex
 from contracts.paper import PAPER_CITATION
 
@@ -39,7 +39,10 @@ def data_text(data: dict) -> str:
     manifest_file = Path(data["path"]) / "manifest.json"
     if "://" in data["path"] or not manifest_file.is_file():
         return text
-    manifest = json.loads(manifest_file.read_text())
+    try:
+        manifest = read_json_object(manifest_file, LARGE)  # it lists the input files
+    except BoundedReadError:  # not readable here (a link to a device, garbage): the folder alone
+        return text
     prepared = manifest.get("config", {})
     if prepared.get("hf_dataset"):
         source = f"Hugging Face dataset `{prepared['hf_dataset']}`" + (

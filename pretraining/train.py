@@ -308,10 +308,15 @@ def _check_run_dir(cfg: PretrainConfig) -> None:
         )
     saved = run_dir / RUN_CONFIG_FILE
     if saved.exists():
-        import yaml
+        from contracts.bounded import BoundedReadError, read_yaml
+        from contracts.config import CONFIG_BYTES_LIMIT
 
+        try:
+            document = read_yaml(saved, CONFIG_BYTES_LIMIT)
+        except BoundedReadError as exc:
+            raise PretrainError(f"{run_dir}: the config of an earlier attempt is unreadable ({exc})") from None
         # loggers and monitor may differ: they change what a run shows, not what it computes
-        saved_identity = run_identity(yaml.safe_load(saved.read_text()).get("config") or {})
+        saved_identity = run_identity(document.get("config") or {})
         old, new = stable_hash(saved_identity), stable_hash(identity_of(cfg))
         state = saved_state(run_dir)
         if old != new and state:

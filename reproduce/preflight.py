@@ -19,10 +19,10 @@ The jobs run with HF_HUB_OFFLINE=1 on compute nodes that may not reach the inter
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
+from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
 from reproduce.plan import ReproduceConfig, data_dir, pretraining_config, pretraining_runs, task_data_root
 
 
@@ -33,10 +33,14 @@ def _data_problems(folder: Path, seq_len: int, prepare: str) -> list[str]:
             f"prepared pretraining data {folder} is missing (no manifest.json): prepare it once on the login node or "
             f"a CPU job with network, on the shared disk: `{prepare}`"
         ]
-    prepared = json.loads(manifest.read_text()).get("seq_len")
+    try:  # bounded (both list files: the inputs, the shards): an index.json of gigabytes is one line
+        prepared = read_json_object(manifest, LARGE).get("seq_len")
+        shards = read_json_object(index, LARGE)["shards"] if prepared == seq_len else []
+    except BoundedReadError as exc:
+        return [f"prepared pretraining data {folder} is unreadable ({exc}): prepare it again: `{prepare}`"]
     if prepared != seq_len:
         return [f"prepared pretraining data {folder} has samples of {prepared} tokens, the runs read {seq_len}"]
-    for shard in json.loads(index.read_text())["shards"]:
+    for shard in shards:
         info = shard["zip_data"] or shard["raw_data"]
         path = folder / info["basename"]
         if not path.is_file() or path.stat().st_size != info["bytes"]:
@@ -55,7 +59,7 @@ def _budget_problems(folder: Path, bodies: list[dict]) -> list[str]:
     from pretraining.config import PretrainConfig
     from pretraining.data.config import DataBudgetError, data_budget
 
-    samples = json.loads((folder / "manifest.json").read_text())["counts"]["samples"]
+    samples = read_json_object(folder / "manifest.json", LARGE)["counts"]["samples"]
     short = []
     for body in bodies:
         run = config_from_dict(PretrainConfig, body, f"pretraining config of {body['name']}")
@@ -90,7 +94,6 @@ def _image_identity_problems(path: Path, build: str) -> list[str]:
     requirements.lock (the jobs run the checkout's code on the image's packages) and the same size
     (not another file copied over the image since)."""
     import hashlib
-    import json
 
     from contracts.image_record import build_record_path
     from reproduce.plan import REPO_ROOT
@@ -99,7 +102,7 @@ def _image_identity_problems(path: Path, build: str) -> list[str]:
 
     record_path = build_record_path(path)
     try:
-        record = json.loads(record_path.read_text())
+        record = read_json_object(record_path, SMALL)  # BoundedReadError is a ValueError
         commit, lock_sha, size = (
             str(record["commit"]),
             str(record["requirements_lock_sha256"]),

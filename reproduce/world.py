@@ -17,6 +17,7 @@ import json
 import shutil
 from pathlib import Path
 
+from contracts.bounded import SMALL, BoundedReadError, read_json_object
 from contracts.provenance import atomic_write_json, atomic_write_text
 
 MANIFEST = "manifest.json"
@@ -58,7 +59,10 @@ def build_world(folder: str | Path, documents: int, vocab_size: int, seed: int =
     settings = _settings(documents, vocab_size, seed)
     manifest_path = folder / MANIFEST
     if manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text())
+        try:
+            manifest = read_json_object(manifest_path, SMALL)
+        except BoundedReadError as exc:
+            raise WorldError(f"{exc}: remove {folder} (or give another data folder) to build the world again") from None
         if manifest["settings"] != settings:
             raise WorldError(
                 f"{folder} holds a toy world built with {manifest['settings']}, not {settings}: "

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from benchmarks.tasks import ONTONOTES5_TAGS, TASKS, HubSource, TaskSpec, get_task, with_ir_training
+from contracts.bounded import LARGE, SMALL, BoundedReadError, read_text
 from contracts.hub import (
     HubError,
     Snapshot,
@@ -302,7 +303,10 @@ def _tner_rows(paths: Sequence[Path], label_file: Path | None, unit: Unit):
     index = {name: i for i, name in enumerate(ONTONOTES5_TAGS)}
     by_id = None
     if label_file is not None:
-        label2id = json.loads(label_file.read_text())
+        try:
+            label2id = json.loads(read_text(label_file, SMALL))
+        except BoundedReadError as exc:
+            raise FetchError(f"{exc} ({label_file.name} of {unit.hub_id})") from None
         unknown = sorted(set(label2id) - set(index))
         if unknown:
             raise FetchError(f"{label_file.name} of {unit.hub_id}: tags {unknown[:5]} are not OntoNotes tner tags")
@@ -376,8 +380,10 @@ def read_manifest(root: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(read_text(path, LARGE))  # lists every file of the mirror
+    except BoundedReadError as exc:
+        raise FetchError(f"{exc}; remove it and fetch again") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise FetchError(f"{path}: not valid JSON ({exc}); remove it and fetch again") from None
     if manifest.get("format") != FORMAT:
         raise FetchError(f"{path}: not a fetch-data manifest (format {manifest.get('format')!r})")

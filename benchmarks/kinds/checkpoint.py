@@ -6,13 +6,19 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from contracts.bounded import LARGE, read_json_object_or
 
 
 class ModelLoadError(ValueError):
     """A model path or id that cannot be loaded; the message says what is missing."""
+
+
+def _read_config_json(path: Path) -> dict:
+    """A model folder's config.json, bounded (issue 56); ModelLoadError in one line naming it."""
+    return read_json_object_or(path, ModelLoadError, LARGE)
 
 
 _WEIGHT_FILES = (
@@ -37,7 +43,7 @@ def ship_own_model_code(directory: Path) -> None:
     from pretraining.export import add_remote_code
     from pretraining.modeling import MODEL_TYPE
 
-    if json.loads((Path(directory) / "config.json").read_text()).get("model_type") == MODEL_TYPE:
+    if _read_config_json(Path(directory) / "config.json").get("model_type") == MODEL_TYPE:
         add_remote_code(directory)
 
 
@@ -70,7 +76,7 @@ def check_remote_code(model: str, trust_remote_code: bool) -> None:
     config_file = Path(model) / "config.json"
     if trust_remote_code or not config_file.is_file():
         return
-    config = json.loads(config_file.read_text())
+    config = _read_config_json(config_file)
     if "auto_map" not in config:
         return
     register_own_model_types()
@@ -83,7 +89,7 @@ def check_remote_code(model: str, trust_remote_code: bool) -> None:
 def _model_config(model: str) -> dict:
     config_file = Path(model) / "config.json"
     if config_file.is_file():
-        return json.loads(config_file.read_text())
+        return _read_config_json(config_file)
     from transformers import PretrainedConfig  # a hub id (offline: from the cache)
 
     try:

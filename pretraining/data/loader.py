@@ -23,6 +23,7 @@ import torch
 from streaming import StreamingDataset
 from torch.utils.data import DataLoader
 
+from pretraining.data.cache_binding import bind_cache_on_leader
 from pretraining.data.config import DataConfig, PreparedDataError
 from pretraining.data.format import MANIFEST
 from pretraining.data.packing import document_ids
@@ -83,7 +84,12 @@ def _streaming_locations(cfg: DataConfig) -> tuple[str | None, str]:
     check_shard_sizes(root)
     manifest = root / MANIFEST
     if manifest.is_file():
-        prepared_len = json.loads(manifest.read_text())["seq_len"]
+        from contracts.bounded import LARGE, BoundedReadError, read_text
+
+        try:  # bounded (issue 56): it lists the input files, so LARGE
+            prepared_len = json.loads(read_text(manifest, LARGE))["seq_len"]
+        except BoundedReadError as exc:
+            raise PreparedDataError(f"{exc}: prepare the data again") from None
         if prepared_len != cfg.seq_len:
             raise PreparedDataError(
                 f"{root} holds samples of {prepared_len} tokens but data.seq_len is "
@@ -100,10 +106,14 @@ def check_shard_sizes(root: Path) -> None:
     before a run writes anything, in one line, not as an IndexError from a sample in the middle of
     training (docs/reliability.md). Only sizes, so it costs a stat per shard at any scale; contents
     (hashes) are what `verify-data` checks."""
+    from contracts.bounded import LARGE, BoundedReadError, read_text
+
     index = root / "index.json"
     try:
-        shards = json.loads(index.read_text())["shards"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        shards = json.loads(read_text(index, LARGE))["shards"]
+    except BoundedReadError as exc:
+        raise PreparedDataError(f"{exc}: prepare the data again") from None
+    except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
         raise PreparedDataError(f"{index} is not an MDS index ({exc}): prepare the data again") from None
     for shard in shards:
         files = [info for info in (shard.get("zip_data"), shard.get("raw_data")) if info]
@@ -170,6 +180,8 @@ class ContinuedStreamingDataset(StreamingDataset):
 
 def build_train_dataset(cfg: DataConfig, device_batch_size: int) -> StreamingDataset:
     remote, local = _streaming_locations(cfg)
+    if remote is not None:  # a cache copies the source: bound to it, never stale (cache_binding)
+        bind_cache_on_leader(local, remote, cfg.is_remote, cfg.download_timeout)
     # The node's local leader alone picks the shared-memory prefix (pretraining/data/shm_prefix.py).
     with leader_chosen_shm_prefix():
         return ContinuedStreamingDataset(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from contracts.bounded import SMALL, BoundedReadError, read_text
 from contracts.config import config_to_dict
 from contracts.hub import sha256_file
 from contracts.provenance import (
@@ -345,6 +346,15 @@ PROGRESS_FILE = "progress.json"  # in <out>.partial of a hub source: what the fi
 PART_COUNTS = "counts.json"  # in each finished part of a hub source
 
 
+def _read_own_json(path: Path):
+    """A restart record prepare-data wrote (progress.json, a part's counts.json): a regular file of at
+    most 1 MiB, or a PrepareError in one line naming it (issue 56)."""
+    try:
+        return json.loads(read_text(path, SMALL))
+    except BoundedReadError as exc:
+        raise PrepareError(f"{exc} (left by prepare-data in {path.parent})") from None
+
+
 def _prepare_hub(cfg: PrepareConfig, tokenizer, partial: Path, progress: bool | None) -> tuple[dict, dict]:
     """The hub source, one part per data file, restartable (module docstring); (counts, input record)."""
     dataset, sha = _hub_dataset(cfg)
@@ -353,7 +363,7 @@ def _prepare_hub(cfg: PrepareConfig, tokenizer, partial: Path, progress: bool | 
     state = {"hub": cfg.hf_dataset, "commit": sha, "shards": n, "config_hash": stable_hash(body)}
     if partial.exists():
         previous = partial / PROGRESS_FILE
-        if not previous.is_file() or json.loads(previous.read_text()) != state:
+        if not previous.is_file() or _read_own_json(previous) != state:
             log.warning("removing %s: left by prepare-data with another source or config", partial)
             shutil.rmtree(partial)
     partial.mkdir(parents=True, exist_ok=True)
@@ -361,7 +371,7 @@ def _prepare_hub(cfg: PrepareConfig, tokenizer, partial: Path, progress: bool | 
     for leftover in partial.glob("part-*.tmp"):
         shutil.rmtree(leftover)
     names = [f"part-{i:05d}" for i in range(n)]
-    done = {name: json.loads((partial / name / PART_COUNTS).read_text()) for name in names if (partial / name).is_dir()}
+    done = {name: _read_own_json(partial / name / PART_COUNTS) for name in names if (partial / name).is_dir()}
     if done:
         log.warning("prepare-data: resuming %s: %d of %d parts are finished", partial, len(done), n)
     todo = [i for i, name in enumerate(names) if name not in done]

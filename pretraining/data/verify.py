@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contracts.bounded import LARGE, BoundedReadError, read_text
 from pretraining.data.format import FORMAT, MANIFEST, MDS_COLUMNS
 from pretraining.data.packing import check_sample
 
@@ -38,10 +39,14 @@ class VerifyReport:
 def _read_json(path: Path, what: str) -> dict:
     if not path.is_file():
         raise DataVerificationError(f"{path} is missing: {what}")
-    try:
-        return json.loads(path.read_text())
+    try:  # index.json and manifest.json list files (the shards, the inputs): at most 256 MiB (issue 56)
+        return json.loads(read_text(path, LARGE))
+    except BoundedReadError as exc:
+        raise DataVerificationError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise DataVerificationError(f"{path} is not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DataVerificationError(f"{path} is not valid JSON (nested too deeply)") from None
 
 
 def _shard_file(shard: dict) -> dict:

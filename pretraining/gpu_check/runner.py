@@ -9,7 +9,6 @@ temporary folder removed at the end.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -19,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from contracts.bounded import SMALL, read_json_object
 from contracts.locks import folder_lock
 from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, utc_now
 from pretraining.gpu_check import plan, report
@@ -82,8 +82,8 @@ def run_step(step: str, mode: plan.Mode, work: Path, seconds: float) -> dict:
         pass
     path = work / STEP_DIR / f"{step}.json"
     try:
-        entry = json.loads(path.read_text())
-    except (OSError, ValueError):
+        entry = read_json_object(path, SMALL)
+    except (OSError, ValueError):  # BoundedReadError is one: a link to /dev/zero, a FIFO, garbage
         entry = {}
     entry["seconds"] = round(time.monotonic() - started, 1)
     if timed_out:

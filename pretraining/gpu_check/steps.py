@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from contracts.bounded import LARGE, SMALL, read_json_object, read_text
 from contracts.layout import LOSS_LOG_FILE
 from contracts.provenance import atomic_write_json
 from pretraining.gpu_check import plan
@@ -393,7 +394,7 @@ def compare_losses(reference: list[dict], resumed: list[dict], checkpoint: int) 
 
 
 def _loss_rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / LOSS_LOG_FILE).read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in read_text(run_dir / LOSS_LOG_FILE, LARGE).splitlines() if line.strip()]
 
 
 def _median_step_seconds(rows: list[dict]) -> float:
@@ -458,7 +459,7 @@ def resume(ctx: StepContext) -> None:
             time.sleep(0.05)
         procs["killed"].kill()  # SIGKILL: no clean-up, as a node failure or `kill -9`
         procs["killed"].wait()
-        killed_at = json.loads(held.read_text())["step"]
+        killed_at = read_json_object(held, SMALL)["step"]
         finish("reference")
         start("resumed", "killed")  # the same config again: it resumes from the checkpoint
         start("repeat", "repeat")
@@ -470,7 +471,7 @@ def resume(ctx: StepContext) -> None:
                 proc.kill()
                 proc.wait()
         raise
-    resumed_from = json.loads((work / "killed.report.json").read_text())["started_at"]
+    resumed_from = read_json_object(work / "killed.report.json", SMALL)["started_at"]
     reference = _loss_rows(Path(configs["reference"]["run_dir"]))
     resumed = _loss_rows(Path(configs["killed"]["run_dir"]))
     metrics = compare_losses(reference, resumed, mode.resume_checkpoint)
@@ -480,7 +481,7 @@ def resume(ctx: StepContext) -> None:
         floor_max_abs_diff_after=floor["max_abs_diff_after_resume"],
         floor_losses_equal=floor["losses_equal"],
     )
-    report = json.loads((work / "reference.report.json").read_text())
+    report = read_json_object(work / "reference.report.json", SMALL)
     metrics.update(
         steps=mode.resume_steps,
         seq_len=mode.resume_seq_len,
@@ -535,7 +536,7 @@ def finetune(ctx: StepContext) -> None:
         try:
             run_child(ctx, f"run-{task}", argv)
             (record,) = (work / "runs").glob(f"*/{task}/*/record.json")
-            row = {**finetune_row(json.loads(record.read_text())), "wall_s": round(time.monotonic() - started, 2)}
+            row = {**finetune_row(read_json_object(record, SMALL)), "wall_s": round(time.monotonic() - started, 2)}
         except Exception as exc:  # noqa: BLE001 - recorded, the other task types go on
             row = {"run_error": f"{type(exc).__name__}: {exc}"[:500]}
         with lock:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pretraining.data import DataConfig, build_train_dataloader
-from pretraining.data.config import DataBudgetError, data_budget
+from pretraining.data.config import DataBudgetError, PreparedDataError, data_budget
 from pretraining.data.packing import SamplePacker
 from pretraining.data.prepare import MANIFEST, MDS_COLUMNS
 
@@ -204,3 +204,63 @@ def test_data_budget_states_the_epochs_and_refuses_repeats():
         data_budget(100, DataConfig(path="d", start_sample=100, allow_repeats=True), 1, 8)
     with pytest.raises(ValueError, match="start_sample must be >= 0"):
         DataConfig(path="d", start_sample=-1)
+
+
+def _prepared_copy(root, target, keep=None):
+    """A prepared folder holding the compressed shards of `root` (the first `keep` samples' shards)."""
+    import shutil
+
+    from streaming import MDSWriter, StreamingDataset
+
+    target.mkdir()
+    if keep is None:
+        for path in root.iterdir():
+            if not path.name.endswith(".mds"):
+                shutil.copy(path, target / path.name)
+        return target
+    source = StreamingDataset(local=str(root), shuffle=False, batch_size=1)
+    with MDSWriter(out=str(target), columns=MDS_COLUMNS, compression="zstd", size_limit=1 << 12) as writer:
+        for i in range(keep):
+            writer.write(source[i])
+    return target
+
+
+def test_a_cache_filled_from_other_data_is_emptied_and_refilled_from_the_new_source(shards, tmp_path):
+    """Issue 56 item 3: a cache_dir filled from data A, then a run on data B with the same cache
+    trains on B (it trained on A's cached index and shards before)."""
+    from pretraining.data.cache_binding import CACHE_SOURCE
+
+    root, _ = shards
+    big = _prepared_copy(root, tmp_path / "big")
+    small = _prepared_copy(root, tmp_path / "small", keep=16)
+    cache = tmp_path / "cache"
+    cfg = DataConfig(path=str(big), cache_dir=str(cache), seq_len=SEQ_LEN, min_window=4, shuffle=False)
+    assert len(tags(build_train_dataloader(cfg, 4)[0])) == 64
+    assert json.loads((cache / CACHE_SOURCE).read_text())["source"] == str(big.resolve())
+    loader, dataset = build_train_dataloader(replace(cfg, path=str(small)), 4)
+    assert dataset.num_samples == 16 and tags(loader) == list(range(16))
+    assert json.loads((cache / CACHE_SOURCE).read_text())["source"] == str(small.resolve())
+    # the same source again: the cache is used as it is
+    before = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert len(tags(build_train_dataloader(replace(cfg, path=str(small)), 4)[0])) == 16
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir() if p.name in before} == before
+
+
+def test_a_cache_folder_that_is_not_ours_is_refused_in_one_line(shards, tmp_path):
+
+    root, _ = shards
+    data = _prepared_copy(root, tmp_path / "data")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "index.json").write_text('{"shards": [], "version": 2}')
+    (cache / "precious.txt").write_text("keep me")
+    cfg = DataConfig(path=str(data), cache_dir=str(cache), seq_len=SEQ_LEN, min_window=4, shuffle=False)
+    with pytest.raises(PreparedDataError, match="not a cache of data.path") as info:
+        build_train_dataloader(cfg, 4)
+    assert "\n" not in str(info.value) and (cache / "precious.txt").read_text() == "keep me"
+    # a cache of this very source made before the check (no .source.json) is adopted, not refused
+    adopted = tmp_path / "adopted"
+    adopted.mkdir()
+    (adopted / "index.json").write_bytes((data / "index.json").read_bytes())
+    loader, _ = build_train_dataloader(replace(cfg, cache_dir=str(adopted)), 4)
+    assert len(tags(loader)) == 64
