@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -40,9 +41,35 @@ from paper_figures.plotting import (
     task_panels,
 )
 
+ERROR_BARS = "Error bars = 95% CI half-width."
+ERROR_BARS_SLOT = "{error_bars}"  # where a caption says whether the figure has error bars
+NO_ERROR_BARS = "No error bars: one fine-tuning seed per point (no interval)."
+NO_INTERVAL = "No error bars: the source gives no interval for the drawn points."
 
-def _finish(fig: Figure, rows: list[dict], caption: str) -> tuple[Figure, pd.DataFrame]:
+
+def error_bar_sentence(points: pd.DataFrame, sentence: str = ERROR_BARS) -> str:
+    """`sentence` when at least one drawn point (a finite mean, not a reference line) has a finite
+    95% CI half-width, hence an error bar; otherwise why there is none (one fine-tuning seed per
+    point, or no interval in the source), in the case of `sentence`'s first letter."""
+    drawn = points[points["mean"].notna()]
+    if "reference" in drawn:  # reference levels (CLM, random init, chance) are lines without bars
+        drawn = drawn[drawn["reference"] != True]  # noqa: E712
+    if np.isfinite(drawn["ci_halfwidth"].to_numpy(dtype=float)).any():
+        return sentence
+    seeds = drawn["n_seeds"].dropna()
+    text = NO_ERROR_BARS if len(seeds) and (seeds <= 1).all() else NO_INTERVAL
+    return text[0].lower() + text[1:] if sentence[:1].islower() else text
+
+
+def _finish(fig: Figure, rows: list[dict], caption: str, error_bars: str | None = None) -> tuple[Figure, pd.DataFrame]:
+    """The points table of `rows` and the caption, drawn and kept in `points.attrs["caption"]`.
+    `error_bars`: the sentence saying what the error bars are, put at the caption's ERROR_BARS_SLOT
+    when some drawn point has an interval (else the sentence saying why there are no error bars)."""
     points = points_frame(rows)
+    if error_bars is not None:
+        if ERROR_BARS_SLOT not in caption:
+            raise ValueError(f"caption {caption!r} has no {ERROR_BARS_SLOT} for its error-bar sentence")
+        caption = caption.replace(ERROR_BARS_SLOT, error_bar_sentence(points, error_bars))
     if (points["mean"].isna()).any():
         caption += (
             f" {int(points['mean'].isna().sum())} expected value(s) missing from the source: "
@@ -98,8 +125,8 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
     return _finish(
         fig,
         rows,
-        "Category averages of the 42k-step MLM-40 and CLM models per size "
-        "(Tables 2-5); error bars = 95% CI half-width (seed variance).",
+        "Category averages of the 42k-step MLM-40 and CLM models per size (Tables 2-5); " + ERROR_BARS_SLOT,
+        error_bars="error bars = 95% CI half-width (seed variance).",
     )
 
 
@@ -207,9 +234,10 @@ def figure_3(
         fig,
         rows,
         "Lines: MLM models at 20-50% masking per size; dashed: the CLM model "
-        "of the same size (Tables 2-5). Error bars = 95% CI half-width."
+        f"of the same size (Tables 2-5). {ERROR_BARS_SLOT}"
         + (" Dotted: chance level (a predictor that ignores its input, docs/benchmarks.md)." if chance else "")
         + (" Dash-dotted: the same size fine-tuned from random initialisation." if random_init else ""),
+        error_bars=ERROR_BARS,
     )
 
 
@@ -283,8 +311,8 @@ def figure_4(cells: pd.DataFrame, size: str = "610m") -> tuple[Figure, pd.DataFr
         fig,
         rows,
         "Intermediate checkpoints at 1k-40k steps are taken before the decay "
-        "(Tables 6-9); the 42k point is the final decayed model (Tables 2-5). "
-        "Error bars = 95% CI half-width.",
+        "(Tables 6-9); the 42k point is the final decayed model (Tables 2-5). " + ERROR_BARS_SLOT,
+        error_bars=ERROR_BARS,
     )
 
 
@@ -365,7 +393,8 @@ def figure_6(cells: pd.DataFrame, size: str = "610m", splits=None) -> tuple[Figu
         fig,
         rows,
         "One line per total budget (12k/22k/42k steps; Tables 10-13); 0% = MLM only, "
-        "100% = CLM only. Error bars = 95% CI half-width.",
+        "100% = CLM only. " + ERROR_BARS_SLOT,
+        error_bars=ERROR_BARS,
     )
 
 
@@ -409,8 +438,8 @@ def figure_8(cells: pd.DataFrame, cpt_steps: int = CPT_STEPS[-1]) -> tuple[Figur
     return _finish(
         fig,
         rows,
-        "Bases: decayed 42k-step 610M CLM and MLM-40 models; CPT = MLM at 40% "
-        "(Tables 14-17). Error bars = 95% CI half-width.",
+        "Bases: decayed 42k-step 610M CLM and MLM-40 models; CPT = MLM at 40% (Tables 14-17). " + ERROR_BARS_SLOT,
+        error_bars=ERROR_BARS,
     )
 
 
@@ -448,8 +477,8 @@ def figure_9(cells: pd.DataFrame, steps=(0, *CPT_STEPS)) -> tuple[Figure, pd.Dat
     return _finish(
         fig,
         rows,
-        "0 = the decayed 42k base (Tables 2-5 / 14-17); CPT with MLM at 40% "
-        "(Tables 14-17). Error bars = 95% CI half-width.",
+        "0 = the decayed 42k base (Tables 2-5 / 14-17); CPT with MLM at 40% (Tables 14-17). " + ERROR_BARS_SLOT,
+        error_bars=ERROR_BARS,
     )
 
 

@@ -48,9 +48,38 @@ def task_panels(fig: Figure) -> dict[str, object]:
     return panels
 
 
+CAPTION_GID = "caption"  # the gid of the caption's Text artist (one per figure)
+_CAPTION_FONTSIZE = 7
+
+
 def add_caption(fig: Figure, text: str, width: int = 150) -> None:
-    fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))
-    fig.text(0.01, 0.005, "\n".join(textwrap.wrap(text, width)), fontsize=7, va="bottom", ha="left", color="0.25")
+    """The caption under the figure, wrapped at `width` characters, with room kept for its lines
+    below the layout (at least 5% of the height). Called again, it replaces the caption."""
+    lines = textwrap.wrap(text, width)
+    for old in [t for t in fig.texts if t.get_gid() == CAPTION_GID]:
+        old.remove()
+    line_height = 1.2 * _CAPTION_FONTSIZE / 72  # inches
+    bottom = max(0.05, (len(lines) * line_height + 0.06) / fig.get_figheight())
+    fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))
+    fig.text(
+        0.01,
+        0.005,
+        "\n".join(lines),
+        fontsize=_CAPTION_FONTSIZE,
+        va="bottom",
+        ha="left",
+        color="0.25",
+        gid=CAPTION_GID,
+    )
+
+
+def extend_caption(fig: Figure, points: pd.DataFrame, text: str) -> str:
+    """Append `text` to the caption of a built figure, as drawn and as stored in its points table
+    (`points.attrs["caption"]`, which the meta json repeats); returns the new caption."""
+    caption = " ".join(part.strip() for part in (points.attrs.get("caption", ""), text) if part.strip())
+    add_caption(fig, caption)
+    points.attrs["caption"] = caption
+    return caption
 
 
 def note_missing(ax, labels: list[str], shown: int = 4) -> None:

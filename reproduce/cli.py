@@ -16,6 +16,8 @@ from reproduce.plan import (
     DEFAULT_SEEDS,
     REDUCED,
     SCALE_DEFAULTS,
+    TOY_DATA_EFFICIENCY_REPLICATES,
+    TOY_DATA_EFFICIENCY_STEPS,
     TOY_PRETRAIN_STEPS,
     ReproduceConfig,
     ReproduceError,
@@ -91,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a subset of the study's checkpoints, by paper name (610m-clm-42k-5000) or toy name",
     )
     p.add_argument(
-        "--sizes", type=_csv(str), help="masking study: sizes (toy default toy_s,toy_m,toy_l; paper 210m,610m,1b)"
+        "--sizes",
+        type=_csv(str),
+        help="masking study: sizes (toy default toy_s,toy_m,toy_l; paper 210m,610m,1b); data-efficiency study "
+        "(toy default toy_s,toy_m; paper 610m)",
     )
     p.add_argument("--ratios", type=_csv(float), help="masking study: masking ratios (default 0.2,0.3,0.4,0.5)")
     p.add_argument(
@@ -111,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pretrain-steps",
         type=int,
-        help=f"masking study: steps per model (default toy {TOY_PRETRAIN_STEPS}, paper 42000)",
+        help=f"masking and data-efficiency studies: steps per run, the paper's checkpoints keeping their share of "
+        f"42k (default toy {TOY_PRETRAIN_STEPS} and {TOY_DATA_EFFICIENCY_STEPS}, paper 42000)",
     )
     p.add_argument(
         "--no-random-init",
@@ -192,6 +198,8 @@ def config_from_args(args) -> ReproduceConfig:
                 "study give a subset with --checkpoints, --tasks, --lrs and --seeds"
             )
         values.update(REDUCED)
+    if scale == "toy" and study.name == "data-efficiency":  # means of 2 pretraining runs (docs/reproduce.md)
+        values["pretrain_replicates"] = TOY_DATA_EFFICIENCY_REPLICATES
     for key in (
         "sizes",
         "ratios",

@@ -45,18 +45,25 @@ def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
     """With replicated pretraining runs: the claims report on the records as paper checkpoints
     (`claims.md`, `claims.csv` in `folder`), its estimated pretraining SD per task type in one line."""
     from analysis.claims import evaluate_claims, inputs_from_records
-    from analysis.claims.report import TOY_LABEL, pretraining_lines, write_claims_report
+    from analysis.claims.report import TOY_LABEL, TOY_TAG, pretraining_lines, write_claims_report
 
     source = f"{cfg.scale}-scale reproduction, {cfg.pretrain_replicates} pretraining runs per configuration"
     if cfg.scale == "toy":
         source += " (toy models under the names of the paper checkpoints they stand in for)"
     inputs = inputs_from_records(as_paper_records(cfg, records), source, reps=cfg.reps)
     report = evaluate_claims(inputs, reps=cfg.reps)
-    label = TOY_LABEL if cfg.scale == "toy" else None
+    toy = cfg.scale == "toy"
+    tag = TOY_TAG if toy else ""
     write_claims_report(
-        report, csv=str(folder / "claims.csv"), markdown=str(folder / "claims.md"), reps=cfg.reps, label=label
+        report,
+        csv=str(folder / "claims.csv"),
+        markdown=str(folder / "claims.md"),
+        reps=cfg.reps,
+        label=TOY_LABEL if toy else None,
+        tag=tag,
     )
-    return "; ".join(pretraining_lines(report)) or "no task type has 2 runs of one configuration"
+    lines = [f"{tag} {line}".strip() for line in pretraining_lines(report)]
+    return "; ".join(lines) or "no task type has 2 runs of one configuration"
 
 
 def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str], chance=None) -> list[str]:
@@ -73,10 +80,10 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     back = {paper: ours for ours, paper in renamed.items()}
     cells = cells.assign(model=cells["model"].map(lambda m: renamed.get(m, m)))
     records = as_paper_records(cfg, records)
-    world = f"\n[{toy_world_caption(cfg)}]" if cfg.scale == "toy" else ""
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
     summaries = {}
-    for number in sorted(_figures(cfg), key=lambda n: n == 3):  # Figure 3, which may wait for `chance`, last
+    # Figures 3 and the toy 4, which may wait for `chance`, last
+    for number in sorted(_figures(cfg), key=lambda n: n in (3, 4)):
         name, kwargs = f"figure{number}", {}
         if number in (2, 3):
             kwargs["sizes"] = paper_sizes
@@ -91,17 +98,16 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
                 kwargs["random_init"] = by_paper_size
         if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
             kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
-        if name in LOG_FIGURES:  # our runs' training logs, under our names
+        if number == 4 and cfg.scale == "toy" and cfg.study == "data-efficiency":
+            fig, points = _toy_figure_4(cfg, cells, chance)
+        elif name in LOG_FIGURES:  # our runs' training logs, under our names
             fig, points = LOG_FIGURES[name]([str(p) for p in cpt_run_dirs(cfg)])
         elif name in RUN_FIGURES:
             fig, points = RUN_FIGURES[name](records, **kwargs)
         else:
             fig, points = CELL_FIGURES[name](cells, **kwargs)
         if renamed:
-            fig.suptitle(
-                f"{fig.get_suptitle()}\n[toy runs: toy_s/m/l stand in for 210M/610M/1B, steps / 1,000]{world}",
-                fontsize=11,
-            )
+            label_stand_ins(cfg, number, fig, points)
             # cells and records were renamed to paper names; Figure 12 reads our run folders directly
             points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
             points["model"] = points["model"].map(lambda m: back.get(m, m))
@@ -123,19 +129,102 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     return [summaries[number] for number in _figures(cfg)]
 
 
+def _toy_figure_4(cfg: ReproduceConfig, cells, chance):
+    """The toy data-efficiency study's Figure 4 (paper_figures.data_efficiency): both sizes, the means
+    of the pretraining runs (bars: half their range), the untrained models and the chance levels.
+    `cells` are under the paper names (replicates `-rep<k>`), as draw_figures renamed them."""
+    from analysis.claims.arc import replicate_mean_cells
+    from contracts.model_names import format_steps
+    from paper_figures.data_efficiency import figure_4_sizes
+    from reproduce.arc import arc_sentence
+    from reproduce.plan import pretrain_length, study_checkpoints, study_sizes
+
+    chosen = [c for c in study_checkpoints(cfg) if "-rep" not in c.name]
+    toy_steps = {parse_model_name(c.paper_name).checkpoint_step: c.step for c in chosen}
+    table = chance() if callable(chance) else chance
+    untrained = {size: name for name, size in random_init_models(cfg).items()}
+    runs = cfg.pretrain_replicates
+    bars = (
+        f"Bars: half the range of the {runs} pretraining runs of each point (not a confidence interval)."
+        if runs > 1
+        else "Bars: 95% CI half-width."
+    )
+    return figure_4_sizes(
+        replicate_mean_cells(cells),
+        sizes=study_sizes(cfg),
+        steps=tuple(sorted(toy_steps)),
+        step_labels={p: f"{format_steps(p)}\n({t})" for p, t in toy_steps.items()},
+        random_init={paper: untrained[toy] for paper, toy in TOY_SIZE.items() if toy in untrained},
+        chance=table.groupby("task_type")["chance"].mean().to_dict() if table is not None else None,
+        bars=bars,
+        note=f"Each point: the mean of {runs} pretraining run(s) of {pretrain_length(cfg):,} toy steps; x: the "
+        f"paper's step (the toy step in brackets). {arc_sentence(cells)} Intervals (with the pretraining SD) "
+        "and the readings: claims/arc.md.",
+    )
+
+
+def label_stand_ins(cfg: ReproduceConfig, number: int, fig, points) -> None:
+    """Say on Figure `number` (fig, points: as drawn from our runs under the paper's names) that its
+    runs stand in for the paper's checkpoints: one short title line, the details in the caption
+    (drawn and in `points.attrs["caption"]`); stand_in_labels."""
+    from paper_figures.plotting import extend_caption
+
+    title, caption = stand_in_labels(cfg, number)
+    fig.suptitle(f"{fig.get_suptitle()}\n{title}", fontsize=11)
+    extend_caption(fig, points, caption)
+
+
+def stand_in_labels(cfg: ReproduceConfig, number: int) -> tuple[str, str]:
+    """For a figure (Figure `number`) drawing runs under the names of the paper checkpoints they
+    stand in for: one short suptitle line saying so, and the text added to its caption: which toy
+    size stands in for which paper size, how many steps the runs took for the paper's, the toy world
+    (toy_world_caption) and, on the toy masking study's Figure 3, why CLM leads there."""
+    from contracts.paper import PRETRAIN_STEPS, TOY_STEP_DIVISOR
+    from paper_figures.plotting import SIZE_LABELS
+    from reproduce.plan import pretrain_length
+
+    toy = cfg.scale == "toy"
+    length = pretrain_length(cfg)
+    if length is not None:
+        steps = f"the paper's {PRETRAIN_STEPS:,} pretraining steps are {length:,}{' toy' if toy else ''} steps"
+        if cfg.study != "masking":  # (the masking study's only step count is 42k)
+            steps += ", every other step count in proportion"
+    else:
+        steps = f"every paper step count divided by {TOY_STEP_DIVISOR:,}"
+    runs = ("toy runs" if toy else "runs") + (f" of {length:,} steps" if length is not None else "")
+    title = f"[{runs} standing in for the paper's checkpoints]"
+    if not toy:
+        return title, f"Runs drawn under the names of the paper checkpoints they stand in for: {steps}."
+    renamed = stand_ins(cfg)
+    sizes = [(t, p) for p, t in TOY_SIZE.items() if any(m.startswith(f"{t}-") for m in renamed)]
+    world = toy_world_caption(cfg)
+    which = ", ".join(f"{t} for {SIZE_LABELS.get(p, p)}" for t, p in sizes)
+    text = (
+        "Toy runs drawn under the names of the paper checkpoints they stand in for: "
+        + (f"{which}; " if which else "")
+        + f"{steps}. {world[0].upper()}{world[1:]}."
+    )
+    if cfg.study == "masking" and number == 3 and length is not None:
+        text += (
+            f" {length:,} toy steps are the early regime in which the paper finds CLM ahead (its Figure 4: CLM is "
+            "more data-efficient in the early stages), hence the dashed CLM lines mostly above the MLM lines; "
+            "`make reproduce FIGURE=4` draws the toy data-efficiency study, where MLM catches up."
+        )
+    return title, text
+
+
 def toy_world_caption(cfg: ReproduceConfig) -> str:
     """What the toy runs were pretrained on, from the prepared data's manifest (docs/reproduce.md,
     "Toy learning"): one-topic pages in blocks split into two windows, and the share of a token's
     attention keys in its own document beside the FineWeb-Edu estimate."""
-    import json
-
+    from contracts.bounded import LARGE, read_json_object
     from pretraining.data.context import fineweb_edu_estimate
     from pretraining.data.prepare import MANIFEST
 
     path = data_dir(cfg) / MANIFEST
     if not path.is_file():
         return "toy world: one-topic pages, words, names and IR concepts held out of fine-tuning"
-    manifest = json.loads(path.read_text())
+    manifest = read_json_object(path, LARGE)
     counts, context = manifest["counts"], manifest.get("context") or {}
     share = context.get("own_document_key_share")
     reference = fineweb_edu_estimate()["own_document_key_share"]

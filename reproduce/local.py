@@ -17,13 +17,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from contracts.config import config_from_dict, config_to_dict
+from contracts.bounded import LARGE, read_json_object, read_yaml
+from contracts.config import CONFIG_BYTES_LIMIT, config_from_dict, config_to_dict
 from contracts.layout import ERROR_FILE, FINISHED_FILE, RECORD_FILE, export_dir
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import claims_report, draw_figures, figure_files
 from reproduce.housekeeping import finished_run_checkpoints, folder_size, output_lock
 from reproduce.plan import (
-    WORLD_DOCUMENTS,
     WORLD_VOCAB_SIZE,
     ReproduceConfig,
     ReproduceError,
@@ -45,6 +45,7 @@ from reproduce.plan import (
     task_data_root,
     tokenizer_path,
     world_dir,
+    world_documents,
     write_if_changed,
 )
 from reproduce.status import write_study_config
@@ -231,7 +232,7 @@ def stage_data(cfg: ReproduceConfig) -> str:
     from reproduce.world import CORPUS_FILE, build_world
 
     world = world_dir(cfg)
-    build_world(world, WORLD_DOCUMENTS, WORLD_VOCAB_SIZE)
+    build_world(world, world_documents(cfg), WORLD_VOCAB_SIZE)
     untrained = _export_random_init(cfg)
     untrained_note = f"; untrained references {', '.join(untrained)}" if untrained else ""
     out = data_dir(cfg)
@@ -244,7 +245,7 @@ def stage_data(cfg: ReproduceConfig) -> str:
     )
     counts = manifest["counts"]
     return (
-        f"data: toy world {world} ({WORLD_DOCUMENTS:,} documents of {counts['tokens'] / counts['documents']:.0f} "
+        f"data: toy world {world} ({world_documents(cfg):,} documents of {counts['tokens'] / counts['documents']:.0f} "
         f"tokens on average, tokenizer, tasks); {counts['samples']:,} samples of {TOY_SEQ_LEN} tokens -> "
         f"{out}; {describe(manifest['context'])} (FineWeb-Edu at 2,048: about "
         f"{100 * fineweb_edu_estimate()['own_document_key_share']:.0f}%){untrained_note}"
@@ -306,7 +307,7 @@ def _check_finished_run(body: dict) -> None:
         return
     fix = f"use a fresh --out (or delete {run_dir} to train it again)"
     try:
-        saved = yaml.safe_load((run_dir / RUN_CONFIG_FILE).read_text())["config"]
+        saved = read_yaml(run_dir / RUN_CONFIG_FILE, CONFIG_BYTES_LIMIT)["config"]
         differences = computing_differences(saved, body)
     except (OSError, yaml.YAMLError, TypeError, KeyError, ValueError) as exc:
         raise ReproduceError(
@@ -398,7 +399,7 @@ def stage_finetune(cfg: ReproduceConfig) -> str:
 def _model_width(model: str) -> int:
     """hidden_size x layers of a local Hugging Face folder (0 when unknown): the cost of fine-tuning it."""
     try:
-        config = json.loads((Path(model) / "config.json").read_text())
+        config = read_json_object(Path(model) / "config.json", LARGE)
         return int(config.get("hidden_size", 0)) * int(config.get("num_hidden_layers", 1))
     except (OSError, ValueError):
         return 0
@@ -475,15 +476,16 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
         *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
         *([out / "claims" / "claims.md"] if cfg.pretrain_replicates > 1 else []),
+        *([out / "claims" / "arc.md"] if cfg.study == "data-efficiency" else []),
         out / MISSING_FILE,
     ]
     if (
         stamp.exists()
-        and json.loads(stamp.read_text()).get("hash") == stable_hash(inputs)
+        and read_json_object(stamp, LARGE).get("hash") == stable_hash(inputs)
         and all(p.exists() for p in expected)
     ):
         return f"analysis: unchanged records, reusing {out / 'cells.csv'}, tables, audit and figures"
-    records = [RunRecord.from_dict(json.loads(f.read_text()), str(f)) for f in files]
+    records = [RunRecord.from_dict(read_json_object(f, LARGE), str(f)) for f in files]
     # The chance levels (seconds of IR metric calls) in a worker of the reproduction's pool, idle by
     # now, while this process aggregates, tabulates, audits and draws every figure but Figure 3.
     chance_args = (cfg, _protocols_by_task(cfg, records))
@@ -516,9 +518,15 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         learned = f"; {summary_line(table)} ({out / 'learning.csv'})"
     if cfg.pretrain_replicates > 1:  # docs/reproduce.md, "Pretraining replicates"
         learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(cfg, records, out / 'claims')}"
+    if cfg.study == "data-efficiency":  # docs/reproduce.md, "Toy data efficiency"
+        from reproduce.arc import write_arc_report
+
+        arc = write_arc_report(cells, out / "claims", cfg.scale == "toy", source, random_init_models(cfg))
+        learned += f"; arc ({out / 'claims' / 'arc.md'}): {arc}"
     atomic_write_text(out / MISSING_FILE, missing.to_csv(index=False))
     section = missing_section(missing, planned_per_cell)
-    for report in (out / "tables" / "tables.md", out / "audit" / "audit.md", out / "claims" / "claims.md"):
+    reports = ("tables/tables.md", "audit/audit.md", "claims/claims.md", "claims/arc.md")
+    for report in (out / name for name in reports):
         prepend(report, section)
     atomic_write_json(stamp, {"hash": stable_hash(inputs), **inputs})
     partial = (

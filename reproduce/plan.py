@@ -22,6 +22,7 @@ from contracts.paper import (
     PAPER_SIZES,
     PRETRAIN_STEPS,
     TOY_SEQ_LEN,
+    TOY_SIZE,
     TOY_SIZES,
     WARMUP_STEPS,
 )
@@ -35,6 +36,18 @@ ALL_TASKS = tuple(d.id for d in DATASETS)
 # corpus the toy models are pretrained on (benchmarks.datasets.make_toy, docs/reproduce.md).
 TOY_WORLD = "toy-world"
 WORLD_DOCUMENTS = 8_500  # toy-world pages (~560k tokens: the masking study's runs read 520k)
+# The toy data-efficiency study (Figure 4): runs of 1,000 steps, where the paper's 42k-step arc shows
+# at toy scale (docs/reproduce.md, "Toy data efficiency"), on a world large enough that no sample
+# repeats (1,000 steps x 26 x 80 tokens = 2.08M tokens; 34,000 pages of ~66 tokens; the runs keep
+# `data.allow_repeats: false`, so a repeat would stop them), at two sizes, twice each.
+TOY_DATA_EFFICIENCY_STEPS = 1_000
+DATA_EFFICIENCY_WORLD_DOCUMENTS = 34_000
+TOY_DATA_EFFICIENCY_SIZES = ("toy_s", "toy_m")
+TOY_DATA_EFFICIENCY_REPLICATES = 2
+# Its checkpoints (paper steps): the paper's 1k and 2k fall inside the toy warmup (24 and 48 of 48
+# steps) and 40k sits next to the final 42k (952 and 1,000 steps): leaving them out keeps the study
+# within 12 minutes on 2 cores; --checkpoints asks for any of the seven
+TOY_DATA_EFFICIENCY_CHECKPOINTS = (5_000, 10_000, 20_000, PRETRAIN_STEPS)
 WORLD_VOCAB_SIZE = 1024  # byte-level BPE trained on the world corpus (common words whole, names in pieces)
 # The masking study's toy runs (Figure 3): long enough that every toy size learns the toy world with
 # either objective (MLM needed about twice CLM's tokens; docs/reproduce.md, "Toy learning"); the
@@ -77,7 +90,8 @@ class ReproduceConfig:
     out: str
     study: str = "masking"  # reproduce.studies.STUDIES: which figures and tables, hence which models
     scale: Literal["toy", "paper"] = "toy"
-    # Subsets of the study's checkpoints (None: all of them). sizes/ratios/clm: the masking study only.
+    # Subsets of the study's checkpoints (None: all of them). ratios/clm: the masking study only;
+    # sizes: the masking study, and the data-efficiency study's sizes (default toy_s,toy_m; paper 610m).
     sizes: tuple[str, ...] | None = None
     ratios: tuple[float, ...] | None = None
     clm: bool = True  # the CLM model of each size (Figure 3's dashed reference)
@@ -85,7 +99,8 @@ class ReproduceConfig:
     tasks: tuple[str, ...] = ALL_TASKS
     lrs: tuple[float, ...] = DEFAULT_LRS
     seeds: tuple[int, ...] = DEFAULT_SEEDS
-    # masking study: length of its 42k runs (None: toy TOY_PRETRAIN_STEPS, paper 42,000)
+    # masking and data-efficiency studies: length of their 42k runs, other step counts keeping their
+    # share (None: toy TOY_PRETRAIN_STEPS and TOY_DATA_EFFICIENCY_STEPS, paper 42,000)
     pretrain_steps: int | None = None
     # Also fine-tune the untrained model of each size of the study (`<size>-random-init`, drawn on
     # Figure 3 as the reference pretraining must beat). None: in the toy masking study.
@@ -112,11 +127,15 @@ class ReproduceConfig:
     def __post_init__(self):
         if self.study not in STUDIES:
             raise ValueError(f"study {self.study!r}: give one of {','.join(STUDIES)}")
+        for option, given in (("sizes", self.sizes is not None), ("pretrain_steps", self.pretrain_steps is not None)):
+            if given and self.study not in ("masking", "data-efficiency"):
+                raise ValueError(
+                    f"{option} applies to the masking and data-efficiency studies (the sizes, the length of "
+                    f"their 42k runs); study {self.study} takes --checkpoints instead"
+                )
         masking_only = {
-            "sizes": self.sizes is not None,
             "ratios": self.ratios is not None,
             "clm": not self.clm,
-            "pretrain_steps": self.pretrain_steps is not None,
         }
         misused = [k for k, given in masking_only.items() if given and self.study != "masking"]
         if misused:
@@ -200,7 +219,31 @@ def pretrain_length(cfg: ReproduceConfig) -> int | None:
     """The length of the masking study's 42k runs at this scale (None: the registry's)."""
     if cfg.pretrain_steps is not None:
         return cfg.pretrain_steps
+    if cfg.scale == "toy" and cfg.study == "data-efficiency":
+        return TOY_DATA_EFFICIENCY_STEPS
     return TOY_PRETRAIN_STEPS if cfg.scale == "toy" and cfg.study == "masking" else None
+
+
+def world_documents(cfg: ReproduceConfig) -> int:
+    """Pages of the toy world: enough for the study's longest run to read no sample twice (runs up to
+    the masking study's 250 steps read the default world; the data-efficiency study's longer ones
+    the larger world)."""
+    longer = cfg.study == "data-efficiency" and (pretrain_length(cfg) or 0) > TOY_PRETRAIN_STEPS
+    return DATA_EFFICIENCY_WORLD_DOCUMENTS if longer else WORLD_DOCUMENTS
+
+
+def study_sizes(cfg: ReproduceConfig) -> tuple[str, ...] | None:
+    """The paper sizes the data-efficiency study trains (None: the study's own, every other study)."""
+    if cfg.study != "data-efficiency":
+        return None
+    toy_to_paper = {toy: paper for paper, toy in TOY_SIZE.items()}
+    chosen = cfg.sizes or (TOY_DATA_EFFICIENCY_SIZES if cfg.scale == "toy" else ("610m",))
+    return tuple(toy_to_paper.get(s, s) for s in chosen)
+
+
+def _toy_warmup(length: int) -> int:
+    """The warmup (= decay) of a toy run of `length` steps: 2k of 42k, as the paper's."""
+    return min(max(2, round(length * WARMUP_STEPS / PRETRAIN_STEPS)), length // 2)
 
 
 def pretraining_dir(cfg: ReproduceConfig) -> Path:
@@ -215,8 +258,10 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
 @functools.lru_cache(maxsize=64)  # asked for once per model and run while writing the DAG; configs are frozen
 def study_checkpoints(cfg: ReproduceConfig) -> tuple:
     """The study's checkpoints (reproduce.studies.Checkpoint) that this reproduction fine-tunes."""
-    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, pretrain_length(cfg), cfg.checkpoints)
+    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, pretrain_length(cfg), cfg.checkpoints, study_sizes(cfg))
     keep = list(chosen)
+    if cfg.study == "data-efficiency" and cfg.scale == "toy" and cfg.checkpoints is None:
+        keep = [c for c in chosen if parse_model_name(c.paper_name).checkpoint_step in TOY_DATA_EFFICIENCY_CHECKPOINTS]
     if cfg.study == "masking":
         keep = []
         for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
@@ -248,7 +293,7 @@ def random_init_models(cfg: ReproduceConfig) -> dict[str, str]:
     """`toy_s-random-init` -> toy_s for every size of the study's models, when this reproduction
     fine-tunes untrained models too (`random_init`; names outside the release grammar: their records
     carry no pretraining description)."""
-    default = cfg.scale == "toy" and cfg.study == "masking"  # Figure 3's reference
+    default = cfg.scale == "toy" and cfg.study in ("masking", "data-efficiency")  # the toy figures' reference
     if not (cfg.random_init if cfg.random_init is not None else default):
         return {}
     sizes = dict.fromkeys(parse_model_name(c.name).size for c in study_checkpoints(cfg))
@@ -354,10 +399,9 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     if length:  # the masking study's 42k runs, another length: the WSD phases keep their share
         body["train"]["max_steps"] = length
         body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < length]
-        phase = max(2, round(length * WARMUP_STEPS / PRETRAIN_STEPS))  # 2k of 42k, as the paper's
-        body["schedule"]["warmup"] = body["schedule"]["decay"] = min(phase, length // 2)
+        body["schedule"]["warmup"] = body["schedule"]["decay"] = _toy_warmup(length)
         if cfg.scale == "toy":  # each save writes weights and optimizer state (seconds over 15 runs)
-            body["train"]["resume_interval"] = TOY_RESUME_EVERY
+            body["train"]["resume_interval"] = max(TOY_RESUME_EVERY, length // 10)
     exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
     if cfg.scale == "toy":  # only the steps this study fine-tunes: each export is a full fp32 copy (disk)
         body["train"]["checkpoint_steps"] = sorted(exports)

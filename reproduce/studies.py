@@ -133,11 +133,12 @@ def targets() -> list[str]:
 # --- scale -----------------------------------------------------------------------------------------
 def scale_steps(steps: int, scale: str, length_42k: int | None = None) -> int:
     """A paper step count at `scale` (the registry's rule: toy divides by 1,000); `length_42k`
-    replaces the 42k length of the masking study's runs (its only step count)."""
+    replaces the 42k length of a study's runs and every other step count keeps its share of it
+    (the toy data-efficiency study: 5k of 42k -> 119 of 1,000; the masking study has only 42k)."""
     from pretraining import registry
 
-    if length_42k is not None and steps == PRETRAIN_STEPS:
-        return length_42k
+    if length_42k is not None:
+        return length_42k if steps == PRETRAIN_STEPS else max(1, round(steps * length_42k / PRETRAIN_STEPS))
     return registry.scale_steps(steps, scale)
 
 
@@ -177,15 +178,43 @@ class Checkpoint:
     step: int
 
 
-def checkpoints(
-    study: Study, scale: str, length_42k: int | None = None, only: tuple[str, ...] | None = None
-) -> list[Checkpoint]:
-    """The study's checkpoints at `scale`; `only`: a subset, by paper or scaled name."""
-    from pretraining.registry import run_for
+def at_size(paper_name: str, size: str) -> str:
+    """`610m-clm-42k-5000` -> `210m-clm-42k-5000`: a single-objective checkpoint at another paper size."""
+    desc = parse_model_name(paper_name)
+    if desc is None or desc.objective not in ("mlm", "clm"):
+        raise StudyError(f"{paper_name!r} is not a single-objective checkpoint: it has no other sizes")
+    return format_model_name(replace(desc, size=size))
 
+
+def _run_and_step(paper_name: str):
+    """(registry run, step) of a checkpoint; a single-objective checkpoint the paper did not release
+    (an intermediate step at another size) is that size's run of the same objective at that step."""
+    from pretraining.registry import released_checkpoints, run_for
+
+    if paper_name in released_checkpoints():
+        return run_for(paper_name)
+    desc = parse_model_name(paper_name)
+    if desc is not None and desc.objective in ("mlm", "clm"):
+        objective = "clm" if desc.objective == "clm" else objective_token(desc.masking_ratio)
+        final = single_objective_name(desc.size, objective, desc.schedule_steps)
+        if final in released_checkpoints():
+            return run_for(final)[0], desc.checkpoint_step
+    return run_for(paper_name)  # its one-line error
+
+
+def checkpoints(
+    study: Study,
+    scale: str,
+    length_42k: int | None = None,
+    only: tuple[str, ...] | None = None,
+    sizes: tuple[str, ...] | None = None,
+) -> list[Checkpoint]:
+    """The study's checkpoints at `scale`; `only`: a subset, by paper or scaled name; `sizes` (paper
+    sizes): the study's single-size checkpoints at each of these sizes instead (data-efficiency)."""
+    names = study.checkpoints if sizes is None else tuple(at_size(n, s) for s in sizes for n in study.checkpoints)
     out = []
-    for paper_name in study.checkpoints:
-        run, step = run_for(paper_name)
+    for paper_name in names:
+        run, step = _run_and_step(paper_name)
         out.append(
             Checkpoint(
                 scaled_name(paper_name, scale, length_42k),

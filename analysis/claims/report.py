@@ -165,8 +165,15 @@ def pretraining_lines(report: pd.DataFrame) -> list[str]:
     return ["estimated pretraining SD " + e.describe() for e in report.attrs.get("pretraining_sd_estimates", [])]
 
 
-def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None, label: str | None = None) -> str:
-    """The Markdown report; `label`, when given, is its first line (a toy run says what it is)."""
+TOY_TAG = "[toy]"  # on every verdict and summary line of a toy run's report
+
+
+def claims_markdown(
+    report: pd.DataFrame, reps: int | None, rng_seed: int | None, label: str | None = None, tag: str = ""
+) -> str:
+    """The Markdown report; `label`, when given, is its first line (a toy run says what it is); `tag`
+    (e.g. TOY_TAG) opens the summary, every verdict and every pretraining-SD line."""
+    tagged = f"{tag} " if tag else ""
     source = report["source"].iloc[0] if len(report) else ""
     testable = report[report["verdict"] != NOT_TESTABLE]
     counts = report["verdict"].value_counts()
@@ -174,20 +181,20 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
     sd = report["pretraining_sd"].iloc[0] if len(report) else 0.0
     lines = [f"**{label}**", ""] if label else []
     lines += [
-        "# The paper's claims as tested hypotheses",
+        f"# {tagged}The paper's claims as tested hypotheses",
         "",
         f"Source: {source}. Written {utc_now()}."
         + (f" Bootstrap: {reps} replicates, generator seed {rng_seed}." if reps else "")
         + (f" Pretraining SD added to every cell: {_sd_text(sd)}." if _has_sd(sd) else ""),
         "",
-        "Summary: "
+        f"{tagged}Summary: "
         + ", ".join(f"{counts.get(v, 0)} {v}" for v in (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE))
         + ".",
         "",
     ]
     estimated = pretraining_lines(report)
     if estimated:
-        lines += ["**Pretraining replicates.** " + REPLICATES_NOTE, ""] + [f"- {e}" for e in estimated] + [""]
+        lines += ["**Pretraining replicates.** " + REPLICATES_NOTE, ""] + [f"- {tagged}{e}" for e in estimated] + [""]
     else:
         lines += [f"**One pretraining run per configuration.** {ONE_PRETRAINING_RUN}", ""]
     warned = [r for r in records if _text(r.get("warning"))]
@@ -214,7 +221,7 @@ def claims_markdown(report: pd.DataFrame, reps: int | None, rng_seed: int | None
         lines.append(
             f"| `{r['claim']}`{role} | {quote} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
             f"{_weakest(r)} | {r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
-            f"| **{r['verdict']}** |"
+            f"| **{tagged}{r['verdict']}** |"
         )
     lines += holm_family_lines(report)
     if not testable.empty:
@@ -433,9 +440,10 @@ def write_claims_report(
     reps: int | None = None,
     rng_seed: int | None = None,
     label: str | None = None,
+    tag: str = "",
 ) -> list[Path]:
     """Write what was asked for; `figure` is a path stem (a .png/.pdf suffix is dropped); `label`
-    the Markdown's first line (toy runs)."""
+    the Markdown's first line (toy runs), `tag` on its every verdict and summary line."""
     written = []
     if csv:
         frame = report.copy()
@@ -444,7 +452,7 @@ def write_claims_report(
                 frame[column] = frame[column].where(frame[column].notna(), "")
         written.append(atomic_write_text(csv, frame.to_csv(index=False, float_format="%.6g")))
     if markdown:
-        written.append(atomic_write_text(markdown, claims_markdown(report, reps, rng_seed, label)))
+        written.append(atomic_write_text(markdown, claims_markdown(report, reps, rng_seed, label, tag)))
     if figure:
         stem = Path(figure)
         if stem.suffix.lower() in (".png", ".pdf"):

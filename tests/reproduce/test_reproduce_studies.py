@@ -43,7 +43,9 @@ def cpt(tmp_path_factory, data):
 
 @pytest.fixture(scope="module")
 def data_efficiency(tmp_path_factory, data):
-    return _reproduce(tmp_path_factory, data, ["--table", "6", "--checkpoints", "610m-mlm40-42k-5000,610m-mlm40-42k"])
+    # 42-step runs, the paper's 5k checkpoint at step 5 (its share of 42k); one size, one run
+    argv = ["--table", "6", "--checkpoints", "610m-mlm40-42k-5000,610m-mlm40-42k", "--pretrain-steps", "42"]
+    return _reproduce(tmp_path_factory, data, [*argv, "--sizes", "toy_m", "--pretrain-replicates", "1"])
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +122,7 @@ def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     assert table.loc["toy_m-mlm40-42-5", "Setup"] == "610M MLM-40 @ 5k steps"
     assert table.loc["toy_m-mlm40-42-5", "CoNLL"] != "—"
     points = pd.read_csv(out / "figure" / "figure4_points.csv")
-    tc = points[(points["panel"] == "TC") & (points["series"] == "MLM-40")].set_index("step")
+    tc = points[(points["panel"] == "TC") & (points["series"] == "MLM-40 610M")].set_index("step")
     assert tc.loc[5000, "model"] == "toy_m-mlm40-42-5" and tc.loc[42000, "model"] == "toy_m-mlm40-42"
     assert (out / "figure" / "figure10.png").is_file() and (out / "figure" / "figure10_published.png").is_file()
     assert any("table" in line and "6, 7, 8, 9" in line for line in lines)
@@ -152,8 +154,8 @@ def test_a_second_run_reuses_everything(cpt):
     [
         (["--figure", "11"], "1B 25/75"),
         (["--table", "1"], "Table 1"),
-        (["--figure", "8", "--sizes", "toy_m"], "sizes selects models of the masking study"),
-        (["--figure", "4", "--pretrain-steps", "8"], "pretrain_steps"),
+        (["--figure", "8", "--sizes", "toy_m"], "sizes applies to the masking and data-efficiency studies"),
+        (["--figure", "6", "--pretrain-steps", "8"], "pretrain_steps"),
         (["--figure", "4", "--checkpoints", "610m-mlm20-42k"], "not in study data-efficiency"),
         (["--figure", "6", "--reduced"], "--reduced is the toy-scale CI mode of Figure 3"),
     ],
@@ -213,3 +215,26 @@ def test_every_study_at_paper_scale_as_slurm_scripts(tmp_path, figure, runs, che
         ]
         runs_dir = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml").runs_dir
         assert {j["config"]["model"] for j in jobs} == {f"{runs_dir}/610m-clm-42k/hf/step-5000"}
+
+
+def test_toy_data_efficiency_default_plan(tmp_path):
+    """`make reproduce FIGURE=4` at toy scale: toy_s and toy_m, MLM-40 and CLM, 2 runs each of 1,000
+    steps (no repeated sample: a 34,000-page world, allow_repeats off), exported at the paper's 5k, 10k,
+    20k steps' shares and fine-tuned with the final models and the untrained ones."""
+    cfg = cli.config_from_args(cli.build_parser().parse_args(["--figure", "4", "--out", str(tmp_path)]))
+    assert cfg.pretrain_replicates == 2 and plan.pretrain_length(cfg) == 1000
+    assert plan.world_documents(cfg) == 34_000
+    runs = list(plan.pretraining_runs(cfg))
+    assert runs[:4] == ["toy_s-mlm40-1k", "toy_s-clm-1k", "toy_m-mlm40-1k", "toy_m-clm-1k"] and len(runs) == 8
+    body = plan.pretraining_config(cfg, "toy_m-clm-1k-rep2")
+    assert body["train"]["max_steps"] == 1000 and body["train"]["checkpoint_steps"] == [119, 238, 476]
+    assert body["schedule"]["warmup"] == body["schedule"]["decay"] == 48  # 2k of 42k
+    assert body["data"]["allow_repeats"] is False and body["train"]["resume_interval"] == 100
+    models = plan.finetuned_models(cfg)
+    assert len(models) == 34 and models[-2:] == ["toy_s-random-init", "toy_m-random-init"]
+    assert plan.stand_ins(cfg)["toy_s-clm-1k-119-rep2"] == "210m-clm-42k-5000-rep2"
+    # any of the paper's seven checkpoints on request
+    asked = cli.config_from_args(
+        cli.build_parser().parse_args(["--figure", "4", "--out", str(tmp_path), "--checkpoints", "610m-clm-42k-1000"])
+    )
+    assert plan.model_names(asked) == ["toy_m-clm-1k-24", "toy_m-clm-1k-24-rep2"]

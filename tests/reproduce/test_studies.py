@@ -126,7 +126,7 @@ def test_toy_runs_export_only_the_steps_their_study_fine_tunes(tmp_path):
     assert registry.RUNS["610m-mlm40-42k"].checkpoint_steps
     assert pretraining_config(masking, "toy_m-mlm40-250")["train"]["checkpoint_steps"] == []  # the final one only
     efficiency = ReproduceConfig(out=str(tmp_path / "d"), study="data-efficiency", checkpoints=("610m-mlm40-42k-5000",))
-    assert pretraining_config(efficiency, "toy_m-mlm40-42")["train"]["checkpoint_steps"] == [5]
+    assert pretraining_config(efficiency, "toy_m-mlm40-1k")["train"]["checkpoint_steps"] == [119]  # 5k of 42k
     paper = ReproduceConfig(
         out=str(tmp_path / "p"), scale="paper", sizes=("610m",), ratios=(0.4,), clm=False, data_root=None
     )

@@ -554,3 +554,12 @@ def test_a_cell_whose_seeds_are_all_equal_is_not_exact():
     row = evaluate_claims(inputs, reps=0).set_index("claim").loc["mlm_beats_clm_sc"]
     assert 0 < row.p_value < 1 and row.ci_high - row.ci_low > 0.01
     assert "seeds all equal in 210m-clm-42k" in row.warning
+
+
+def test_a_toy_tag_opens_every_verdict_and_the_summary(published_report):
+    text = claims_markdown(published_report, None, None, label="Toy run: no evidence.", tag="[toy]")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    verdict_rows = rows[: len(published_report)]
+    assert verdict_rows and all("| **[toy] " in line for line in verdict_rows)
+    assert "[toy] Summary: " in text and "# [toy] The paper's claims" in text
+    assert "[toy]" not in claims_markdown(published_report, None, None)
