@@ -50,13 +50,11 @@ def read_yaml(path: str | Path, limit: int = SMALL):
     too deeply to parse (a RecursionError, as contracts.config.read_yaml_mapping says it)."""
     import yaml
 
-    from contracts.config import _yaml_problem
-
     text = read_text(path, limit)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise BoundedReadError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
+        raise BoundedReadError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
     except RecursionError:
         raise BoundedReadError(f"{path}: nested too deeply to be read") from None
 
@@ -68,3 +66,11 @@ def read_json_object_or(path: str | Path, error: type[Exception], limit: int = S
         return read_json_object(path, limit)
     except BoundedReadError as exc:
         raise error(str(exc)) from None
+
+
+def yaml_problem(exc) -> str:
+    """A YAML error in one line: what and where (PyYAML's message spans several lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from contracts.bounded import yaml_problem as _yaml_problem
 from contracts.layout import RUN_CONFIG_FILE
 from contracts.provenance import atomic_write_text, git_sha, package_versions, stable_hash, utc_now
 
@@ -114,14 +115,6 @@ def apply_overrides(data: dict, overrides: list[str], where: str = "override") -
             problem = _yaml_problem(exc)
             raise ConfigError(f"{where} {item!r}: the value is not plain YAML ({problem}); quote it") from None
     return data
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """A YAML error in one line: what and where (PyYAML's message spans several lines)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"{problem}{where}"
 
 
 CONFIG_BYTES_LIMIT = 8 << 20  # the largest config we write (a paper study's reproduce.yaml) is a few kB

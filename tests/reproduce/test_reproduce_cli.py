@@ -179,7 +179,7 @@ def test_replicated_records_give_a_claims_report_with_the_estimated_sd(tmp_path)
         for s in range(3)
     ]
     line = claims_report(cfg, records, tmp_path / "claims")
-    assert line.startswith("estimated pretraining SD SC: ") and "[" in line
+    assert line.startswith("[toy] estimated pretraining SD SC: ") and "[" in line  # toy: tagged (issue 54)
     text = (tmp_path / "claims" / "claims.md").read_text()
     assert "estimated pretraining SD SC" in text
     # a toy run says what it is in its first line (issue 52)
