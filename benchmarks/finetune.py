@@ -56,6 +56,30 @@ class TrainSettings:
     # of micro-batches of RELEASE_DEVICE_BATCH accumulated to batch_size, rounded down; warmup
     # ceil(fraction x steps); LambdaLR timing (update n at the schedule's value at n - 1).
     hf_schedule: bool = False
+    # Which parameters skip weight decay (docs/protocol.md, "Choices" 23): one_dim, every 1-D
+    # parameter (biases, every norm gain); layernorm_and_bias, the Trainer of transformers 4.48.3
+    # that the release pins (nn.LayerNorm parameters and names containing "bias": RMSNorm gains decay)
+    weight_decay_exempt: str = "one_dim"
+
+
+WEIGHT_DECAY_EXEMPT = ("one_dim", "layernorm_and_bias")
+
+
+def weight_decay_groups(module: nn.Module, exempt: str) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(decayed, exempt) parameters of `module` under the rule `exempt` (TrainSettings).
+    layernorm_and_bias follows `Trainer.get_decay_parameter_names` of transformers 4.48.3: the
+    parameters of `nn.LayerNorm` modules (by class, not name) and every name containing "bias"
+    skip decay; an RMSNorm's gain and the embeddings decay."""
+    if exempt not in WEIGHT_DECAY_EXEMPT:
+        raise ValueError(f"weight_decay_exempt must be one of {', '.join(WEIGHT_DECAY_EXEMPT)}, got {exempt!r}")
+    if exempt == "one_dim":
+        params = list(module.parameters())
+        return [p for p in params if p.ndim >= 2], [p for p in params if p.ndim < 2]
+    in_layernorm = {id(p) for m in module.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters()}
+    decay, no_decay = [], []
+    for name, param in module.named_parameters():
+        (no_decay if id(param) in in_layernorm or "bias" in name else decay).append(param)
+    return decay, no_decay
 
 
 RELEASE_DEVICE_BATCH = 4  # the release's per_device_train_batch_size (accumulated to 32)
@@ -205,9 +229,7 @@ def fit(
     microbatch = math.ceil(settings.batch_size / world_size)  # this rank's share of a batch
     if settings.device_microbatch_size and not settings.accumulate_inside_loss:
         microbatch = min(settings.device_microbatch_size, microbatch)
-    decay, no_decay = [], []
-    for param in module.parameters():  # no weight decay on biases and norm weights
-        (no_decay if param.ndim < 2 else decay).append(param)
+    decay, no_decay = weight_decay_groups(module, settings.weight_decay_exempt)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=settings.lr,

@@ -22,9 +22,10 @@ until every IR evaluation of it (`nq`, `mldr_en`) has its record.
 harness's heads, inputs and metrics) or `standard`. The record holds the scores under it
 (`validation_score`, `test_score`, `test_instance_scores`, `protocol`, `metric`) and, where the
 same predictions serve the other protocol's metric (SC, TC, IR), those scores in `other_scores`.
-A run directory holds one protocol: a different protocol needs another `out`. Five settings where
+A run directory holds one protocol: a different protocol needs another `out`. Six settings where
 the release and the better-known convention part (`max_grad_norm`, `ir_eval_encoding`,
-`tc_whitespace_tokens`, `head`, `release_quirks`; docs/protocol.md, "Choices" 18-22) are fields of
+`tc_whitespace_tokens`, `head`, `release_quirks`, `weight_decay_exempt`; docs/protocol.md, "Choices"
+18-23) are fields of
 their own, null meaning the protocol's choice; the values a run used are in its provenance (`protocol_choices`).
 
 `trust_remote_code` is the one switch that lets a checkpoint's own model code run (the paper's
@@ -111,13 +112,15 @@ class RunConfig:
     trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
     save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
     save_weights: bool = False  # keep the fine-tuned weights in model/ (else only IR's, until evaluated)
-    # Where the release and the better-known convention part (docs/protocol.md, "Choices" 18-22).
+    # Where the release and the better-known convention part (docs/protocol.md, "Choices" 18-23).
     # null: the protocol's choice (benchmarks.kinds.PROTOCOL_CHOICES), recorded in the provenance.
     max_grad_norm: float | None = 1.0  # clip the gradient norm before each step (HF Trainer default); null: never
     ir_eval_encoding: Literal["sentence_transformers", "as_training"] | None = None  # IR evaluation inputs
     tc_whitespace_tokens: Literal["next_word", "ignore"] | None = None  # TC whitespace-only sub-tokens
     head: Literal["own", "package"] | None = None  # SC/TC/QA: the checkpoint's own head class, or ours
     release_quirks: bool | None = None  # the release's LR timing, steps per epoch, QA positions (Choice 22)
+    # which parameters skip weight decay: the pinned Trainer's nn.LayerNorm and biases, or every 1-D one (Choice 23)
+    weight_decay_exempt: Literal["layernorm_and_bias", "one_dim"] | None = None
     # Experiment trackers the training logs to, by name (contracts.loggers, docs/watching.md)
     loggers: dict[str, Any] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -547,13 +550,15 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         release_quirks=cfg.release_quirks,
     )
     ir, st = spec.task_type == "IR", settings.ir_eval_encoding == "sentence_transformers"
-    extra["protocol_choices"] = {  # the resolved settings of docs/protocol.md, "Choices" 18-22
+    exempt = protocol_choice("weight_decay_exempt", cfg.protocol, cfg.weight_decay_exempt)
+    extra["protocol_choices"] = {  # the resolved settings of docs/protocol.md, "Choices" 18-23
         "max_grad_norm": cfg.max_grad_norm if trains else None,
         "ir_eval_encoding": settings.ir_eval_encoding if ir else None,
         "ir_eval_max_length": (full_length if st else max_length) if ir else None,
         "tc_whitespace_tokens": settings.tc_whitespace_tokens if spec.task_type == "TC" else None,
         "head": head,
         "release_quirks": settings.release_quirks,
+        "weight_decay_exempt": exempt if trains else None,
     }
     device_type = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device_type)
@@ -602,6 +607,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
             accumulate_inside_loss=spec.task_type == "IR",
             max_grad_norm=cfg.max_grad_norm,
             hf_schedule=settings.release_quirks,
+            weight_decay_exempt=exempt,
         )
         try:
             check_last_batch(len(features), train_settings, world_size)

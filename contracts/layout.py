@@ -48,6 +48,12 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINTS_DIR / LATEST_CHECKPOINT_PATTERN.format(rank=0)
 
 
+def resume_state(run_dir: str | Path, step: int) -> Path:
+    """A run's resume checkpoint of step `step` (its last one: the full state a CPT run that
+    continues the base's optimizer starts from)."""
+    return Path(run_dir) / CHECKPOINTS_DIR / CHECKPOINT_PATTERN.format(batch=step, rank=0)
+
+
 def branch_state(run_dir: str | Path, step: int) -> Path:
     """Rank 0's full-state checkpoint kept at `step` for decay branches: <run_dir>/branches/ba<step>-rank0.pt."""
     return Path(run_dir) / BRANCHES_DIR / CHECKPOINT_PATTERN.format(batch=step, rank=0)

@@ -45,7 +45,12 @@ def _configs(args) -> int:
     if not args.name:
         print("configs: give a checkpoint NAME or --list", file=sys.stderr)
         return 2
-    kwargs = {"scale": args.scale, "runs_root": args.runs_root, "cpt_recipe": args.cpt_recipe}
+    kwargs = {
+        "scale": args.scale,
+        "runs_root": args.runs_root,
+        "cpt_recipe": args.cpt_recipe,
+        "cpt_optimizer": args.cpt_optimizer,
+    }
     if args.data_path:
         kwargs["data_path"] = args.data_path
     if args.tokenizer:
@@ -143,10 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_argument("--scale", choices=["paper", "toy"], default="paper")
     configs.add_argument(
         "--cpt-recipe",
-        choices=["separate", "branches"],
+        choices=["separate", "branches", "literal"],
         default="branches",
-        help="CPT runs: one run per base with decay branches (default, the paper's compute table), or "
-        "each length from the base (separate)",
+        help="CPT runs: one run per base with decay branches (default, the paper's compute table), each "
+        "length from the base (separate), or branches with no warmup and 2,000-step decays (literal; "
+        "docs/pretraining.md, 'CPT readings')",
+    )
+    configs.add_argument(
+        "--cpt-optimizer",
+        choices=["fresh", "continued"],
+        default="fresh",
+        help="CPT runs: a fresh AdamW (default), or the base's AdamW state from its last checkpoint (continued)",
     )
     configs.add_argument("--runs-root", default="runs", help="folder holding run directories")
     configs.add_argument("--data-path", help="prepared data folder (data.path)")

@@ -15,6 +15,7 @@ from contracts.loggers import check_logger_section
 from contracts.paper import (
     DECAY_STEPS,
     DEFAULT_MASKING_RATIO,
+    PAPER_GPUS,
     PRETRAIN_BATCH_SEQUENCES,
     PRETRAIN_STEPS,
     WARMUP_STEPS,
@@ -32,10 +33,13 @@ class InitConfig:
     a Hugging Face Llama-architecture decoder directory (keys mapped by pretraining.export).
     kind "full_state": continue from a Composer checkpoint with its step, optimizer and schedule
     position (e.g. MLM branched from a pre-decay CLM checkpoint, as the paper's biphasic runs).
+    kind "weights_and_optimizer": the weights and the AdamW state of a Composer checkpoint (the
+    base run's last, `<run>/checkpoints/ba<N>-rank0.pt`), then step 0 with this run's schedule and
+    data position: CPT that continues the base's optimizer (`configs --cpt-optimizer continued`).
     """
 
     path: str | None = None
-    kind: Literal["weights", "full_state"] = "weights"
+    kind: Literal["weights", "full_state", "weights_and_optimizer"] = "weights"
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,27 @@ class CallbackConfig:
             raise ValueError(f"callbacks factory {self.factory!r} is not 'module:attribute'")
 
 
+def check_virtual_ranks(global_batch_size: int, release_ranks: int, microbatch: int) -> None:
+    """Under `loss_average: rank` a microbatch is a virtual rank: Composer's per-sample accumulation
+    weights each microbatch's mean loss alike, the release's per-rank rule, only if a microbatch
+    holds exactly one release rank's batch."""
+    rank_batch, rest = divmod(global_batch_size, release_ranks)
+    if rest or rank_batch < 1:
+        raise ValueError(
+            f"train.loss_average: rank with train.device_microbatch_size {microbatch}: each microbatch stands for "
+            f"one of train.release_ranks ({release_ranks}) ranks, but train.global_batch_size {global_batch_size} "
+            "is not a multiple of it; set train.device_microbatch_size: null (each rank's whole batch) or "
+            "train.loss_average: tokens"
+        )
+    if microbatch != rank_batch:
+        raise ValueError(
+            f"train.loss_average: rank averages the mean losses of the release's {release_ranks} ranks of "
+            f"{rank_batch} samples (train.global_batch_size {global_batch_size} / train.release_ranks); a microbatch "
+            f"is one of them: set train.device_microbatch_size: {rank_batch} (got {microbatch}), null (each rank's "
+            "whole batch) or train.loss_average: tokens"
+        )
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     max_steps: int = PRETRAIN_STEPS
@@ -178,15 +203,19 @@ class TrainConfig:
     # A step's loss: `tokens`, the mean over all its labelled tokens (independent of the ranks);
     # `rank`, each rank's mean, then averaged over ranks, as the released trainer (docs/pretraining.md)
     loss_average: Literal["tokens", "rank"] = "tokens"
+    # `rank` with microbatches: each microbatch stands for one of the release's ranks (a virtual
+    # rank) and must hold its batch, global_batch_size / release_ranks samples (docs/pretraining.md)
+    release_ranks: int = PAPER_GPUS
 
     def __post_init__(self):
         if self.loss_average not in ("tokens", "rank"):
             raise ValueError(f"train.loss_average must be tokens or rank, got {self.loss_average!r}")
-        if self.loss_average == "rank" and self.device_microbatch_size is not None:
+        if self.release_ranks < 1:
             raise ValueError(
-                "train.loss_average: rank averages each rank's whole batch, as the release did; set "
-                f"train.device_microbatch_size: null (got {self.device_microbatch_size}) or loss_average: tokens"
+                f"train.release_ranks must be >= 1 (the release's number of ranks), got {self.release_ranks}"
             )
+        if self.loss_average == "rank" and self.device_microbatch_size is not None:
+            check_virtual_ranks(self.global_batch_size, self.release_ranks, self.device_microbatch_size)
         if self.global_batch_size < 1:
             raise ValueError(f"train.global_batch_size {self.global_batch_size} must be >= 1 (samples per step)")
         if self.max_steps < 1:

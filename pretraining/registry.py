@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from contracts.layout import branch_state, export_dir
+from contracts.layout import branch_state, export_dir, resume_state
 from contracts.model_names import (
     biphasic_name,
     cpt_name,
@@ -48,6 +48,7 @@ from contracts.paper import (
     MASKING_RATIOS,
     MAX_CONTEXT,
     PAPER_DATA_PATH,
+    PAPER_GPUS,
     PAPER_SIZES,
     PRETRAIN_BATCH_SEQUENCES,
     PRETRAIN_STEPS,
@@ -172,8 +173,20 @@ def scale_steps(steps: int, scale: str) -> int:
     return steps if scale == "paper" else max(1, steps // TOY_STEP_DIVISOR)
 
 
-CPT_RECIPES = ("separate", "branches")
+CPT_RECIPES = ("separate", "branches", "literal")
 CPT_SHARED_WARMUP = min(WARMUP_STEPS, min(CPT_STEPS) // 10)  # branches: one warmup for all three lengths
+# Where a CPT run's optimizer starts: a fresh AdamW, or the base's (its last resume checkpoint)
+CPT_OPTIMIZERS = ("fresh", "continued")
+
+
+def cpt_schedule(run: RunSetup, cpt_recipe: str) -> tuple[int, int]:
+    """(warmup, decay) of a CPT run at paper scale (docs/pretraining.md, "CPT readings"):
+    `separate` min(2k, 10%) and min(2k, half); `branches` one 200-step warmup and min(2k, half);
+    `literal` the paper's words taken as written, "decay only in the final 2,000 steps" and 26k
+    steps per base: no warmup and a 2,000-step decay, the whole of the 2k model's run."""
+    if cpt_recipe == "literal":
+        return 0, min(DECAY_STEPS, run.max_steps)
+    return (CPT_SHARED_WARMUP if cpt_recipe == "branches" else run.warmup), run.decay
 
 
 def cpt_main_run(run: RunSetup) -> RunSetup:
@@ -181,20 +194,22 @@ def cpt_main_run(run: RunSetup) -> RunSetup:
     return max((r for r in RUNS.values() if r.cpt_base == run.cpt_base), key=lambda r: r.max_steps)
 
 
-def cpt_branch_step(run: RunSetup, scale: str) -> int:
-    """`branches`: the step of the main CPT run whose kept state a shorter CPT run continues from:
-    the last step whose next LR is still the peak in both schedules (T - decay - 1); 0 when the
-    branch starts at the base itself (toy: 2 steps)."""
-    return max(0, scale_steps(run.max_steps, scale) - scale_steps(run.decay, scale) - 1)
+def cpt_branch_step(run: RunSetup, scale: str, cpt_recipe: str = "branches") -> int:
+    """`branches`, `literal`: the step of the main CPT run whose kept state a shorter CPT run
+    continues from: the last step whose next LR is still the peak in both schedules (T - decay - 1);
+    0 when the run starts at the base itself (toy `branches`: 2 steps; `literal`: the 2k model,
+    all decay)."""
+    decay = cpt_schedule(run, cpt_recipe)[1]
+    return max(0, scale_steps(run.max_steps, scale) - scale_steps(decay, scale) - 1)
 
 
 def cpt_branch_of(run: RunSetup, scale: str, cpt_recipe: str) -> RunSetup | None:
     """The main CPT run whose kept state `run` continues as a decay branch (at cpt_branch_step),
     None when `run` starts from a base or from scratch."""
-    if run.cpt_base is None or cpt_recipe != "branches":
+    if run.cpt_base is None or cpt_recipe == "separate":
         return None
     main = cpt_main_run(run)
-    return main if main is not run and cpt_branch_step(run, scale) > 0 else None
+    return main if main is not run and cpt_branch_step(run, scale, cpt_recipe) > 0 else None
 
 
 def config_dict(
@@ -204,16 +219,22 @@ def config_dict(
     data_path: str | None = None,
     tokenizer: str | None = None,
     cpt_recipe: str = "branches",
+    cpt_optimizer: str = "fresh",
 ) -> dict:
     """The YAML body (a PretrainConfig) of `run` at `scale`, every setting written out: a changed
     default of the config classes never changes a written run (tests/pretraining/test_paper_configs.py
     pins the 50 paper configs). `cpt_recipe` (CPT runs only): `separate` trains each CPT length from
     the decayed base with its own schedule; `branches` trains the longest one per base and continues
-    the shorter ones from its kept state, each decaying at its own end (docs/pretraining.md)."""
+    the shorter ones from its kept state, each decaying at its own end; `literal` branches the same
+    way with no warmup and a 2,000-step decay (the 2k model: all decay, from the base).
+    `cpt_optimizer`: `fresh` AdamW, or `continued` from the base's last resume checkpoint (its
+    weights and AdamW state, then step 0). docs/pretraining.md, "CPT readings"."""
     if scale not in ("paper", "toy"):
         raise ValueError(f"scale {scale!r} is not paper or toy")
     if cpt_recipe not in CPT_RECIPES:
         raise ValueError(f"cpt_recipe {cpt_recipe!r} is not one of {', '.join(CPT_RECIPES)}")
+    if cpt_optimizer not in CPT_OPTIMIZERS:
+        raise ValueError(f"cpt_optimizer {cpt_optimizer!r} is not one of {', '.join(CPT_OPTIMIZERS)}")
     s = lambda steps: scale_steps(steps, scale)  # noqa: E731
     paper = scale == "paper"
     objective = {  # a CLM run never masks: its ratio is the unused default, written all the same
@@ -245,19 +266,23 @@ def config_dict(
         "window_early_end": EARLY_END,  # the release's packer: a window ends at a document end near its split
     }
     init = {"path": None, "kind": "weights"}
-    warmup, branch_steps = s(run.warmup), []
+    warmup, decay, branch_steps = s(run.warmup), s(run.decay), []
     if run.cpt_base is not None:
         base = RUNS[run.cpt_base]
-        init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
+        if cpt_optimizer == "continued":  # the base's weights and AdamW state, its last step
+            init = {"path": str(resume_state(f"{runs_root}/{run_name(base)}", s(base.max_steps)))}
+            init["kind"] = "weights_and_optimizer"
+        else:
+            init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
         data["start_sample"] = s(base.max_steps) * global_batch_size  # after the base run's data
-        if cpt_recipe == "branches":
-            warmup = s(CPT_SHARED_WARMUP)
+        warmup, decay = (s(steps) if steps else 0 for steps in cpt_schedule(run, cpt_recipe))
+        if cpt_recipe != "separate":
             if run is cpt_main_run(run):  # keeps the states the shorter CPT runs of its base continue from
                 shorter = [r for r in RUNS.values() if r.cpt_base == run.cpt_base and r is not run]
-                branch_steps = sorted({cpt_branch_step(r, scale) for r in shorter} - {0})
+                branch_steps = sorted({cpt_branch_step(r, scale, cpt_recipe) for r in shorter} - {0})
             elif main := cpt_branch_of(run, scale, cpt_recipe):
-                init = {"path": str(branch_state(f"{runs_root}/{run_name(main)}", cpt_branch_step(run, scale)))}
-                init["kind"] = "full_state"
+                step = cpt_branch_step(run, scale, cpt_recipe)
+                init = {"path": str(branch_state(f"{runs_root}/{run_name(main)}", step)), "kind": "full_state"}
     return {
         "name": run_name(run),
         "run_dir": f"{runs_root}/{run_name(run)}",
@@ -277,7 +302,7 @@ def config_dict(
             "no_decay": "none",  # the release decays every parameter
             "grad_clip_norm": 1.0,
         },
-        "schedule": {"warmup": warmup, "decay": s(run.decay), "decay_shape": "linear", "alpha_f": 0.0},
+        "schedule": {"warmup": warmup, "decay": decay, "decay_shape": "linear", "alpha_f": 0.0},
         "train": {
             "max_steps": s(run.max_steps),
             "global_batch_size": global_batch_size,
@@ -295,6 +320,8 @@ def config_dict(
             "dataloader_workers": 0,
             "callbacks": [],
             "loss_average": "rank",  # the release: each rank's mean loss, gradients averaged over ranks
+            # its 192 GPUs: with device_microbatch_size 1152 / 192 = 6 each microbatch is one of them
+            "release_ranks": PAPER_GPUS,
         },
         "init": init,
     }

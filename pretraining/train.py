@@ -47,6 +47,7 @@ from contracts.provenance import atomic_write_json, atomic_write_text, disk_full
 from pretraining.compiling import compile_blocks
 from pretraining.config import (
     PretrainConfig,
+    TrainConfig,
     check_callbacks,
     describe_differences,
     field_differences,
@@ -256,6 +257,27 @@ class ExportWeights(Callback):
         dist.barrier()
 
 
+class ContinueOptimizerState(Callback):
+    """init.kind weights_and_optimizer: Composer's load gives the base's AdamW moments and step
+    counts, but with them its param groups' settings (its last LR: 0 after the decay). When this run
+    starts (step 0; never on its own autoresume), the groups take this run's settings back and the
+    LR its schedule sets for step 1; the moments stay the base's (docs/pretraining.md, "CPT readings")."""
+
+    def __init__(self, settings: list[dict]):
+        self.settings = settings
+
+    def fit_start(self, state: State, logger: Logger) -> None:
+        if int(state.timestamp.batch) != 0:
+            return
+        for group, mine in zip(state.optimizers[0].param_groups, self.settings, strict=True):
+            group.update(mine)
+        for scheduler in state.schedulers:  # torch LambdaLRs over our Composer schedule
+            for group, base_lr, factor in zip(
+                scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas
+            ):
+                group["initial_lr"], group["lr"] = base_lr, base_lr * factor(scheduler.last_epoch)
+
+
 class KeepBranchStates(Callback):
     """Keeps the full state (weights, optimizer, schedule and data position) at chosen steps in
     <run_dir>/branches/, out of reach of the resume checkpoints' pruning: the decay branches of a
@@ -292,14 +314,32 @@ def _num_tokens(batch: dict) -> dict[str, int]:
     return {"total": total, "loss_generating": labelled}
 
 
+# init kinds Composer loads from a checkpoint of ours (the others load weights into the model)
+STATE_INITS = ("full_state", "weights_and_optimizer")
+# weights_and_optimizer: everything of the checkpoint but the model and the optimizer state is left
+# out, so the run starts at step 0 with its own schedule, data position, seeds and callbacks
+# (Composer applies load_ignore_keys to this first load only, never to an autoresume)
+OPTIMIZER_ONLY_IGNORED = [
+    "state/timestamp",
+    "state/schedulers",
+    "state/dataset_state",
+    "state/algorithms",
+    "state/callbacks",
+    "state/run_name",
+    "state/rank_zero_seed",
+    "state/scaler",
+    "rng",
+]  # the keys of our checkpoints (Composer 0.32) but model and optimizers; integrations and metadata it never loads
+
+
 def _check_run_dir(cfg: PretrainConfig) -> None:
     run_dir = Path(cfg.run_dir)
-    if cfg.init.kind == "full_state" and not (cfg.init.path and Path(cfg.init.path).is_file()):
+    if cfg.init.kind in STATE_INITS and not (cfg.init.path and Path(cfg.init.path).is_file()):
         raise PretrainError(
-            f"init.path {cfg.init.path!r}: init.kind full_state needs an existing Composer "
+            f"init.path {cfg.init.path!r}: init.kind {cfg.init.kind} needs an existing Composer "
             "checkpoint file (<run>/checkpoints/ba<N>-rank0.pt)"
         )
-    if cfg.init.kind == "full_state":
+    if cfg.init.kind in STATE_INITS:
         check_complete_checkpoint(Path(cfg.init.path))
     if (run_dir / FINISHED_FILE).exists():
         raise PretrainError(
@@ -364,12 +404,26 @@ def per_rank_batch_size(global_batch_size: int, world_size: int) -> int:
     return global_batch_size // world_size
 
 
+def check_virtual_ranks_fit(t: TrainConfig, world_size: int) -> None:
+    """`loss_average: rank` with microbatches (virtual ranks, TrainConfig): every rank must hold a
+    whole number of them, or Composer's last microbatch would be smaller and weigh less than the
+    release's ranks did; that is, the world size divides train.release_ranks."""
+    if t.loss_average != "rank" or t.device_microbatch_size is None or t.release_ranks % world_size == 0:
+        return
+    fits = [n for n in range(1, min(t.release_ranks, 256) + 1) if t.release_ranks % n == 0]
+    raise PretrainError(
+        f"train.loss_average: rank with train.device_microbatch_size {t.device_microbatch_size} (one of the "
+        f"release's {t.release_ranks} ranks per microbatch) needs a world size that divides {t.release_ranks}, "
+        f"got {world_size} ranks: launch {', '.join(map(str, fits))} ranks, or set train.loss_average: tokens"
+    )
+
+
 def _checkpoint_to_load(cfg: PretrainConfig) -> Path | None:
     """The Composer checkpoint this run will start from: autoresume's latest, else init.path."""
     latest = latest_checkpoint(cfg.run_dir)
     if latest.exists():
         return latest
-    return Path(cfg.init.path) if cfg.init.kind == "full_state" else None
+    return Path(cfg.init.path) if cfg.init.kind in STATE_INITS else None
 
 
 def build_model(cfg: PretrainConfig, vocab_size: int, *, trust_checkpoints: bool = False) -> MlmClmForLM:
@@ -541,6 +595,7 @@ def build_trainer(
     if token_ids is None:
         token_ids = token_ids_from_tokenizer(tokenizer)
     device_batch_size = per_rank_batch_size(cfg.train.global_batch_size, dist.get_world_size())
+    check_virtual_ranks_fit(cfg.train, dist.get_world_size())
     device, precision = _device_and_precision(cfg)
     # Composer's process group, before the data: a StreamingDataset built without one opens and
     # closes a group of its own on the same MASTER_PORT, and a rank that reaches the Trainer's
@@ -581,6 +636,10 @@ def build_trainer(
         "run_config": config_to_dict(cfg),
         "git_sha": git_sha(),
     }
+    optimizer = build_optimizer(model, cfg)
+    if cfg.init.kind == "weights_and_optimizer":  # this run's settings, before the load replaces them
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+        extra_callbacks = [ContinueOptimizerState(settings), *extra_callbacks]
     callbacks = [
         LossLog(run_dir / LOSS_LOG_FILE, obj.kind, obj.switch_at),
         ExportWeights(run_dir, set(t.checkpoint_steps) | {t.max_steps}, tokenizer, metadata),
@@ -600,7 +659,7 @@ def build_trainer(
         model=ComposerLM(model),
         train_dataloader=DataSpec(dataloader, get_num_tokens_in_batch=_num_tokens),
         max_duration=f"{t.max_steps}ba",
-        optimizers=build_optimizer(model, cfg),
+        optimizers=optimizer,
         schedulers=build_scheduler(cfg),
         step_schedulers_every_batch=True,
         algorithms=algorithms,
@@ -613,12 +672,14 @@ def build_trainer(
         save_interval=_resume_checkpoint_interval(t.resume_interval, t.max_steps),
         save_num_checkpoints_to_keep=t.keep_resume_checkpoints,
         autoresume=True,
-        load_path=cfg.init.path if cfg.init.kind == "full_state" else None,
+        load_path=cfg.init.path if cfg.init.kind in STATE_INITS else None,
+        load_ignore_keys=OPTIMIZER_ONLY_IGNORED if cfg.init.kind == "weights_and_optimizer" else None,
         device=device,
         precision=precision,
         device_train_microbatch_size=t.device_microbatch_size or device_batch_size,
-        # tokens: loss = mean over the labelled tokens of the whole step; rank: each rank's mean over its
-        # whole batch (one microbatch, TrainConfig checks), the ranks' gradients averaged: the release's
+        # tokens: loss = mean over the labelled tokens of the whole step; rank: each microbatch's mean,
+        # weighted by its samples (TrainConfig: the whole per-rank batch, or one release rank's batch),
+        # the ranks' gradients averaged: the release's per-rank rule
         accumulate_train_batch_on_tokens=t.loss_average == "tokens",
         seed=t.seed,
         progress_bar=t.progress_bar,

@@ -142,9 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--cpt-recipe",
-        choices=["branches", "separate"],
-        help="CPT runs: one continued run per base with decay branches (default; the paper's compute table) "
-        "or each length from the base (docs/pretraining.md)",
+        choices=["branches", "separate", "literal"],
+        help="CPT runs: one continued run per base with decay branches (default; the paper's compute table), "
+        "each length from the base, or branches with no warmup and 2,000-step decays (docs/pretraining.md)",
+    )
+    p.add_argument(
+        "--cpt-optimizer",
+        choices=["fresh", "continued"],
+        help="CPT runs: a fresh AdamW (default) or the base's AdamW state from its last checkpoint",
     )
     p.add_argument(
         "--loggers",
@@ -217,6 +222,7 @@ def config_from_args(args) -> ReproduceConfig:
         "reps",
         "pretrain_replicates",
         "cpt_recipe",
+        "cpt_optimizer",
         "loggers",
     ):
         value = getattr(args, key)

@@ -98,7 +98,7 @@ def pretraining_costs(cfg: ReproduceConfig) -> list[dict]:
         size = body["model"]["preset"]
         steps = body["train"]["max_steps"]
         if is_cpt_branch(body):  # a decay branch trains only past the main run's step it continues from
-            steps -= cpt_branch_step(RUNS[run], cfg.scale)
+            steps -= cpt_branch_step(RUNS[run], cfg.scale, cfg.cpt_recipe)
         per_step = body["train"]["global_batch_size"] * body["data"]["seq_len"]
         n = count_parameters(PAPER_SHAPES[size])["matmul"]
         out.append(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.config import config_to_dict
-from contracts.layout import branch_state, export_dir
+from contracts.layout import branch_state, export_dir, resume_state
 from contracts.loggers import check_logger_section
 from contracts.model_names import parse_model_name, replicate_name, split_replicate
 from contracts.paper import (
@@ -119,8 +119,11 @@ class ReproduceConfig:
     # pretraining SD per task type (analysis.claims.pretraining_variance) in its claims report.
     pretrain_replicates: int = 1
     # CPT runs (docs/pretraining.md, "Continued pretraining"): `branches`, one continued run per base
-    # with decay branches, as the paper's compute table implies; `separate`, each length on its own
+    # with decay branches, as the paper's compute table implies; `separate`, each length on its own;
+    # `literal`, branches with no warmup and 2,000-step decays ("CPT readings")
     cpt_recipe: str = "branches"
+    # the CPT runs' optimizer: `fresh` AdamW, or `continued` from the base's last resume checkpoint
+    cpt_optimizer: str = "fresh"
     # Experiment trackers of every pretraining and fine-tuning run (contracts.loggers, docs/watching.md)
     loggers: dict[str, Any] = field(default_factory=dict, hash=False)  # (a dict: not hashable)
 
@@ -165,10 +168,12 @@ class ReproduceConfig:
             raise ValueError(f"data_root {TOY_WORLD!r} is the toy world's task mirror: it needs scale toy")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
-        from pretraining.registry import CPT_RECIPES  # here: the package imports torch
+        from pretraining.registry import CPT_OPTIMIZERS, CPT_RECIPES  # here: the package imports torch
 
         if self.cpt_recipe not in CPT_RECIPES:
             raise ValueError(f"cpt_recipe {self.cpt_recipe!r}: give one of {', '.join(CPT_RECIPES)}")
+        if self.cpt_optimizer not in CPT_OPTIMIZERS:
+            raise ValueError(f"cpt_optimizer {self.cpt_optimizer!r}: give one of {', '.join(CPT_OPTIMIZERS)}")
         if self.pretrain_replicates < 1:
             raise ValueError(
                 f"pretrain_replicates {self.pretrain_replicates} must be >= 1 (1: one run per configuration)"
@@ -375,6 +380,7 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         data_path=str(data_dir(cfg)),
         tokenizer=tokenizer_path(cfg),
         cpt_recipe=cfg.cpt_recipe,
+        cpt_optimizer=cfg.cpt_optimizer,
     )
     body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
     if cfg.loggers:
@@ -390,11 +396,12 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
     source = starts_from(cfg, name)  # of the same replicate, under its name at this scale
     if is_cpt_branch(body):  # the main CPT run's kept state
         body["init"]["path"] = str(
-            branch_state(pretraining_dir(cfg) / source, registry.cpt_branch_step(run, cfg.scale))
+            branch_state(pretraining_dir(cfg) / source, registry.cpt_branch_step(run, cfg.scale, cfg.cpt_recipe))
         )
-    elif source is not None:  # the decayed base's final export
+    elif source is not None:  # the decayed base's final export (or its last full state: continued optimizer)
         steps = scale_steps(registry.RUNS[run.cpt_base].max_steps, cfg.scale, length)
-        body["init"]["path"] = str(export_dir(pretraining_dir(cfg) / source, steps))
+        start = resume_state if cfg.cpt_optimizer == "continued" else export_dir
+        body["init"]["path"] = str(start(pretraining_dir(cfg) / source, steps))
         body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
     if length:  # the masking study's 42k runs, another length: the WSD phases keep their share
         body["train"]["max_steps"] = length

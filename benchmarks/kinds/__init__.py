@@ -22,7 +22,7 @@ from types import ModuleType
 KINDS = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # task type -> module (imported on use)
 
 # The settings where the released harness and the better-known convention part (docs/protocol.md,
-# "Choices" 18-22): each protocol's choice, taken where a run config leaves the field null.
+# "Choices" 18-23): each protocol's choice, taken where a run config leaves the field null.
 # `own_if_shipped`: the checkpoint's own head class where its config.json names one, else ours.
 PROTOCOL_CHOICES = {
     "paper": {
@@ -30,12 +30,14 @@ PROTOCOL_CHOICES = {
         "tc_whitespace_tokens": "next_word",
         "head": "own_if_shipped",
         "release_quirks": True,
+        "weight_decay_exempt": "layernorm_and_bias",
     },
     "standard": {
         "ir_eval_encoding": "as_training",
         "tc_whitespace_tokens": "ignore",
         "head": "package",
         "release_quirks": False,
+        "weight_decay_exempt": "one_dim",
     },
 }
 

@@ -27,6 +27,7 @@ from contracts.bounded import SMALL, BoundedReadError, read_json_object
 from contracts.hub import sha256_file
 from contracts.provenance import atomic_write_json
 from pretraining.data.config import PreparedDataError
+from pretraining.data.format import present_shard_files
 
 CACHE_SOURCE = ".source.json"
 INDEX = "index.json"
@@ -52,12 +53,11 @@ def source_index(source: str, is_remote: bool, download_timeout: float) -> Path:
 
 def _shards_match(cache: Path, index: dict) -> bool:
     """Every shard file of `index` present in the cache has the size the index records."""
-    for shard in index.get("shards", []):
-        for info in (shard.get("zip_data"), shard.get("raw_data")):
-            if info and (cache / info["basename"]).is_file():
-                if (cache / info["basename"]).stat().st_size != info["bytes"]:
-                    return False
-    return True
+    return all(
+        size == info["bytes"]
+        for shard in index.get("shards", [])
+        for info, _, size in present_shard_files(cache, shard)[1]
+    )
 
 
 def _empty(cache: Path) -> None:

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from pretraining.data.cache_binding import bind_cache_on_leader
 from pretraining.data.config import DataConfig, PreparedDataError
-from pretraining.data.format import MANIFEST
+from pretraining.data.format import MANIFEST, present_shard_files
 from pretraining.data.packing import document_ids
 from pretraining.data.shm_prefix import leader_chosen_shm_prefix
 from pretraining.data.windows import EARLY_END, window_ids
@@ -116,15 +116,13 @@ def check_shard_sizes(root: Path) -> None:
     except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
         raise PreparedDataError(f"{index} is not an MDS index ({exc}): prepare the data again") from None
     for shard in shards:
-        files = [info for info in (shard.get("zip_data"), shard.get("raw_data")) if info]
-        present = [(info, root / info["basename"]) for info in files if (root / info["basename"]).is_file()]
+        files, present = present_shard_files(root, shard)
         if not present:
             raise PreparedDataError(
                 f"{root}: shard {files[0]['basename'] if files else '?'} named in index.json is missing: "
                 "the copy is incomplete; copy or prepare the data again"
             )
-        for info, path in present:
-            size = path.stat().st_size
+        for info, path, size in present:
             if size != info["bytes"]:
                 raise PreparedDataError(
                     f"{path}: {size} bytes, index.json records {info['bytes']}: the file is cut short or "

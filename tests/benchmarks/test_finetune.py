@@ -14,6 +14,7 @@ from benchmarks.finetune import (
     rank_share,
     resolve_precision,
     training_steps,
+    weight_decay_groups,
 )
 from benchmarks.kinds import sc
 from benchmarks.kinds.common import load_backbone, load_tokenizer
@@ -198,3 +199,57 @@ def test_the_gradient_norm_is_clipped_at_one_before_each_optimizer_step():
         assert grad.tolist() == pytest.approx([3.0, 4.0]) and grad.norm().item() == pytest.approx(5.0)
     for grad in _stepped_gradients(10.0):  # a norm below the threshold is left as it is
         assert grad.norm().item() == pytest.approx(5.0)
+
+
+def _decay_by_name(module, exempt: str) -> tuple[set[str], set[str]]:
+    names = {id(p): n for n, p in module.named_parameters()}
+    decay, no_decay = weight_decay_groups(module, exempt)
+    return {names[id(p)] for p in decay}, {names[id(p)] for p in no_decay}
+
+
+@pytest.mark.parametrize("arch", ["llama", "bert"])
+def test_paper_weight_decay_exempts_what_the_pinned_trainer_exempts(tmp_path, arch):
+    """`layernorm_and_bias` (paper, docs/protocol.md Choice 23) = `Trainer.get_decay_parameter_names`
+    of transformers 4.48.3, the release's pin: transformers' own `get_parameter_names` with only
+    nn.LayerNorm forbidden (no name patterns, which later releases added), then names without
+    "bias". A Llama backbone's RMSNorm gains decay there; `one_dim` exempts them."""
+    from torch import nn
+    from transformers.trainer_pt_utils import get_parameter_names
+
+    module = sc.SequenceClassifier(load_backbone(str(save_tiny_model(tmp_path / arch, arch))), 2)
+    pinned = {n for n in get_parameter_names(module, [nn.LayerNorm]) if "bias" not in n}
+    decay, exempt = _decay_by_name(module, "layernorm_and_bias")
+    assert decay == pinned and not decay & exempt and decay | exempt == {n for n, _ in module.named_parameters()}
+    gains = {n for n, p in module.named_parameters() if p.ndim == 1 and "bias" not in n}
+    assert gains, "the backbone has norm gains"
+    if arch == "llama":  # RMSNorm: not an nn.LayerNorm, so its gains decay under the pinned Trainer
+        assert gains <= decay
+    else:  # BERT's LayerNorm gains are exempt either way
+        assert not gains & decay
+    one_dim_decay, one_dim_exempt = _decay_by_name(module, "one_dim")
+    assert one_dim_decay == {n for n, p in module.named_parameters() if p.ndim >= 2} and gains <= one_dim_exempt
+    with pytest.raises(ValueError, match="weight_decay_exempt must be one of one_dim, layernorm_and_bias"):
+        weight_decay_groups(module, "norms")
+
+
+def test_fit_hands_the_optimizer_the_decay_groups_of_its_setting(tmp_path):
+    from composer import Callback
+
+    seen = []
+
+    class OptimizerGroups(Callback):
+        def fit_start(self, state, logger):
+            for group in state.optimizers[0].param_groups:
+                seen.append((group["weight_decay"], {id(p) for p in group["params"]}))
+
+    path = save_tiny_model(tmp_path / "llama", "llama")
+    tokenizer = load_tokenizer(str(path))
+    features = sc.encode([f"text {i}" for i in range(8)], [i % 2 for i in range(8)], tokenizer, 16, protocol="paper")
+    for exempt in ("layernorm_and_bias", "one_dim"):
+        module = sc.SequenceClassifier(load_backbone(str(path)), 2)
+        settings = TrainSettings(lr=1e-3, seed=0, batch_size=8, max_steps=1, weight_decay_exempt=exempt)
+        fit(module, features, sc.Collator(tokenizer.pad_token_id), settings, callbacks=[OptimizerGroups()])
+        names = {id(p): n for n, p in module.named_parameters()}
+        groups = [(decay_rate, {names[i] for i in ids}) for decay_rate, ids in seen]
+        assert groups == [(0.1, _decay_by_name(module, exempt)[0]), (0.0, _decay_by_name(module, exempt)[1])]
+        seen.clear()

@@ -93,6 +93,9 @@ def test_every_task_runs_end_to_end_on_toy_data_under_both_protocols(tiny, task,
     assert choices["head"] == (None if spec.task_type == "IR" else "package")  # BERT ships no head class
     assert choices["tc_whitespace_tokens"] == (("next_word" if paper else "ignore") if spec.task_type == "TC" else None)
     assert choices["release_quirks"] is paper  # LR at update 1, steps per epoch, QA positions (Choice 22)
+    trains = "trained_model" not in record.provenance  # NQ and MLDR evaluate the MS MARCO model
+    exempt = ("layernorm_and_bias" if paper else "one_dim") if trains else None  # Choice 23
+    assert choices["weight_decay_exempt"] == exempt
     if spec.task_type == "IR":
         assert choices["ir_eval_encoding"] == ("sentence_transformers" if paper else "as_training")
         assert choices["ir_eval_max_length"] == 64  # paper: sentence-transformers caps at L, not 99% of it

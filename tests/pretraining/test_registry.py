@@ -142,6 +142,60 @@ def test_cpt_branches_recipe_trains_one_run_per_base_and_branches_the_shorter_on
     assert separate["init"]["kind"] == "weights" and separate["train"]["branch_steps"] == []
 
 
+def _cpt(base: str, cpt_steps: int, scale: str = "paper", **options) -> PretrainConfig:
+    run = registry.RUNS[f"610m-{base}-dec42k-mlm40-{42 + cpt_steps}k"]
+    return config_from_dict(PretrainConfig, registry.config_dict(run, scale, **options))
+
+
+def test_cpt_literal_recipe_decays_the_last_2000_steps_with_no_warmup_in_26k_steps_per_base():
+    """`--cpt-recipe literal` (docs/pretraining.md, "CPT readings"): the paper's "26k steps" per base
+    and "decay only in the final 2,000 steps" as written: the 22k run and the 12k branch decay over
+    2,000 steps, the 2k model is a 2,000-step decay from the base (LR area 1,000 step-equivalents,
+    against 1,400 under `branches`)."""
+    from contracts.layout import branch_state
+    from pretraining.schedule import wsd_multiplier
+
+    def area(cfg):
+        t, s = cfg.train.max_steps, cfg.schedule
+        return sum(wsd_multiplier(n, s.warmup, t - s.decay, t) for n in range(1, t + 1))
+
+    main, middle, short = (_cpt("clm", steps, cpt_recipe="literal") for steps in (22, 12, 2))
+    assert [(c.schedule.warmup, c.schedule.decay) for c in (main, middle, short)] == [(0, 2000)] * 3
+    assert main.train.branch_steps == (9999,) and middle.init.kind == "full_state"
+    assert middle.init.path == str(branch_state(main.run_dir, 9999))
+    assert short.init == main.init and short.init.kind == "weights"  # the 2k model starts from the base
+    assert 22_000 + (12_000 - 9_999) + 2_000 == 26_001  # the paper's 26k, one step per branch more
+    # LR areas in peak-LR steps, quoted in docs/pretraining.md
+    areas = {
+        recipe: [round(area(_cpt("clm", steps, cpt_recipe=recipe)), 1) for steps in (2, 12, 22)]
+        for recipe in ("separate", "branches", "literal")
+    }
+    assert areas == {
+        "separate": [1400.0, 10400.0, 20000.0],
+        "branches": [1400.0, 10900.0, 20900.0],
+        "literal": [999.5, 10999.5, 20999.5],
+    }
+
+
+@pytest.mark.parametrize("recipe", ["separate", "branches", "literal"])
+def test_cpt_continued_optimizer_starts_from_the_base_s_last_full_state(recipe):
+    from contracts.layout import resume_state
+
+    for scale in ("paper", "toy"):
+        base = config_from_dict(PretrainConfig, registry.config_dict(registry.RUNS["610m-mlm40-42k"], scale))
+        for steps in (2, 12, 22):
+            fresh = _cpt("mlm40", steps, scale, cpt_recipe=recipe)
+            continued = _cpt("mlm40", steps, scale, cpt_recipe=recipe, cpt_optimizer="continued")
+            if fresh.init.kind == "full_state":  # a branch inherits the main run's optimizer either way
+                assert continued.init == fresh.init
+                continue
+            assert continued.init.kind == "weights_and_optimizer"
+            assert continued.init.path == str(resume_state(base.run_dir, base.train.max_steps))
+            assert (continued.schedule, continued.data, continued.train) == (fresh.schedule, fresh.data, fresh.train)
+    with pytest.raises(ValueError, match="cpt_optimizer 'warm' is not one of fresh, continued"):
+        registry.config_dict(registry.RUNS["610m-clm-dec42k-mlm40-44k"], cpt_optimizer="warm")
+
+
 def test_computing_differences_ignore_places_and_kept_exports_but_not_what_a_run_computes():
     """The check behind reusing a finished run (reproduce.local): a setting a saved config lacks
     counts with its default; paths, exports and trackers are not settings of the computation."""

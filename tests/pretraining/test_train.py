@@ -95,6 +95,69 @@ def test_cpt_continues_from_a_decayed_checkpoint(tmp_path):
     assert rows[-1]["loss"] < fresh[-1]["loss"]  # the CLM weights give MLM a head start
 
 
+class OptimizerMoments(Callback):
+    """Records {parameter name: (AdamW step, exp_avg, exp_avg_sq)} when fit starts (after any load)
+    and ends."""
+
+    def __init__(self):
+        self.at = {}
+
+    def _record(self, state, when):
+        optimizer = state.optimizers[0]
+        self.at[when] = {
+            name: tuple(
+                optimizer.state[param][key].clone() if key != "step" else float(optimizer.state[param][key])
+                for key in ("step", "exp_avg", "exp_avg_sq")
+            )
+            for name, param in state.model.named_parameters()
+            if param in optimizer.state
+        }
+
+    def fit_start(self, state, logger):
+        self._record(state, "start")
+
+    def fit_end(self, state, logger):
+        self._record(state, "end")
+
+
+def test_cpt_that_continues_the_base_optimizer_starts_at_step_0_with_its_adamw_state(tmp_path):
+    """`init.kind: weights_and_optimizer` (`configs --cpt-optimizer continued`, docs/pretraining.md
+    "CPT readings"): the base's last resume checkpoint gives the weights and the AdamW moments and
+    step counts; the step, schedule and data position are the CPT run's own. A fresh-optimizer CPT
+    from the same weights takes the same first loss and then another path; a continued CPT stopped
+    and resumed (autoresume loads everything of its own checkpoint) equals an uninterrupted one."""
+    import torch
+
+    base_moments = OptimizerMoments()
+    base = _run(toy_run_config(tmp_path, "base", objective={"kind": "clm"}), extra_callbacks=[base_moments])
+    short = dict(train={"max_steps": 8, "resume_interval": 4}, schedule={"warmup": 0, "decay": 8})
+    continued = {"kind": "weights_and_optimizer", "path": str(base / "checkpoints" / "ba24-rank0.pt")}
+    moments = OptimizerMoments()
+    rows = _losses(_run(toy_run_config(tmp_path, "continued", init=continued, **short), extra_callbacks=[moments]))
+    assert [r["step"] for r in rows] == list(range(1, 9))  # step 0, not the base's 24
+    assert [r["lr"] for r in rows] == pytest.approx([5e-3 * wsd_multiplier(n, 0, 0, 8) for n in range(1, 9)])
+    ended, started = base_moments.at["end"], moments.at["start"]
+    assert ended.keys() == started.keys() and ended
+    for name, (step, exp_avg, exp_avg_sq) in started.items():
+        assert step == ended[name][0] == 24.0  # AdamW's bias correction continues the base's count
+        assert torch.equal(exp_avg, ended[name][1]) and torch.equal(exp_avg_sq, ended[name][2]), name
+    fresh = _losses(_run(toy_run_config(tmp_path, "fresh", init={"path": str(base / "hf" / "step-24")}, **short)))
+    assert rows[0]["loss"] == pytest.approx(fresh[0]["loss"], abs=1e-6)  # the same weights and batch
+    assert abs(rows[1]["loss"] - fresh[1]["loss"]) > 1e-4  # another optimizer state, another update
+    stopped = toy_run_config(tmp_path, "stopped", init=continued, **short)
+    with pytest.raises(KeyboardInterrupt):
+        _run(stopped, extra_callbacks=[interrupt_at(6)])  # last resume checkpoint: step 4
+    resumed = _losses(_run(stopped))
+    assert [r["step"] for r in resumed] == list(range(1, 9))
+    assert [r["loss"] for r in resumed] == pytest.approx([r["loss"] for r in rows], abs=1e-6)
+    cleaned = toy_run_config(
+        tmp_path, "cleaned", init={**continued, "path": str(base / "checkpoints" / "ba9-rank0.pt")}
+    )
+    with pytest.raises(PretrainError, match="init.kind weights_and_optimizer needs an existing Composer checkpoint"):
+        _run(cleaned)
+    assert not cleaned.run_dir.exists()
+
+
 def test_biphasic_branch_from_a_pre_decay_clm_checkpoint_equals_the_single_run(tmp_path):
     objective = {"kind": "clm_then_mlm", "switch_at": 8}
     single = _losses(_run(toy_run_config(tmp_path, "single", objective=objective)))
@@ -232,7 +295,8 @@ def test_loss_averaged_per_rank_is_the_release_setting_and_on_one_rank_the_token
 def test_loss_averaged_per_rank_with_microbatches_is_refused(tmp_path):
     from contracts.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"train\.loss_average: rank averages each rank's whole batch.*null"):
+    # microbatches under `rank` are virtual ranks of the release's batch (tests/pretraining/test_virtual_ranks.py)
+    with pytest.raises(ConfigError, match=r"train\.global_batch_size 8 is not a multiple of it; set .*: null"):
         toy_run_config(tmp_path, train={"loss_average": "rank", "device_microbatch_size": 2})
     assert not (tmp_path / "toy").exists()
 

@@ -73,6 +73,36 @@ class RecordWindows(Callback):
             log.writelines(json.dumps(row) + "\n" for row in rows)
 
 
+class RecordGradients(Callback):
+    """Rank 0 saves each parameter's gradient after each of the first `steps` optimizer steps (after
+    every microbatch and the ranks' all-reduce, before the optimizer steps on it) to
+    `<directory>/step-<n>.safetensors` (DDP's "module." prefix dropped)."""
+
+    def __init__(self, directory: str, steps: int):
+        self.directory, self.steps, self.step = Path(directory), steps, 0
+
+    def after_train_batch(self, state, logger) -> None:
+        from safetensors.torch import save_file
+
+        self.step += 1
+        if dist.get_global_rank() != 0 or self.step > self.steps:
+            return
+        gradients = {
+            name.removeprefix("module."): param.grad.detach().clone().contiguous()
+            for name, param in state.model.named_parameters()
+            if param.grad is not None
+        }
+        self.directory.mkdir(parents=True, exist_ok=True)
+        save_file(gradients, str(self.directory / f"step-{self.step}.safetensors"))
+
+
+def record_gradients_spec(directory: Path, steps: int) -> dict:
+    return {
+        "factory": f"{__name__}:{RecordGradients.__name__}",
+        "kwargs": {"directory": str(directory), "steps": steps},
+    }
+
+
 def recorded_windows(directory: Path) -> dict[int, list[tuple[int, int]]]:
     """{step: sorted (sample index, first window length)} over every rank's RecordWindows file,
     which are then removed (so the next run records afresh)."""
@@ -105,9 +135,11 @@ def write_toy_mlm_config(
     decay: int,
     callbacks: tuple = (),
     objective: str = "mlm",
+    batch: int = 8,
+    **train: object,
 ) -> Path:
     """A toy_s MLM-40 (or `objective`) run of `steps` steps (batch 8, seed 5) on `data`, written to
-    `path` as YAML."""
+    `path` as YAML; `train` adds settings of the train section."""
     config = {
         "name": "toy",
         "run_dir": str(run_dir),
@@ -119,11 +151,12 @@ def write_toy_mlm_config(
         "schedule": {"warmup": 2, "decay": decay},
         "train": {
             "max_steps": steps,
-            "global_batch_size": 8,
+            "global_batch_size": batch,
             "resume_interval": resume_interval,
             "progress_bar": False,
             "seed": 5,
             "callbacks": list(callbacks),
+            **train,
         },
     }
     path.write_text(yaml.safe_dump(config))

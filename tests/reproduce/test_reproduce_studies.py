@@ -110,6 +110,30 @@ def test_a_cpt_decay_branch_trains_after_its_main_run_from_the_kept_state(tmp_pa
     assert list(plan.pretraining_runs(separate)) == [runs[0], runs[2]]
 
 
+def test_cpt_literal_recipe_with_the_base_optimizer_continued(tmp_path, data):
+    """`--cpt-recipe literal --cpt-optimizer continued` (docs/pretraining.md, "CPT readings"): the
+    main CPT run starts from the base's last resume checkpoint (weights and AdamW state) at its peak
+    LR (no warmup) and decays over its last 2 toy steps (2,000 paper steps); the 12k model branches
+    from its state at step 9."""
+    argv = ["--figure", "8", "--checkpoints", "610m-clm-dec42k-mlm40-54k", "--out", str(tmp_path), *SMALL]
+    argv += ["--cpt-recipe", "literal", "--cpt-optimizer", "continued"]
+    cfg = replace(cli.config_from_args(cli.build_parser().parse_args(argv)), data_dir=str(data))
+    assert (cfg.cpt_recipe, cfg.cpt_optimizer) == ("literal", "continued")
+    runs = ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-64", "toy_m-clm-dec42-mlm40-54"]
+    assert list(plan.pretraining_runs(cfg)) == runs
+    assert "3 trained, 0 reused" in local.stage_pretraining(cfg)
+    main, branch = (yaml.safe_load((tmp_path / "configs" / "pretraining" / f"{r}.yaml").read_text()) for r in runs[1:])
+    base_state = tmp_path / "pretraining" / runs[0] / "checkpoints" / "ba42-rank0.pt"
+    assert main["init"] == {"path": str(base_state), "kind": "weights_and_optimizer"}
+    assert (main["schedule"]["warmup"], main["schedule"]["decay"], main["train"]["branch_steps"]) == (0, 2, [9])
+    assert branch["init"]["kind"] == "full_state" and branch["schedule"]["warmup"] == 0
+    rows = [json.loads(x) for x in (tmp_path / "pretraining" / runs[1] / "loss.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 1 and rows[0]["lr"] == pytest.approx(main["optimizer"]["lr"])  # the peak at once
+    assert [row["step"] for row in rows] == list(range(1, 23)) and rows[-1]["lr"] == 0.0
+    assert not base_state.exists()  # the toy's finished runs keep no resume checkpoints ...
+    assert "0 trained, 3 reused" in local.stage_pretraining(cfg)  # ... and a rerun needs none
+
+
 def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     cfg, out, lines = data_efficiency
     assert cfg.study == "data-efficiency" and list(plan.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
