@@ -61,7 +61,10 @@ def test_every_rank_must_hold_whole_virtual_ranks():
         check_virtual_ranks_fit(paper, world)
     with pytest.raises(
         PretrainError,
-        match=r"needs a world size that divides 192, got 5 ranks: launch 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 192 ranks",
+        match=(
+            r"needs a world size that divides 192, got 5 ranks: "
+            r"launch 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 192 ranks"
+        ),
     ):
         check_virtual_ranks_fit(paper, 5)
     check_virtual_ranks_fit(TrainConfig(loss_average="rank"), 5)  # whole per-rank batches: real ranks
