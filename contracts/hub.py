@@ -307,7 +307,12 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
         try:
             with quiet_retries():
                 hf_hub_download(
-                    snapshot.repo_id, path, repo_type=snapshot.repo_type, revision=snapshot.sha, local_dir=local_dir
+                    snapshot.repo_id,
+                    path,
+                    repo_type=snapshot.repo_type,
+                    revision=snapshot.sha,
+                    local_dir=local_dir,
+                    etag_timeout=HUB_TIMEOUT_S,  # the metadata call; the body's read: HF_HUB_DOWNLOAD_TIMEOUT
                 )
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
             raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)

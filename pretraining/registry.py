@@ -194,13 +194,21 @@ def cpt_main_run(run: RunSetup) -> RunSetup:
     return max((r for r in RUNS.values() if r.cpt_base == run.cpt_base), key=lambda r: r.max_steps)
 
 
-def cpt_branch_step(run: RunSetup, scale: str, cpt_recipe: str = "branches") -> int:
+def cpt_branch_step(run: RunSetup, scale: str, cpt_recipe: str) -> int:
     """`branches`, `literal`: the step of the main CPT run whose kept state a shorter CPT run
     continues from: the last step whose next LR is still the peak in both schedules (T - decay - 1);
     0 when the run starts at the base itself (toy `branches`: 2 steps; `literal`: the 2k model,
     all decay)."""
     decay = cpt_schedule(run, cpt_recipe)[1]
     return max(0, scale_steps(run.max_steps, scale) - scale_steps(decay, scale) - 1)
+
+
+def cpt_init(base_run_dir: str | Path, base_steps: int, cpt_optimizer: str) -> dict:
+    """The `init` block of a CPT run that starts where its base ended (`base_steps`): the base's
+    final export (`fresh` AdamW), or its last resume checkpoint (`continued`: weights and AdamW state)."""
+    if cpt_optimizer == "continued":
+        return {"path": str(resume_state(base_run_dir, base_steps)), "kind": "weights_and_optimizer"}
+    return {"path": str(export_dir(base_run_dir, base_steps)), "kind": "weights"}
 
 
 def cpt_branch_of(run: RunSetup, scale: str, cpt_recipe: str) -> RunSetup | None:
@@ -269,11 +277,7 @@ def config_dict(
     warmup, decay, branch_steps = s(run.warmup), s(run.decay), []
     if run.cpt_base is not None:
         base = RUNS[run.cpt_base]
-        if cpt_optimizer == "continued":  # the base's weights and AdamW state, its last step
-            init = {"path": str(resume_state(f"{runs_root}/{run_name(base)}", s(base.max_steps)))}
-            init["kind"] = "weights_and_optimizer"
-        else:
-            init["path"] = str(export_dir(f"{runs_root}/{run_name(base)}", s(base.max_steps)))
+        init = cpt_init(f"{runs_root}/{run_name(base)}", s(base.max_steps), cpt_optimizer)
         data["start_sample"] = s(base.max_steps) * global_batch_size  # after the base run's data
         warmup, decay = (s(steps) if steps else 0 for steps in cpt_schedule(run, cpt_recipe))
         if cpt_recipe != "separate":

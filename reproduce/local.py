@@ -426,11 +426,11 @@ def _planned_runs(cfg: ReproduceConfig) -> list[tuple[dict, Path]]:
 
 def _missing_row(job: dict, run_dir: Path) -> dict:
     from benchmarks.run import run_model_name
-    from reproduce.missing import first_line
+    from reproduce.status import error_first_line
 
     c = job["config"]
     error = run_dir / ERROR_FILE
-    why = f"failed: {first_line(error.read_text())}" if error.is_file() else "not run (no record, no error.txt)"
+    why = f"failed: {error_first_line(error)}" if error.is_file() else "not run (no record, no error.txt)"
     model = run_model_name(c["model"], c.get("model_name"))
     return {"id": job["id"], "model": model, "task": c["task"], "lr": c["lr"], "seed": c["seed"], "why": why}
 

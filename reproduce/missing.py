@@ -16,10 +16,6 @@ MISSING_FILE = "missing.csv"
 COLUMNS = ("id", "model", "task", "lr", "seed", "why")
 
 
-def first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
 def analysis_has_every_run(out: Path) -> bool:
     """Whether the last analysis of OUT had every planned run: its missing.csv holds only the header."""
     from contracts.bounded import LARGE, BoundedReadError, read_text

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.config import config_to_dict
-from contracts.layout import branch_state, export_dir, resume_state
+from contracts.layout import branch_state, export_dir
 from contracts.loggers import check_logger_section
 from contracts.model_names import parse_model_name, replicate_name, split_replicate
 from contracts.paper import (
@@ -400,8 +400,7 @@ def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
         )
     elif source is not None:  # the decayed base's final export (or its last full state: continued optimizer)
         steps = scale_steps(registry.RUNS[run.cpt_base].max_steps, cfg.scale, length)
-        start = resume_state if cfg.cpt_optimizer == "continued" else export_dir
-        body["init"]["path"] = str(start(pretraining_dir(cfg) / source, steps))
+        body["init"] = registry.cpt_init(pretraining_dir(cfg) / source, steps, cfg.cpt_optimizer)
         body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
     if length:  # the masking study's 42k runs, another length: the WSD phases keep their share
         body["train"]["max_steps"] = length

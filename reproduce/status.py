@@ -110,6 +110,11 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def error_first_line(path: Path) -> str:
+    """The first line of an error.txt, read from its first 4 kB only (a traceback can be long)."""
+    return first_line(_head(path))
+
+
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     """A plain-text table, columns padded to their widest cell."""
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
@@ -399,7 +404,7 @@ def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmVie
             state = "reused" if since is not None and mtime < since else "done"
             runs.append(FinetuneRun(job_id, name, state))
         elif error.is_file():
-            runs.append(FinetuneRun(job_id, name, "failed", first_line(_head(error))))
+            runs.append(FinetuneRun(job_id, name, "failed", error_first_line(error)))
         elif slurm is not None and slurm.entries and group is not None:
             # on Slurm: the array task's state; one that ended without a record or an error is missing
             # (killed, timed out, cancelled because the job it waited for failed)

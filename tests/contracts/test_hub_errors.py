@@ -4,6 +4,7 @@ and that an error that is none of the Hub's is raised as it is (issue 35, items 
 from __future__ import annotations
 
 import errno
+import re
 import threading
 
 import pytest
@@ -146,3 +147,40 @@ def test_a_hub_that_never_answers_or_answers_nonsense_is_one_line(tmp_path, body
     err = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(err) == 1, result.stderr[-3000:]
     assert says in err[0] and "MLMvsCLM/610m-clm-42k" in err[0]
+
+
+@pytest.mark.slow  # huggingface_hub retries the metadata call 5 times with backoff (~30 s)
+def test_a_file_download_from_a_hub_that_never_answers_ends_at_our_timeout(tmp_path):
+    """The file downloads pass MLM_VS_CLM_HUB_TIMEOUT as hf_hub_download's metadata timeout (it
+    waited huggingface_hub's own 10 s before): against a server that accepts and never answers the
+    download ends in one line that names the read timeout we set (1 s here)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from contracts.hub import HubError, RemoteFile, Snapshot, download\n"
+        "files = {'config.json': RemoteFile('config.json', 2, None, None)}\n"
+        "snap = Snapshot('org/model', 'model', 'main', 'a' * 40, files)\n"
+        "try:\n"
+        "    download(snap, ['config.json'], Path(sys.argv[1]))\n"
+        "except HubError as exc:\n"
+        "    print(exc)\n"
+    )
+    server = _SilentOrMalformedHub(None)
+    env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": server.url, "MLM_VS_CLM_HUB_TIMEOUT": "1"}
+    env["HF_HOME"] = str(tmp_path / "hf")
+    env.pop("HF_HUB_ETAG_TIMEOUT", None)
+    root = Path(__file__).resolve().parents[2]
+    try:
+        argv = [sys.executable, "-c", code, str(tmp_path / "model")]
+        result = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True)
+    finally:
+        server.close()
+    out = result.stdout.strip().splitlines()
+    assert result.returncode == 0 and len(out) == 1, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "connection to" in out[0] and "org/model" in out[0]
+    assert re.search(r"read timeout=1(\.0)?\)", out[0]), out[0]  # ours, not huggingface_hub's 10 s

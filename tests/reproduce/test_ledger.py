@@ -108,3 +108,21 @@ def test_the_missing_section_counts_each_cell_against_its_planned_runs():
     assert "| m | sst2 | 2 | 3 | failed: a / b |" in text
     assert missing_section(missing_frame([]), Counter()) == ""
     assert json.dumps(list(frame.columns)) == '["id", "model", "task", "lr", "seed", "why"]'
+
+
+def test_a_missing_run_is_named_by_its_error_files_first_line_read_from_its_head(tmp_path):
+    """missing.csv's `why` for a failed run: the first non-empty line of its error.txt, read from
+    the file's first 4 kB only (a long traceback, or a link to a device, is not read whole)."""
+    from reproduce.local import _missing_row
+
+    job = {"id": "m/sst2/lr5e-04_sd0", "config": {"model": "org/m", "task": "sst2", "lr": 5e-4, "seed": 0}}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    assert _missing_row(job, run_dir)["why"] == "not run (no record, no error.txt)"
+    (run_dir / "error.txt").write_text("\n  CUDA out of memory  \n" + "x" * (1 << 20))
+    row = _missing_row(job, run_dir)
+    assert row == {"id": job["id"], "model": "m", "task": "sst2", "lr": 5e-4, "seed": 0, "why": row["why"]}
+    assert row["why"] == "failed: CUDA out of memory"
+    (run_dir / "error.txt").unlink()
+    (run_dir / "error.txt").mkdir()
+    assert _missing_row(job, run_dir)["why"] == "not run (no record, no error.txt)"
