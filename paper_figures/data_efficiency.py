@@ -35,11 +35,13 @@ def figure_4_sizes(
     chance: dict[str, float] | None = None,
     bars: str = "Bars: 95% CI half-width.",
     note: str = "",
+    bars_column: str = "ci_halfwidth",
 ) -> tuple[Figure, pd.DataFrame]:
     """Category average vs pretraining step for MLM-40 and CLM at each of `sizes` (paper sizes),
     at the paper steps `steps` (the last the final decayed model); `step_labels` the tick labels
     (e.g. '5k\\n(119)'); `random_init` {size: model}, `chance` {task type: level}; `bars` what the
-    error bars are; `note` appended to the caption."""
+    error bars are (drawn from the cells' `ci_halfwidth`), `bars_column` their column's name in the
+    points table (e.g. `half_range` when they are no interval); `note` appended to the caption."""
     index = CellIndex(cells)
     labels = step_labels or {s: _k(s) for s in steps}
     rows = []
@@ -128,4 +130,5 @@ def figure_4_sizes(
         + (" Dotted: chance level (a predictor that ignores its input)." if chance else "")
         + (f" {note}" if note else "")
     )
-    return _finish(fig, rows, caption, error_bars=bars)
+    fig, points = _finish(fig, rows, caption, error_bars=bars)
+    return fig, points.rename(columns={"ci_halfwidth": bars_column})  # keeps attrs (the caption)

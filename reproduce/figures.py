@@ -157,6 +157,7 @@ def _toy_figure_4(cfg: ReproduceConfig, cells, chance):
         random_init={paper: untrained[toy] for paper, toy in TOY_SIZE.items() if toy in untrained},
         chance=table.groupby("task_type")["chance"].mean().to_dict() if table is not None else None,
         bars=bars,
+        bars_column="half_range" if runs > 1 else "ci_halfwidth",
         note=f"Each point: the mean of {runs} pretraining run(s) of {pretrain_length(cfg):,} toy steps; x: the "
         f"paper's step (the toy step in brackets). {arc_sentence(cells)} Intervals (with the pretraining SD) "
         "and the readings: claims/arc.md.",

@@ -48,10 +48,11 @@ def test_two_sizes_with_replicate_means_references_and_a_caption_that_says_what_
         chance={t: 20.0 for t in TASK_TYPES},
         bars="Bars: half the range of the 2 pretraining runs of each point (not a confidence interval).",
         note="Toy.",
+        bars_column="half_range",
     )
     curves = points[~points["reference"].astype(bool)]
     assert len(curves) == 4 * 2 * 2 * len(STEPS) and curves["mean"].notna().all()
-    assert (curves["ci_halfwidth"] > 0).all()  # two runs each: a spread
+    assert (curves["half_range"] > 0).all() and "ci_halfwidth" not in points  # two runs each: a spread
     assert set(points["series"]) >= {"MLM-40 210M", "CLM 610M", "random init 210M", "chance"}
     untrained = points[points["series"] == "random init 610M"]
     assert (untrained["mean"] == 40.0).all() and untrained["x"].isna().all()
