@@ -112,7 +112,8 @@ def test_the_missing_section_counts_each_cell_against_its_planned_runs():
 
 def test_a_missing_run_is_named_by_its_error_files_first_line_read_from_its_head(tmp_path):
     """missing.csv's `why` for a failed run: the first non-empty line of its error.txt, read from
-    the file's first 4 kB only (a long traceback, or a link to a device, is not read whole)."""
+    the file's first 4 kB only (a long traceback is not read whole); an error.txt that is no
+    regular file counts as none."""
     from reproduce.local import _missing_row
 
     job = {"id": "m/sst2/lr5e-04_sd0", "config": {"model": "org/m", "task": "sst2", "lr": 5e-4, "seed": 0}}
