@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -273,6 +274,30 @@ def _cmd_claims_coverage(args) -> int:
     return 0
 
 
+def _cmd_coverage(args) -> int:
+    from analysis.coverage import SEED_COUNTS, NoiseModel, format_coverage, table_coverage
+
+    if args.cells < 3:
+        raise UsageError("--cells must be >= 3 (one simulated model has 3 datasets)")
+    if not args.seed_sd or any(not (sd > 0 and math.isfinite(sd)) for sd in args.seed_sd):
+        raise UsageError("--seed-sd: give one or more finite SDs > 0 (points)")
+    parts, tables = [], []
+    for seed_sd in args.seed_sd:
+        noise = NoiseModel(seed_sd=seed_sd)
+        table = table_coverage(SEED_COUNTS, args.cells, args.reps, args.rng_seed, noise)
+        parts.append(format_coverage(table, noise))
+        tables.append(table.assign(seed_sd=seed_sd))
+    text = "\n\n".join(parts)
+    print(text)
+    if args.md:
+        atomic_write_text(args.md, text + "\n")
+        print(f"wrote {args.md}")
+    if args.csv:
+        atomic_write_text(args.csv, pd.concat(tables).to_csv(index=False))
+        print(f"wrote {args.csv}")
+    return 0
+
+
 def _cmd_bench_claims(args) -> int:
     result = benchmark(args.out, args.models, args.instances, args.reps, args.rng_seed)
     print(
@@ -413,6 +438,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rng-seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--json", help="also write the numbers here")
     p.set_defaults(func=_cmd_claims_coverage)
+
+    p = sub.add_parser(
+        "coverage",
+        help="simulate cells with a known truth: coverage of every interval the tables print (3, 5, 10 seeds)",
+    )
+    p.add_argument("--cells", type=int, default=3000, help="simulated dataset cells per seed count (default 3000)")
+    p.add_argument(
+        "--seed-sd",
+        type=float,
+        nargs="+",
+        default=[0.6, 3.0],
+        metavar="POINTS",
+        help="fine-tuning seed SDs to simulate, one table each (default 0.6 3.0: the test set's or the seeds' "
+        "noise dominating)",
+    )
+    p.add_argument("--md", help="also write the tables (Markdown) here")
+    p.add_argument("--csv", help="also write the numbers (CSV) here")
+    p.add_argument("--reps", type=int, default=1000, help="bootstrap replicates per cell (default 1000)")
+    p.add_argument("--rng-seed", type=int, default=0, help="simulation seed (default 0)")
+    p.set_defaults(func=_cmd_coverage)
 
     p = sub.add_parser("bench", help="time import-released/tables/audit/claims on a synthetic release-shaped tree")
     p.add_argument("--out", required=True, help="folder for the synthetic results/ tree, the store and the outputs")

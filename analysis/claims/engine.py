@@ -39,6 +39,7 @@ from analysis.claims.hypothesis_tests import (
     flip_margin,
     interval,
     tipping_pretraining_sd,
+    wrong_side,
 )
 from analysis.claims.inputs import (
     NOT_TESTABLE,
@@ -494,7 +495,9 @@ def with_verdicts(
     report["p_against_holm"] = family_holm(report["p_against"], primary)
     testable = np.array([t is not None for t in tested])
     report.loc[testable, "verdict"] = decide(
-        report.loc[testable, "p_holm"].to_numpy(), report.loc[testable, "p_against_holm"].to_numpy()
+        report.loc[testable, "p_holm"].to_numpy(),
+        report.loc[testable, "p_against_holm"].to_numpy(),
+        [wrong_side(c) for c in components if c],
     )
     report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd, primary=primary)
     # Non-inferiority: the margin at which the verdict would flip (docs/claims.md, "Margins").

@@ -16,6 +16,9 @@ against the boundary the paper's sentence puts on it.
   (a directional component is supported when its 95% interval clears the boundary); an
   equivalence component (TOST) is at 5% per side, its interval is 90%.
 - Holm across the claims, separately for support and for contradiction.
+- Neither: "leans against" when some component's estimate is on the wrong side of its boundary
+  (below it for "greater", above for "less", outside the margin for "equivalent"), else
+  "inconclusive" (every estimate on the claimed side: more seeds could decide it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ from scipy import stats
 
 ALPHA = 0.05
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+# Neither supported nor contradicted, and some component's estimate lies on the wrong side of its
+# boundary: the data point against the sentence without significance (issue 63, item 4), where
+# "inconclusive" is kept for estimates on the claimed side that the design cannot yet resolve.
+LEANS_AGAINST = "leans against"
+VERDICTS = (SUPPORTED, CONTRADICTED, LEANS_AGAINST, INCONCLUSIVE)
 DIRECTIONS = ("greater", "less", "equivalent")
 
 
@@ -217,12 +225,29 @@ def family_holm(p_values, primary=None) -> np.ndarray:
     return out
 
 
-def decide(p_for_holm, p_against_holm):
-    """The verdict from the Holm-adjusted p-values (arrays give an array of verdicts)."""
+def wrong_side(components: Sequence[ComponentStats]) -> bool:
+    """Some component's estimate lies on the wrong side of its boundary (or on it)."""
+    for c in components:
+        if c.direction == "greater" and c.estimate <= c.null:
+            return True
+        if c.direction == "less" and c.estimate >= c.null:
+            return True
+        if c.direction == "equivalent" and abs(c.estimate) >= c.null:
+            return True
+    return False
+
+
+def decide(p_for_holm, p_against_holm, against=None):
+    """The verdict from the Holm-adjusted p-values (arrays give an array of verdicts). `against`
+    (booleans, `wrong_side` per claim) turns an undecided claim whose estimate is on the wrong side
+    into LEANS_AGAINST; without it undecided claims are INCONCLUSIVE."""
+    undecided = (
+        INCONCLUSIVE if against is None else np.where(np.asarray(against, dtype=bool), LEANS_AGAINST, INCONCLUSIVE)
+    )
     return np.where(
         np.asarray(p_for_holm) < ALPHA,
         SUPPORTED,
-        np.where(np.asarray(p_against_holm) < ALPHA, CONTRADICTED, INCONCLUSIVE),
+        np.where(np.asarray(p_against_holm) < ALPHA, CONTRADICTED, undecided),
     )
 
 

@@ -11,13 +11,19 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from analysis.claims.engine import ONE_PRETRAINING_RUN, POWER_NOTE, WEAKEST_CAVEAT
-from analysis.claims.hypothesis_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from analysis.claims.hypothesis_tests import ALPHA, CONTRADICTED, INCONCLUSIVE, LEANS_AGAINST, SUPPORTED
 from analysis.claims.inputs import NOT_TESTABLE, PUBLISHED_SEEDS
 from analysis.claims.power import SENTENCE_POWER_TARGET
 from contracts.paper import TOY_SIZES
 from contracts.provenance import atomic_write_bytes, atomic_write_text, utc_now
 
-VERDICT_COLORS = {SUPPORTED: "#1b7837", CONTRADICTED: "#b2182b", INCONCLUSIVE: "#7f7f7f", NOT_TESTABLE: "#bbbbbb"}
+VERDICT_COLORS = {
+    SUPPORTED: "#1b7837",
+    CONTRADICTED: "#b2182b",
+    LEANS_AGAINST: "#e08214",
+    INCONCLUSIVE: "#7f7f7f",
+    NOT_TESTABLE: "#bbbbbb",
+}
 VERDICT_RULE = (
     'Verdict rule (docs/claims.md, "Verdicts"): a claim is its components (e.g. one per size); '
     "each is tested against the boundary the sentence sets (0; -margin for non-inferiority), "
@@ -27,7 +33,9 @@ VERDICT_RULE = (
     "(Bonferroni). Both are Holm-adjusted over the pre-registered family of the primary claims (the "
     "abstract's findings); a secondary or sensitivity claim as if it alone were added to that family. "
     f"*supported*: p_holm < {ALPHA}; "
-    f"*contradicted*: p_against_holm < {ALPHA}; *inconclusive* otherwise. The estimate shown is the "
+    f"*contradicted*: p_against_holm < {ALPHA}; otherwise *{LEANS_AGAINST}* when some component's estimate "
+    "lies on the wrong side of its boundary (the data point against the sentence, without significance), "
+    "*inconclusive* when every estimate is on the claimed side (more seeds could decide it). The estimate shown is the "
     "claim's pre-registered headline component; the weakest component, which decides (the largest p), "
     "is given beside it. Equivalence components (TOST) would be at 5% per side "
     f"with a 90% interval. *{NOT_TESTABLE}*: the source lacks what the claim needs (reason given)."
@@ -188,7 +196,9 @@ def claims_markdown(
         + (f" Pretraining SD added to every cell: {_sd_text(sd)}." if _has_sd(sd) else ""),
         "",
         f"{tagged}Summary: "
-        + ", ".join(f"{counts.get(v, 0)} {v}" for v in (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE))
+        + ", ".join(
+            f"{counts.get(v, 0)} {v}" for v in (SUPPORTED, CONTRADICTED, LEANS_AGAINST, INCONCLUSIVE, NOT_TESTABLE)
+        )
         + ".",
         "",
     ]

@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from analysis import intervals
 from analysis.aggregate import aggregate_runs, iter_cell_replicates, select_best_lr_per_seed
@@ -93,8 +94,15 @@ def test_constant_instances_reduce_to_the_seed_bootstrap():
     records = _records({"sst2": np.array([[10.0] * 50, [20.0] * 50])})
     cell = aggregate_runs(records, reps=4000, rng_seed=3).iloc[0]
     assert cell.bootstrap == "seeds+instances"
-    assert (cell.seed_boot_low, cell.seed_boot_high) == (10.0, 20.0)
-    assert (cell.boot_low, cell.boot_high) == pytest.approx((10.0, 20.0), abs=1e-9)  # sums of counts / n
+    # The percentile bounds are [10, 20] (sums of counts / n); the printed ones are widened about
+    # the mean 15 by sqrt(n / (n - 1)) x t(1) / z for 2 seeds (analysis.aggregate.calibrated_bounds).
+    factor = math.sqrt(2) * stats.t.ppf(0.975, 1) / stats.norm.ppf(0.975)
+    assert cell.seed_boot_factor == pytest.approx(factor, abs=1e-4)
+    assert (cell.seed_boot_low, cell.seed_boot_high) == pytest.approx((15 - 5 * factor, 15 + 5 * factor), abs=1e-3)
+    # No instance variance: the seeds x instances interval is the seeds interval, up to the
+    # Monte-Carlo error of the replicates' variance (4,000 replicates: about 1% on its square root).
+    assert cell.boot_factor == pytest.approx(factor, rel=0.04)
+    assert (cell.boot_low, cell.boot_high) == pytest.approx((cell.seed_boot_low, cell.seed_boot_high), rel=0.04)
 
 
 def test_models_on_one_test_set_share_its_instance_resample():
@@ -157,10 +165,11 @@ def test_agrees_with_the_loop_implementation_within_mc_error(n_datasets, instanc
         [hierarchical_bootstrap_ci(list(matrices.values()), reps=reps, rng_seed=100 + k) for k in range(draws)]
     )
     for j, (bound, mcse) in enumerate((("boot_low", "boot_low_mcse"), ("boot_high", "boot_high_mcse"))):
-        mine = np.array([c[bound] for c in ours])
+        # the percentile bound before the t-calibration (analysis.aggregate.calibrated_bounds)
+        mine = np.array([c["mean"] + (c[bound] - c["mean"]) / c["boot_factor"] for c in ours])
         se = math.sqrt(mine.var(ddof=1) / draws + oracle[:, j].var(ddof=1) / draws)
         assert abs(mine.mean() - oracle[:, j].mean()) < 4 * se
-        reported = np.mean([c[mcse] for c in ours])
+        reported = np.mean([c[mcse] / c["boot_factor"] for c in ours])
         assert 0.5 < reported / mine.std(ddof=1) < 2.0
 
 

@@ -21,7 +21,7 @@ from analysis.claims import (
     inputs_from_published,
     inputs_from_records,
 )
-from analysis.claims.hypothesis_tests import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from analysis.claims.hypothesis_tests import CONTRADICTED, INCONCLUSIVE, LEANS_AGAINST, SUPPORTED
 from analysis.claims.report import claims_markdown, verdict_table
 from analysis.models import pseudo_seeds
 from analysis.published import load_published_cells
@@ -109,6 +109,8 @@ def test_published_report(published_report):
     # p 0.0066): adjusted with the 6 testable primary claims alone (0.026), whatever the secondary
     # claims (issue 52; with every claim in one family it was 0.053)
     assert report.loc["gap_narrows_with_size_ir", "qualifying"] == "1 of 2"
+    # Issue 63, item 4: an estimate on the wrong side without significance is not "inconclusive"
+    assert report.loc["gap_narrows_with_size_ir", "verdict"] == LEANS_AGAINST
     assert report.loc["u_shape_masking_610m_1b", "qualifying"] == "2 of 2"
     assert report.loc["u_shape_masking_610m_1b", "p_holm"] == pytest.approx(
         4 * report.loc["u_shape_masking_610m_1b", "p_value"]
@@ -120,11 +122,15 @@ def test_published_report(published_report):
     assert "210m IR: 0.71 [0.53, 0.88]" in report.loc["ir_prefers_high_masking", "components"]
     # Per task type (Figure 8's panels): better on SC and TC; QA, which must only be comparable, is
     # 1.04 below (beyond the 0.82 margin's reach)
-    assert report.loc["cpt_clm_base_beats_mlm_base", "verdict"] == INCONCLUSIVE
+    assert report.loc["cpt_clm_base_beats_mlm_base", "verdict"] == LEANS_AGAINST
     assert report.loc["cpt_clm_base_beats_mlm_base", "weakest"] == "QA"
     assert "SC: 0.93" in report.loc["cpt_clm_base_beats_mlm_base", "components"]
     assert report.loc["clm_leads_early", "weakest"] == "QA 5k steps"
     assert report.loc["biphasic_25_beats_mlm", "weakest"] == "22k budget IR"
+    assert report.loc["biphasic_25_beats_mlm", "verdict"] == LEANS_AGAINST  # 22k IR: -0.25
+    # ... while the true-but-underpowered ones (every estimate on the claimed side) stay inconclusive
+    for claim_id in ("clm_leads_early", "biphasic_75_comparable", "clm_beats_mlm_tc_610m"):
+        assert report.loc[claim_id, "verdict"] == INCONCLUSIVE, claim_id
     assert report.loc["biphasic_best_balance", "verdict"] == SUPPORTED
     # Issue 52, item 6. Opposite masking trends at 210M: IR rises (0.71) and QA falls (-1.08), but
     # TC's -0.03 [-0.06, 0.00] is not significant: both 210M-trend sentences stay inconclusive

@@ -12,15 +12,18 @@ from statsmodels.stats.power import TTestPower
 from analysis.claims.hypothesis_tests import (
     CONTRADICTED,
     INCONCLUSIVE,
+    LEANS_AGAINST,
     SUPPORTED,
     CellTerm,
     ComponentStats,
     claim_p,
     component_p,
+    decide,
     holm,
     interval,
     tipping_pretraining_sd,
     verdicts_at,
+    wrong_side,
 )
 from analysis.claims.power import claim_power, component_power, plan
 from analysis.models import contrast_fit
@@ -106,6 +109,33 @@ def test_verdicts_are_holm_adjusted_across_claims():
     assert p_weak < 0.05 < 2 * p_weak  # supported alone, not once a second claim shares the family
     assert verdicts_at([[weak]]) == [SUPPORTED]
     assert verdicts_at([[strong], [weak], None, [wrong]]) == [SUPPORTED, INCONCLUSIVE, "", CONTRADICTED]
+
+
+def test_leans_against_is_an_undecided_claim_with_an_estimate_on_the_wrong_side():
+    """Issue 63, item 4: the four undecided/decided words, each from its own rule."""
+    assert not wrong_side([_difference(0.3)]) and wrong_side([_difference(-0.3)])
+    assert wrong_side([_difference(0.3), _difference(-0.1, label="d")])  # any component
+    assert wrong_side([_difference(0.3, direction="less")])
+    assert not wrong_side([_difference(-0.5, null=-1.0)])  # non-inferiority: above -margin is the claimed side
+    assert wrong_side([_difference(-1.5, null=-1.0)])
+    assert wrong_side([_difference(1.2, direction="equivalent", null=1.0)])
+    assert not wrong_side([_difference(0.2, direction="equivalent", null=1.0)])
+    p_for, p_against = [0.01, 0.5, 0.5, 0.5], [1.0, 0.01, 0.5, 0.5]
+    against = [False, False, True, False]
+    assert list(decide(p_for, p_against, against)) == [SUPPORTED, CONTRADICTED, LEANS_AGAINST, INCONCLUSIVE]
+    assert list(decide(p_for, p_against)) == [SUPPORTED, CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE]
+
+
+def test_leans_against_rate_on_simulated_estimates():
+    """ "Leans against" describes the estimate; it is no test. On simulated 5-seed differences it
+    appears about half the time when the truth sits on the boundary and rarely (Phi(-z)) when the
+    claim is true by z standard errors: 20,000 draws each (binomial SE <= 0.4 points)."""
+    rng = np.random.default_rng(3)
+    se = math.sqrt(2 / 5)  # two cells of sd 1, 5 seeds
+    for truth, expected in ((0.0, 0.5), (2 * se, stats.norm.cdf(-2)), (3 * se, stats.norm.cdf(-3))):
+        estimates = truth + se * rng.standard_normal(20000)
+        rate = np.mean([wrong_side([_difference(e)]) for e in estimates])
+        assert rate == pytest.approx(expected, abs=0.012), (truth, rate)
 
 
 def test_tipping_pretraining_sd_is_where_the_verdict_flips():
