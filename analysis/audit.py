@@ -27,6 +27,16 @@ import pandas as pd
 from analysis.equivalence import DESIGN_FACTOR, PAPER_SEEDS, VERDICTS, compare_means
 from analysis.protocols import DIFFERENCE_COLUMNS
 from analysis.published import load_published_cells
+from analysis.recipe import (
+    CHECKPOINT,
+    RECIPE,
+    PretrainingNoise,
+    Question,
+    decide_questions,
+    estimated_pretraining_sds,
+    pool_replicates,
+    pretraining_noise_for,
+)
 from analysis.tables import TABLE_NOTES
 from contracts.paper import AVERAGE, TASK_TYPES
 from contracts.provenance import atomic_write_json, atomic_write_text, utc_now
@@ -76,10 +86,11 @@ def default_margins(published: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
-def parse_margins(text: str | None, defaults: dict[str, dict]) -> dict[str, dict]:
+def parse_margins(text: str | None, defaults: dict[str, dict], flag: str = "--margin") -> dict[str, dict]:
     """The margins in use: the defaults, overridden by `--margin` ("0.5" for every cell, or
     comma-separated KEY=VALUE with KEY a dataset id, a task type (its datasets and its average)
-    or "<task type> average")."""
+    or "<task type> average"). `flag` names the option in errors and sources (the same syntax
+    gives `--pretraining-sd`, analysis.recipe)."""
     margins = {k: dict(v) for k, v in defaults.items()}
     if not text:
         return margins
@@ -88,22 +99,20 @@ def parse_margins(text: str | None, defaults: dict[str, dict]) -> dict[str, dict
         try:
             number = float(raw)
         except ValueError:
-            raise MarginError(
-                f"--margin {what}: {raw!r} is not a number; e.g. --margin 0.5 or --margin SC=0.4"
-            ) from None
+            raise MarginError(f"{flag} {what}: {raw!r} is not a number; e.g. {flag} 0.5 or {flag} SC=0.4") from None
         if not (number > 0 and math.isfinite(number)):
-            raise MarginError(f"--margin {what}: {raw} must be a positive number of points")
+            raise MarginError(f"{flag} {what}: {raw} must be a positive number of points")
         return number
 
     items = [s.strip() for s in text.split(",") if s.strip()]
     if len(items) == 1 and "=" not in items[0]:
         number = value(items[0], "(all cells)")
-        return {k: {**v, "margin": number, "source": "--margin (all cells)"} for k, v in margins.items()}
+        return {k: {**v, "margin": number, "source": f"{flag} (all cells)"} for k, v in margins.items()}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep:
-            raise MarginError(f"--margin {item!r}: give KEY=VALUE pairs, or one number for every cell")
+            raise MarginError(f"{flag} {item!r}: give KEY=VALUE pairs, or one number for every cell")
         number = value(raw.strip(), key)
         if key in TASK_TYPES:
             targets = [k for k in margins if k.startswith(f"{key} ") or _task_of(k) == key]
@@ -111,12 +120,34 @@ def parse_margins(text: str | None, defaults: dict[str, dict]) -> dict[str, dict
             targets = [key]
         else:
             raise MarginError(
-                f"--margin {key}: not a dataset id, task type or '<task type> average'; use one of "
+                f"{flag} {key}: not a dataset id, task type or '<task type> average'; use one of "
                 f"{', '.join(sorted(margins))}, or {', '.join(TASK_TYPES)}"
             )
         for target in targets:
-            margins[target].update(margin=number, source=f"--margin {key}={raw.strip()}")
+            margins[target].update(margin=number, source=f"{flag} {key}={raw.strip()}")
     return margins
+
+
+def pretraining_priors(text: str | None, published: pd.DataFrame) -> dict[str, dict]:
+    """{margin key: {"margin": SD or NaN, "source"}} from --pretraining-sd (the --margin syntax)."""
+    keys = {k: {"margin": math.nan, "source": ""} for k in default_margins(published)}
+    return parse_margins(text, keys, flag="--pretraining-sd")
+
+
+def question_line(questions: dict[str, Question]) -> str:
+    """The first line of audit.md: which question the audit answers, for how many configurations."""
+    if not questions:
+        return "**Question:** none (no audited configuration)."
+    parts = []
+    for kind, words in (
+        (CHECKPOINT, "the checkpoint (fine-tuning noise only: did fine-tuning the paper's weights give its numbers?)"),
+        (RECIPE, "the recipe (pretraining runs vary too: does pretraining again give the paper's numbers?)"),
+    ):
+        chosen = [q for q in questions.values() if q.question == kind]
+        if chosen:
+            reasons = sorted({q.why for q in chosen})
+            parts.append(f"{words} for {len(chosen)} configuration(s) ({'; '.join(reasons)})")
+    return "**Question:** " + "; ".join(parts) + "."
 
 
 def _task_of(key: str) -> str | None:
@@ -125,9 +156,22 @@ def _task_of(key: str) -> str | None:
     return next((d.task_type for d in DATASETS if d.id == key), None)
 
 
-def compare_cells(ours: pd.DataFrame, published: pd.DataFrame, margins: dict[str, dict] | None = None) -> pd.DataFrame:
+def compare_cells(
+    ours: pd.DataFrame,
+    published: pd.DataFrame,
+    margins: dict[str, dict] | None = None,
+    questions: dict[str, Question] | None = None,
+    pretraining_priors: dict[str, dict] | None = None,
+) -> pd.DataFrame:
     """One row per distinct published cell (the tables that print it listed), our cell beside it,
-    the difference with its intervals and the verdict at the cell's margin."""
+    the difference with its intervals and the verdict at the cell's margin. `questions`
+    (analysis.recipe.decide_questions; default: every configuration a checkpoint) says per
+    configuration whether the row asks about the checkpoint or the recipe; for the recipe the runs
+    of a configuration are pooled and the pretraining SD (replicates, else `pretraining_priors` from
+    --pretraining-sd, else the default assumption) enters the comparison."""
+    questions = questions or {}
+    estimates = estimated_pretraining_sds(ours, margin_key) if questions else {}
+    ours = pool_replicates(ours, questions)
     duplicated = ours.duplicated(CELL_KEY, keep=False)
     if duplicated.any():
         row = ours[duplicated].iloc[0]
@@ -140,7 +184,7 @@ def compare_cells(ours: pd.DataFrame, published: pd.DataFrame, margins: dict[str
     distinct = published.drop_duplicates(CELL_KEY).drop(columns="table").set_index(CELL_KEY)
     distinct["tables"] = tables
     distinct = distinct.reset_index()
-    columns = [*CELL_KEY, "n_seeds", "mean", "ci_halfwidth", "boot_low", "boot_high"]
+    columns = [*CELL_KEY, "n_seeds", "mean", "ci_halfwidth", "boot_low", "boot_high", "pretraining_runs"]
     columns += [c for c in ("bootstrap", "selected_lrs") if c in ours]
     merged = (
         distinct[["tables", *CELL_KEY, "n_seeds", "mean", "ci_halfwidth"]]
@@ -156,13 +200,28 @@ def compare_cells(ours: pd.DataFrame, published: pd.DataFrame, margins: dict[str
         cell.update(margin=margin["margin"], margin_source=margin["source"])
         present = not pd.isna(cell["ours"])
         if not present:
-            cell.update(verdict="missing", note="", seed_warning="")
+            cell.update(verdict="missing", note="", seed_warning="", question="")
             rows.append(cell)
             continue
         n_pub = int(cell["published_n_seeds"]) if not pd.isna(cell["published_n_seeds"]) else PAPER_SEEDS
+        question = questions.get(cell["model"])
+        runs = int(cell["pretraining_runs"])
+        if question is not None and question.question == RECIPE:
+            noise = pretraining_noise_for(key, cell["published_halfwidth"], n_pub, estimates, pretraining_priors or {})
+            cell.update(
+                question=RECIPE, question_why=question.why, pretraining_sd=noise.sd, pretraining_sd_source=noise.source
+            )
+        else:
+            noise = PretrainingNoise(0.0, math.inf, "")
+            cell.update(
+                question=CHECKPOINT,
+                question_why=question.why if question else "",
+                pretraining_sd=math.nan,
+                pretraining_sd_source="",
+            )
         c = compare_means(
             cell["ours"], cell["ours_halfwidth"], int(cell["n_seeds"]), cell["published"],
-            cell["published_halfwidth"], n_pub, margin["margin"],
+            cell["published_halfwidth"], n_pub, margin["margin"], runs, noise.sd, noise.df,
         )  # fmt: skip
         cell.update(
             diff=c.diff,
@@ -306,6 +365,15 @@ def _lrs(selected: str) -> str:
     return f"{chosen.pop()} (every seed)" if len(chosen) == 1 else selected
 
 
+def _question(c) -> str:
+    if getattr(c, "question", "") != RECIPE:
+        return CHECKPOINT
+    return (
+        f"recipe: {int(c.pretraining_runs)} run(s) of ours, pretraining SD {_fmt(c.pretraining_sd)} "
+        f"({c.pretraining_sd_source})"
+    )
+
+
 def _cell_line(c) -> str:
     lrs = getattr(c, "selected_lrs", None)
     lrs = _lrs(lrs) if isinstance(lrs, str) and lrs else "—"
@@ -316,7 +384,7 @@ def _cell_line(c) -> str:
         f"{_fmt(c.published)} ± {_fmt(c.published_halfwidth)} ({int(c.published_n_seeds)}) | "
         f"{_fmt(c.ours)} ± {_fmt(c.ours_halfwidth)} | {seeds} | {_fmt(c.diff)} | "
         f"{_interval(c.diff_ci90_low, c.diff_ci90_high)} | {_interval(c.diff_ci95_low, c.diff_ci95_high)} | "
-        f"{inside} | ±{_fmt(c.margin)} | {lrs} | **{c.verdict}** | {c.note} |"
+        f"{inside} | ±{_fmt(c.margin)} | {_question(c)} | {lrs} | **{c.verdict}** | {c.note} |"
     )
 
 
@@ -328,6 +396,7 @@ def _markdown(
     protocol: str,
     differences: pd.DataFrame,
     margins: dict[str, dict],
+    questions: dict[str, Question] | None = None,
 ) -> str:
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
     d, a = verdict_counts(datasets), verdict_counts(averages)
@@ -335,6 +404,8 @@ def _markdown(
     used = sorted({margin_key(t, s) for t, s in zip(present["task_type"], present["dataset"])}) or sorted(margins)
     lines = [
         "# Audit: does each regenerated cell reproduce the published one?",
+        "",
+        question_line(questions or {}),
         "",
         f"Written {utc_now()} from: {', '.join(sources)}; scores of protocol '{protocol}'.",
         "",
@@ -349,7 +420,10 @@ def _markdown(
         "1.96 x SD / sqrt(n)). **reproduced**: the 90% interval lies inside ±margin (TOST, both one-sided "
         "tests at 5%); **differs**: the 95% interval excludes 0 and the 90% interval lies beyond the margin; "
         "**inconclusive**: neither (too few seeds or too noisy at this margin; the note says how many "
-        "seeds of ours would decide it). `in paper's interval`: |diff| <= the paper's printed half-width.",
+        "seeds of ours would decide it). `in paper's interval`: |diff| <= the paper's printed half-width. "
+        "A recipe row pools our pretraining runs of the configuration and adds the pretraining SD tau "
+        "(tau^2 / runs + tau^2: our runs and the paper's one) to the difference's variance; its source is "
+        "in the row (docs/analysis.md, 'Audit: the checkpoint or the recipe').",
         "",
         f"Margins (points) of the cells audited here; default = {DESIGN_FACTOR} x the median half-width the "
         "paper prints for that dataset (or that task type's averages): the smallest margin at which two "
@@ -367,8 +441,8 @@ def _markdown(
     else:
         lines += [
             "| model | task | dataset | tables | published (seeds) | ours | seeds | diff | diff 90% | diff 95% "
-            "| in paper's interval | margin | LRs chosen (per seed) | verdict | note |",
-            "|---|---|---|---|---:|---:|---|---:|---|---|---|---:|---|---|---|",
+            "| in paper's interval | margin | question | LRs chosen (per seed) | verdict | note |",
+            "|---|---|---|---|---:|---:|---|---:|---|---|---|---:|---|---|---|---|",
         ]
         lines += [_cell_line(c) for c in present.itertuples()]
     lines += [
@@ -405,18 +479,26 @@ def run_audit(
     protocol: str = "paper",
     differences: pd.DataFrame | None = None,
     margin: str | None = None,
+    reproduces: str = "auto",
+    origins: dict[str, set[str]] | None = None,
+    pretraining_sd: str | None = None,
 ) -> dict:
     """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary.
 
     `ours` holds the cells of `protocol`; `differences` (analysis.protocols.metric_differences of
     the same records) the paper-minus-standard comparison, None when not computed; `margin` the
-    `--margin` text (None: the defaults). A bad margin raises MarginError before anything is written.
+    `--margin` text (None: the defaults). `reproduces` (auto, checkpoint, recipe), `origins`
+    ({model: record origins}, analysis.recipe.record_origin) and `pretraining_sd` (the
+    --pretraining-sd text) decide the question per configuration (analysis.recipe). A bad margin
+    or pretraining SD raises MarginError before anything is written.
     """
     if differences is None:
         differences = pd.DataFrame(columns=DIFFERENCE_COLUMNS)
     published = load_published_cells()
     margins = parse_margins(margin, default_margins(published))
-    cells = compare_cells(ours, published, margins)
+    priors = pretraining_priors(pretraining_sd, published)
+    questions = decide_questions(ours["model"], origins or {}, reproduces)
+    cells = compare_cells(ours, published, margins, questions, priors)
     tables = table_view(cells)
     checks = published_internal_checks(published)
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
@@ -431,6 +513,7 @@ def run_audit(
         },
         "averages": {"distinct": len(averages), **verdict_counts(averages)},
         "margins": margins,
+        "questions": {c: {"question": q.question, "runs": q.runs, "why": q.why} for c, q in questions.items()},
         "design_factor": DESIGN_FACTOR,
         "tables": tables.to_dict(orient="records"),
         "cell_details": json.loads(cells.to_json(orient="records")),
@@ -439,7 +522,8 @@ def run_audit(
         "notes": {str(n): note for n, note in TABLE_NOTES.items()},
     }
     out_dir = Path(out_dir)
-    atomic_write_text(out_dir / "audit.md", _markdown(cells, tables, checks, sources, protocol, differences, margins))
+    text = _markdown(cells, tables, checks, sources, protocol, differences, margins, questions)
+    atomic_write_text(out_dir / "audit.md", text)
     summary = _plain(summary)
     atomic_write_json(out_dir / "audit.json", summary)
     return summary

@@ -16,10 +16,19 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.aggregate import aggregate_selected, lr_grid_gaps, scan_runs
-from analysis.audit import FAIL_ON, audit_headline, default_margins, exit_code, parse_margins, run_audit
+from analysis.audit import (
+    FAIL_ON,
+    audit_headline,
+    default_margins,
+    exit_code,
+    parse_margins,
+    pretraining_priors,
+    run_audit,
+)
 from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
+from analysis.recipe import QUESTIONS, record_origin
 from analysis.released import (
     ReleasedImportError,
     import_released,
@@ -189,24 +198,40 @@ def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
 
 
 def _cmd_audit(args) -> int:
-    parse_margins(args.margin, default_margins(load_published_cells()))  # MarginError before any run is read
+    published = load_published_cells()
+    parse_margins(args.margin, default_margins(published))  # MarginError before any run is read
+    pretraining_priors(args.pretraining_sd, published)
     selected, _ = _selected_runs(args.runs, args.protocol)
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
-    # Both protocols' test scores of every run; instance scores are not needed.
-    records = (
-        r
-        for path in args.runs
-        for r in (iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path]))
-    )
+    # Both protocols' test scores of every run (instance scores are not needed), and what each
+    # record says about its model's origin (the checkpoint or the recipe question, analysis.recipe).
+    origins: dict[str, set[str]] = {}
+
+    def records():
+        for path in args.runs:
+            stream = iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path])
+            for r in stream:
+                origins.setdefault(r.model, set()).add(record_origin(r.provenance or {}))
+                yield r
+
+    differences = metric_differences(records())
     summary = run_audit(
         cells,
         args.out,
         sources=list(args.runs),
         protocol=args.protocol,
-        differences=metric_differences(records),
+        differences=differences,
         margin=args.margin,
+        reproduces=args.reproduces,
+        origins=origins,
+        pretraining_sd=args.pretraining_sd,
     )
-    print(f"audit (protocol {args.protocol}): {audit_headline(summary)} -> {Path(args.out) / 'audit.md'}")
+    asked = Counter(q["question"] for q in summary["questions"].values())
+    question = ", ".join(f"{kind} {asked[kind]}" for kind in ("checkpoint", "recipe") if asked[kind])
+    print(
+        f"audit (protocol {args.protocol}; question: {question or 'none'}): {audit_headline(summary)} "
+        f"-> {Path(args.out) / 'audit.md'}"
+    )
     return exit_code(summary, args.fail_on)
 
 
@@ -399,6 +424,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="equivalence margin in points: one number for every cell, or KEY=VALUE pairs with KEY a dataset "
         "id, a task type or '<task type> average' (default: 2.37 x the paper's median printed half-width of "
         "each dataset; docs/analysis.md, 'Audit')",
+    )
+    p.add_argument(
+        "--reproduces",
+        choices=QUESTIONS,
+        default="auto",
+        help="what the runs reproduce: the paper's checkpoint (fine-tuning noise only) or its recipe (pretraining "
+        "again: the pretraining SD enters); auto (default) decides per configuration from replicates and the "
+        "records' model origin, and says why in audit.md",
+    )
+    p.add_argument(
+        "--pretraining-sd",
+        metavar="POINTS",
+        help="recipe rows without replicates: the SD of a pretraining run's effect, one number or KEY=VALUE pairs "
+        "as for --margin (default: assumed equal to the published cell's fine-tuning seed SD)",
     )
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)

@@ -57,12 +57,6 @@ class Comparison:
     seeds_to_decide: int | None  # inconclusive only: seeds of ours that would decide it
 
 
-def _welch(se_ours: float, se_pub: float, n_ours: int, n_pub: int) -> float:
-    num = (se_ours**2 + se_pub**2) ** 2
-    den = (se_ours**4 / (n_ours - 1) if n_ours > 1 else 0.0) + (se_pub**4 / (n_pub - 1) if n_pub > 1 else 0.0)
-    return num / den if den > 0 else math.inf
-
-
 def _quantile(level: float, df):
     """Two-sided `level` quantile of Student's t (the normal where df is infinite); arrays welcome."""
     df = np.asarray(df, dtype=float)
@@ -94,8 +88,18 @@ def compare_means(
     pub_halfwidth: float,
     n_pub: int,
     margin: float,
+    runs: int = 1,
+    pretraining_sd: float = 0.0,
+    pretraining_df: float = math.inf,
 ) -> Comparison:
-    """The three-way verdict for one cell; half-widths are the paper's (1.96 x SD / sqrt(n))."""
+    """The three-way verdict for one cell; half-widths are the paper's (1.96 x SD / sqrt(n)).
+
+    The checkpoint question (default: `pretraining_sd` 0): both means carry fine-tuning seed noise
+    only. The recipe question (`pretraining_sd` > 0, issue 63): our mean is the mean over `runs`
+    pretraining runs of the recipe (`ours_halfwidth` the pooled per-run seed interval of
+    `n_ours` seeds per run), the paper's value one run, so the difference gains the variance
+    tau^2 / runs + tau^2, with `pretraining_df` the df of tau (inf: assumed, known).
+    """
     if not margin > 0:
         raise ValueError(f"margin must be > 0, got {margin}")
     diff = ours_mean - pub_mean
@@ -106,9 +110,10 @@ def compare_means(
         )  # fmt: skip
     sd_ours = ours_halfwidth * math.sqrt(n_ours) / Z_95
     se_pub = pub_halfwidth / Z_95
-    se_ours = sd_ours / math.sqrt(n_ours)
-    se = math.sqrt(se_ours**2 + se_pub**2)
-    df = _welch(se_ours, se_pub, n_ours, n_pub)
+    se_ours = sd_ours / math.sqrt(n_ours * runs)
+    pretraining = pretraining_sd**2 * (1.0 / runs + 1.0)
+    se = math.sqrt(se_ours**2 + se_pub**2 + pretraining)
+    df = _welch_parts([se_ours**2, se_pub**2, pretraining], [runs * (n_ours - 1), n_pub - 1, pretraining_df])
     if se == 0:  # both intervals are points: the numbers are equal or not
         verdict = "reproduced" if abs(diff) < margin else "differs"
         return Comparison(diff, 0.0, df, (diff, diff), (diff, diff), 0.0 if diff else 1.0, verdict, "", None)
@@ -120,8 +125,15 @@ def compare_means(
     if verdict == "reproduced" and (ci95[0] > 0 or ci95[1] < 0):
         note = f"a real difference ({diff:+.2f}, 95% interval excludes 0) smaller than the margin {margin:g}"
     if verdict == "inconclusive":
-        seeds = seeds_to_decide(diff, sd_ours, se_pub, n_pub, margin)
-        if seeds is None:
+        seeds = seeds_to_decide(diff, sd_ours, se_pub, n_pub, margin, runs, pretraining_sd, pretraining_df)
+        floor = float(_quantile(0.90, pretraining_df)) * math.sqrt(pretraining + se_pub**2)
+        if seeds is None and pretraining > 0 and floor >= margin:
+            note = (
+                f"{runs} pretraining run(s) of ours and the paper's one cannot separate the recipe from its "
+                f"pretraining seed at margin {margin:g}: with no fine-tuning noise of ours the 90% interval would "
+                f"still be +-{floor:.2f} (pretraining SD {pretraining_sd:.2f})"
+            )
+        elif seeds is None:
             note = (
                 f"no number of our seeds decides it at margin {margin:g}: the published interval "
                 f"(+-{pub_halfwidth:.2f}) alone is too wide"
@@ -129,17 +141,39 @@ def compare_means(
         elif seeds <= n_ours:  # the estimate sits at the edge: more seeds narrow nothing we can count on
             note = "at the margin's edge: more seeds may move it either way"
         else:
-            note = f"{seeds} seeds of ours would decide it if the difference and SDs held"
+            per_run = " per pretraining run" if runs > 1 else ""
+            note = f"{seeds} seeds of ours{per_run} would decide it if the difference and SDs held"
     return Comparison(diff, se, df, ci90, ci95, float(2 * tail), verdict, note, seeds)
 
 
-def seeds_to_decide(diff: float, sd_ours: float, se_pub: float, n_pub: int, margin: float) -> int | None:
-    """Fewest seeds of ours (up to SEEDS_SEARCHED) at which the observed difference and SDs would
-    give `reproduced` or `differs`; None when none does."""
+def _welch_parts(variances, dfs) -> float:
+    """Welch-Satterthwaite df of a sum of variance parts (df <= 0 parts count as known)."""
+    num = sum(variances) ** 2
+    den = sum(v * v / d for v, d in zip(variances, dfs) if v > 0 and 0 < d < math.inf)
+    return num / den if den > 0 else math.inf
+
+
+def seeds_to_decide(
+    diff: float,
+    sd_ours: float,
+    se_pub: float,
+    n_pub: int,
+    margin: float,
+    runs: int = 1,
+    pretraining_sd: float = 0.0,
+    pretraining_df: float = math.inf,
+) -> int | None:
+    """Fewest seeds of ours (per pretraining run; up to SEEDS_SEARCHED) at which the observed
+    difference and SDs would give `reproduced` or `differs`; None when none does."""
     n = np.arange(2, SEEDS_SEARCHED + 1)
-    se_ours = sd_ours / np.sqrt(n)
-    se = np.sqrt(se_ours**2 + se_pub**2)
-    df = (se_ours**2 + se_pub**2) ** 2 / (se_ours**4 / (n - 1) + (se_pub**4 / (n_pub - 1) if n_pub > 1 else 0.0))
+    seed_part = sd_ours**2 / (n * runs)
+    pretraining = pretraining_sd**2 * (1.0 / runs + 1.0)
+    se = np.sqrt(seed_part + se_pub**2 + pretraining)
+    den = seed_part**2 / (runs * (n - 1)) + (se_pub**4 / (n_pub - 1) if n_pub > 1 else 0.0)
+    if pretraining > 0 and math.isfinite(pretraining_df):
+        den = den + pretraining**2 / pretraining_df
+    with np.errstate(divide="ignore"):
+        df = np.where(den > 0, se**4 / np.where(den > 0, den, 1.0), np.inf)
     decided = np.flatnonzero(classify(diff, se, df, margin) != 1)
     return int(n[decided[0]]) if decided.size else None
 

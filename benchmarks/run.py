@@ -474,6 +474,21 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
         shutil.rmtree(doomed)
 
 
+
+def model_origin(model) -> str:
+    """Where the fine-tuned model came from, for the audit's question (analysis.recipe):
+    'pretrained' (exported by `python -m pretraining export`: pretraining.json beside the
+    weights), 'fetched' (`python -m pretraining fetch-model`: fetch_manifest.json), else 'other'
+    (a hub id, or any other folder)."""
+    from contracts.hub import MODEL_MANIFEST
+
+    folder = Path(str(model))
+    if (folder / "pretraining.json").is_file():
+        return "pretrained"
+    if (folder / MODEL_MANIFEST).is_file():
+        return "fetched"
+    return "other"
+
 def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | None:
     """Train (every rank) and evaluate (rank 0): the record on rank 0, None on the others."""
     import torch
@@ -672,6 +687,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         "finished": finished,
         "wall_s": round(time.time() - t0, 2),
         "model_path": str(cfg.model),
+        "model_origin": model_origin(cfg.model),
         "metric": spec.metric_under(cfg.protocol),
         "max_length": max_length,
         "splits": data.split_record,

@@ -125,7 +125,7 @@ def test_cli_protocol_flag_for_table_tables_and_audit(tmp_path, capsys):
     capsys.readouterr()
 
     assert main(["audit", str(runs), "--out", str(tmp_path / "a"), "--reps", "200"]) == 0
-    assert "audit (protocol paper)" in capsys.readouterr().out
+    assert "audit (protocol paper; question: checkpoint" in capsys.readouterr().out
     summary = json.loads((tmp_path / "a" / "audit.json").read_text())
     assert summary["protocol"] == "paper"
     assert summary["metric_differences"] == [
