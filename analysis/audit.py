@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.equivalence import DESIGN_FACTOR, PAPER_SEEDS, VERDICTS, compare_means
+from analysis.equivalence import DESIGN_FACTOR, PAPER_SEEDS, compare_means
+from analysis.paper_effects import KINDS, PAPER_EFFECTS, effect_margins, interpreted_differences, wider_than
 from analysis.protocols import DIFFERENCE_COLUMNS
 from analysis.published import load_published_cells
 from analysis.recipe import (
@@ -38,13 +39,16 @@ from analysis.recipe import (
     pretraining_noise_for,
 )
 from analysis.tables import TABLE_NOTES
-from contracts.paper import AVERAGE, TASK_TYPES
+from contracts.paper import AVERAGE, FINETUNE_LRS, TASK_TYPES
 from contracts.provenance import atomic_write_json, atomic_write_text, utc_now
 
 FAIL_ON = ("none", "any-differs", "not-reproduced")
 CELL_KEY = ["model", "task_type", "dataset"]
 AVERAGE_TOLERANCE = 0.01  # the CSV README: averages equal the mean of their datasets within 0.01
-STATUSES = (*VERDICTS, "missing")
+# "undecidable": inconclusive cells that no number of seeds of ours can decide at their margin
+# (the paper's own interval, or one pretraining run each, is too wide): counted apart (issue 63).
+UNDECIDABLE = "undecidable"
+STATUSES = ("reproduced", "inconclusive", UNDECIDABLE, "differs", "missing")
 EVIDENCE_COLUMNS = (
     "diff",
     "diff_se",
@@ -128,6 +132,15 @@ def parse_margins(text: str | None, defaults: dict[str, dict], flag: str = "--ma
     return margins
 
 
+def margins_for(text: str | None, published: pd.DataFrame) -> dict[str, dict]:
+    """The margins of `--margin`: the defaults, `paper-effects` (half each dataset's smallest
+    MLM-40 vs CLM gap, analysis.paper_effects), or numbers (parse_margins)."""
+    defaults = default_margins(published)
+    if text is not None and text.strip() == PAPER_EFFECTS:
+        return effect_margins(published, defaults)
+    return parse_margins(text, defaults)
+
+
 def pretraining_priors(text: str | None, published: pd.DataFrame) -> dict[str, dict]:
     """{margin key: {"margin": SD or NaN, "source"}} from --pretraining-sd (the --margin syntax)."""
     keys = {k: {"margin": math.nan, "source": ""} for k in default_margins(published)}
@@ -162,13 +175,19 @@ def compare_cells(
     margins: dict[str, dict] | None = None,
     questions: dict[str, Question] | None = None,
     pretraining_priors: dict[str, dict] | None = None,
+    lr_grids: dict[tuple, set[float]] | None = None,
+    protocol: str = "paper",
 ) -> pd.DataFrame:
     """One row per distinct published cell (the tables that print it listed), our cell beside it,
     the difference with its intervals and the verdict at the cell's margin. `questions`
     (analysis.recipe.decide_questions; default: every configuration a checkpoint) says per
     configuration whether the row asks about the checkpoint or the recipe; for the recipe the runs
     of a configuration are pooled and the pretraining SD (replicates, else `pretraining_priors` from
-    --pretraining-sd, else the default assumption) enters the comparison."""
+    --pretraining-sd, else the default assumption) enters the comparison. Every row says what its
+    margin is wider than among the paper's own effects (analysis.paper_effects) and warns where our
+    runs differ from the paper's protocol: the LR grid of `lr_grids` ({(model, task type,
+    dataset): LRs run}), the seed count, the evaluation `protocol`."""
+    effects = interpreted_differences(published)
     questions = questions or {}
     estimates = estimated_pretraining_sds(ours, margin_key) if questions else {}
     ours = pool_replicates(ours, questions)
@@ -197,10 +216,16 @@ def compare_cells(
     for cell in merged.to_dict(orient="records"):
         key = margin_key(cell["task_type"], cell["dataset"])
         margin = margins[key]
-        cell.update(margin=margin["margin"], margin_source=margin["source"])
+        cell.update(
+            margin=margin["margin"],
+            margin_source=margin["source"],
+            margin_note=wider_than(margin["margin"], effects.get(key, {})),
+        )
         present = not pd.isna(cell["ours"])
         if not present:
-            cell.update(verdict="missing", note="", seed_warning="", question="")
+            cell.update(
+                verdict="missing", note="", seed_warning="", question="", protocol_warning="", undecidable=False
+            )
             rows.append(cell)
             continue
         n_pub = int(cell["published_n_seeds"]) if not pd.isna(cell["published_n_seeds"]) else PAPER_SEEDS
@@ -246,6 +271,8 @@ def compare_cells(
                 and round(cell["ours_halfwidth"], 2) == cell["published_halfwidth"]
             ),
             seed_warning=_seed_warning(int(cell["n_seeds"]), n_pub),
+            protocol_warning=_protocol_warning(cell, lr_grids, protocol),
+            undecidable=c.verdict == "inconclusive" and c.seeds_to_decide is None and int(cell["n_seeds"]) > 1,
         )
         rows.append(cell)
     frame = pd.DataFrame(rows)
@@ -253,6 +280,25 @@ def compare_cells(
         if column not in frame:
             frame[column] = None
     return frame
+
+
+def _protocol_warning(cell: dict, lr_grids: dict[tuple, set[float]] | None, protocol: str) -> str:
+    """What differs from the paper's protocol in this row's runs: the LR grid (every seed of the
+    paper ran the 6 LRs of FINETUNE_LRS), the evaluation protocol."""
+    out = []
+    if protocol != "paper":
+        out.append(f"protocol '{protocol}' (the paper's metrics are 'paper')")
+    if lr_grids is not None and cell["dataset"] != AVERAGE:
+        grid = lr_grids.get((cell["model"], cell["task_type"], cell["dataset"]))
+        if grid is not None:
+            paper = set(FINETUNE_LRS)
+            extra = sorted(lr for lr in grid if not any(math.isclose(lr, p, rel_tol=1e-6) for p in paper))
+            missing = sorted(p for p in paper if not any(math.isclose(lr, p, rel_tol=1e-6) for lr in grid))
+            if extra:
+                out.append(f"LR {', '.join(f'{x:g}' for x in extra)} outside the paper's grid")
+            if missing:
+                out.append(f"{len(missing)} of the paper's 6 LRs not run ({', '.join(f'{x:g}' for x in missing)})")
+    return "; ".join(out)
 
 
 def _seed_warning(n_ours: int, n_pub: int) -> str:
@@ -268,13 +314,16 @@ def audit_headline(summary: dict) -> str:
     c, a = summary["cells"], summary["averages"]
     return (
         f"{c['distinct']} distinct dataset cells: {c['reproduced']} reproduced, {c['inconclusive']} inconclusive, "
-        f"{c['differs']} differ, {c['missing']} missing; category averages: {a['reproduced']} reproduced, "
-        f"{a['inconclusive']} inconclusive, {a['differs']} differ, {a['missing']} missing"
+        f"{c[UNDECIDABLE]} undecidable at their margin, {c['differs']} differ, {c['missing']} missing; "
+        f"category averages: {a['reproduced']} reproduced, {a['inconclusive']} inconclusive, "
+        f"{a[UNDECIDABLE]} undecidable, {a['differs']} differ, {a['missing']} missing"
     )
 
 
 def verdict_counts(cells: pd.DataFrame) -> dict[str, int]:
-    counts = cells["verdict"].value_counts()
+    """Counts per status; an inconclusive cell no number of our seeds can decide is `undecidable`."""
+    undecidable = cells["undecidable"].eq(True) if "undecidable" in cells else pd.Series(False, index=cells.index)
+    counts = cells["verdict"].where(~undecidable, UNDECIDABLE).value_counts()
     return {status: int(counts.get(status, 0)) for status in STATUSES}
 
 
@@ -365,6 +414,25 @@ def _lrs(selected: str) -> str:
     return f"{chosen.pop()} (every seed)" if len(chosen) == 1 else selected
 
 
+def _margin_line(key: str, margin: dict, effects: dict) -> str:
+    values = " | ".join(_fmt(effects.get(k)) for k in KINDS)
+    cannot = wider_than(margin["margin"], effects).removeprefix("margin wider than ") or "—"
+    return f"| {key} | {margin['margin']:g} | {margin['source']} | {values} | {cannot} |"
+
+
+def _row_note(c) -> str:
+    """The verdict's note, then the row's warnings (protocol, LR grid; margin vs the paper's effects)."""
+    parts = [c.note] if isinstance(c.note, str) and c.note else []
+    for warning in (getattr(c, "protocol_warning", ""), getattr(c, "margin_note", "")):
+        if isinstance(warning, str) and warning:
+            parts.append(f"⚠ {warning}")
+    return "; ".join(parts)
+
+
+def _verdict(c) -> str:
+    return f"inconclusive ({UNDECIDABLE})" if getattr(c, "undecidable", False) is True else c.verdict
+
+
 def _question(c) -> str:
     if getattr(c, "question", "") != RECIPE:
         return CHECKPOINT
@@ -384,7 +452,7 @@ def _cell_line(c) -> str:
         f"{_fmt(c.published)} ± {_fmt(c.published_halfwidth)} ({int(c.published_n_seeds)}) | "
         f"{_fmt(c.ours)} ± {_fmt(c.ours_halfwidth)} | {seeds} | {_fmt(c.diff)} | "
         f"{_interval(c.diff_ci90_low, c.diff_ci90_high)} | {_interval(c.diff_ci95_low, c.diff_ci95_high)} | "
-        f"{inside} | ±{_fmt(c.margin)} | {_question(c)} | {lrs} | **{c.verdict}** | {c.note} |"
+        f"{inside} | ±{_fmt(c.margin)} | {_question(c)} | {lrs} | **{_verdict(c)}** | {_row_note(c)} |"
     )
 
 
@@ -401,6 +469,7 @@ def _markdown(
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
     d, a = verdict_counts(datasets), verdict_counts(averages)
     present = cells[cells["verdict"] != "missing"]
+    effects = interpreted_differences(load_published_cells())
     used = sorted({margin_key(t, s) for t, s in zip(present["task_type"], present["dataset"])}) or sorted(margins)
     lines = [
         "# Audit: does each regenerated cell reproduce the published one?",
@@ -410,10 +479,12 @@ def _markdown(
         f"Written {utc_now()} from: {', '.join(sources)}; scores of protocol '{protocol}'.",
         "",
         f"**Distinct dataset cells: {d['reproduced']} reproduced, {d['inconclusive']} inconclusive, "
-        f"{d['differs']} differ** ({d['missing']} published cells without runs). Category averages "
-        f"printed by the paper: {a['reproduced']} reproduced, {a['inconclusive']} inconclusive, "
-        f"{a['differs']} differ ({a['missing']} without runs). Each (model, dataset) counts once, "
-        "whatever the number of tables that print it.",
+        f"{d[UNDECIDABLE]} undecidable at their margin, {d['differs']} differ** ({d['missing']} published cells "
+        f"without runs). Category averages printed by the paper: {a['reproduced']} reproduced, "
+        f"{a['inconclusive']} inconclusive, {a[UNDECIDABLE]} undecidable, {a['differs']} differ ({a['missing']} "
+        "without runs). Each (model, dataset) counts once, whatever the number of tables that print it. "
+        "Undecidable: inconclusive, and no number of our fine-tuning seeds could decide it at its margin "
+        "(the paper's own interval, or the pretraining SD of a recipe row, is too wide for it).",
         "",
         'Verdicts (analysis/equivalence.py; docs/analysis.md, "Audit"): diff = ours - published, with '
         "its 90% and 95% intervals (Welch; our SD from our seeds, the paper's from its printed half-width "
@@ -429,9 +500,15 @@ def _markdown(
         "paper prints for that dataset (or that task type's averages): the smallest margin at which two "
         "5-seed means with that noise are called reproduced 80% of the time when they are equal.",
         "",
-        "| margin of | ±points | from |",
-        "|---|---:|---|",
-        *(f"| {k} | {margins[k]['margin']:g} | {margins[k]['source']} |" for k in used),
+        "Beside each margin, the paper's own effects on that dataset (analysis/paper_effects.py): the smallest "
+        "MLM-40 vs CLM gap at 42k over the sizes, the largest step between adjacent masking ratios and between "
+        "adjacent CPT lengths. A margin wider than one of them cannot tell those models apart: `reproduced` "
+        "there says less than the paper's comparison (`--margin paper-effects`: half the MLM-CLM gap).",
+        "",
+        "| margin of | ±points | from | smallest MLM-CLM gap | largest masking step | largest CPT step | "
+        "the margin cannot tell apart |",
+        "|---|---:|---|---:|---:|---:|---|",
+        *(_margin_line(k, margins[k], effects.get(k, {})) for k in used),
         "",
         "## Cells",
         "",
@@ -449,10 +526,11 @@ def _markdown(
         "",
         "## Per table (cells repeat across tables here)",
         "",
-        "| table | cells | reproduced | inconclusive | differs | missing |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| table | cells | reproduced | inconclusive | undecidable | differs | missing |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
         *(
-            f"| {t.table} | {t.cells} | {t.reproduced} | {t.inconclusive} | {t.differs} | {t.missing} |"
+            f"| {t.table} | {t.cells} | {t.reproduced} | {t.inconclusive} | {t.undecidable} | {t.differs} | "
+            f"{t.missing} |"
             for t in tables.itertuples()
         ),
         "",
@@ -482,6 +560,7 @@ def run_audit(
     reproduces: str = "auto",
     origins: dict[str, set[str]] | None = None,
     pretraining_sd: str | None = None,
+    lr_grids: dict[tuple, set[float]] | None = None,
 ) -> dict:
     """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary.
 
@@ -489,16 +568,17 @@ def run_audit(
     the same records) the paper-minus-standard comparison, None when not computed; `margin` the
     `--margin` text (None: the defaults). `reproduces` (auto, checkpoint, recipe), `origins`
     ({model: record origins}, analysis.recipe.record_origin) and `pretraining_sd` (the
-    --pretraining-sd text) decide the question per configuration (analysis.recipe). A bad margin
-    or pretraining SD raises MarginError before anything is written.
+    --pretraining-sd text) decide the question per configuration (analysis.recipe); `lr_grids`
+    ({(model, task type, dataset): LRs run}) lets every row warn where the grid is not the
+    paper's. A bad margin or pretraining SD raises MarginError before anything is written.
     """
     if differences is None:
         differences = pd.DataFrame(columns=DIFFERENCE_COLUMNS)
     published = load_published_cells()
-    margins = parse_margins(margin, default_margins(published))
+    margins = margins_for(margin, published)
     priors = pretraining_priors(pretraining_sd, published)
     questions = decide_questions(ours["model"], origins or {}, reproduces)
-    cells = compare_cells(ours, published, margins, questions, priors)
+    cells = compare_cells(ours, published, margins, questions, priors, lr_grids, protocol)
     tables = table_view(cells)
     checks = published_internal_checks(published)
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
@@ -513,6 +593,7 @@ def run_audit(
         },
         "averages": {"distinct": len(averages), **verdict_counts(averages)},
         "margins": margins,
+        "paper_effects": interpreted_differences(published),
         "questions": {c: {"question": q.question, "runs": q.runs, "why": q.why} for c, q in questions.items()},
         "design_factor": DESIGN_FACTOR,
         "tables": tables.to_dict(orient="records"),
@@ -550,6 +631,6 @@ def exit_code(summary: dict, fail_on: str) -> int:
     both = [summary["cells"], summary["averages"]]
     if fail_on == "any-differs" and any(c["differs"] for c in both):
         return 1
-    if fail_on == "not-reproduced" and any(c["differs"] or c["inconclusive"] for c in both):
+    if fail_on == "not-reproduced" and any(c["differs"] or c["inconclusive"] or c.get(UNDECIDABLE, 0) for c in both):
         return 1
     return 0

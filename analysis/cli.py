@@ -19,9 +19,8 @@ from analysis.aggregate import aggregate_selected, lr_grid_gaps, scan_runs
 from analysis.audit import (
     FAIL_ON,
     audit_headline,
-    default_margins,
     exit_code,
-    parse_margins,
+    margins_for,
     pretraining_priors,
     run_audit,
 )
@@ -199,9 +198,10 @@ def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
 
 def _cmd_audit(args) -> int:
     published = load_published_cells()
-    parse_margins(args.margin, default_margins(published))  # MarginError before any run is read
+    margins_for(args.margin, published)  # MarginError before any run is read
     pretraining_priors(args.pretraining_sd, published)
-    selected, _ = _selected_runs(args.runs, args.protocol)
+    selected, runs = _selected_runs(args.runs, args.protocol)
+    lr_grids = {key: set(group["lr"]) for key, group in runs.groupby(["model", "task_type", "dataset"])}
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     # Both protocols' test scores of every run (instance scores are not needed), and what each
     # record says about its model's origin (the checkpoint or the recipe question, analysis.recipe).
@@ -225,6 +225,7 @@ def _cmd_audit(args) -> int:
         reproduces=args.reproduces,
         origins=origins,
         pretraining_sd=args.pretraining_sd,
+        lr_grids=lr_grids,
     )
     asked = Counter(q["question"] for q in summary["questions"].values())
     question = ", ".join(f"{kind} {asked[kind]}" for kind in ("checkpoint", "recipe") if asked[kind])
@@ -421,9 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--margin",
-        help="equivalence margin in points: one number for every cell, or KEY=VALUE pairs with KEY a dataset "
-        "id, a task type or '<task type> average' (default: 2.37 x the paper's median printed half-width of "
-        "each dataset; docs/analysis.md, 'Audit')",
+        help="equivalence margin in points: one number for every cell, KEY=VALUE pairs with KEY a dataset "
+        "id, a task type or '<task type> average', or 'paper-effects' (half each dataset's smallest MLM-40 vs "
+        "CLM gap) (default: 2.40 x the paper's median printed half-width of each dataset; docs/analysis.md, "
+        "'Audit')",
     )
     p.add_argument(
         "--reproduces",

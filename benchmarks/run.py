@@ -474,7 +474,6 @@ def _drop_evaluated_ir_model(cfg: RunConfig) -> None:
         shutil.rmtree(doomed)
 
 
-
 def model_origin(model) -> str:
     """Where the fine-tuned model came from, for the audit's question (analysis.recipe):
     'pretrained' (exported by `python -m pretraining export`: pretraining.json beside the
@@ -488,6 +487,7 @@ def model_origin(model) -> str:
     if (folder / MODEL_MANIFEST).is_file():
         return "fetched"
     return "other"
+
 
 def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | None:
     """Train (every rank) and evaluate (rank 0): the record on rank 0, None on the others."""

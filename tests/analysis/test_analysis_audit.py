@@ -24,6 +24,7 @@ def test_released_mldr_runs_reproduce_the_cell_all_three_tables_print(tmp_path, 
         "distinct": n_datasets,
         "reproduced": 1,
         "inconclusive": 0,
+        "undecidable": 0,
         "differs": 0,
         "missing": n_datasets - 1,
         "exact": 1,
@@ -36,7 +37,9 @@ def test_released_mldr_runs_reproduce_the_cell_all_three_tables_print(tmp_path, 
     assert _strict_json(tmp_path / "audit.json")["cells"]["exact"] == 1
     markdown = (tmp_path / "audit.md").read_text()
     assert "| 610m-mlm40-42k | IR | mldr_en | 5, 13, 17 | 60.25 ± 0.76 (5) | 60.25 ± 0.76 | 5 |" in markdown
-    assert "**Distinct dataset cells: 1 reproduced, 0 inconclusive, 0 differ**" in markdown
+    assert (
+        "**Distinct dataset cells: 1 reproduced, 0 inconclusive, 0 undecidable at their margin, 0 differ**" in markdown
+    )
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
     assert exit_code(summary, "any-differs") == 0 and exit_code(summary, "not-reproduced") == 0
 
@@ -83,6 +86,8 @@ def test_the_per_table_view_repeats_cells_and_the_headline_does_not(tmp_path):
         )
         == 1
     )
+    undecidable = {"differs": 0, "inconclusive": 0, "undecidable": 1}
+    assert exit_code({"cells": undecidable, "averages": undecidable}, "not-reproduced") == 1
 
 
 def test_published_internal_checks():
