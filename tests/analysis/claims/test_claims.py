@@ -569,3 +569,19 @@ def test_a_toy_tag_opens_every_verdict_and_the_summary(published_report):
     assert verdict_rows and all("| **[toy] " in line for line in verdict_rows)
     assert "[toy] Summary: " in text and "# [toy] The paper's claims" in text
     assert "[toy]" not in claims_markdown(published_report, None, None)
+
+
+def test_power_table_leads_with_the_verdicts_power_with_holm(published_report):
+    """Issue 63, item 5: the sentence power table gives P(verdict supported), the simulated power of
+    the report's decision with Holm (decision_power), and the power alone (no Holm) labelled apart;
+    Holm never raises a claim's power above its test's alone."""
+    text = claims_markdown(published_report, None, None)
+    assert "| claim | P(verdict supported) | power alone (no Holm) | why below 50% |" in text
+    row = published_report.set_index("claim").loc["clm_competitive_tc"]
+    lines = text.splitlines()
+    table = lines[lines.index("| claim | P(verdict supported) | power alone (no Holm) | why below 50% |") :]
+    line = next(x for x in table if x.startswith("| `clm_competitive_tc` |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == f"{row.decision_power:.2f}" and cells[2] == f"{row.power_alone:.2f}"
+    testable = published_report[published_report["power_alone"].notna() & published_report["decision_power"].notna()]
+    assert (testable["decision_power"] <= testable["power_alone"] + 0.05).all()
