@@ -273,6 +273,11 @@ def compare_cells(
             seed_warning=_seed_warning(int(cell["n_seeds"]), n_pub),
             protocol_warning=_protocol_warning(cell, lr_grids, protocol),
             undecidable=c.verdict == "inconclusive" and c.seeds_to_decide is None and int(cell["n_seeds"]) > 1,
+            # The claims' four-way logic where it applies (issue 63, item 4): an undecided cell whose
+            # estimate lies beyond the margin leans toward `differs`, one inside it toward `reproduced`.
+            leaning=("beyond the margin" if abs(c.diff) >= margin["margin"] else "within the margin")
+            if c.verdict == "inconclusive"
+            else "",
         )
         rows.append(cell)
     frame = pd.DataFrame(rows)
@@ -430,7 +435,12 @@ def _row_note(c) -> str:
 
 
 def _verdict(c) -> str:
-    return f"inconclusive ({UNDECIDABLE})" if getattr(c, "undecidable", False) is True else c.verdict
+    if c.verdict != "inconclusive":
+        return c.verdict
+    kind = UNDECIDABLE if getattr(c, "undecidable", False) is True else ""
+    leaning = getattr(c, "leaning", "")
+    details = ", ".join(x for x in (kind, f"estimate {leaning}" if isinstance(leaning, str) and leaning else "") if x)
+    return f"inconclusive ({details})" if details else "inconclusive"
 
 
 def _question(c) -> str:

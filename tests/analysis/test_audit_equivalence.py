@@ -179,6 +179,9 @@ def test_the_planted_tree_gives_the_issues_verdicts(tmp_path):
     # never be decided by seeds of ours: counted apart from the merely underpowered
     assert rows["record"]["undecidable"] is True and summary["cells"]["undecidable"] >= 2
     assert rows["sst2"]["undecidable"] is False
+    # the four-way reading of an undecided cell: ReCoRD 4.0 above against its margin 3.24 leans to differs
+    assert rows["record"]["leaning"] == "beyond the margin" and rows["sst2"]["leaning"] == ""
+    assert "**inconclusive (undecidable, estimate beyond the margin)**" in (tmp_path / "audit.md").read_text()
     # ... and each row says what its margin cannot tell apart among the paper's own effects
     assert rows["ontonotes5"]["margin_note"].startswith("margin wider than the smallest MLM-40 vs CLM gap (0.18)")
     assert rows["mnli"]["margin_note"] == ""
