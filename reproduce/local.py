@@ -125,8 +125,10 @@ def _init_shared_worker(threads: int) -> None:
 
 def _in_pool_worker(initializer, threads: int) -> None:
     """A pool worker leaves Ctrl-C to the parent (a terminal sends SIGINT to the whole foreground
-    group: each worker would print its own traceback); the parent ends the workers (SIGTERM)."""
+    group: each worker would print its own traceback); the parent ends the workers (SIGTERM). It
+    starts with SIGINT ignored and blocked (_new_pool); ignored, a pending one is dropped here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     initializer(threads)
 
 
@@ -137,13 +139,31 @@ def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
     # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
     # Started with SIGINT ignored, which a spawned interpreter keeps from its first instruction (a
     # Ctrl-C during its seconds of imports would otherwise kill it with a "Fatal Python error").
+    # This process blocks SIGINT meanwhile (a blocked signal stays pending on Linux even while
+    # ignored): a Ctrl-C while the pool starts reaches our handler once it is back, instead of being
+    # dropped while the workers, which ignore it, go on training (tests/reproduce/test_interrupt.py
+    # hung this way under load: the test signals as soon as both workers exist). The resource
+    # tracker is started first: starting it blocks and then UNBLOCKS SIGINT, which would drop ours.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return mp.get_context("spawn").Pool(
+        pool = mp.get_context("spawn").Pool(
             cfg.workers, initializer=_in_pool_worker, initargs=(initializer, cfg.threads)
         )
-    finally:
+    except BaseException:
         signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        raise
+    signal.signal(signal.SIGINT, previous)
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C is handled here
+    except BaseException:
+        pool.terminate()
+        raise
+    return pool
 
 
 class Interrupted(BaseException):  # noqa: N818 (not an error: the user stopped the run)

@@ -86,3 +86,36 @@ def test_a_signal_ends_reproduce_and_its_workers_with_one_line(tmp_path, signum)
     assert last.endswith("rerun the same command to resume")
     with open(out / LOCK_FILE, "a+") as lock:  # nobody holds the output lock
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+# A Ctrl-C that arrives while the pool is being created (the parent ignores SIGINT then, so that
+# the spawned workers start with it ignored): before, it was dropped and the run went on training
+# (the test above hung for 600 s under load, signalling as soon as both workers existed).
+POOL_START_SCRIPT = """
+import multiprocessing.context, os, signal, sys, types
+from reproduce import local
+
+real_pool = multiprocessing.context.SpawnContext.Pool
+
+def pool_with_ctrl_c(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)  # the Ctrl-C lands while the pool starts
+    return real_pool(self, *args, **kwargs)
+
+multiprocessing.context.SpawnContext.Pool = pool_with_ctrl_c
+try:
+    with local.interruptible():
+        pool = local._new_pool(types.SimpleNamespace(workers=2, threads=1))
+        print("not interrupted", flush=True)
+        pool.terminate()
+except local.Interrupted as exc:
+    print("interrupted", exc.signal_name, flush=True)
+    sys.exit(exc.exit_code)
+"""
+
+
+def test_a_ctrl_c_while_the_pool_starts_is_not_lost():
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_START_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=FAILSAFE_S
+    )
+    assert done.stdout.strip() == "interrupted SIGINT", (done.stdout, done.stderr)
+    assert done.returncode == 128 + signal.SIGINT
