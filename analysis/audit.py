@@ -177,6 +177,7 @@ def compare_cells(
     pretraining_priors: dict[str, dict] | None = None,
     lr_grids: dict[tuple, set[float]] | None = None,
     protocol: str = "paper",
+    effects: dict[str, dict] | None = None,
 ) -> pd.DataFrame:
     """One row per distinct published cell (the tables that print it listed), our cell beside it,
     the difference with its intervals and the verdict at the cell's margin. `questions`
@@ -187,7 +188,7 @@ def compare_cells(
     margin is wider than among the paper's own effects (analysis.paper_effects) and warns where our
     runs differ from the paper's protocol: the LR grid of `lr_grids` ({(model, task type,
     dataset): LRs run}), the seed count, the evaluation `protocol`."""
-    effects = interpreted_differences(published)
+    effects = interpreted_differences(published) if effects is None else effects
     questions = questions or {}
     estimates = estimated_pretraining_sds(ours, margin_key) if questions else {}
     ours = pool_replicates(ours, questions)
@@ -475,11 +476,12 @@ def _markdown(
     differences: pd.DataFrame,
     margins: dict[str, dict],
     questions: dict[str, Question] | None = None,
+    effects: dict[str, dict] | None = None,
 ) -> str:
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
     d, a = verdict_counts(datasets), verdict_counts(averages)
     present = cells[cells["verdict"] != "missing"]
-    effects = interpreted_differences(load_published_cells())
+    effects = effects or {}
     used = sorted({margin_key(t, s) for t, s in zip(present["task_type"], present["dataset"])}) or sorted(margins)
     lines = [
         "# Audit: does each regenerated cell reproduce the published one?",
@@ -588,7 +590,8 @@ def run_audit(
     margins = margins_for(margin, published)
     priors = pretraining_priors(pretraining_sd, published)
     questions = decide_questions(ours["model"], origins or {}, reproduces)
-    cells = compare_cells(ours, published, margins, questions, priors, lr_grids, protocol)
+    effects = interpreted_differences(published)
+    cells = compare_cells(ours, published, margins, questions, priors, lr_grids, protocol, effects)
     tables = table_view(cells)
     checks = published_internal_checks(published)
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
@@ -603,7 +606,7 @@ def run_audit(
         },
         "averages": {"distinct": len(averages), **verdict_counts(averages)},
         "margins": margins,
-        "paper_effects": interpreted_differences(published),
+        "paper_effects": effects,
         "questions": {c: {"question": q.question, "runs": q.runs, "why": q.why} for c, q in questions.items()},
         "design_factor": DESIGN_FACTOR,
         "tables": tables.to_dict(orient="records"),
@@ -613,7 +616,7 @@ def run_audit(
         "notes": {str(n): note for n, note in TABLE_NOTES.items()},
     }
     out_dir = Path(out_dir)
-    text = _markdown(cells, tables, checks, sources, protocol, differences, margins, questions)
+    text = _markdown(cells, tables, checks, sources, protocol, differences, margins, questions, effects)
     atomic_write_text(out_dir / "audit.md", text)
     summary = _plain(summary)
     atomic_write_json(out_dir / "audit.json", summary)

@@ -11,7 +11,6 @@ test scores on one fixed test set per dataset (run score = mean of its instance 
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.intervals import Z_95
+from analysis.intervals import halfwidth_sd
 from analysis.published import load_published_cells
 from contracts.model_names import biphasic_name, objective_token, single_objective_name
 from contracts.paper import (
@@ -58,7 +57,7 @@ def _truth() -> dict[tuple[str, str], tuple[float, float]]:
     cells = load_published_cells()
     cells = cells[cells["dataset"] != AVERAGE].drop_duplicates(["model", "dataset"])
     truth = {
-        (m, d): (mean, hw * math.sqrt(5) / Z_95)
+        (m, d): (mean, float(halfwidth_sd(hw, 5)))
         for m, d, mean, hw in zip(cells["model"], cells["dataset"], cells["mean"], cells["ci_halfwidth"])
     }
     for model, mlm_model in FIGURE7_MODELS.items():

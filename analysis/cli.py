@@ -27,7 +27,7 @@ from analysis.audit import (
 from analysis.bench import benchmark
 from analysis.protocols import metric_differences, records_under
 from analysis.published import load_published_cells
-from analysis.recipe import QUESTIONS, record_origin
+from analysis.recipe import QUESTIONS, add_origin
 from analysis.released import (
     ReleasedImportError,
     import_released,
@@ -211,7 +211,7 @@ def _cmd_audit(args) -> int:
         for path in args.runs:
             stream = iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path])
             for r in stream:
-                origins.setdefault(r.model, set()).add(record_origin(r.provenance or {}))
+                add_origin(origins, r)
                 yield r
 
     differences = metric_differences(records())

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis.intervals import Z_95
+from analysis.intervals import Z_95, halfwidth_sd
 
 VERDICTS = ("reproduced", "inconclusive", "differs")  # indexed by classify()'s codes
 PAPER_SEEDS = 5  # fine-tuning seeds per published cell (contracts.paper.FINETUNE_SEEDS)
@@ -108,10 +108,10 @@ def compare_means(
             diff, math.nan, math.nan, (math.nan,) * 2, (math.nan,) * 2, math.nan, "inconclusive",
             f"{n_ours} seed: no interval of ours", PAPER_SEEDS,
         )  # fmt: skip
-    sd_ours = ours_halfwidth * math.sqrt(n_ours) / Z_95
+    sd_ours = float(halfwidth_sd(ours_halfwidth, n_ours))
     se_pub = pub_halfwidth / Z_95
     se_ours = sd_ours / math.sqrt(n_ours * runs)
-    pretraining = pretraining_sd**2 * (1.0 / runs + 1.0)
+    pretraining = recipe_variance(pretraining_sd, runs)
     se = math.sqrt(se_ours**2 + se_pub**2 + pretraining)
     df = _welch_parts([se_ours**2, se_pub**2, pretraining], [runs * (n_ours - 1), n_pub - 1, pretraining_df])
     if se == 0:  # both intervals are points: the numbers are equal or not
@@ -146,6 +146,12 @@ def compare_means(
     return Comparison(diff, se, df, ci90, ci95, float(2 * tail), verdict, note, seeds)
 
 
+def recipe_variance(pretraining_sd: float, runs: int) -> float:
+    """The variance a pretraining SD adds to ours - published: tau^2 / runs for the mean of our
+    runs, tau^2 for the paper's one run."""
+    return pretraining_sd**2 * (1.0 / runs + 1.0)
+
+
 def _welch_parts(variances, dfs) -> float:
     """Welch-Satterthwaite df of a sum of variance parts (df <= 0 parts count as known)."""
     num = sum(variances) ** 2
@@ -167,7 +173,7 @@ def seeds_to_decide(
     difference and SDs would give `reproduced` or `differs`; None when none does."""
     n = np.arange(2, SEEDS_SEARCHED + 1)
     seed_part = sd_ours**2 / (n * runs)
-    pretraining = pretraining_sd**2 * (1.0 / runs + 1.0)
+    pretraining = recipe_variance(pretraining_sd, runs)
     se = np.sqrt(seed_part + se_pub**2 + pretraining)
     den = seed_part**2 / (runs * (n - 1)) + (se_pub**4 / (n_pub - 1) if n_pub > 1 else 0.0)
     if pretraining > 0 and math.isfinite(pretraining_df):

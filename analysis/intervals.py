@@ -41,6 +41,11 @@ def paper_interval(scores) -> float:
     return float(Z_95 * values.std(ddof=1) / np.sqrt(values.size))
 
 
+def halfwidth_sd(halfwidth, n):
+    """The seed SD behind a paper-rule half-width (the inverse of `paper_interval`); arrays welcome."""
+    return halfwidth * np.sqrt(n) / Z_95
+
+
 def keyed_rng(rng_seed: int, key) -> np.random.Generator:
     """A generator per key (a cell, a test set), so its draws do not depend on which others exist."""
     digest = hashlib.sha256(repr(key).encode()).digest()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.intervals import Z_95
+from analysis.intervals import Z_95, halfwidth_sd
 from contracts.model_names import split_replicate
 from contracts.paper import AVERAGE
 
@@ -62,6 +62,11 @@ def record_origin(provenance: dict) -> str:
         return "released"
     origin = provenance.get("model_origin")
     return origin if origin in (ORIGIN_PRETRAINED, ORIGIN_FETCHED, ORIGIN_OTHER) else "unknown"
+
+
+def add_origin(origins: dict[str, set[str]], record) -> None:
+    """Note what a run record says about its model (record_origin) under its model name."""
+    origins.setdefault(record.model, set()).add(record_origin(record.provenance or {}))
 
 
 def decide_questions(
@@ -108,7 +113,7 @@ def pool_replicates(ours: pd.DataFrame, questions: dict[str, Question]) -> pd.Da
     rows = []
     for (configuration, _, _), group in ours[recipe].groupby(["configuration", "task_type", "dataset"], sort=True):
         n = int(group["n_seeds"].min())
-        sds = group["ci_halfwidth"].to_numpy(float) * np.sqrt(group["n_seeds"].to_numpy(float)) / Z_95
+        sds = halfwidth_sd(group["ci_halfwidth"].to_numpy(float), group["n_seeds"].to_numpy(float))
         pooled = math.sqrt(float(np.mean(sds**2))) if n > 1 else math.nan
         first = group.iloc[0].to_dict()
         first.update(
@@ -142,7 +147,7 @@ def estimated_pretraining_sds(ours: pd.DataFrame, margin_key) -> dict[str, Pretr
     rows = []
     for r in ours[ours["dataset"] != AVERAGE].itertuples():
         configuration, replicate = split_replicate(r.model)
-        sd = r.ci_halfwidth * math.sqrt(r.n_seeds) / Z_95 if r.n_seeds > 1 else math.nan
+        sd = float(halfwidth_sd(r.ci_halfwidth, r.n_seeds)) if r.n_seeds > 1 else math.nan
         base = (configuration, replicate, r.dataset, r.mean, sd, r.n_seeds)
         rows.append((margin_key(r.task_type, r.dataset), *base))
         rows.append((margin_key(r.task_type, AVERAGE), *base))
@@ -172,5 +177,5 @@ def pretraining_noise_for(
     prior = priors.get(key, {})
     if math.isfinite(prior.get("margin", math.nan)):
         return PretrainingNoise(float(prior["margin"]), math.inf, prior["source"])
-    seed_sd = published_halfwidth * math.sqrt(n_pub) / Z_95
+    seed_sd = float(halfwidth_sd(published_halfwidth, n_pub))
     return PretrainingNoise(seed_sd, math.inf, DEFAULT_PRIOR)

@@ -459,7 +459,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     """Records -> runs.jsonl, cells.csv, tables/, audit/, figure/ (skipped when nothing changed)."""
     from analysis.aggregate import aggregate_runs
     from analysis.audit import audit_headline, run_audit
-    from analysis.recipe import record_origin
+    from analysis.recipe import add_origin
     from analysis.tables import write_tables
     from benchmarks.run import run_model_name
     from contracts.model_names import parse_model_name
@@ -524,7 +524,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     )
     origins: dict[str, set[str]] = {}
     for r in records:  # this study pretrained its models: auto reads the recipe question from them
-        origins.setdefault(r.model, set()).add(record_origin(r.provenance or {}))
+        add_origin(origins, r)
     summary = run_audit(cells, out / "audit", sources=[str(out / "runs.jsonl")], origins=origins)
     # waited for only when a figure or the learning table needs it
     chance_table = functools.cache(

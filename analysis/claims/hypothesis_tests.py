@@ -36,7 +36,6 @@ SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusi
 # boundary: the data point against the sentence without significance (issue 63, item 4), where
 # "inconclusive" is kept for estimates on the claimed side that the design cannot yet resolve.
 LEANS_AGAINST = "leans against"
-VERDICTS = (SUPPORTED, CONTRADICTED, LEANS_AGAINST, INCONCLUSIVE)
 DIRECTIONS = ("greater", "less", "equivalent")
 
 

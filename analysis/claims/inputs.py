@@ -9,7 +9,6 @@ selection); a cell whose seeds all scored the same gets the SD its seed count al
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import pandas as pd
 from analysis.aggregate import iter_cell_replicates, scan_runs
 from analysis.bench import release_models
 from analysis.cells import describe_models
-from analysis.intervals import Z_95
+from analysis.intervals import halfwidth_sd
 from analysis.models import pseudo_seeds
 from analysis.published import load_published_cells
 from analysis.small_sample import (
@@ -116,7 +115,7 @@ def inputs_from_published() -> ClaimInputs:
             "task_type": cells["task_type"],
             "dataset": cells["dataset"],
             "mean": cells["mean"],
-            "sd": cells["ci_halfwidth"] * math.sqrt(PUBLISHED_SEEDS) / Z_95,
+            "sd": halfwidth_sd(cells["ci_halfwidth"], PUBLISHED_SEEDS),
             "n_seeds": PUBLISHED_SEEDS,
         }
     )

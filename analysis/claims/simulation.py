@@ -35,7 +35,7 @@ from analysis.aggregate import RUN_COLUMNS
 from analysis.claims.components import Component, _component_stats, claim_components
 from analysis.claims.definitions import CLAIMS, Claim
 from analysis.claims.engine import _bootstrap_intervals, crossover_intervals
-from analysis.claims.hypothesis_tests import SUPPORTED, ComponentStats, claim_p, decide
+from analysis.claims.hypothesis_tests import SUPPORTED, ComponentStats, claim_p, decide, wrong_side
 from analysis.claims.inputs import ClaimInputs, inputs_from_published, inputs_from_selected
 from analysis.claims.power import claim_power, sentence_power
 from analysis.intervals import percentile_bounds
@@ -569,7 +569,7 @@ def paper_effects(sims: int, rng: np.random.Generator) -> dict:
 
 
 def _right_side(s: ComponentStats) -> bool:
-    return (s.estimate > s.null) if s.direction == "greater" else (s.estimate < s.null)
+    return not wrong_side([s])
 
 
 def _counts(verdicts: list[str]) -> dict[str, int]:
