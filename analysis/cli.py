@@ -292,7 +292,7 @@ def _cmd_claims(args) -> int:
 def _cmd_claims_coverage(args) -> int:
     from analysis.claims.simulation import coverage_study, format_study
 
-    result = coverage_study(args.sims, args.rng_seed, args.reps)
+    result = coverage_study(args.sims, args.rng_seed, args.reps, decision_only=args.decision_only)
     print(format_study(result))
     if args.json:
         atomic_write_text(args.json, json.dumps(result, indent=2) + "\n")
@@ -478,6 +478,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=1000, help="bootstrap replicates per simulation (default 1000)")
     p.add_argument("--rng-seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--json", help="also write the numbers here")
+    p.add_argument(
+        "--decision-only",
+        action="store_true",
+        help="only the check of the printed P(verdict supported) against the whole decision re-run",
+    )
     p.set_defaults(func=_cmd_claims_coverage)
 
     p = sub.add_parser(

@@ -179,12 +179,13 @@ def _side(claim: Claim, level: tuple = ()) -> tuple[str, float]:
     """(direction, boundary) of a component: -margin where the claim (or, for a claim with
     `noninferior` levels, this level) is a non-inferiority statement."""
     at = dict(zip(level_columns(claim), level))
+    margin = claim.margins.get(at.get("task_type"), claim.margin)  # a task type's own margin (issue 63)
     if claim.test == "noninferiority" or any(
         c in at and _is_level(at[c], values) for c, values in claim.noninferior.items()
     ):
-        return "greater", -claim.margin
+        return "greater", -margin
     if claim.test == "equivalence":
-        return "equivalent", claim.margin
+        return "equivalent", margin
     return claim.direction, 0.0
 
 
@@ -382,8 +383,8 @@ def _component_stats(component: Component, cells: pd.DataFrame) -> ComponentStat
     weights = np.array([component.weights[r] for r in rows])
     task_types = cells["task_type"].to_numpy()[rows]
     terms = tuple(
-        CellTerm(str(m), float(w), float(s), int(n), str(t))
-        for m, w, s, n, t in zip(models, weights, sds, ns, task_types)
+        CellTerm(str(m), float(w), float(s), int(n), str(t), int(r))
+        for m, w, s, n, t, r in zip(models, weights, sds, ns, task_types, rows)
     )
     return ComponentStats(
         component.label, component.curve, float(weights @ means), component.direction, component.boundary, terms

@@ -34,6 +34,7 @@ from analysis.claims.hypothesis_tests import (
     SUPPORTED,
     ComponentStats,
     claim_p,
+    confirmatory,
     decide,
     family_holm,
     flip_margin,
@@ -89,6 +90,7 @@ DETAIL_COLUMNS = [
     "boundary",
     "unit",
     "margin",
+    "margins",
     "margin_source",
     "flip_margin",
     "ci_level",
@@ -454,6 +456,7 @@ def evaluate_claim(
         "direction": claim.direction,
         "unit": claim.unit,
         "margin": claim.margin,
+        "margins": ", ".join(f"{t} {m:g}" for t, m in claim.margins.items()),
         "margin_source": claim.margin_source,
         "quote": claim.quote,
         "verbatim": claim.verbatim,
@@ -490,7 +493,7 @@ def with_verdicts(
     tested = [claim_p(c, pretraining_sd) if c else None for c in components]
     report["p_value"] = [t.p_for if t else np.nan for t in tested]
     report["p_against"] = [t.p_against if t else np.nan for t in tested]
-    primary = (report["role"] == "primary").to_numpy()
+    primary = confirmatory(report["role"])
     report["p_holm"] = family_holm(report["p_value"], primary)
     report["p_against_holm"] = family_holm(report["p_against"], primary)
     testable = np.array([t is not None for t in tested])

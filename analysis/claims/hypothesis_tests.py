@@ -15,7 +15,9 @@ against the boundary the paper's sentence puts on it.
 - p-values follow the two-sided convention of the 95% intervals: twice the one-sided p-value
   (a directional component is supported when its 95% interval clears the boundary); an
   equivalence component (TOST) is at 5% per side, its interval is 90%.
-- Holm across the claims, separately for support and for contradiction.
+- Holm across the confirmatory claims (primary and secondary: one family, so false support is
+  controlled at 5% report-wide), separately for support and for contradiction; a sensitivity claim
+  is adjusted as if it alone were added to the family.
 - Neither: "leans against" when some component's estimate is on the wrong side of its boundary
   (below it for "greater", above for "less", outside the margin for "equivalent"), else
   "inconclusive" (every estimate on the claimed side: more seeds could decide it).
@@ -48,6 +50,7 @@ class CellTerm:
     sd: float
     n: int
     task_type: str = ""  # which pretraining SD applies when it is given per task type
+    cell: int = -1  # the cell's row in the claims' cells frame: components sharing it share its noise (-1: its own)
 
 
 def pretraining_variance(terms: Sequence[CellTerm], tau) -> float:
@@ -210,10 +213,16 @@ def holm(p_values) -> np.ndarray:
     return out if np.ndim(p_values) == 2 else out[0]
 
 
+def confirmatory(roles) -> np.ndarray:
+    """The Holm family (issue 63, item 6): every primary and secondary claim; sensitivity claims
+    (second readings of a sentence) are adjusted as if each alone were added to it."""
+    return np.array([r != "sensitivity" for r in roles], dtype=bool)
+
+
 def family_holm(p_values, primary=None) -> np.ndarray:
-    """Holm along the last axis over the primary claims; each non-primary (sensitivity) claim is
-    adjusted as if it alone were added to the primary family, so that a second reading of one
-    sentence neither enlarges the family of the others nor escapes adjustment itself."""
+    """Holm along the last axis over the family (`primary`: the confirmatory claims); each claim
+    outside it (sensitivity) is adjusted as if it alone were added to the family, so that a second
+    reading of one sentence neither enlarges the family of the others nor escapes adjustment itself."""
     p = np.asarray(p_values, dtype=float)
     primary = np.ones(p.shape[-1], dtype=bool) if primary is None else np.asarray(primary, dtype=bool)
     out = holm(np.where(primary, p, np.nan))

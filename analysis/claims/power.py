@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import sparse, special, stats
 
 from analysis.claims.hypothesis_tests import ALPHA, ComponentStats, pretraining_variance
 from analysis.small_sample import welch_df
@@ -177,26 +177,115 @@ RUN_GRID = (2, 3, 4, 5, 6, 8, 10)
 DECISION_SIMS = 1000
 
 
-def _simulated_p(components: Sequence[ComponentStats], se, df, rng: np.random.Generator, sims: int) -> np.ndarray:
-    """(sims x components) p for the claim (analysis.claims.hypothesis_tests.component_p) of each component in
-    simulated experiments: estimate = truth + se z, its estimated se = se sqrt(chi2_df / df), the
-    truth being the observed estimate."""
-    se, df = np.asarray(se, dtype=float), np.minimum(np.asarray(df, dtype=float), 1e6)
-    truth = np.array([c.estimate for c in components])
-    null = np.array([c.null for c in components])
-    estimate = truth + se * rng.standard_normal((sims, len(components)))
-    se_hat = se * np.sqrt(rng.chisquare(df, (sims, len(components))) / df)
-    p = np.empty_like(estimate)
+@dataclass(frozen=True)
+class _Layout:
+    """Every tested component of the family as weights on shared cells (issue 63, item 5): components
+    that use the same cell (the two end slopes of one curve, a model compared in several claims)
+    share its simulated noise, as they share it in the data."""
+
+    claim_of: np.ndarray  # (K,) the claim of each component
+    components: tuple[ComponentStats, ...]  # (K,)
+    weights: np.ndarray  # (K, C)
+    sd: np.ndarray  # (C,) each cell's seed SD
+    n: np.ndarray  # (C,) its seed count
+    model: np.ndarray  # (C,) index of its model (pretraining run)
+    tau: np.ndarray  # (C,) its pretraining SD (of its task type; a cell in several claims: its first claim's)
+
+
+def _layout(claims: Sequence[Sequence[ComponentStats] | None], simulated: Sequence[bool], taus) -> _Layout:
+    cells: dict[tuple, int] = {}
+    sd, n, model, tau, entries, claim_of, components = [], [], [], [], [], [], []
+    models: dict[str, int] = {}
+    for i, comps in enumerate(claims):
+        if not simulated[i]:
+            continue
+        for j, c in enumerate(comps):
+            k = len(components)
+            components.append(c)
+            claim_of.append(i)
+            for position, t in enumerate(c.terms):
+                key = ("row", t.cell) if t.cell >= 0 else ("own", i, j, position)
+                if key not in cells:
+                    cells[key] = len(sd)
+                    sd.append(t.sd)
+                    n.append(t.n)
+                    model.append(models.setdefault(t.model, len(models)))
+                    tau.append(taus[i].get(t.task_type, 0.0) if isinstance(taus[i], Mapping) else float(taus[i]))
+                entries.append((k, cells[key], t.weight))
+    weights = np.zeros((len(components), len(sd)))
+    for k, cell, w in entries:
+        weights[k, cell] += w
+    return _Layout(
+        np.array(claim_of, dtype=int),
+        tuple(components),
+        weights,
+        np.array(sd, dtype=float),
+        np.array(n, dtype=float),
+        np.array(model, dtype=int),
+        np.array(tau, dtype=float),
+    )
+
+
+def _simulated_tests(layout: _Layout, seeds, runs: int, rng: np.random.Generator, sims: int):
+    """(estimate, se, df), each (sims x components), of every component in simulated experiments
+    whose truth is the observed estimates: the cells are drawn, then each component is tested as
+    the report tests it. One run per model (`seeds` None: each cell's own seed count): a cell's
+    mean has error sd / sqrt(n), its SD is estimated with n - 1 df, and a component's variance is
+    sum w^2 s^2 / n with Welch-Satterthwaite df (ComponentStats.se_df). `runs` > 1: per run, every
+    cell of a model moves by tau (of the cell's task type) times the run's one effect, and its mean
+    over `seeds` seeds has error sd / sqrt(seeds); a component's variance is the sum over models of
+    the variance of the model's part across runs / runs, Welch df with runs - 1 per model
+    (design_se_df)."""
+    truth = np.array([c.estimate for c in layout.components])
+    n = layout.n if seeds is None else np.full(layout.n.shape, float(seeds))
+    if runs <= 1:
+        w = sparse.csc_matrix(layout.weights.T)  # (cells, components): each component uses few cells
+        error = layout.sd / np.sqrt(n) * rng.standard_normal((sims, len(n)))
+        chi2 = rng.chisquare(np.broadcast_to(n - 1, (sims, len(n))))
+        part = layout.sd**2 * chi2 / (n - 1) / n  # s^2 / n per cell
+        variance = part @ w.power(2)
+        denominator = (part**2 / (n - 1)) @ w.power(4)
+        estimate = truth + error @ w
+    else:
+        # per (component, model) pair: the model's part of the component, run by run
+        w = layout.weights
+        pairs = [(k, m) for k in range(len(truth)) for m in np.unique(layout.model[w[k] != 0])]
+        by_pair = sparse.lil_matrix((len(n), len(pairs)))
+        of_component = sparse.lil_matrix((len(pairs), len(truth)))
+        for p, (k, m) in enumerate(pairs):
+            mine = np.flatnonzero((layout.model == m) & (w[k] != 0))
+            by_pair[mine, p] = w[k, mine][:, None]
+            of_component[p, k] = 1.0
+        by_pair, of_component = by_pair.tocsc(), of_component.tocsc()
+        n_models = int(layout.model.max()) + 1
+        runs_of = rng.standard_normal((sims * runs, n_models))[:, layout.model] * layout.tau
+        cell_means = runs_of + layout.sd / np.sqrt(n) * rng.standard_normal((sims * runs, len(n)))
+        parts = (cell_means @ by_pair).reshape(sims, runs, len(pairs))
+        part = parts.var(axis=1, ddof=1) / runs
+        estimate = truth + parts.mean(axis=1) @ of_component
+        variance = part @ of_component
+        denominator = (part**2 / (runs - 1)) @ of_component
     with np.errstate(divide="ignore", invalid="ignore"):
-        for j, c in enumerate(components):
-            if c.direction == "equivalent":
-                low = stats.t.sf((estimate[:, j] + null[j]) / se_hat[:, j], df[j])
-                high = stats.t.cdf((estimate[:, j] - null[j]) / se_hat[:, j], df[j])
-                p[:, j] = np.maximum(low, high)
-        sign = np.array([-1.0 if c.direction == "less" else 1.0 for c in components])
-        directional = np.array([c.direction != "equivalent" for c in components])
-        t = sign * (estimate - null) / se_hat
-        p[:, directional] = np.minimum(1.0, 2 * special.stdtr(df, -t))[:, directional]  # = 2 t.sf(t, df)
+        df = np.where(denominator > 0, variance**2 / denominator, np.inf)
+    return estimate, np.sqrt(variance), df
+
+
+def _p_for(components: Sequence[ComponentStats], estimate, se, df) -> np.ndarray:
+    """(sims x components) p for the claim of each component (analysis.claims.hypothesis_tests.component_p)
+    from simulated estimates, standard errors and df."""
+    df = np.minimum(df, 1e6)
+    null = np.array([c.null for c in components])
+    sign = np.array([-1.0 if c.direction == "less" else 1.0 for c in components])
+    equivalent = np.array([c.direction == "equivalent" for c in components])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = sign * (estimate - null) / se
+        t = np.where(se > 0, t, np.sign(sign * (estimate - null)) * np.inf)
+        p = np.minimum(1.0, 2 * special.stdtr(df, -t))  # = 2 t.sf(t, df)
+        if equivalent.any():  # TOST: the larger of the two one-sided p
+            low = np.where(se > 0, (estimate + null) / se, np.sign(estimate + null) * np.inf)
+            high = np.where(se > 0, (estimate - null) / se, np.sign(estimate - null) * np.inf)
+            tost = np.maximum(special.stdtr(df, -low), special.stdtr(df, high))
+            p = np.where(equivalent, tost, p)
     return p
 
 
@@ -212,28 +301,28 @@ def decision_power(
 ) -> np.ndarray:
     """Per claim, the chance that the report calls it `supported` when EVERY claim is re-run with
     `seeds` seeds per run and `runs` pretraining runs per model, each at its observed estimates:
-    each component's t test simulated, the claim's p the largest (intersection-union), Holm across
-    the claims (analysis.claims.hypothesis_tests.family_holm). `pretraining_sd`: one value per claim (its
-    planning SD; () = 0). Claims without cell terms (spread claims) keep `observed_p`; NaN for
-    claims that are not testable. seeds=None: the design as it is (each component's own cells and
-    seed counts, no pretraining variance)."""
+    the cells simulated (shared by the components and claims that use them, _simulated_tests), each
+    component's t test as the report makes it, the claim's p the largest (intersection-union), Holm
+    across the claims (analysis.claims.hypothesis_tests.family_holm). `pretraining_sd`: one value
+    per claim (its planning SD; () = 0); a cell shared by claims with different planning SDs takes
+    the first claim's. Claims without cell terms (spread claims) keep `observed_p`; NaN for claims
+    that are not testable. seeds=None: the design as it is (each cell's own seed count, no
+    pretraining variance)."""
     from analysis.claims.hypothesis_tests import family_holm
 
     rng = np.random.default_rng(0) if rng is None else rng
     taus = list(pretraining_sd) or [0.0] * len(claims)
     p = np.full((sims, len(claims)), np.nan)
-    for i, components in enumerate(claims):
-        if not components:
-            continue
-        if any(c.terms is None for c in components):
+    simulated = [bool(comps) and all(c.terms is not None for c in comps) for comps in claims]
+    for i, comps in enumerate(claims):
+        if comps and not simulated[i]:
             p[:, i] = observed_p[i] if observed_p is not None else np.nan
-            continue
-        if seeds is None:
-            fits = [tuple(float(v) for v in c.se_df(0.0)) for c in components]
-        else:
-            fits = [design_se_df(c, seeds, runs, taus[i]) for c in components]
-        se, df = zip(*fits)
-        p[:, i] = _simulated_p(components, se, df, rng, sims).max(axis=1)
+    if any(simulated):
+        layout = _layout(claims, simulated, taus)
+        estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims)
+        component_p = _p_for(layout.components, estimate, se, df)
+        for i in np.unique(layout.claim_of):
+            p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)
     supported = family_holm(p, primary) < ALPHA
     power = supported.mean(axis=0)
     power[np.isnan(p).all(axis=0)] = np.nan
@@ -289,29 +378,33 @@ def plan_decision(
             for i in range(n)
         )
 
-    seeds_for = [""] * n
-    found = [False] * n
-    for seeds in SEED_GRID:
-        if not worth_simulating(seeds, 1, (), found):
-            continue
-        power = power_at(seeds, 1, ())
-        for i in range(n):
-            if plannable[i] and not found[i] and wrong[i] is None and power[i] >= TARGET_POWER:
-                seeds_for[i], found[i] = f"{seeds} seeds", True
-        if all(found[i] or not plannable[i] or wrong[i] for i in range(n)):
-            break
-    design_for = [""] * n
-    found = [False] * n
-    for runs in RUN_GRID:
+    def search(runs, taus, label, done=()) -> list[str]:
+        # Power grows with seeds: the claims that miss the target at the most seeds are not searched
+        # at fewer (one simulation instead of a column of the grid for a claim no design reaches).
+        out = [""] * n
+        searching = [plannable[i] and wrong[i] is None and not (done and done[i]) for i in range(n)]
+        if not worth_simulating(SEED_GRID[-1], runs, taus, [not s for s in searching]):
+            return out
+        most = power_at(SEED_GRID[-1], runs, taus)
+        searching = [searching[i] and most[i] >= TARGET_POWER for i in range(n)]
         for seeds in SEED_GRID:
-            if all(found[i] or not plannable[i] or wrong[i] for i in range(n)):
+            if not any(searching):
                 break
-            if not worth_simulating(seeds, runs, planning_sd, found):
+            if not worth_simulating(seeds, runs, taus, [not s for s in searching]):
                 continue
-            power = power_at(seeds, runs, planning_sd)
+            power = most if seeds == SEED_GRID[-1] else power_at(seeds, runs, taus)
             for i in range(n):
-                if plannable[i] and not found[i] and wrong[i] is None and power[i] >= TARGET_POWER:
-                    design_for[i], found[i] = f"{runs} runs x {seeds} seeds", True
+                if searching[i] and power[i] >= TARGET_POWER:
+                    out[i], searching[i] = label(seeds), False
+        return out
+
+    seeds_for = search(1, (), lambda seeds: f"{seeds} seeds")
+    design_for = [""] * n
+    for runs in RUN_GRID:
+        if all(design_for[i] or not plannable[i] or wrong[i] for i in range(n)):
+            break
+        found = search(runs, planning_sd, lambda seeds, runs=runs: f"{runs} runs x {seeds} seeds", design_for)
+        design_for = [d or f for d, f in zip(design_for, found)]
     for i in range(n):
         if not plannable[i]:
             continue

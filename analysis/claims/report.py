@@ -30,8 +30,9 @@ VERDICT_RULE = (
     "p-values two-sided (twice the one-sided p in the claimed direction). The claim's p is the "
     "largest component p (intersection-union: every component must hold; no adjustment needed), "
     "its p against the smallest component p the other way times the number of components "
-    "(Bonferroni). Both are Holm-adjusted over the pre-registered family of the primary claims (the "
-    "abstract's findings); a secondary or sensitivity claim as if it alone were added to that family. "
+    "(Bonferroni). Both are Holm-adjusted over the pre-registered family of every confirmatory claim "
+    "(primary: the abstract's findings; secondary: the other finding sentences), so false support is at most "
+    "5% report-wide; a sensitivity claim (another reading) as if it alone were added to that family. "
     f"*supported*: p_holm < {ALPHA}; "
     f"*contradicted*: p_against_holm < {ALPHA}; otherwise *{LEANS_AGAINST}* when some component's estimate "
     "lies on the wrong side of its boundary (the data point against the sentence, without significance), "
@@ -144,10 +145,13 @@ def _flip(value) -> str:
 def margin_lines(report: pd.DataFrame) -> list[str]:
     """One line per non-inferiority claim: its margin, where the number comes from, and the margin at
     which the verdict would flip."""
-    rows = report[report["margin"].notna() & (report["verdict"] != NOT_TESTABLE)]
+    margins = report["margins"] if "margins" in report else pd.Series("", index=report.index)
+    rows = report[(report["margin"].notna() | margins.map(bool)) & (report["verdict"] != NOT_TESTABLE)]
     return [
-        f"margin: {r['claim']}: {r['margin']:g} {r['unit']} ({_text(r.get('margin_source'))}); "
-        f"verdict {r['verdict']}, {_flip(r.get('flip_margin'))}"
+        f"margin: {r['claim']}: "
+        + (f"{r['margin']:g} {r['unit']}" if pd.notna(r["margin"]) else f"per task type {r['margins']} {r['unit']}")
+        + f" ({_text(r.get('margin_source'))}); verdict {r['verdict']}"
+        + (f", {_flip(r.get('flip_margin'))}" if pd.notna(r["margin"]) else "")
         for r in rows.to_dict("records")
     ]
 
@@ -227,7 +231,9 @@ def claims_markdown(
     ]
     for r in records:
         quote = f'"{r["quote"]}"' if r.get("verbatim") is True else f"{_text(r.get('quote'))} (paraphrase)"
-        role = {"sensitivity": " (sensitivity reading)", "secondary": " (secondary)"}.get(r.get("role"), "")
+        role = {"sensitivity": " (sensitivity reading, exploratory)", "secondary": " (secondary)"}.get(
+            r.get("role"), ""
+        )
         lines.append(
             f"| `{r['claim']}`{role} | {quote} ({r['location']}) | {r['scope']} | {_shown(r)} | {_estimate(r)} | "
             f"{_weakest(r)} | {r['unit']} | {_text(r.get('qualifying'))} | {_p(r['p_value'])} | {_p(r['p_holm'])} "
@@ -357,26 +363,27 @@ def claims_markdown(
 
 
 def holm_family_lines(report: pd.DataFrame) -> list[str]:
-    """The pre-registered Holm family with each raw and adjusted p, then the claims adjusted as if
-    each alone were added to it (docs/claims.md, "The Holm family")."""
+    """The pre-registered Holm family with each raw and adjusted p, then the sensitivity claims,
+    each adjusted as if it alone were added to it (docs/claims.md, "The Holm family")."""
     testable = report[report["verdict"] != NOT_TESTABLE].to_dict("records")
-    primary = [r for r in testable if r.get("role") == "primary"]
-    others = [r for r in testable if r.get("role") != "primary"]
+    family = [r for r in testable if r.get("role") != "sensitivity"]
+    others = [r for r in testable if r.get("role") == "sensitivity"]
     lines = [
         "",
         "## The Holm family",
         "",
-        f"Pre-registered in analysis/claims/definitions.py: the primary claims are the paper's main findings "
-        f"(its abstract's); the {len(primary)} testable here are Holm-adjusted together. Each secondary claim "
-        "(another finding sentence) and sensitivity claim (another reading) is adjusted as if it alone were "
-        "added to that family, so no verdict depends on which other secondary claims exist.",
+        f"Pre-registered in analysis/claims/definitions.py: every confirmatory claim, primary (the abstract's "
+        f"findings) and secondary (another finding sentence), in one family; the {len(family)} testable here "
+        "are Holm-adjusted together, so the chance that any true-at-its-boundary sentence is called supported "
+        "is at most 5% report-wide. Each sensitivity claim (another reading of a sentence) is adjusted as "
+        "if it alone were added to that family.",
         "",
         "| claim | role | p | p (Holm) | verdict |",
         "|---|---|---:|---:|---|",
     ]
     lines += [
         f"| `{r['claim']}` | {r['role']} | {_p(r['p_value'])} | {_p(r['p_holm'])} | {r['verdict']} |"
-        for r in primary + others
+        for r in family + others
     ]
     return lines
 
@@ -491,7 +498,7 @@ def readme_tables(report: pd.DataFrame) -> tuple[str, str]:
         "|---|---|---|---|---|",
     ]
     for r in report.to_dict("records"):
-        role = {"sensitivity": " (sensitivity)", "secondary": ""}.get(r.get("role"), "")
+        role = {"sensitivity": " (sensitivity, exploratory)", "secondary": ""}.get(r.get("role"), "")
         if r["verdict"] == NOT_TESTABLE:
             verdicts.append(f"| `{r['claim']}`{role} | — | — | not testable from published means |")
             continue

@@ -94,6 +94,13 @@ def test_claims_coverage_command(tmp_path, capsys):
     assert "analytic t intervals (published design):" in printed and "sentence trees:" in printed
     result = json.loads(out.read_text())
     assert result["sims"] == 2 and result["analytic t intervals (published design)"]["mlm_beats_clm_sc"]["sims"] == 2
+    decision = result["P(verdict supported): printed vs the whole decision re-run"]["clm_competitive_tc"]
+    assert decision["sims"] == 2 and 0 < decision["printed"] < 1
+    # docs/claims.md, "Next experiment": the check alone, the same numbers
+    assert main(["claims-coverage", "--sims", "2", "--decision-only", "--json", str(out)]) == 0
+    alone = json.loads(out.read_text())
+    assert set(alone) == {"sims", "reps", "rng_seed", "P(verdict supported): printed vs the whole decision re-run"}
+    assert alone["P(verdict supported): printed vs the whole decision re-run"]["clm_competitive_tc"] == decision
 
 
 def test_claims_protocol_without_scores_is_an_error(tmp_path, mldr_records, capsys):

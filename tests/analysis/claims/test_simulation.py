@@ -23,7 +23,7 @@ def _within_binomial(rate: float, sims: int) -> bool:
 
 def test_analytic_intervals_cover_every_component():
     result = simulation.analytic_coverage(1000, np.random.default_rng(10))
-    assert len(result) == 21  # every claim but the two spread ones
+    assert len(result) == 22  # every claim but the two spread ones (issue 63 added the IR-mean reading)
     for claim, entry in result.items():
         assert _within_binomial(entry["rate"], 1000), (claim, entry)
     # The weakest component, selected after the fact, is not a 95% interval (issue 36 item 5): its
@@ -77,12 +77,14 @@ def test_false_sentences_are_never_supported_and_true_ones_at_their_power():
     false at its boundary (one component exactly on it) is supported at most 2.5% of the time by
     construction: below the issue's 5% bound within the 99.9% binomial quantile. Each true version
     is supported at the predicted rate within 3 binomial standard errors, every component on its
-    claimed side. Issue 52: where the compared models are equal, a "comparable"/"competitive"
-    claim is supported at least half of the time (its margin is what the design resolves), and an IR
-    trend of 0.8 points per 10 pp is found (the all-steps test found it 3.8% of the time)."""
+    claimed side. Where the compared models are equal, a "comparable"/"competitive" claim is
+    supported at its predicted power (issue 63: its margin comes from the words, half the smallest
+    gap the paper calls a difference, so that power is printed rather than held at 50% as issue 52's
+    design margins did); an IR trend of 0.8 points per 10 pp is found (the all-steps test found it
+    3.8% of the time)."""
     sims = 150
     result = simulation.sentence_trees(sims, np.random.default_rng(15))
-    assert len(result) == 29
+    assert len(result) == 28
     for name, entry in result.items():
         supported, power = round(entry["supported"]["rate"] * sims), entry["predicted_power"]
         spread = 3 * math.sqrt(max(power * (1 - power), 0.01) / sims)
@@ -91,8 +93,11 @@ def test_false_sentences_are_never_supported_and_true_ones_at_their_power():
         elif "(boundary sentence)" in name:
             assert power <= 0.0251 and supported <= stats.binom.ppf(0.999, sims, 0.05), (name, entry)
         elif "(equal sentence)" in name:
-            assert power >= 0.55 and abs(supported / sims - power) <= spread, (name, entry)
-            assert supported / sims >= 0.5 - spread / 3, (name, entry)
+            assert abs(supported / sims - power) <= spread, (name, entry)
+        elif "true at" in name:  # IR's 0.8 points per 10 pp must clear 9 dataset curves (issue 63)
+            # the predicted power, a product of 9 noncentral t powers at the true Welch df, is about
+            # 0.005 per component above the test's (whose df is estimated): 0.80 vs 0.75 at 600 sims
+            assert power > 0.75 and -spread - 0.05 <= supported / sims - power <= spread, (name, entry)
         else:
             assert power > 0.9 and abs(supported / sims - power) <= spread, (name, entry)
             assert entry["components_on_claimed_side"] > 0.99
