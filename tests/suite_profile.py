@@ -1,0 +1,153 @@
+"""Where the test suite's time goes (issue 64; docs/timings.md, "Where the suite's time goes").
+
+    python -m tests.suite_profile [--out DIR] [--md FILE] -- -n 2 --dist loadgroup tests
+
+runs pytest with this module as a plugin: every test's setup + call + teardown time, its markers
+and the subprocesses it started are written per worker to DIR (JSON lines), then summarised: time
+by kind of test, by file, and the slowest tests. A test's kind is the first that applies: Slurm
+(the local cluster), multi-rank (several training processes), subprocess (it started at least one
+process: a CLI, a reproduction, a launcher), real pretraining (tests/pretraining), simulation (the
+statistical checks of analysis/, by their module names), in-process. Module fixtures are counted in
+the first test that uses them, as pytest reports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ENV = "SUITE_PROFILE_DIR"
+KINDS = ("Slurm", "multi-rank", "subprocess", "real pretraining", "simulation", "in-process")
+SIMULATION_MODULES = ("simulation", "coverage", "power", "calibration", "table_coverage", "small_sample")
+
+_launches = [0]
+_original_init = subprocess.Popen.__init__
+
+
+def _counting_init(self, *args, **kwargs):
+    _launches[0] += 1
+    _original_init(self, *args, **kwargs)
+
+
+def kind_of(nodeid: str, markers: set[str], launches: int) -> str:
+    """The test's kind (module doc)."""
+    path = nodeid.split("::")[0]
+    if "slurm" in markers or path.startswith("tests/slurm/"):
+        return "Slurm"
+    if "multiprocess" in markers:
+        return "multi-rank"
+    if launches:
+        return "subprocess"
+    if path.startswith("tests/pretraining/"):
+        return "real pretraining"
+    if path.startswith("tests/analysis/") and any(m in Path(path).stem for m in SIMULATION_MODULES):
+        return "simulation"
+    return "in-process"
+
+
+class _Recorder:
+    def __init__(self, folder: Path):
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{worker}.jsonl"
+        self.rows: dict[str, dict] = {}
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        _launches[0] = 0
+        start = time.perf_counter()
+        yield
+        markers = {m.name for m in item.iter_markers()}
+        row = {
+            "nodeid": item.nodeid,
+            "seconds": time.perf_counter() - start,
+            "markers": sorted(markers & {"slow", "slurm", "multiprocess"}),
+            "launches": _launches[0],
+        }
+        row["kind"] = kind_of(item.nodeid, markers, row["launches"])
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def pytest_configure(config):
+    folder = os.environ.get(ENV)
+    if folder and not config.pluginmanager.hasplugin("suite-profile-recorder"):
+        subprocess.Popen.__init__ = _counting_init
+        config.pluginmanager.register(_Recorder(Path(folder)), "suite-profile-recorder")
+
+
+def read_rows(folder: Path) -> list[dict]:
+    rows = []
+    for path in sorted(folder.glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
+
+
+def summary(rows: list[dict], wall: float | None = None, slowest: int = 20, files: int = 25) -> str:
+    """Markdown: time by kind, by file (the `files` slowest) and the `slowest` tests."""
+    total = sum(r["seconds"] for r in rows) or 1.0
+    lines = []
+    if wall is not None:
+        lines.append(f"Wall time {wall / 60:.1f} min; {len(rows)} tests; {total / 60:.1f} min of test time in all.")
+        lines.append("")
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_kind[r["kind"]].append(r["seconds"])
+    lines += ["| kind | tests | minutes | share |", "|---|---:|---:|---:|"]
+    for kind in KINDS:
+        seconds = by_kind.get(kind, [])
+        lines.append(f"| {kind} | {len(seconds)} | {sum(seconds) / 60:.1f} | {sum(seconds) / total:.0%} |")
+    by_file: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_file[r["nodeid"].split("::")[0]].append(r["seconds"])
+    lines += ["", "| file | tests | minutes | share |", "|---|---:|---:|---:|"]
+    for name, seconds in sorted(by_file.items(), key=lambda kv: -sum(kv[1]))[:files]:
+        lines.append(f"| `{name}` | {len(seconds)} | {sum(seconds) / 60:.1f} | {sum(seconds) / total:.0%} |")
+    lines += ["", "| slowest tests | kind | seconds |", "|---|---|---:|"]
+    for r in sorted(rows, key=lambda r: -r["seconds"])[:slowest]:
+        lines.append(f"| `{r['nodeid']}` | {r['kind']} | {r['seconds']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.suite_profile", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="outputs/suite_profile", help="folder for the per-worker records")
+    parser.add_argument("--md", help="also write the summary (Markdown) here")
+    parser.add_argument("--report-only", action="store_true", help="summarise the records in --out, run nothing")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="pytest's arguments, after --")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    wall = None
+    rc = 0
+    if not args.report_only:
+        pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+        if not pytest_args:
+            parser.error("give pytest's arguments after -- (e.g. -- -n 2 --dist loadgroup tests)")
+        for old in out.glob("*.jsonl"):
+            old.unlink()
+        start = time.perf_counter()
+        command = [sys.executable, "-m", "pytest", "-p", "tests.suite_profile", *pytest_args]
+        rc = subprocess.run(command, env={**os.environ, ENV: str(out.resolve())}).returncode
+        wall = time.perf_counter() - start
+    rows = read_rows(out)
+    if not rows:
+        print(f"error: no test records in {out}: run the suite through this command first", file=sys.stderr)
+        return 2
+    text = summary(rows, wall)
+    print(text)
+    if args.md:
+        Path(args.md).write_text(text + "\n")
+        print(f"wrote {args.md}")
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""tests/suite_profile.py (issue 64): the suite's time by kind, file and test, from a pytest run."""
+
+import json
+
+from tests import suite_profile
+
+
+def test_kinds_follow_markers_launches_and_folders():
+    assert suite_profile.kind_of("tests/slurm/test_x.py::t", set(), 0) == "Slurm"
+    assert suite_profile.kind_of("tests/reproduce/test_x.py::t", {"slurm"}, 3) == "Slurm"
+    assert suite_profile.kind_of("tests/pretraining/test_x.py::t", {"multiprocess"}, 2) == "multi-rank"
+    assert suite_profile.kind_of("tests/pretraining/test_x.py::t", set(), 1) == "subprocess"
+    assert suite_profile.kind_of("tests/pretraining/test_x.py::t", set(), 0) == "real pretraining"
+    assert suite_profile.kind_of("tests/analysis/claims/test_simulation.py::t", set(), 0) == "simulation"
+    assert suite_profile.kind_of("tests/analysis/test_audit.py::t", set(), 0) == "in-process"
+
+
+def test_a_profiled_run_counts_each_tests_launches_and_time(tmp_path, capsys):
+    """The docs' command on a two-test file, with two xdist workers: one test starts a process."""
+    (tmp_path / "test_two.py").write_text(
+        "import subprocess, sys, time\n"
+        "def test_launch():\n    subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+        "def test_plain():\n    time.sleep(0.01)\n"
+    )
+    out, md = tmp_path / "records", tmp_path / "profile.md"
+    argv = ["--out", str(out), "--md", str(md), "--", "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)]
+    assert suite_profile.main(argv) == 0
+    rows = {r["nodeid"].split("::")[1]: r for r in suite_profile.read_rows(out)}
+    assert rows["test_launch"]["launches"] == 1 and rows["test_launch"]["kind"] == "subprocess"
+    assert rows["test_plain"]["launches"] == 0 and rows["test_plain"]["kind"] == "in-process"
+    assert rows["test_plain"]["seconds"] >= 0.01
+    assert len(list(out.glob("*.jsonl"))) >= 1 and all(
+        json.loads(line) for line in out.glob("*.jsonl").__next__().read_text().splitlines()
+    )
+    text = md.read_text()
+    assert "| subprocess | 1 |" in text and "| in-process | 1 |" in text and "test_two.py::test_launch" in text
+    # the summary again from the records alone; no records is a one-line error
+    assert suite_profile.main(["--out", str(out), "--report-only"]) == 0
+    assert suite_profile.main(["--out", str(tmp_path / "none"), "--report-only"]) == 2
+    assert capsys.readouterr().err.startswith("error: no test records in ")
