@@ -8,8 +8,11 @@ The checks:
   and F1 points; 0.1 NDCG = 10 points, scores are x100);
 - objective (per size, MLM models together, the CLM model apart): their 12-task average is at
   least `MIN_GAIN` points above the same size's random initialisation, and their per-task mean is
-  above it on at least `MIN_BETTER_SHARE` of the tasks (10 of 12): pretraining with that objective
-  helps, not only on average;
+  not behind it by more than one pretraining SD of the task's type (`PRETRAINING_SD`) on at least
+  `MIN_BETTER_SHARE` of the tasks (10 of 12): pretraining with that objective helps, not only on
+  average. The gate the owner decided on issue 34 (option b): which tasks one pretraining draw wins
+  moves with the draw (9 draws of MLM won 7-10 of 12), so a task lost by less than a draw's own
+  noise does not count against it; `better_tasks` (strictly ahead) is still reported;
 - size and all: the pretrained models' average is above the random-initialisation average.
 """
 
@@ -24,7 +27,10 @@ from contracts.paper import AVERAGE
 
 MARGIN = 10.0  # points above chance (0.1 NDCG@10 on the records' 0-100 scale)
 MIN_GAIN = 8.0  # points of 12-task average an objective adds over random initialisation
-MIN_BETTER_SHARE = 10 / 12  # share of tasks on which it beats random initialisation
+MIN_BETTER_SHARE = 10 / 12  # share of tasks on which it is not behind random initialisation
+# The SD of one pretraining draw's effect per task type, estimated from 45 toy runs of
+# `make reproduce-figure3 REPLICATES=3` (docs/reproduce.md, "What the toy figure shows"), points.
+PRETRAINING_SD = {"IR": 2.46, "SC": 2.96, "TC": 8.46, "QA": 10.62}
 COLUMNS = [
     "scope",
     "name",
@@ -35,6 +41,7 @@ COLUMNS = [
     "random_init",
     "margin",
     "better_tasks",
+    "not_behind_tasks",
     "tasks",
     "passes",
 ]
@@ -73,6 +80,7 @@ def learning_table(
             }
         )
     tasks = [row["name"] for row in rows]
+    noise = pd.Series([PRETRAINING_SD.get(row["task_type"], 0.0) for row in rows], index=tasks)
     scores = per_task.reindex(columns=tasks)
     average = scores.mean(axis=1)  # a model's 12-task average (NaN if a task is missing)
     sizes = sorted(set(pretrained.values()) & set(random_init.values()))
@@ -86,7 +94,9 @@ def learning_table(
         for objective, models in sorted(objectives.items()):
             ours = float(average.reindex(models).mean())
             theirs = float(average.reindex(untrained).mean())
-            better = int((scores.reindex(models).mean() > reference).sum())
+            mean = scores.reindex(models).mean()
+            better = int((mean > reference).sum())
+            not_behind = int((mean >= reference - noise).sum())
             gain = ours - theirs
             rows.append(
                 {
@@ -99,8 +109,9 @@ def learning_table(
                     "random_init": theirs,
                     "margin": gain,
                     "better_tasks": better,
+                    "not_behind_tasks": not_behind,
                     "tasks": len(tasks),
-                    "passes": bool(gain >= MIN_GAIN and better >= math.ceil(MIN_BETTER_SHARE * len(tasks) - 1e-9)),
+                    "passes": bool(gain >= MIN_GAIN and not_behind >= _needed(len(tasks))),
                 }
             )
     groups = [
@@ -124,7 +135,13 @@ def learning_table(
                 "passes": bool(ours > theirs),
             }
         )
-    return pd.DataFrame(rows, columns=COLUMNS).astype({"better_tasks": "Int64", "tasks": "Int64"})
+    return pd.DataFrame(rows, columns=COLUMNS).astype(
+        {"better_tasks": "Int64", "not_behind_tasks": "Int64", "tasks": "Int64"}
+    )
+
+
+def _needed(tasks: int) -> int:
+    return math.ceil(MIN_BETTER_SHARE * tasks - 1e-9)
 
 
 def summary_line(table: pd.DataFrame) -> str:
@@ -138,14 +155,15 @@ def summary_line(table: pd.DataFrame) -> str:
     objectives = table[table["scope"] == "objective"]
     if len(objectives):
         parts = [
-            f"{row['name']} {row['margin']:+.1f} ({row['better_tasks']}/{row['tasks']} tasks)"
+            f"{row['name']} {row['margin']:+.1f} (ahead on {row['better_tasks']}/{row['tasks']}, "
+            f"not behind by a pretraining SD on {row['not_behind_tasks']}/{row['tasks']} tasks)"
             for _, row in objectives.iterrows()
         ]
         failing = int((~objectives["passes"].astype(bool)).sum())
         verdict = "all pass" if not failing else f"{failing} fail"
         text += (
-            f"; vs random initialisation (>= {MIN_GAIN:g} points and "
-            f"{math.ceil(MIN_BETTER_SHARE * len(tasks) - 1e-9)}/{len(tasks)} tasks: {verdict}): " + ", ".join(parts)
+            f"; vs random initialisation (>= {MIN_GAIN:g} points and not behind by more than one pretraining SD "
+            f"on {_needed(len(tasks))}/{len(tasks)} tasks: {verdict}): " + ", ".join(parts)
         )
     overall = table[table["scope"] == "all"]
     if len(overall):

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.datasets import make_toy
 from pretraining.tokenizer import load_tokenizer
-from reproduce.learning import MARGIN, learning_table, summary_line
+from reproduce.learning import MARGIN, PRETRAINING_SD, learning_table, summary_line
 from reproduce.world import MANIFEST, WorldError, build_world
 
 
@@ -111,9 +111,10 @@ def test_a_task_below_the_margin_or_a_pretraining_that_does_not_help_fails_its_c
 
 
 def test_each_objective_is_checked_against_random_initialisation_on_average_and_task_by_task():
-    """Issue 34's per-objective checks: the MLM models together and the CLM model apart, each at
-    least MIN_GAIN points above random initialisation on average and above it on 10 of 12 tasks
-    (here 2 of 2)."""
+    """Issue 34's per-objective checks, with the gate the owner decided (issue 64): the MLM models
+    together and the CLM model apart, each at least MIN_GAIN points above random initialisation on
+    average and not behind it by more than one pretraining SD of the task's type on 10 of 12 tasks
+    (here 2 of 2); a task lost by less than that counts as not behind, one lost by more does not."""
     cells = _cells(
         {
             "toy_s-mlm20-150": {"sst2": 80.0, "nq": 38.0},  # MLM mean: sst2 +25, nq -1 -> +12 on average
@@ -126,11 +127,28 @@ def test_each_objective_is_checked_against_random_initialisation_on_average_and_
     table = learning_table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
     mlm, clm = table.loc[("objective", "toy_s mlm")], table.loc[("objective", "toy_s clm")]
     assert mlm["pretrained"] == pytest.approx(58.0) and mlm["margin"] == pytest.approx(12.0)
-    assert (mlm["better_tasks"], mlm["tasks"], mlm["passes"]) == (1, 2, False)  # worse on nq
+    # nq: 1 point behind, within IR's pretraining SD (2.46): not behind
+    assert (mlm["better_tasks"], mlm["not_behind_tasks"], mlm["tasks"], mlm["passes"]) == (1, 2, 2, True)
+    assert PRETRAINING_SD["IR"] == 2.46
     assert clm["margin"] == pytest.approx(9.5) and (clm["better_tasks"], clm["passes"]) == (2, True)
     line = summary_line(table.reset_index())
-    assert "vs random initialisation (>= 8 points and 2/2 tasks: 1 fail): " in line
-    assert "toy_s clm +9.5 (2/2 tasks), toy_s mlm +12.0 (1/2 tasks)" in line
+    assert (
+        "vs random initialisation (>= 8 points and not behind by more than one pretraining SD on 2/2 tasks: all pass): "
+        in line
+    )
+    assert "toy_s clm +9.5 (ahead on 2/2, not behind by a pretraining SD on 2/2 tasks)" in line
+    assert "toy_s mlm +12.0 (ahead on 1/2, not behind by a pretraining SD on 2/2 tasks)" in line
+    # 3 points behind on nq is more than IR's pretraining SD: the MLM check fails
+    cells = _cells(
+        {
+            "toy_s-mlm40-150": {"sst2": 80.0, "nq": 37.0},
+            "toy_s-random-init": {"sst2": 52.0, "nq": 40.0},
+        }
+    )
+    table = learning_table(cells, CHANCE, {"toy_s-mlm40-150": "toy_s"}, {"toy_s-random-init": "toy_s"})
+    mlm = table.set_index(["scope", "name"]).loc[("objective", "toy_s mlm")]
+    assert (mlm["better_tasks"], mlm["not_behind_tasks"], mlm["passes"]) == (1, 1, False)
+    assert ": 1 fail): " in summary_line(table)
     # a small gain on every task is not enough either
     cells = _cells({"m-clm-150": {"sst2": 53.0, "nq": 41.0}, "m-random-init": {"sst2": 52.0, "nq": 40.0}})
     table = learning_table(cells, CHANCE, {"m-clm-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
