@@ -68,6 +68,7 @@ class _Recorder:
         markers = {m.name for m in item.iter_markers()}
         row = {
             "nodeid": item.nodeid,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "seconds": time.perf_counter() - start,
             "markers": sorted(markers & {"slow", "slurm", "multiprocess"}),
             "launches": _launches[0],
@@ -87,12 +88,13 @@ def pytest_configure(config):
 def read_rows(folder: Path) -> list[dict]:
     rows = []
     for path in sorted(folder.glob("*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows += [{"worker": path.stem, **json.loads(line)} for line in path.read_text().splitlines() if line.strip()]
     return rows
 
 
-def summary(rows: list[dict], wall: float | None = None, slowest: int = 20, files: int = 25) -> str:
-    """Markdown: time by kind, by file (the `files` slowest) and the `slowest` tests."""
+def summary(rows: list[dict], wall: float | None = None, slowest: int = 20, files: int = 25, groups: int = 8) -> str:
+    """Markdown: time by kind, by file (the `files` slowest), by worker and xdist group, and the
+    `slowest` tests."""
     total = sum(r["seconds"] for r in rows) or 1.0
     lines = []
     if wall is not None:
@@ -111,6 +113,18 @@ def summary(rows: list[dict], wall: float | None = None, slowest: int = 20, file
     lines += ["", "| file | tests | minutes | share |", "|---|---:|---:|---:|"]
     for name, seconds in sorted(by_file.items(), key=lambda kv: -sum(kv[1]))[:files]:
         lines.append(f"| `{name}` | {len(seconds)} | {sum(seconds) / 60:.1f} | {sum(seconds) / total:.0%} |")
+    # Under `--dist loadgroup` a group's tests run one after the other on one worker: the largest
+    # group bounds the wall time from below, whatever the number of workers.
+    by_group: dict[str, list[float]] = defaultdict(list)
+    by_worker: dict[str, float] = defaultdict(float)
+    for r in rows:
+        by_group[r["nodeid"].rpartition("@")[2] if "@" in r["nodeid"] else "(none)"].append(r["seconds"])
+        by_worker[r.get("worker", "main")] += r["seconds"]
+    lines += ["", "| worker | minutes |", "|---|---:|"]
+    lines += [f"| {w} | {m / 60:.1f} |" for w, m in sorted(by_worker.items())]
+    lines += ["", "| xdist group (one worker each) | tests | minutes |", "|---|---:|---:|"]
+    for name, seconds in sorted(by_group.items(), key=lambda kv: -sum(kv[1]))[:groups]:
+        lines.append(f"| `{name}` | {len(seconds)} | {sum(seconds) / 60:.1f} |")
     lines += ["", "| slowest tests | kind | seconds |", "|---|---|---:|"]
     for r in sorted(rows, key=lambda r: -r["seconds"])[:slowest]:
         lines.append(f"| `{r['nodeid']}` | {r['kind']} | {r['seconds']:.1f} |")

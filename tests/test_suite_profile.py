@@ -1,6 +1,8 @@
 """tests/suite_profile.py (issue 64): the suite's time by kind, file and test, from a pytest run."""
 
 import json
+import re
+from pathlib import Path
 
 from tests import suite_profile
 
@@ -23,7 +25,15 @@ def test_a_profiled_run_counts_each_tests_launches_and_time(tmp_path, capsys):
         "def test_plain():\n    time.sleep(0.01)\n"
     )
     out, md = tmp_path / "records", tmp_path / "profile.md"
-    argv = ["--out", str(out), "--md", str(md), "--", "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)]
+    # docs/timings.md's command, on this folder instead of tests/ and with its outputs here
+    timings = (Path(__file__).resolve().parents[1] / "docs" / "timings.md").read_text()
+    documented = re.search(r"^python -m tests\.suite_profile (.*)$", timings, re.MULTILINE).group(1).split()
+    assert documented[-1] == "tests" and documented[documented.index("--out") + 1] == "outputs/suite_profile"
+    argv = [
+        str(out) if a == "outputs/suite_profile" else str(md) if a == "outputs/suite_profile.md" else a
+        for a in documented
+    ]
+    argv = argv[:-1] + ["-p", "no:cacheprovider", str(tmp_path)]
     assert suite_profile.main(argv) == 0
     rows = {r["nodeid"].split("::")[1]: r for r in suite_profile.read_rows(out)}
     assert rows["test_launch"]["launches"] == 1 and rows["test_launch"]["kind"] == "subprocess"
@@ -34,6 +44,8 @@ def test_a_profiled_run_counts_each_tests_launches_and_time(tmp_path, capsys):
     )
     text = md.read_text()
     assert "| subprocess | 1 |" in text and "| in-process | 1 |" in text and "test_two.py::test_launch" in text
+    assert "| worker | minutes |" in text and "| xdist group (one worker each) | tests | minutes |" in text
+    assert {r["worker"] for r in rows.values()} <= {"gw0", "gw1"}
     # the summary again from the records alone; no records is a one-line error
     assert suite_profile.main(["--out", str(out), "--report-only"]) == 0
     assert suite_profile.main(["--out", str(tmp_path / "none"), "--report-only"]) == 2
