@@ -131,7 +131,7 @@ COMPARABLE_MARGIN = {t: math.floor(g / 2 * 100) / 100 for t, g in SMALLEST_CALLE
 
 def meaning_source(word: str, task_types: tuple[str, ...], design: str = "") -> str:
     """Where a per-task-type margin comes from: the words' rule and the gaps it halves (or not)."""
-    share = "half of" if word != "nearly on par" else "less than"
+    share = "at most half of" if word != "nearly on par" else "less than"
     gaps = "; ".join(f"{t} {SMALLEST_CALLED_GAP[t]:g} ({CALLED_GAP_SOURCE[t]})" for t in task_types)
     return f"'{word}': {share} the smallest gap the paper calls a difference on the task type ({gaps})" + (
         f"; the design resolves {design}" if design else ""

@@ -301,8 +301,7 @@ def claims_markdown(
             "|---|---:|---:|---|",
         ]
         lines += [
-            f"| `{r['claim']}` | {_num(r.get('decision_power'))} | {_num(r['power_alone'])} | "
-            f"{_text(r['power_note'])} |"
+            f"| `{r['claim']}` | {_num(r.get('decision_power'))} | {_num(r['power_alone'])} | {_why_below(r)} |"
             for r in powered.to_dict("records")
         ]
     if "seed_boot_low" in report and report["seed_boot_low"].notna().any():
@@ -360,6 +359,17 @@ def claims_markdown(
         lines += ["", f"## {NOT_TESTABLE.capitalize()}", "", "| claim | reason |", "|---|---|"]
         lines += [f"| `{r['claim']}` | {r['reason']} |" for r in untestable.to_dict("records")]
     return "\n".join(lines) + "\n"
+
+
+def _why_below(r: dict) -> str:
+    """Why P(verdict supported) is below SENTENCE_POWER_TARGET: the sentence's own reason when its
+    test alone is below it too, else the Holm step across the family (issue 63)."""
+    if _text(r.get("power_note")):
+        return str(r["power_note"])
+    decision = r.get("decision_power")
+    if decision is not None and not pd.isna(decision) and decision < SENTENCE_POWER_TARGET:
+        return "Holm across the family: its own test alone would reach " + _num(r["power_alone"])
+    return ""
 
 
 def holm_family_lines(report: pd.DataFrame) -> list[str]:

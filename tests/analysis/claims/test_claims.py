@@ -647,3 +647,8 @@ def test_power_table_leads_with_the_verdicts_power_with_holm(published_report):
     assert cells[1] == f"{row.decision_power:.2f}" and cells[2] == f"{row.power_alone:.2f}"
     testable = published_report[published_report["power_alone"].notna() & published_report["decision_power"].notna()]
     assert (testable["decision_power"] <= testable["power_alone"] + 0.05).all()
+    # below 50% only through Holm (the U-shape: 0.27 with Holm, 0.70 alone): the reason says so
+    u_shape = published_report.set_index("claim").loc["u_shape_masking_610m_1b"]
+    assert u_shape.decision_power < 0.5 <= u_shape.power_alone and u_shape.power_note == ""
+    line = next(x for x in table if x.startswith("| `u_shape_masking_610m_1b` |"))
+    assert line.endswith(f"| Holm across the family: its own test alone would reach {u_shape.power_alone:.2f} |")
