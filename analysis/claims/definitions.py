@@ -78,7 +78,7 @@ TREND_210M = {
 # IR's curves of Figure 3 over the masking ratio, a least-squares trend per curve (Table 5)
 IR_TREND = {
     "test": "trend",
-    "treatment": {"objective": "mlm", **FINAL_42K},
+    "treatment": MLM_42K,
     "control": None,
     "pair_on": MASKING_CURVE,
     "direction": "greater",

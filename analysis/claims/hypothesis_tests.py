@@ -138,20 +138,32 @@ def _t_scores(estimate: float, boundary: float, se):
     return np.where(se > 0, t, np.sign(estimate - boundary) * np.inf)
 
 
+def p_for_claim(estimate, null: float, direction: str, se, df):
+    """The p for the claim of a component with this estimate, standard error and df (arrays
+    broadcast): two-sided for a directional component, TOST (the larger one-sided p) for an
+    equivalence one. component_p uses it on the data, analysis.claims.power on simulated experiments."""
+    if direction == "equivalent":
+        return np.maximum(
+            stats.t.sf(_t_scores(estimate, -null, se), df), stats.t.cdf(_t_scores(estimate, null, se), df)
+        )
+    t = _t_scores(estimate, null, se)
+    return np.minimum(1.0, 2 * stats.t.sf(-t if direction == "less" else t, df))
+
+
 def component_p(component: ComponentStats, pretraining_sd=0.0):
     """(p for the claim, p against it) of one component on the two-sided scale (module doc): p for,
     the boundary is cleared on the claimed side; p against, it is crossed the other way.
     Vectorised over an array of pretraining sds."""
     se, df = component.se_df(pretraining_sd)
     est, null = component.estimate, component.null
+    p_for = p_for_claim(est, null, component.direction, se, df)
     if component.direction == "equivalent":
-        p_for = np.maximum(stats.t.sf(_t_scores(est, -null, se), df), stats.t.cdf(_t_scores(est, null, se), df))
         outside = np.minimum(stats.t.sf(_t_scores(est, null, se), df), stats.t.cdf(_t_scores(est, -null, se), df))
         return p_for, np.minimum(1.0, 2 * outside)
     t = _t_scores(est, null, se)
     if component.direction == "less":
         t = -t
-    return np.minimum(1.0, 2 * stats.t.sf(t, df)), np.minimum(1.0, 2 * stats.t.cdf(t, df))
+    return p_for, np.minimum(1.0, 2 * stats.t.cdf(t, df))
 
 
 def interval(component: ComponentStats, pretraining_sd: float = 0.0) -> tuple[float, float, float]:

@@ -36,10 +36,19 @@ from scipy import stats
 from analysis.aggregate import RUN_COLUMNS
 from analysis.claims.components import Component, _component_stats, claim_components
 from analysis.claims.definitions import CLAIMS, Claim
-from analysis.claims.engine import _bootstrap_intervals, crossover_intervals
-from analysis.claims.hypothesis_tests import SUPPORTED, ComponentStats, claim_p, decide, wrong_side
-from analysis.claims.inputs import ClaimInputs, inputs_from_published, inputs_from_selected
-from analysis.claims.power import claim_power, sentence_power
+from analysis.claims.engine import _bootstrap_intervals, _spread_claim, crossover_intervals
+from analysis.claims.hypothesis_tests import (
+    ALPHA,
+    SUPPORTED,
+    ComponentStats,
+    claim_p,
+    confirmatory,
+    decide,
+    family_holm,
+    wrong_side,
+)
+from analysis.claims.inputs import ClaimInputs, NotTestable, inputs_from_published, inputs_from_selected
+from analysis.claims.power import claim_power, decision_power, sentence_power
 from analysis.intervals import percentile_bounds
 from analysis.rliable_metrics import rliable_summary
 from analysis.small_sample import fieller_ratio, group_bootstrap_calibration, level_variance, lr_variance, stretch
@@ -578,22 +587,16 @@ def decision_check(sims: int, rng: np.random.Generator, truth: pd.DataFrame | No
     """Issue 63, item 5: the report's P(verdict supported) (analysis.claims.power.decision_power at the
     design as it is) against the whole decision re-run on simulated tables: per cell, its seeds
     drawn at the truth (the published mean and seed SD, its own seed count), every claim tested by
-    the report's own code (_component_stats, claim_p), Holm across the family as run
-    (family_holm, primaries first). Spread claims keep their observed p in both, as the report
-    does. Per claim: the simulated rate, the printed figure and their difference."""
-    from analysis.claims.hypothesis_tests import ALPHA, family_holm
-    from analysis.claims.inputs import NotTestable
-    from analysis.claims.power import decision_power
-
+    the report's own code (_component_stats, claim_p), Holm across the family as the report runs
+    it (family_holm over the confirmatory claims). Spread claims keep their observed p in both, as
+    the report does. Per claim: the simulated rate, the printed figure and their difference."""
     truth = published_truth() if truth is None else truth.reset_index(drop=True)
-    tested, observed, ids, primary = [], [], [], []
+    tested, planned, observed, checked = [], [], [], []
     for claim in CLAIMS:
         if claim.needs_runs:
             continue
         try:
             if claim.test == "spread":
-                from analysis.claims.engine import _spread_claim
-
                 _, stats_ = _spread_claim(claim, _template(truth), 0.0)
                 components = None
             else:
@@ -601,13 +604,14 @@ def decision_check(sims: int, rng: np.random.Generator, truth: pd.DataFrame | No
                 stats_ = [_component_stats(c, truth) for c in components]
         except NotTestable:
             continue
-        ids.append(claim.id)
-        primary.append(claim.role != "sensitivity")  # the confirmatory family (hypothesis_tests.confirmatory)
+        checked.append(claim)
         tested.append(components)
+        planned.append(stats_ if components else None)
         observed.append(claim_p(stats_).p_for if stats_ else np.nan)
-    primary = np.array(primary)
+    ids = [c.id for c in checked]
+    primary = confirmatory([c.role for c in checked])
     printed = decision_power(
-        [[_component_stats(c, truth) for c in comps] if comps else None for comps in tested],
+        planned,
         None,
         primary=primary,
         rng=np.random.default_rng(0),
