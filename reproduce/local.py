@@ -126,9 +126,10 @@ def _init_shared_worker(threads: int) -> None:
 def _in_pool_worker(initializer, threads: int) -> None:
     """A pool worker leaves Ctrl-C to the parent (a terminal sends SIGINT to the whole foreground
     group: each worker would print its own traceback); the parent ends the workers (SIGTERM). It
-    starts with SIGINT ignored and blocked (_new_pool); ignored, a pending one is dropped here."""
+    starts with SIGINT and SIGTERM blocked (_new_pool): a pending SIGINT is dropped here, once
+    ignored; SIGTERM keeps its default action, a pending one ends the worker here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     initializer(threads)
 
 
@@ -137,32 +138,37 @@ def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
 
     # Long-lived workers: a run frees its Trainer (pretraining.train.close_trainer), so memory
     # stays flat over hundreds of runs (tests/benchmarks/test_memory.py).
-    # Started with SIGINT ignored, which a spawned interpreter keeps from its first instruction (a
-    # Ctrl-C during its seconds of imports would otherwise kill it with a "Fatal Python error").
-    # This process blocks SIGINT meanwhile (a blocked signal stays pending on Linux even while
-    # ignored): a Ctrl-C while the pool starts reaches our handler once it is back, instead of being
-    # dropped while the workers, which ignore it, go on training (tests/reproduce/test_interrupt.py
-    # hung this way under load: the test signals as soon as both workers exist). The resource
-    # tracker is started first: starting it blocks and then UNBLOCKS SIGINT, which would drop ours.
+    # SIGINT and SIGTERM are held while Pool() starts the workers, two ways. Blocked in this thread:
+    # the spawned workers inherit the mask, so a Ctrl-C to the group (or the SIGTERM of
+    # pool.terminate()) waits during their seconds of imports, where it would print a traceback or
+    # a "Fatal Python error"; _in_pool_worker then ignores SIGINT and unblocks both. Deferred by
+    # our handler: raised inside Pool(), which cleans up only after an Exception, an interrupt left
+    # started workers behind, which printed multiprocessing.spawn tracebacks (SemLock._rebuild
+    # FileNotFoundError, EOFError) once this process had exited; a signal the kernel gives another
+    # thread of this process, which does not block it, runs the Python handler here all the same.
+    # Once `pool` exists the held signal goes to the previous handler (reproduce: Interrupted) and
+    # the pool is terminated (tests/reproduce/test_interrupt.py). The resource tracker is started
+    # first: starting it blocks and then UNBLOCKS SIGINT.
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    held, deferred = (signal.SIGINT, signal.SIGTERM), []
+    previous = {each: signal.signal(each, lambda signum, frame: deferred.append(signum)) for each in held}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         pool = mp.get_context("spawn").Pool(
             cfg.workers, initializer=_in_pool_worker, initargs=(initializer, cfg.threads)
         )
-    except BaseException:
-        signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        raise
-    signal.signal(signal.SIGINT, previous)
-    try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C is handled here
-    except BaseException:
-        pool.terminate()
-        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # a pending signal is deferred here
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+    if deferred:
+        try:
+            signal.raise_signal(deferred[0])  # the previous handler: Interrupted under reproduce
+        except BaseException:
+            pool.terminate()
+            raise
     return pool
 
 
@@ -642,6 +648,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
             from pretraining.data.format import MANIFEST
 
             if not (data_dir(cfg) / MANIFEST).exists():  # a new folder: workers import while the data stage runs
+                CURRENT_STAGE["stage"] = "data"  # the pool starts as part of it (an interrupt here names it)
                 _start_shared_pool(cfg)
         for name, stage in STAGES:
             if name not in stages:

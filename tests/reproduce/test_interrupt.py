@@ -88,20 +88,9 @@ def test_a_signal_ends_reproduce_and_its_workers_with_one_line(tmp_path, signum)
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-# A Ctrl-C that arrives while the pool is being created (the parent ignores SIGINT then, so that
-# the spawned workers start with it ignored): before, it was dropped and the run went on training
-# (the test above hung for 600 s under load, signalling as soon as both workers existed).
-POOL_START_SCRIPT = """
-import multiprocessing.context, os, signal, sys, types
-from reproduce import local
-
-real_pool = multiprocessing.context.SpawnContext.Pool
-
-def pool_with_ctrl_c(self, *args, **kwargs):
-    os.kill(os.getpid(), signal.SIGINT)  # the Ctrl-C lands while the pool starts
-    return real_pool(self, *args, **kwargs)
-
-multiprocessing.context.SpawnContext.Pool = pool_with_ctrl_c
+# Each script patches one point of the pool's start to signal itself there, then starts the pool
+# as `reproduce` does, inside `interruptible()`.
+POOL_START_TAIL = """
 try:
     with local.interruptible():
         pool = local._new_pool(types.SimpleNamespace(workers=2, threads=1))
@@ -113,9 +102,52 @@ except local.Interrupted as exc:
 """
 
 
+def _start_pool_signalled(patch: str, signum: int) -> subprocess.CompletedProcess:
+    # communicate() returns once every holder of the pipes has closed them: a worker left behind
+    # holds stderr open until it has printed its traceback and exited
+    script = "import multiprocessing, os, signal, sys, types\nfrom reproduce import local\n" + patch + POOL_START_TAIL
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=FAILSAFE_S)
+    assert done.stdout.strip() == f"interrupted {signal.Signals(signum).name}", (done.stdout, done.stderr)
+    assert done.returncode == 128 + signum
+    return done
+
+
+# A Ctrl-C that arrives while the pool is being created (the parent ignores SIGINT then, so that
+# the spawned workers start with it ignored): before, it was dropped and the run went on training
+# (the test above hung for 600 s under load, signalling as soon as both workers existed).
+CTRL_C_AS_THE_POOL_STARTS = """
+import multiprocessing.context
+real_pool = multiprocessing.context.SpawnContext.Pool
+
+def pool_with_ctrl_c(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)  # the Ctrl-C lands while the pool starts
+    return real_pool(self, *args, **kwargs)
+
+multiprocessing.context.SpawnContext.Pool = pool_with_ctrl_c
+"""
+
+
 def test_a_ctrl_c_while_the_pool_starts_is_not_lost():
-    done = subprocess.run(
-        [sys.executable, "-c", POOL_START_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=FAILSAFE_S
-    )
-    assert done.stdout.strip() == "interrupted SIGINT", (done.stdout, done.stderr)
-    assert done.returncode == 128 + signal.SIGINT
+    _start_pool_signalled(CTRL_C_AS_THE_POOL_STARTS, signal.SIGINT)
+
+
+# A SIGTERM that arrives inside Pool() just after a worker was spawned: raised there, it left that
+# worker behind (Pool cleans up after an Exception only), which printed a multiprocessing.spawn
+# traceback (SemLock._rebuild FileNotFoundError or EOFError) once the parent had exited: the
+# `kill PID` case above failed that way in a fresh clone's `make test`. Now it is held until the
+# pool exists, which is then terminated.
+SIGTERM_AS_A_WORKER_IS_SPAWNED = """
+import multiprocessing.popen_spawn_posix as popen
+real_launch = popen.Popen._launch
+
+def launch_then_sigterm(self, process_obj):
+    real_launch(self, process_obj)
+    os.kill(os.getpid(), signal.SIGTERM)  # `kill PID` lands as the first worker has been spawned
+
+popen.Popen._launch = launch_then_sigterm
+"""
+
+
+def test_a_sigterm_while_the_pool_spawns_its_workers_leaves_no_worker_and_no_traceback():
+    done = _start_pool_signalled(SIGTERM_AS_A_WORKER_IS_SPAWNED, signal.SIGTERM)
+    assert "Traceback" not in done.stderr, done.stderr
