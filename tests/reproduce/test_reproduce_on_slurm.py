@@ -1,88 +1,21 @@
-"""The generated Slurm scripts of a reduced toy reproduction, submitted for real to a local cluster.
+"""The generated Slurm scripts of a toy CPT study, submitted for real to a local cluster by
+`reproduce --slurm` itself (the job ids it prints are parsed).
 
 No container here (`--no-container`, apptainer is absent): the jobs run the same commands with this
-Python. sbatch, arrays, `afterok` dependencies and the final analysis job all run. One fine-tuning
-seed: each array task is a process importing torch, Composer and transformers, and a second seed
-only adds tasks of the same arrays.
+Python. One fine-tuning seed and task: each array task is a process importing torch, Composer and
+transformers. The reduced toy Figure 3 on Slurm is test_resubmit_on_slurm.py's DAG (issue 64 merged
+the two tests that each ran one).
 """
 
 import json
 import re
 
-import pandas as pd
 import pytest
 import yaml
 
 from contracts.run_store import iter_records_in
 from reproduce import cli
 from tests.reproduce.slurm_study import toy_cluster_config
-
-
-@pytest.mark.slurm
-@pytest.mark.slow
-def test_reduced_toy_reproduction_on_local_slurm(local_slurm, tmp_path, monkeypatch, capsys):
-    cluster = toy_cluster_config(
-        tmp_path,
-        local_slurm,
-        monkeypatch,
-        data_cache_dir=str(tmp_path / "node_cache"),
-        pretraining_time="00:30:00",
-        finetune_time="00:30:00",
-        analysis_time="00:30:00",
-        data_time="00:30:00",
-    )
-    out = tmp_path / "out"
-    argv = [
-        "--figure",
-        "3",
-        "--scale",
-        "toy",
-        "--slurm",
-        "--no-container",
-        "--cluster",
-        str(cluster),
-        "--out",
-        str(out),
-        "--sizes",
-        "toy_s",
-        "--ratios",
-        "0.4",
-        "--tasks",
-        "sst2,qqp,mnli",
-        "--lrs",
-        "5e-4",
-        "--seeds",
-        "0",
-        "--pretrain-steps",
-        "8",
-        "--reps",
-        "200",
-    ]
-    assert cli.main(argv) == 0, capsys.readouterr().err
-    stdout = capsys.readouterr().out
-    ids = re.search(r"submitted: data (\d+), pretraining ([\d ]+), analysis (\d+)", stdout)
-    assert ids, stdout
-    analysis = ids.group(3)
-    local_slurm.wait_for(analysis, timeout=600)  # pending until every job it depends on has ended
-    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
-    assert local_slurm.job_state(analysis) == "COMPLETED", logs
-    for job in [ids.group(1), *ids.group(2).split()]:
-        assert local_slurm.job_state(job) == "COMPLETED", logs
-    # the pretraining runs, their records and the figure, made by the jobs
-    for name in ("toy_s-mlm40-8", "toy_s-clm-8"):
-        assert (tmp_path / "runs" / name / "FINISHED.json").is_file()
-    records = list(iter_records_in([out / "finetune"]))
-    assert len(records) == 3 * 3 * 1 * 1  # the two runs and the untrained toy_s (its export in the data job)
-    assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8", "toy_s-random-init"}
-    points = pd.read_csv(out / "figure" / "figure3_points.csv")
-    sc = points[points["panel"] == "SC"]
-    assert sc["mean"].notna().all() and sorted(sc["series"]) == ["210M", "210M", "210M", "chance"]
-    assert (sc["x_label"] == "random init").sum() == 1
-    assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["mnli", "qqp", "sst2"]
-    for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
-        assert (out / "figure" / name).stat().st_size > 0
-    assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["distinct"] == 552
-    assert (out / "tables" / "tables.md").is_file()
 
 
 @pytest.mark.slurm

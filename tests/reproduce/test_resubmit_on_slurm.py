@@ -10,6 +10,7 @@ import subprocess
 import pandas as pd
 import pytest
 
+from contracts.run_store import iter_records_in
 from reproduce import cli
 from reproduce.ledger import read_ledger
 from tests.reproduce.slurm_study import toy_cluster_config
@@ -30,11 +31,21 @@ def _wait_for_ledger_jobs(local_slurm, out, kind="analysis"):
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slurm, tmp_path, monkeypatch, capsys):
-    cluster = toy_cluster_config(tmp_path, local_slurm, monkeypatch, array_throttle=2)
+    cluster = toy_cluster_config(
+        tmp_path,
+        local_slurm,
+        monkeypatch,
+        array_throttle=2,
+        data_cache_dir=str(tmp_path / "node_cache"),
+        pretraining_time="00:30:00",
+        finetune_time="00:30:00",
+        analysis_time="00:30:00",
+        data_time="00:30:00",
+    )
     out = tmp_path / "out"
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
-    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp", "--lrs", "5e-4"]
-    argv += ["--seeds", "0", "--pretrain-steps", "8", "--reps", "100", "--dry-run"]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
+    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200", "--dry-run"]
     assert cli.main(argv) == 0, capsys.readouterr().err
     capsys.readouterr()
     # the forced failure: one run of the CLM model reads a model folder that will not exist
@@ -61,7 +72,10 @@ def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slur
     missing = pd.read_csv(out / "missing.csv")
     assert missing["id"].tolist() == [broken["id"]], logs
     for report in ("tables/tables.md", "audit/audit.md"):
-        assert (out / report).read_text().startswith("## Missing runs: 1 of 6 planned"), report
+        assert (out / report).read_text().startswith("## Missing runs: 1 of 9 planned"), report
+    for entry in entries:  # the first submission: every job but the failed run's array ended well
+        if entry.kind != "finetune" or entry.name != "toy_s-clm-8":
+            assert local_slurm.job_state(entry.job) == "COMPLETED", (entry, logs)
     assert (out / "figure" / "figure3.png").stat().st_size > 0  # drawn from what finished
 
     # from another folder, on a copy of the study: the failed task, its log line, the way out
@@ -90,3 +104,22 @@ def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slur
     assert "finished (every Slurm job ended" in _status(out, capsys)
     assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
     assert "nothing to submit" in capsys.readouterr().out
+    _assert_the_reduced_toy_study_is_complete(tmp_path, out)
+
+
+def _assert_the_reduced_toy_study_is_complete(tmp_path, out):
+    """What the jobs made: the pretraining runs, the records, the figure, chance levels, tables, audit."""
+    for name in ("toy_s-mlm40-8", "toy_s-clm-8"):
+        assert (tmp_path / "runs" / name / "FINISHED.json").is_file()
+    records = list(iter_records_in([out / "finetune"]))
+    assert len(records) == 3 * 3 * 1 * 1  # the two runs and the untrained toy_s (its export in the data job)
+    assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8", "toy_s-random-init"}
+    points = pd.read_csv(out / "figure" / "figure3_points.csv")
+    sc = points[points["panel"] == "SC"]
+    assert sc["mean"].notna().all() and sorted(sc["series"]) == ["210M", "210M", "210M", "chance"]
+    assert (sc["x_label"] == "random init").sum() == 1
+    assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["mnli", "qqp", "sst2"]
+    for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
+        assert (out / "figure" / name).stat().st_size > 0
+    assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["distinct"] == 552
+    assert (out / "tables" / "tables.md").is_file()
