@@ -4,7 +4,7 @@ release rank's batch (`train.device_microbatch_size = global_batch_size / train.
 
 Composer's per-sample accumulation weights each microbatch's mean loss by its samples over the
 rank's batch, so equal microbatches give each the same weight, as DDP gives each rank: one process
-with 16 microbatches of 1 sample takes the same losses and gradients as 16 launched ranks of 1
+with 8 microbatches of 1 sample takes the same losses and gradients as 8 launched ranks of 1
 sample each (docs/pretraining.md, "Schedule and optimizer"). The token average over the same
 microbatches differs, which is what the comparison would catch.
 """
@@ -25,7 +25,9 @@ from pretraining.train import PretrainError, check_virtual_ranks_fit
 from tests.pretraining.test_multirank import launch, rendezvous_log
 from tests.pretraining.toy_runs import prepare_embedded_data, record_gradients_spec, write_toy_mlm_config
 
-RANKS, STEPS = 16, 3
+# 8 ranks (16 until issue 64): the equality is per microbatch and rank, so 8 prove what 16 did, and
+# each launched rank is a process importing torch and Composer on the 2 test cores
+RANKS, STEPS = 8, 3
 
 
 def test_a_microbatch_under_rank_averaging_is_one_release_rank():
@@ -112,7 +114,7 @@ def _train_here(config: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_one_process_of_16_microbatches_equals_16_ranks_on_losses_and_gradients(data):
+def test_one_process_of_8_microbatches_equals_8_ranks_on_losses_and_gradients(data):
     _train_here(_config(data, "virtual", loss_average="rank", device_microbatch_size=1))
     launched = _config(data, "launched", loss_average="rank")
     launch(RANKS, launched, rendezvous_log=rendezvous_log(data.parent / "launched"), timeout=900)
@@ -128,7 +130,7 @@ def test_one_process_of_16_microbatches_equals_16_ranks_on_losses_and_gradients(
         for key in ours:
             difference = (ours[key] - theirs[key]).abs().max().item()
             assert difference <= 1e-6, f"step {step}, {key}: gradients differ by {difference:.2e}"
-    # the token mean weights the 16 samples by their masked tokens: another loss, another gradient
+    # the token mean weights the 8 samples by their masked tokens: another loss, another gradient
     token_losses, token_grads = _outcome(data, "token-mean")
     assert abs(token_losses[0] - launched_losses[0]) > 1e-4
     assert max((token_grads[0][k] - launched_grads[0][k]).abs().max().item() for k in token_grads[0]) > 1e-5
