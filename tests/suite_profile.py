@@ -125,10 +125,39 @@ def summary(rows: list[dict], wall: float | None = None, slowest: int = 20, file
     lines += ["", "| xdist group (one worker each) | tests | minutes |", "|---|---:|---:|"]
     for name, seconds in sorted(by_group.items(), key=lambda kv: -sum(kv[1]))[:groups]:
         lines.append(f"| `{name}` | {len(seconds)} | {sum(seconds) / 60:.1f} |")
+    lines += ["", *tier_table(rows)]
     lines += ["", "| slowest tests | kind | seconds |", "|---|---|---:|"]
     for r in sorted(rows, key=lambda r: -r["seconds"])[:slowest]:
         lines.append(f"| `{r['nodeid']}` | {r['kind']} | {r['seconds']:.1f} |")
     return "\n".join(lines)
+
+
+# The selections a smaller test command could run, by the markers of pyproject.toml, largest first.
+TIERS = (
+    ("every test (`make test`)", lambda markers: True),
+    ("not slurm", lambda markers: "slurm" not in markers),
+    ("not slurm, not multiprocess", lambda markers: not markers & {"slurm", "multiprocess"}),
+    ("not slow, not slurm (`make test-fast`)", lambda markers: not markers & {"slow", "slurm"}),
+)
+
+
+def tier_table(rows: list[dict], workers: int = 2) -> list[str]:
+    """Markdown rows: each selection's tests, test time and the least wall time `workers` workers
+    could take for it: its test time over the workers, or its largest xdist group (one worker
+    runs a group), whichever is longer. A floor for a perfect schedule, not a forecast."""
+    lines = [
+        f"| selection | tests | test minutes | wall floor on {workers} workers, minutes |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, keep in TIERS:
+        chosen = [r for r in rows if keep(set(r.get("markers", ())))]
+        groups: dict[str, float] = defaultdict(float)
+        for r in chosen:
+            groups[r["nodeid"].rpartition("@")[2] if "@" in r["nodeid"] else r["nodeid"]] += r["seconds"]
+        seconds = sum(r["seconds"] for r in chosen)
+        floor = max([seconds / workers, *groups.values()]) if chosen else 0.0
+        lines.append(f"| {name} | {len(chosen)} | {seconds / 60:.1f} | {floor / 60:.1f} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,3 +50,21 @@ def test_a_profiled_run_counts_each_tests_launches_and_time(tmp_path, capsys):
     assert suite_profile.main(["--out", str(out), "--report-only"]) == 0
     assert suite_profile.main(["--out", str(tmp_path / "none"), "--report-only"]) == 2
     assert capsys.readouterr().err.startswith("error: no test records in ")
+
+
+def test_the_tier_table_floors_each_selection_by_its_time_over_the_workers_and_its_largest_group():
+    rows = [
+        {"nodeid": "a.py::t1@slurm-and-ranks", "seconds": 600.0, "markers": ["slurm", "slow"]},
+        {"nodeid": "a.py::t2@slurm-and-ranks", "seconds": 300.0, "markers": ["multiprocess"]},
+        {"nodeid": "b.py::t@b", "seconds": 120.0, "markers": ["slow"]},
+        {"nodeid": "c.py::t@c", "seconds": 60.0, "markers": []},
+        {"nodeid": "d.py::t@d", "seconds": 60.0, "markers": []},
+    ]
+    table = dict(
+        (cells[1].strip(), cells[2:5]) for cells in (line.split("|") for line in suite_profile.tier_table(rows)[2:])
+    )
+    # every test: 1,140 s over 2 workers is 9.5 min, the group of the first two 15 min
+    assert [c.strip() for c in table["every test (`make test`)"]] == ["5", "19.0", "15.0"]
+    assert [c.strip() for c in table["not slurm"]] == ["4", "9.0", "5.0"]  # the group's 300 s
+    assert [c.strip() for c in table["not slurm, not multiprocess"]] == ["3", "4.0", "2.0"]
+    assert [c.strip() for c in table["not slow, not slurm (`make test-fast`)"]] == ["3", "7.0", "5.0"]
