@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LEDGER_FILE = Path("slurm") / "ledger.jsonl"
+# The fine-tuning arrays' throttle and lanes the study was written with (reproduce.slurm), for
+# `resubmit`, which submits arrays the first submission never queued (no ledger entry).
+ARRAYS_FILE = Path("slurm") / "arrays.json"
 KINDS = ("data", "pretraining", "finetune", "analysis")
 # afterok on a job that failed: cancel the dependant (the analysis, afterany, then runs), not leave it
 # pending forever with DependencyNeverSatisfied

@@ -57,6 +57,7 @@ TRAIN_LOG = "train.log"  # in each pretraining run folder: what its training pri
 
 # --- workers ---------------------------------------------------------------------------------------
 def _init_worker(threads: int) -> None:
+    """Before a process (a pool worker, or this one with --workers 1) runs pretraining or fine-tuning."""
     import torch
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -64,6 +65,22 @@ def _init_worker(threads: int) -> None:
     import logging
 
     logging.getLogger("composer").setLevel(logging.ERROR)
+    _keep_signal_handlers_over_composer()
+
+
+def _keep_signal_handlers_over_composer() -> None:
+    """Importing Composer (composer.core.engine) replaces the SIGINT and SIGTERM handlers with its
+    own, which call sys.exit: in this process `reproduce` then ended without its "interrupted" line,
+    and a pool worker, which ignores SIGINT, exited at a Ctrl-C. Every run imports it anyway: import
+    it here and put back the handlers that were there (Interrupted here, SIGINT ignored and SIGTERM's
+    default in a worker)."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {each: signal.getsignal(each) for each in held}
+    import composer.core.engine  # noqa: F401
+
+    for each, handler in before.items():
+        if handler is not None:  # None: a handler not set from Python, which Composer's import leaves
+            signal.signal(each, handler)
 
 
 def _pretrain_one(body: dict) -> tuple[str, str]:

@@ -4,8 +4,9 @@
 What counts as done is what the folders hold, not what Slurm says: prepared data with its manifest,
 a pretraining run with FINISHED.json, a fine-tuning run with record.json. Jobs and array tasks still
 queued or running are left alone (the new jobs wait for them where they depend on them). For each
-array, only the tasks whose runs lack a record are resubmitted (`--array=3,7`, the array's throttle
-kept); a resubmitted pretraining job brings the arrays of its models after it; an IR evaluation task
+array, only the tasks whose runs lack a record are resubmitted (`--array=3,7`, with the throttle
+and lanes the study was written with, OUT/slurm/arrays.json, also for arrays the first submission
+never queued); a resubmitted pretraining job brings the arrays of its models after it; an IR evaluation task
 runs after its resubmitted training task (aftercorr). The analysis job is submitted again (afterany
 on every job it must wait for) whenever something was resubmitted or its reports miss runs.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from contracts.layout import FINISHED_FILE, RECORD_FILE
 from reproduce.ledger import (
     ACTIVE_STATES,
+    ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
     LedgerEntry,
     append_ledger,
@@ -66,6 +68,25 @@ class Submission:
 
 def _throttle(tasks: str) -> str:
     return "%" + tasks.split("%", 1)[1] if "%" in tasks else ""
+
+
+def written_arrays(out: Path) -> dict:
+    """OUT/slurm/arrays.json: the throttle and lanes of the study's fine-tuning arrays; {} for a study
+    written before it existed (each array's throttle is then read from its ledger line)."""
+    from contracts.bounded import BoundedReadError, read_json_object
+
+    path = out / ARRAYS_FILE
+    if not path.exists():
+        return {}
+    try:
+        arrays = read_json_object(path)
+    except BoundedReadError as exc:
+        raise ReproduceError(f"{exc}: write the study again (python -m reproduce ... --dry-run)") from None
+    for key in ("throttle", "lanes"):
+        value = arrays.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ReproduceError(f"{path}: {key} is {value!r}, not a positive number or null: write the study again")
+    return arrays
 
 
 def _job_done(job: dict) -> bool:
@@ -140,6 +161,9 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     made_by = {c.name: c.run_name for c in study_checkpoints(cfg)}
     made_by.update(dict.fromkeys(random_init_models(cfg), "data"))
     array_entries = {(e.name, e.group): e for e in entries if e.tasks}
+    arrays = written_arrays(out)
+    lanes = arrays.get("lanes")
+    lane_vars: list[list[str]] = []  # the new arrays of each model that has some, for the next in its lane
     last_arrays: list[str] = []
     for j, model in enumerate(finetuned_models(cfg)):
         jobs_file = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
@@ -167,20 +191,25 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             after = [("afterok", maker)] if maker else []
             if group == "ir_eval" and "ir_train" in new_vars:
                 after = [("aftercorr", new_vars["ir_train"])]
+            elif lanes and len(lane_vars) >= lanes:  # after the arrays resubmitted for the model `lanes` before
+                after += [("afterany", v) for v in lane_vars[-lanes]]
+            throttle = f"%{arrays['throttle']}" if arrays.get("throttle") else ""
             plan.append(
                 Submission(
                     var,
                     "finetune",
                     model,
-                    entry.script if entry else f"finetune_{model}.sh",
+                    f"finetune_{model}.sh",
                     group,
-                    format_task_ids(sorted(todo)) + _throttle(entry.tasks if entry else ""),
+                    format_task_ids(sorted(todo)) + (throttle if arrays else _throttle(entry.tasks if entry else "")),
                     [f"--job-name=mlmclm-{group}-{model}"],
                     after,
                 )
             )
             new_vars[group] = var
             last_arrays.append(var)
+        if new_vars:
+            lane_vars.append(list(new_vars.values()))
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
     complete = analysis_has_every_run(out)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from contracts.layout import FINISHED_FILE
 from contracts.paper import PAPER_CORPUS
-from reproduce.ledger import KILL_ON_INVALID_DEP, LEDGER_FILE, ledger_shell_function
+from reproduce.ledger import ARRAYS_FILE, KILL_ON_INVALID_DEP, LEDGER_FILE, ledger_shell_function, read_ledger
 from reproduce.plan import (
     REPO_ROOT,
     ReproduceConfig,
@@ -39,6 +39,32 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 JOB_KINDS = ("data", "pretraining", "finetune", "analysis")
 JOB_SETTINGS = ("partition", "time", "mem", "sbatch_options")
+
+
+# What sbatch accepts, checked before anything is written or submitted (issue 65: "4 hours" passed,
+# and submit.sh stopped at the first job that used it, with earlier jobs already queued).
+SLURM_TIME = re.compile(r"(\d+-\d{1,2}(:\d{1,2}){0,2}|\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)", re.IGNORECASE)
+SLURM_MEMORY = re.compile(r"\d+[KMGT]?", re.IGNORECASE)
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.,+-]+")  # partition (a comma-separated list), account, qos
+
+
+def check_slurm_value(name: str, value) -> None:
+    """A ValueError naming the setting and the format sbatch wants, unless `value` has it (or is None)."""
+    if value is None:
+        return
+    text, setting = str(value), name.rsplit(".", 1)[-1]
+    if setting.endswith("time") and not SLURM_TIME.fullmatch(text):
+        raise ValueError(
+            f'{name}: {text!r} is not a Slurm time limit; write hours:minutes:seconds (e.g. "04:00:00"), '
+            'days-hours:minutes:seconds ("2-00:00:00") or minutes ("30")'
+        )
+    if setting == "mem" and not SLURM_MEMORY.fullmatch(text):
+        raise ValueError(f"{name}: {text!r} is not a Slurm memory size; write a number with K, M, G or T (e.g. 64G)")
+    if setting in ("partition", "account", "qos") and not SLURM_NAME.fullmatch(text):
+        raise ValueError(
+            f"{name}: {text!r} is not a Slurm {setting} name (letters, digits and _ . , + - only); put other "
+            "options such as --exclusive in sbatch_options"
+        )
 
 
 @dataclass(frozen=True)
@@ -99,6 +125,16 @@ class ClusterConfig:
     env: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self):
+        per_kind = [
+            (f"jobs.{kind}.{key}", settings.get(key))
+            for kind, settings in self.jobs.items()
+            if isinstance(settings, dict)
+            for key in ("time", "mem", "partition")
+        ]
+        top = [(f"{kind}_time", getattr(self, f"{kind}_time")) for kind in ("pretraining", "finetune", "analysis")]
+        top += [(name, getattr(self, name)) for name in ("data_time", "partition", "account", "qos")]
+        for name, value in [*top, *per_kind]:
+            check_slurm_value(name, value)
         for name in ("max_submitted_jobs", "max_running_finetune_tasks", "array_throttle"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (null: no limit)")
@@ -397,6 +433,8 @@ class SlurmWriter:
         models = finetuned_models(cfg)
         throttle_n, lanes = self.finetune_lanes(len(models), finetune_jobs(cfg, models[0], check_models=False))
         throttle = f"%{throttle_n}" if throttle_n else ""
+        arrays = {"throttle": throttle_n, "lanes": lanes, "models": models}
+        write_if_changed(out / ARRAYS_FILE, json.dumps(arrays, indent=1, sort_keys=True) + "\n")
         model_arrays: list[list[str]] = []  # the array variables of each model, for the next in its lane
         for j, model in enumerate(models):
             jobs = finetune_jobs(cfg, model, check_models=False)
@@ -452,6 +490,10 @@ class SlurmWriter:
                     "analysis, chained with --dependency.",
                     "# Written by `python -m reproduce`; run with bash to submit (from a login node).",
                     "set -euo pipefail",
+                    # run by hand: a failing sbatch stops here, with the jobs queued so far in the ledger
+                    "trap 'echo \"submit.sh: stopped at line $LINENO; the jobs it queued are in the ledger: "
+                    "after the fix, python -m reproduce resubmit ${PWD%/slurm} submits the rest (python -m "
+                    "reproduce status ${PWD%/slurm} lists them, for scancel)\" >&2' ERR",
                     *commands,
                 ]
             )
@@ -479,6 +521,19 @@ def submit_volume_problems(written: dict, cap: int | None) -> list[str]:
         "(--sizes, --ratios or --checkpoints; a later submission skips finished runs), or raise the cap "
         "where your site allows"
     ]
+
+
+def half_submitted(out: Path, submit: Path, stderr: str, ledger_before: int) -> str:
+    """One line for a submit.sh that stopped: why (sbatch's last line), the jobs it queued before
+    (from the ledger, which it appends as each sbatch returns) and the two ways on (issue 65)."""
+    queued = [e.job for e in read_ledger(out)[0][ledger_before:]]
+    why = ([line for line in stderr.strip().splitlines() if not line.startswith("submit.sh: ")] or ["(no message)"])[-1]
+    if not queued:
+        return f"submitting {submit} failed before any job was queued: {why}"
+    return (
+        f"submitting {submit} stopped after queuing {len(queued)} job(s) ({' '.join(queued)}): {why}; mend the "
+        f"cause, then python -m reproduce resubmit {out} submits the rest, or scancel {' '.join(queued)} withdraws them"
+    )
 
 
 def reproduce_slurm(
@@ -540,9 +595,11 @@ def reproduce_slurm(
         )
     if problems:
         raise ReproduceError(not_ready(problems))
+    out = out_dir(cfg)
+    before = len(read_ledger(out)[0])
     result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
     if result.returncode != 0:
-        raise ReproduceError(f"submitting {written['submit']} failed: {result.stderr.strip().splitlines()[-1:]}")
+        raise ReproduceError(half_submitted(out, written["submit"], result.stderr, before))
     log(result.stdout.strip())
     written["submitted"] = result.stdout.strip()
     return written

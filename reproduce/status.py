@@ -426,8 +426,28 @@ def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmVie
 FINETUNE_STATES = ("done", "reused", "running", "failed", "missing", "interrupted", "pending")
 
 
-def status_report(out: Path) -> tuple[list[str], list[PretrainingRun], list[FinetuneRun]]:
-    """The lines `reproduce status` prints, and the pretraining and fine-tuning runs (for the PNG)."""
+LISTED_RUNS = 20  # failed or missing runs listed one by one; more are summarised per model
+
+
+def run_lines(runs: list[FinetuneRun], every_run: bool, out: Path) -> list[str]:
+    """One line per run (`id: detail`), or, past LISTED_RUNS runs, one per model: its count, its
+    first three ids and the first run's detail (a study whose every run is missing has thousands)."""
+    if every_run or len(runs) <= LISTED_RUNS:
+        return [f"  {r.id}: {r.detail}" for r in runs]
+    by_model: dict[str, list[FinetuneRun]] = {}
+    for run in runs:
+        by_model.setdefault(run.model, []).append(run)
+    lines = []
+    for model, of_model in by_model.items():
+        ids = ", ".join(r.id for r in of_model[:3]) + (", ..." if len(of_model) > 3 else "")
+        lines.append(f"  {model}: {len(of_model)} runs ({ids}); the first: {of_model[0].detail}")
+    lines.append(f"  ({len(runs)} runs of {len(by_model)} models; each one: python -m reproduce status {out} --all)")
+    return lines
+
+
+def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[PretrainingRun], list[FinetuneRun]]:
+    """The lines `reproduce status` prints, and the pretraining and fine-tuning runs (for the PNG).
+    `every_run`: list each failed or missing run, however many."""
     if not (out / CONFIG_FILE).is_file():
         load_study_config(out)  # the one-line error naming the missing reproduce.yaml
     plan = read_status_index(out) or plan_of(load_study_config(out))  # the index: no torch import, no planning
@@ -475,11 +495,11 @@ def status_report(out: Path) -> tuple[list[str], list[PretrainingRun], list[Fine
     lines += [f"fine-tuning ({len(finetune)} runs):", *table(["model", *FINETUNE_STATES], rows)]
     failed = [run for run in finetune if run.state == "failed"]
     if failed:
-        lines += ["", "failed (first line of each error.txt):", *(f"  {r.id}: {r.detail}" for r in failed)]
+        lines += ["", "failed (first line of each error.txt):", *run_lines(failed, every_run, out)]
     missing = [run for run in finetune if run.state == "missing"]
     if missing:
         lines += ["", "missing (the job ended without a record; last line of its Slurm log):"]
-        lines += [f"  {r.id}: {r.detail}" for r in missing]
+        lines += run_lines(missing, every_run, out)
     if on_slurm and (failed or missing):
         lines += ["", f"rerun only these: python -m reproduce resubmit {out} (--dry-run shows the sbatch lines)"]
     return lines, pretraining, finetune
@@ -624,6 +644,9 @@ def draw_losses(runs: list[PretrainingRun], path: Path, finetune: list[FinetuneR
 def add_arguments(parser) -> None:
     parser.add_argument("out", help="the study's output folder (the --out of python -m reproduce)")
     parser.add_argument("--png", help="where the loss-curve PNG goes (default OUT/status/loss.png)")
+    parser.add_argument(
+        "--all", action="store_true", help=f"list every failed or missing run (default: past {LISTED_RUNS}, per model)"
+    )
 
 
 def build_parser():
@@ -645,7 +668,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out).absolute()
     try:
-        lines, pretraining, finetune = status_report(out)
+        lines, pretraining, finetune = status_report(out, every_run=args.all)
     except (ReproduceError, BoundedReadError) as exc:
         print(f"reproduce status: error: {exc}", file=sys.stderr)
         return 2

@@ -75,3 +75,13 @@ def test_make_test_keeps_each_module_on_one_worker():
             workers[node.split("::")[0]].add(line.split("]")[0])
     assert all(len(w) == 1 for w in workers.values()), workers
     assert sum("@tests.contracts.test_model_names" in line for line in done.stdout.splitlines()) > 1
+
+
+def test_a_sites_cluster_config_is_never_committed():
+    """docs/cluster.md has users copy the example to reproduce/configs/cluster.yaml and fill in their
+    account and paths (issue 65): git ignores that file, not the example."""
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT, check=False).returncode == 0
+
+    assert ignored("reproduce/configs/cluster.yaml") and not ignored("reproduce/configs/cluster.example.yaml")

@@ -1,17 +1,13 @@
 """Helpers of the reproduce tests that submit toy studies to the local Slurm cluster (tests.slurm)."""
 
 
-def toy_cluster_config(tmp_path, local_slurm, monkeypatch, **settings):
-    """A cluster config for toy studies on the local Slurm cluster (no image: --no-container; CPU
-    jobs), written to tmp_path/cluster.yaml, with this test's environment pointed at that cluster."""
+def toy_cluster_body(tmp_path, partition: str, **settings) -> dict:
+    """The settings of a cluster config for toy studies (no image: --no-container; CPU jobs), its
+    folders under tmp_path."""
     import sys
 
-    import yaml
-
-    from tests.slurm.cluster import PARTITION
-
-    body = {
-        "partition": PARTITION,
+    return {
+        "partition": partition,
         "image": str(tmp_path / "absent.sif"),
         "data_dir": str(tmp_path / "data"),
         "runs_dir": str(tmp_path / "runs"),
@@ -21,6 +17,16 @@ def toy_cluster_config(tmp_path, local_slurm, monkeypatch, **settings):
         "python": sys.executable,
         **settings,
     }
+
+
+def toy_cluster_config(tmp_path, local_slurm, monkeypatch, **settings):
+    """A cluster config for toy studies on the local Slurm cluster (toy_cluster_body), written to
+    tmp_path/cluster.yaml, with this test's environment pointed at that cluster."""
+    import yaml
+
+    from tests.slurm.cluster import PARTITION
+
+    body = toy_cluster_body(tmp_path, PARTITION, **settings)
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(body))
     for key in ("SLURM_CONF", "PATH"):

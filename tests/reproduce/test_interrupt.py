@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from reproduce.housekeeping import LOCK_FILE
+from tests.reproduce import interrupt_stress
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILSAFE_S = 600  # a loaded 2-core CI box; the events below normally come within seconds
@@ -24,17 +25,15 @@ FAILSAFE_S = 600  # a loaded 2-core CI box; the events below normally come withi
 def _pool_workers(parent: int) -> list[int]:
     """The multiprocessing pool workers (spawn_main) whose parent is `parent`."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for pid, fields in interrupt_stress.proc_table():
+        if int(fields[1]) != parent:
             continue
         try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and "spawn_main" in cmdline:
-            found.append(int(entry.name))
+        if "spawn_main" in cmdline:
+            found.append(pid)
     return found
 
 
@@ -151,3 +150,23 @@ popen.Popen._launch = launch_then_sigterm
 def test_a_sigterm_while_the_pool_spawns_its_workers_leaves_no_worker_and_no_traceback():
     done = _start_pool_signalled(SIGTERM_AS_A_WORKER_IS_SPAWNED, signal.SIGTERM)
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_stress_checker_flags_each_way_an_interrupt_can_go_wrong():
+    line = "reproduce: interrupted by SIGTERM in the fine-tuning stage at 2026-11-27T12:00:00+00:00 (...)"
+    assert interrupt_stress.problems(143, f"bar\n{line}\n", signal.SIGTERM) == []
+    assert interrupt_stress.problems(0, f"{line}\n", signal.SIGTERM) == ["exit status 0, not 143"]
+    assert interrupt_stress.problems(143, "done\n", signal.SIGTERM)[0].startswith("last line is not")
+    assert interrupt_stress.problems(130, f"{line}\n", signal.SIGINT)[0].startswith("last line is not")  # its signal
+    assert interrupt_stress.problems(143, f"Traceback (most recent call last):\n{line}\n", signal.SIGTERM) == [
+        "a traceback was printed"
+    ]
+
+
+def test_the_interrupt_stress_command_signals_reproduce_as_it_starts(tmp_path, capsys):
+    """The stress command of docs/reliability.md, two signals within its first 1.5 s (the imports:
+    the start-up line); the full stress (20 signals over every stage) is run by hand."""
+    argv = ["--signals", "2", "--max-delay", "1.5", "--no-finish", "--out", str(tmp_path)]
+    assert interrupt_stress.main(argv) == 0, capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert printed.count(": ok") == 2 and "interrupt stress: 2 signals, each ended cleanly" in printed

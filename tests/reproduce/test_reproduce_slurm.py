@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from reproduce import cli, plan, slurm
+from tests.reproduce.slurm_study import toy_cluster_body
 
 EXAMPLE = slurm.CONFIG_DIR / "cluster.example.yaml"
 
@@ -47,6 +48,16 @@ def test_example_cluster_config_loads():
     cluster = slurm.load_cluster_config(EXAMPLE)
     assert cluster.gpus_per_node * cluster.pretraining_nodes == 192
     assert cluster.image.endswith(".sif")
+
+
+def test_the_example_sends_the_gpu_free_jobs_to_a_cpu_partition(paper):
+    """Issue 65: the data and analysis jobs (no GPU) went to the GPU partition, the data job for 48 h."""
+    out, _ = paper
+    for name in ("data.sbatch", "analysis.sbatch"):
+        text = (out / "slurm" / name).read_text()
+        assert "#SBATCH --partition=cpu" in text and "--gpus" not in text, name
+    assert "#SBATCH --time=04:00:00" in (out / "slurm" / "data.sbatch").read_text()
+    assert "#SBATCH --partition=gpu" in (out / "slurm" / "pretrain_610m-clm-42k.sbatch").read_text()
 
 
 def test_complete_set_of_scripts(paper):
@@ -218,6 +229,9 @@ def test_each_job_kind_has_its_own_partition_time_and_memory_and_env_reaches_the
         ({"data": {"mem": "8G\ntouch PWNED"}}, {}, "jobs.data"),
         ({}, {"NCCL-DEBUG": "INFO"}, "env.NCCL-DEBUG: not an environment variable name"),
         ({}, {"TOKEN": "a\nb"}, "env.TOKEN: one line only"),
+        ({"finetune": {"time": "4 hours"}}, {}, "jobs.finetune.time: '4 hours' is not a Slurm time limit"),
+        ({"data": {"partition": "cpu --exclusive"}}, {}, "jobs.data.partition: 'cpu --exclusive' is not a Slurm"),
+        ({"data": {"mem": "64 GB"}}, {}, "jobs.data.mem: '64 GB' is not a Slurm memory size"),
     ],
 )
 def test_a_bad_job_kind_setting_or_env_is_one_line_naming_the_field(tmp_path, capsys, jobs, env, field):
@@ -294,3 +308,105 @@ def test_a_global_limit_on_running_fine_tuning_tasks_runs_the_arrays_in_lanes(tm
     cluster.write_text(yaml.safe_dump(body))
     writer = slurm.SlurmWriter(plan.ReproduceConfig(out=str(tmp_path / "x")), slurm.load_cluster_config(cluster))
     assert writer.finetune_lanes(15, three_arrays) == (64, 2)  # 2 x 3 x 64 = 384 <= 400
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("finetune_time", "4 hours"), ("pretraining_time", "48h"), ("partition", "cpu --exclusive"), ("qos", "a;b")],
+)
+def test_a_value_sbatch_would_refuse_is_one_line_before_anything_is_written(tmp_path, capsys, setting, value):
+    """Issue 65: `time: "4 hours"` passed the check, and submit.sh queued the data and pretraining
+    jobs, then died at the first array; a partition with a space went into #SBATCH --partition=."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body[setting] = value
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text(yaml.safe_dump(body))
+    out = tmp_path / "o"
+    assert cli.main(["--scale", "paper", "--out", str(out), "--cluster", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{setting}: {value!r} is not a Slurm" in err[0] and str(bad) in err[0], err
+    assert not out.exists()
+
+
+def test_the_slurm_formats_sbatch_takes_pass():
+    for value in ("30", "30:00", "04:00:00", "2-00", "2-12:00", "2-00:00:00", "UNLIMITED"):
+        slurm.check_slurm_value("finetune_time", value)
+    for value in ("0", "64G", "500M", "1t", 4096):
+        slurm.check_slurm_value("jobs.data.mem", value)
+    for value in ("gpu", "gpu,gpu-short", "a100_80g", "proj.123"):
+        slurm.check_slurm_value("partition", value)
+    slurm.check_slurm_value("account", None)
+
+
+def test_resubmit_keeps_the_throttle_and_lanes_of_arrays_the_first_submission_never_queued(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 65, item 2: a DAG that stopped before its arrays (data and pretraining queued, then an
+    sbatch failed) was resubmitted with `--array=0-1`, no throttle; now the throttle and lanes come
+    from OUT/slurm/arrays.json, written with the scripts. Slurm's answer is stubbed (the data and
+    pretraining jobs running); the local-Slurm test runs a real resubmission."""
+    from reproduce import resubmit
+    from reproduce.ledger import ARRAYS_FILE, LedgerEntry, SlurmState, append_ledger
+
+    # one array a model: throttle 2, one lane
+    body = toy_cluster_body(tmp_path, "debug", array_throttle=2, max_running_finetune_tasks=2)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(body))
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run"]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp", "--pretrain-steps", "8"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    arrays = json.loads((out / ARRAYS_FILE).read_text())
+    assert arrays == {"throttle": 2, "lanes": 1, "models": ["toy_s-mlm40-8", "toy_s-clm-8", "toy_s-random-init"]}
+    for job, kind, name, script in [
+        ("101", "data", "data", "data.sbatch"),
+        ("102", "pretraining", "toy_s-mlm40-8", "pretrain_toy_s-mlm40-8.sbatch"),
+        ("103", "pretraining", "toy_s-clm-8", "pretrain_toy_s-clm-8.sbatch"),
+    ]:
+        append_ledger(out, LedgerEntry(job, kind, name, script))
+    running = {job: SlurmState("RUNNING") for job in ("101", "102", "103")}
+    monkeypatch.setattr(resubmit, "query_slurm", lambda jobs: (running, ["squeue"]))
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    shown = [line for line in capsys.readouterr().out.splitlines() if "sbatch --parsable" in line]
+    arrays_shown = [line for line in shown if "--array=" in line]
+    assert len(arrays_shown) == 3 and all("--array=0-1%2" in line for line in arrays_shown), shown
+    # one lane: each model's array after the previous model's (afterany), the first after its maker
+    assert "afterok:102" in arrays_shown[0] and "afterany" not in arrays_shown[0]
+    assert "afterok:103" in arrays_shown[1] and "afterany:$finetune0" in arrays_shown[1], arrays_shown
+    assert "afterok:101" in arrays_shown[2] and "afterany:$finetune1" in arrays_shown[2], arrays_shown
+
+
+def test_a_submission_that_stops_half_way_names_the_queued_jobs_and_the_ways_on(tmp_path, capsys, monkeypatch):
+    """Issue 65, item 3: submit.sh queued the data and pretraining jobs, died at the first array, and
+    the one-line error said neither that jobs were queued nor what to do. An sbatch that queues three
+    jobs and refuses the fourth stands in for the cluster."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body.update(image=str(tmp_path / "img.sif"), gpus_per_node=0)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(body))
+    count = tmp_path / "sbatch_count"
+    fake = tmp_path / "bin" / "sbatch"
+    fake.parent.mkdir()
+    fake.write_text(
+        f"#!/bin/bash\nn=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        'if [ "$n" -gt 3 ]; then echo "sbatch: error: Invalid --time specification" >&2; exit 1; fi\n'
+        'echo "10$n"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--lrs", "5e-4"]
+    assert cli.main([*argv, "--seeds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "stopped after queuing 3 job(s) (101 102 103): sbatch: error: Invalid --time specification" in err[0]
+    assert f"python -m reproduce resubmit {out} submits the rest, or scancel 101 102 103 withdraws them" in err[0]
+    # run by hand, submit.sh says the same at its end
+    count.write_text("0")
+    (out / "slurm" / "ledger.jsonl").unlink()
+    by_hand = subprocess.run(["bash", str(out / "slurm" / "submit.sh")], capture_output=True, text=True)
+    assert by_hand.returncode != 0
+    assert by_hand.stderr.strip().splitlines()[-1].startswith("submit.sh: stopped at line ")
+    assert f"python -m reproduce resubmit {out} submits the rest" in by_hand.stderr

@@ -315,3 +315,19 @@ def test_status_shows_only_what_parses_and_never_reads_unbounded(study, capsys):
     assert f"{study['by_state']['done']['id']}: record.json unreadable" in captured.out
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "cannot write the PNG" in err[0] and "pass --png PATH" in err[0]
+
+
+def test_many_failed_or_missing_runs_are_summarised_per_model_and_all_lists_each():
+    """Issue 65: a study whose every run was missing printed all 5,512 lines."""
+    from reproduce.status import LISTED_RUNS, FinetuneRun, run_lines
+
+    runs = [FinetuneRun(f"{m}-sst2-{i}", m, "missing", f"job 7_{i}: Killed") for m in ("a", "b") for i in range(15)]
+    few = run_lines(runs[:LISTED_RUNS], False, Path("OUT"))
+    assert few == [f"  {r.id}: {r.detail}" for r in runs[:LISTED_RUNS]]
+    summary = run_lines(runs, False, Path("OUT"))
+    assert summary == [
+        "  a: 15 runs (a-sst2-0, a-sst2-1, a-sst2-2, ...); the first: job 7_0: Killed",
+        "  b: 15 runs (b-sst2-0, b-sst2-1, b-sst2-2, ...); the first: job 7_0: Killed",
+        "  (30 runs of 2 models; each one: python -m reproduce status OUT --all)",
+    ]
+    assert run_lines(runs, True, Path("OUT")) == [f"  {r.id}: {r.detail}" for r in runs]
