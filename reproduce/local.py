@@ -42,6 +42,7 @@ from reproduce.plan import (
     random_init_seed,
     shard_cache_dir,
     stand_ins,
+    study_checkpoints,
     task_data_root,
     tokenizer_path,
     world_dir,
@@ -463,18 +464,32 @@ def _planned_runs(cfg: ReproduceConfig) -> list[tuple[dict, Path]]:
     """(job, its run folder) of every planned fine-tuning run, sorted by record path."""
     from benchmarks.run import RunConfig
 
-    runs = [(j, config_from_dict(RunConfig, j["config"], j["id"]).run_dir) for j in finetune_jobs(cfg)]
+    # the models need not exist: a pretraining run that left no export (cancelled, timed out, lost)
+    # makes its runs missing, with that reason, not the whole analysis fail (issue 65)
+    jobs = finetune_jobs(cfg, check_models=False)
+    runs = [(j, config_from_dict(RunConfig, j["config"], j["id"]).run_dir) for j in jobs]
     return sorted(runs, key=lambda run: str(run[1] / RECORD_FILE))
 
 
-def _missing_row(job: dict, run_dir: Path) -> dict:
+def _missing_row(job: dict, run_dir: Path, made_by: dict[str, str]) -> dict:
+    """`made_by`: the pretraining run of each pretrained model (plan.study_checkpoints)."""
     from benchmarks.run import run_model_name
     from reproduce.status import error_first_line
 
     c = job["config"]
     error = run_dir / ERROR_FILE
-    why = f"failed: {error_first_line(error)}" if error.is_file() else "not run (no record, no error.txt)"
     model = run_model_name(c["model"], c.get("model_name"))
+    if error.is_file():
+        why = f"failed: {error_first_line(error)}"
+    elif not (Path(c["model"]) / "config.json").is_file():
+        maker = made_by.get(model)
+        why = (
+            f"pretraining run {maker} has no export ({c['model']})"
+            if maker
+            else f"the model has no export ({c['model']}; the data stage writes the untrained ones)"
+        )
+    else:
+        why = "not run (no record, no error.txt)"
     return {"id": job["id"], "model": model, "task": c["task"], "lr": c["lr"], "seed": c["seed"], "why": why}
 
 
@@ -495,7 +510,8 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     files = [run_dir / RECORD_FILE for _, run_dir in planned]
     # a run that failed or never ran is listed on top of every report, not a reason to analyse nothing
     # (the Slurm analysis job runs afterany: issue 53)
-    missing = missing_frame([_missing_row(job, d) for job, d in planned if not (d / RECORD_FILE).is_file()])
+    made_by = {c.name: c.run_name for c in study_checkpoints(cfg)}
+    missing = missing_frame([_missing_row(job, d, made_by) for job, d in planned if not (d / RECORD_FILE).is_file()])
     files = [f for f in files if f.is_file()]
     if not files:
         raise ReproduceError(
@@ -610,7 +626,12 @@ def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]]):
     data_root = task_data_root(cfg)
     if data_root is None or not any(protocols.values()):
         return None
-    first_job = finetune_jobs(cfg, finetuned_models(cfg)[0])[0]  # every model shares tokenizer and length
+    # every model shares the tokenizer and length: the first that has an export (one whose pretraining
+    # run left none is a missing model, not a failed analysis: issue 65)
+    exported = [m for m in finetuned_models(cfg) if (model_path(cfg, m) / "config.json").is_file()]
+    if not exported:
+        return None
+    first_job = finetune_jobs(cfg, exported[0])[0]
     run_config = config_from_dict(RunConfig, first_job["config"], "fine-tuning job")
     tokenizer = load_tokenizer(run_config.model)
     rows = []

@@ -568,11 +568,25 @@ def _slurm_headline(out: Path, slurm: SlurmView, finetune: list[FinetuneRun]) ->
     analysed = analysis_has_every_run(out)
     if not lacking and analysed:
         return "finished (every Slurm job ended; every run has its record; the analysis has them all)"
+    # the analysis job itself failing is said apart from the runs (issue 65): its log has the cause
+    job, state = slurm.job_state("analysis", "analysis")
+    failed = (
+        f"; the analysis job {job} ended {state.state} (its log is in {out / 'slurm' / 'slurm_logs'})"
+        if state is not None and state.state in FAILED_JOB_STATES
+        else ""
+    )
     return (
         f"stopped on Slurm with {lacking} fine-tuning runs lacking a record"
         + ("" if analysed or lacking else " and the analysis not done")
+        + failed
         + f": python -m reproduce resubmit {out}"
     )
+
+
+# Slurm's words for a job that ended without success
+FAILED_JOB_STATES = frozenset(
+    {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
 
 
 def objective_of(name: str) -> str:

@@ -228,6 +228,32 @@ def test_a_moved_folder_is_reused_and_runs_of_other_settings_are_refused(reprodu
     refused(record_config, lambda c: c.update(batch_size=8), r"batch_size=8 .*this run has batch_size=16")
 
 
+def test_a_pretraining_run_without_its_export_is_a_missing_model_not_a_failed_analysis(reproduction, tmp_path):
+    """Issue 65, item 1: a pretraining job cancelled (or timed out, or lost) leaves no export and no
+    fine-tuning record of its model; the analysis (afterany on Slurm) failed with a ModelLoadError
+    traceback and wrote no report. Now it analyses the rest and lists that model's runs as missing
+    with the reason. On a copy of the finished study, the CLM run's export and records removed."""
+    import dataclasses
+
+    cfg, out, _, _ = reproduction
+    copy = tmp_path / "study"
+    shutil.copytree(out, copy, symlinks=True)
+    copy_cfg = dataclasses.replace(cfg, out=str(copy))
+    lost = "toy_s-clm-250"
+    export = plan.model_path(copy_cfg, lost)
+    shutil.rmtree(export.parent)  # the run's whole hf/ folder
+    shutil.rmtree(copy / "finetune" / lost)
+    lines = []
+    local.reproduce(copy_cfg, log=lines.append, stages=("analysis",))
+    missing = pd.read_csv(copy / "missing.csv")
+    assert set(missing["model"]) == {lost} and len(missing) == 12
+    assert (missing["why"] == f"pretraining run {lost} has no export ({export})").all()
+    assert (copy / "tables" / "tables.md").read_text().startswith(f"## Missing runs: 12 of {RUNS} planned")
+    assert (copy / "audit" / "audit.md").read_text().startswith("## Missing runs: 12 of")
+    assert len(pd.read_csv(copy / "chance.csv")) == 12  # from a model that has its export
+    assert (copy / "figure" / "figure3.png").stat().st_size > 0
+
+
 def test_second_run_is_cached_and_changes_nothing(reproduction):
     cfg, out, _, _ = reproduction
     before = _mtimes(out)

@@ -331,3 +331,22 @@ def test_many_failed_or_missing_runs_are_summarised_per_model_and_all_lists_each
         "  (30 runs of 2 models; each one: python -m reproduce status OUT --all)",
     ]
     assert run_lines(runs, True, Path("OUT")) == [f"  {r.id}: {r.detail}" for r in runs]
+
+
+def test_the_headline_says_when_the_analysis_job_itself_failed(tmp_path):
+    """Issue 65: the status header did not say that the analysis job failed (it wrote no report)."""
+    from reproduce.ledger import LedgerEntry, SlurmState
+    from reproduce.status import SlurmView, _slurm_headline
+
+    entries = (
+        LedgerEntry("8", "data", "data", "data.sbatch"),
+        LedgerEntry("9", "analysis", "analysis", "analysis.sbatch"),
+    )
+    ended = {"8": SlurmState("COMPLETED"), "9": SlurmState("FAILED")}
+    headline = _slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
+    assert headline == (
+        "stopped on Slurm with 0 fine-tuning runs lacking a record and the analysis not done; the analysis job 9 "
+        f"ended FAILED (its log is in {tmp_path / 'slurm' / 'slurm_logs'}): python -m reproduce resubmit {tmp_path}"
+    )
+    ended["9"] = SlurmState("COMPLETED")
+    assert "analysis job" not in _slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
