@@ -471,7 +471,7 @@ def _planned_runs(cfg: ReproduceConfig) -> list[tuple[dict, Path]]:
     return sorted(runs, key=lambda run: str(run[1] / RECORD_FILE))
 
 
-def _missing_row(job: dict, run_dir: Path, made_by: dict[str, str]) -> dict:
+def _missing_row(job: dict, run_dir: Path, made_by: dict[str, str] | None = None) -> dict:
     """`made_by`: the pretraining run of each pretrained model (plan.study_checkpoints)."""
     from benchmarks.run import run_model_name
     from reproduce.status import error_first_line
@@ -479,15 +479,13 @@ def _missing_row(job: dict, run_dir: Path, made_by: dict[str, str]) -> dict:
     c = job["config"]
     error = run_dir / ERROR_FILE
     model = run_model_name(c["model"], c.get("model_name"))
+    maker, exported = (made_by or {}).get(model), (Path(c["model"]) / "config.json").is_file()
     if error.is_file():
         why = f"failed: {error_first_line(error)}"
-    elif not (Path(c["model"]) / "config.json").is_file():
-        maker = made_by.get(model)
-        why = (
-            f"pretraining run {maker} has no export ({c['model']})"
-            if maker
-            else f"the model has no export ({c['model']}; the data stage writes the untrained ones)"
-        )
+    elif maker and not exported:
+        why = f"pretraining run {maker} has no export ({c['model']})"
+    elif Path(c["model"]).is_absolute() and not exported:  # an untrained model of the study
+        why = f"the model has no export ({c['model']}; the data stage writes the untrained ones)"
     else:
         why = "not run (no record, no error.txt)"
     return {"id": job["id"], "model": model, "task": c["task"], "lr": c["lr"], "seed": c["seed"], "why": why}
