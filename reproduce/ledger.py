@@ -156,6 +156,10 @@ class SlurmState:
 
 
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"})
+# Slurm's words for a job that ended without success
+FAILED_JOB_STATES = frozenset(
+    {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
 
 
 def _expand(job_id: str) -> list[str]:

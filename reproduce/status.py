@@ -555,7 +555,7 @@ def _slurm_lines(slurm: SlurmView) -> list[str]:
 
 
 def _slurm_headline(out: Path, slurm: SlurmView, finetune: list[FinetuneRun]) -> str:
-    from reproduce.ledger import ACTIVE_STATES
+    from reproduce.ledger import ACTIVE_STATES, FAILED_JOB_STATES
 
     live = Counter(s.state for s in slurm.states.values() if s.state in ACTIVE_STATES)
     if live:
@@ -581,12 +581,6 @@ def _slurm_headline(out: Path, slurm: SlurmView, finetune: list[FinetuneRun]) ->
         + failed
         + f": python -m reproduce resubmit {out}"
     )
-
-
-# Slurm's words for a job that ended without success
-FAILED_JOB_STATES = frozenset(
-    {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
-)
 
 
 def objective_of(name: str) -> str:
