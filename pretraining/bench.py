@@ -26,6 +26,7 @@ import torch
 from pretraining.compiling import compile_blocks
 from pretraining.data.windows import attention_segments, window_ids
 from pretraining.flops import attention_pairs as attended_pairs  # the count SpeedMonitor's MFU uses
+from pretraining.kernels import BLOCK_KERNELS, LOSS_KERNELS, apply_block_kernels, lm_loss, resolve
 from pretraining.modeling import ATTENTION_BACKENDS, MlmClmForLM
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
@@ -58,6 +59,13 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="torch.compile the transformer blocks in both paths, as train.compile (the head stays eager)",
     )
+    parser.add_argument(
+        "--loss-kernel", choices=LOSS_KERNELS, default="reference", help="LM head + loss, as train.loss_kernel"
+    )
+    parser.add_argument(
+        "--block-kernels", choices=BLOCK_KERNELS, default="reference", help="RMSNorm/SwiGLU/RoPE: model.block_kernels"
+    )
+    parser.add_argument("--fused-adamw", action="store_true", help="torch AdamW fused=True, as optimizer.fused")
     parser.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: known GPUs)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per path (median reported)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
@@ -110,6 +118,24 @@ def _setup(args):
     return device, bf16, cfg
 
 
+def build_bench_model(args, cfg, device):
+    """The model as train.build_trainer makes it: seeded weights on the device, the block kernels
+    swapped in, then the blocks compiled; with the loss kernel resolved for the device."""
+    kernels = resolve(getattr(args, "loss_kernel", "reference"), getattr(args, "block_kernels", "reference"), device)
+    torch.manual_seed(0)
+    with torch.device(device):  # initialised where it trains: a 610m model takes seconds to initialise on a CPU
+        model = MlmClmForLM(cfg)
+    apply_block_kernels(model, kernels.blocks)
+    if args.compile:  # the body has static shapes; the labelled-position head does not
+        compile_blocks(model.model)
+    return model, kernels
+
+
+def bench_optimizer(model, args):
+    fused = True if getattr(args, "fused_adamw", False) else None
+    return torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=fused)
+
+
 def _reset_peak_memory(device):
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -124,35 +150,51 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def run_plain(args) -> dict:
-    device, bf16, cfg = _setup(args)
-    torch.manual_seed(0)
-    with torch.device(device):  # initialised where it trains: a 610m model takes seconds to initialise on a CPU
-        model = MlmClmForLM(cfg)
-    if args.compile:  # the body has static shapes; the labelled-position head does not
-        compile_blocks(model.model)
-    _reset_peak_memory(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1)
-    total = args.warmup_steps + args.steps
-    batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
-    is_causal = args.objective == "clm"
-    start, pairs = None, _timed_pairs(batches, args)
-    for step, raw in enumerate(batches):
-        if step == args.warmup_steps:
-            _sync(device)
-            start = time.perf_counter()
-        batch = apply_objective(raw, args.objective, args.mlm_ratio, cfg.vocab_size, args.scope)
+class PlainLoop:
+    """The plain PyTorch loop's state; `step()` runs the next step (objective, forward at the
+    labelled positions with the loss kernel, backward, clip 1.0, AdamW, WSD multiplier)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.device, self.bf16, self.cfg = _setup(args)
+        self.model, self.kernels = build_bench_model(args, self.cfg, self.device)
+        _reset_peak_memory(self.device)
+        self.optimizer = bench_optimizer(self.model, args)
+        self.total = args.warmup_steps + args.steps
+        self.batches = synthetic_batches(self.total, args.batch_size, args.seq_len, self.cfg.vocab_size, args.doc_len)
+        self.index = 0
+
+    def sync(self) -> None:
+        _sync(self.device)
+
+    def step(self) -> None:
+        args, device = self.args, self.device
+        raw = self.batches[self.index % len(self.batches)]
+        self.index += 1
+        batch = apply_objective(raw, args.objective, args.mlm_ratio, self.cfg.vocab_size, args.scope)
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        for group in optimizer.param_groups:
-            group["lr"] = 5e-4 * wsd_multiplier(step + 1, 1, total, total)  # as AtStepEnd
-        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
-            loss = model(**batch, is_causal=is_causal).loss
+        for group in self.optimizer.param_groups:
+            group["lr"] = 5e-4 * wsd_multiplier(min(self.index, self.total), 1, self.total, self.total)  # as AtStepEnd
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=self.bf16):
+            loss = lm_loss(self.model, batch, args.objective == "clm", self.kernels.loss)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    _sync(device)
-    return _report(args, cfg, device, bf16, "plain", time.perf_counter() - start, pairs)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def run_plain(args) -> dict:
+    loop = PlainLoop(args)
+    pairs = _timed_pairs(loop.batches, args)
+    for _ in range(args.warmup_steps):
+        loop.step()
+    loop.sync()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loop.step()
+    loop.sync()
+    seconds = time.perf_counter() - start
+    return _report(args, loop.cfg, loop.device, loop.bf16, "plain", seconds, pairs, loop.kernels)
 
 
 def run_composer(args) -> dict:
@@ -165,11 +207,7 @@ def run_composer(args) -> dict:
     from pretraining.train import ComposerLM, ObjectiveAlgorithm, _num_tokens, close_trainer
 
     device, bf16, cfg = _setup(args)
-    torch.manual_seed(0)
-    with torch.device(device):  # the same initial weights as the plain loop's; Composer keeps it there
-        model = MlmClmForLM(cfg)
-    if args.compile:
-        compile_blocks(model.model)
+    model, kernels = build_bench_model(args, cfg, device)  # the plain loop's initial weights
     _reset_peak_memory(device)
     total = args.warmup_steps + args.steps
     batches = synthetic_batches(total, args.batch_size, args.seq_len, cfg.vocab_size, args.doc_len)
@@ -188,10 +226,10 @@ def run_composer(args) -> dict:
 
     ids = TokenIds(mask=MASK, special=(BOS, EOS, MASK), vocab_size=cfg.vocab_size)
     trainer = Trainer(
-        model=ComposerLM(model),
+        model=ComposerLM(model, kernels.loss),
         train_dataloader=DataSpec(batches, get_num_tokens_in_batch=_num_tokens),
         max_duration=f"{total}ba",
-        optimizers=torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1),
+        optimizers=bench_optimizer(model, args),
         schedulers=AtStepEnd(WSDScheduler(1, total, total)),
         step_schedulers_every_batch=True,
         algorithms=[
@@ -209,7 +247,7 @@ def run_composer(args) -> dict:
     trainer.fit()
     close_trainer(trainer)  # also drops Composer's atexit reference, so the model can be freed
     pairs = _timed_pairs(batches, args)
-    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"], pairs)
+    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"], pairs, kernels)
 
 
 def _effective_attention(requested: str, device: str) -> str:
@@ -227,7 +265,7 @@ def _timed_pairs(batches: list[dict], args) -> int:
     return sum(attended_pairs(attention_segments(b[WINDOW_IDS], b["document_ids"], args.scope)) for b in timed)
 
 
-def _report(args, cfg, device, bf16, path, seconds, pairs: int) -> dict:
+def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels=None) -> dict:
     counts = closed_form_parameter_count(cfg)
     tokens = args.steps * args.batch_size * args.seq_len
     n = counts["total"] - counts["embedding"]
@@ -241,6 +279,9 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int) -> dict:
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "precision": "bf16" if bf16 else "fp32",
         "attn": _effective_attention(args.attn, device),
+        "loss_kernel": kernels.loss if kernels else "reference",
+        "block_kernels": kernels.blocks if kernels else "reference",
+        "fused_adamw": bool(getattr(args, "fused_adamw", False)),
         "torch": torch.__version__,
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,

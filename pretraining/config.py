@@ -51,6 +51,9 @@ class ModelConfig:
     preset: str = "toy_s"
     attn_implementation: Literal["sdpa", "flex_attention", "flash_attention_2"] = "sdpa"
     attention_scope: Literal["window", "document"] = "window"
+    # RMSNorm / SwiGLU / RoPE kernels (pretraining.kernels): reference, torch (rms_norm), liger (CUDA;
+    # torch on a CPU). Parameters and exports are the reference model's whichever is chosen.
+    block_kernels: Literal["reference", "torch", "liger"] = "reference"
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -84,6 +87,7 @@ class OptimizerConfig:
     weight_decay: float = 0.1
     no_decay: Literal["none", "norm_gains"] = "none"
     grad_clip_norm: float = 1.0
+    fused: bool = False  # torch AdamW's fused implementation (one kernel for all parameters) instead of foreach
 
     def __post_init__(self):
         # Found here, before the run directory is touched (docs/reliability.md), not by torch.optim
@@ -197,6 +201,9 @@ class TrainConfig:
     device: Literal["auto", "cpu", "gpu"] = "auto"
     fsdp: bool = False  # FULL_SHARD through Composer's parallelism config (multi-GPU)
     compile: bool = False  # torch.compile the transformer body in place (not the dynamic-shape head)
+    # LM head + cross-entropy (pretraining.kernels): reference, chunked (torch, never the full
+    # logits), liger (fused, CUDA; chunked on a CPU)
+    loss_kernel: Literal["reference", "chunked", "liger"] = "reference"
     progress_bar: bool = True
     dataloader_workers: int = 0
     callbacks: tuple[CallbackConfig, ...] = ()  # more Composer callbacks (docs/pretraining.md)

@@ -229,13 +229,17 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, self.kv_heads * hd, bias=False)
         self.o_proj = nn.Linear(self.heads * hd, d, bias=False)
 
+    def rotate(self, q, k, cos, sin):
+        """RoPE on queries and keys [B, H, L, hd] (a separate method so a fused kernel can replace it)."""
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+
     def forward(self, x, cos, sin, plan: AttentionPlan):
         batch, length, _ = x.shape
         hd = self.config.head_dim
         q = self.q_proj(x).view(batch, length, self.heads, hd).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.kv_heads, hd).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.kv_heads, hd).transpose(1, 2)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = self.rotate(q, k, cos, sin)
         if plan.kind == "flash":  # pragma: no cover - needs CUDA + flash-attn
             half = torch.bfloat16 if v.dtype == torch.float32 else v.dtype  # flash-attn needs 16 bits
             qkv = (t.transpose(1, 2).to(half) for t in (q, k, v))

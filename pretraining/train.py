@@ -64,6 +64,7 @@ from pretraining.export import (
     save_hf_directory,
 )
 from pretraining.flops import flop_shape, step_flops
+from pretraining.kernels import KernelError, ResolvedKernels, apply_block_kernels, lm_loss, resolve
 from pretraining.modeling import Block, MlmClmForLM
 from pretraining.monitoring import LoggerSetupError, composer_loggers, monitor_callbacks
 from pretraining.objectives import (
@@ -97,10 +98,11 @@ def token_ids_from_tokenizer(tokenizer) -> TokenIds:
 class ComposerLM(ComposerModel):
     """Wraps MlmClmForLM; `is_causal` is flipped per step by ObjectiveAlgorithm."""
 
-    def __init__(self, model: MlmClmForLM):
+    def __init__(self, model: MlmClmForLM, loss_kernel: str = "reference"):
         super().__init__()
         self.model = model
         self.is_causal = bool(model.config.is_causal)
+        self.loss_kernel = loss_kernel  # a resolved name (pretraining.kernels.resolve)
         self._flop_shape = flop_shape(model.config)
 
     def flops_per_batch(self, batch: dict) -> float:
@@ -109,15 +111,11 @@ class ComposerLM(ComposerModel):
         return step_flops(self._flop_shape, batch[SEGMENT_IDS], batch["labels"])
 
     def forward(self, batch: dict) -> Any:
-        return self.model(
-            input_ids=batch["input_ids"],
-            segment_ids=batch.get(SEGMENT_IDS),
-            labels=batch["labels"],
-            is_causal=self.is_causal,
-        )
+        inputs = {"input_ids": batch["input_ids"], "segment_ids": batch.get(SEGMENT_IDS), "labels": batch["labels"]}
+        return lm_loss(self.model, inputs, self.is_causal, self.loss_kernel)
 
     def loss(self, outputs, batch) -> torch.Tensor:
-        return outputs.loss
+        return outputs  # lm_loss: the loss tensor itself
 
     def fsdp_wrap_fn(self, module: torch.nn.Module) -> bool:
         return isinstance(module, Block)
@@ -457,7 +455,7 @@ def build_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.
     groups = [{"params": decay, "weight_decay": o.weight_decay}]
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
-    return torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), eps=o.eps)
+    return torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), eps=o.eps, fused=True if o.fused else None)
 
 
 def build_scheduler(cfg: PretrainConfig) -> AtStepEnd:
@@ -489,6 +487,16 @@ def check_attention_backend(cfg: PretrainConfig) -> None:
             f"{scope} compiled: torch 2.7's inductor does not compile FlexAttention's CPU kernel; set "
             "train.compile=false (eager FlexAttention, a dense reference) or use model.attn_implementation=sdpa"
         )
+
+
+def resolved_kernels(cfg: PretrainConfig) -> ResolvedKernels:
+    """The loss and block kernels this run's device runs (PretrainError: Liger asked for on a GPU
+    where it does not import), found before anything is written."""
+    device, _ = _device_and_precision(cfg)
+    try:
+        return resolve(cfg.train.loss_kernel, cfg.model.block_kernels, device)
+    except KernelError as exc:
+        raise PretrainError(str(exc)) from None
 
 
 def _device_and_precision(cfg: PretrainConfig) -> tuple[str, str]:
@@ -580,6 +588,7 @@ def build_trainer(
     _check_callbacks(cfg.train.callbacks, trust_callbacks)  # before anything is read, imported or built
     _check_run_dir(cfg)
     check_attention_backend(cfg)
+    kernels = resolved_kernels(cfg)
     try:  # built first: a bad name, argument or missing package stops the run before anything is written
         loggers = composer_loggers(cfg.loggers, cfg.run_dir)
     except LoggerSetupError as exc:
@@ -618,12 +627,13 @@ def build_trainer(
     if resume_from is not None and dist.get_global_rank() == 0:  # rank 0 checked it is complete, above
         check_checkpoint_fits(resume_from, model, config_to_dict(cfg.model), trust=trust_checkpoints)
     user_callbacks = configured_callbacks(cfg.train.callbacks, trust_callbacks)
+    apply_block_kernels(model, kernels.blocks)  # before compiling: the compiled blocks hold the swapped modules
     if cfg.train.compile:
         compile_blocks(model.model)  # in place: parameter names (checkpoints, exports) are unchanged
     run_dir = Path(cfg.run_dir)  # created only once everything could be built
     run_dir.mkdir(parents=True, exist_ok=True)
-    if dist.get_global_rank() == 0:
-        save_resolved_config(cfg, run_dir)
+    if dist.get_global_rank() == 0:  # with the kernels this device runs (a CPU runs Liger's fallbacks)
+        save_resolved_config(cfg, run_dir, extra={"resolved_kernels": kernels.as_dict()})
     o, obj, t = cfg.optimizer, cfg.objective, cfg.train
     metadata = {
         "name": cfg.name,
@@ -656,7 +666,7 @@ def build_trainer(
     if o.grad_clip_norm > 0:
         algorithms.append(GradientClipping(clipping_type="norm", clipping_threshold=o.grad_clip_norm))
     return Trainer(
-        model=ComposerLM(model),
+        model=ComposerLM(model, kernels.loss),
         train_dataloader=DataSpec(dataloader, get_num_tokens_in_batch=_num_tokens),
         max_duration=f"{t.max_steps}ba",
         optimizers=optimizer,

@@ -12,9 +12,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-STEPS = ("environment", "bench", "parity", "resume", "finetune")
-SCHEMA_VERSION = 1
+STEPS = ("environment", "profile", "bench", "parity", "resume", "finetune")
+SCHEMA_VERSION = 2  # 2: the profile step, kernel bundles in the bench, the fast parity and the resume floor
 BENCH_PATHS = ("plain", "composer")
+# Kernel bundles (pretraining.kernels; train.loss_kernel, model.block_kernels, optimizer.fused).
+# `fast` keeps the reference block modules: compiled, Inductor fuses their elementwise work itself;
+# `fast_blocks` adds Liger's RMSNorm/SwiGLU/RoPE (on a CPU: Liger's fallbacks, chunked and torch).
+KERNEL_BUNDLES = {
+    "reference": {"loss_kernel": "reference", "block_kernels": "reference", "fused_adamw": False},
+    "fast": {"loss_kernel": "liger", "block_kernels": "reference", "fused_adamw": True},
+    "fast_blocks": {"loss_kernel": "liger", "block_kernels": "liger", "fused_adamw": True},
+}
+# Where a step's time goes (the profile step): each GPU kernel (CPU mode: each op's own CPU time)
+# is put in one region by its name and the operator that launched it (gpu_check.profiling)
+PROFILE_REGIONS = (
+    "embedding",
+    "attention_kernel",
+    "attention_matmuls",
+    "mlp_matmuls",
+    "norms_rope_swiglu_elementwise",
+    "lm_head_and_loss",
+    "optimizer_and_clipping",
+    "other_kernels",
+    "idle",  # the step's wall time minus its kernels' time: host work (data, masking, launches)
+)
 # One task per task type for the fine-tuning timings (the toy world has all 12, these are the
 # paper's most-used of each type)
 FINETUNE_TASKS = (("SC", "mnli"), ("TC", "conll2003"), ("QA", "squad"), ("IR", "msmarco"))
@@ -31,6 +52,7 @@ ENVIRONMENT_INFO = (
     "composer",
     "streaming",
     "flash_attn",
+    "liger_kernel",
     "device_name",
     "driver",
 )
@@ -63,6 +85,12 @@ PARITY_METRICS = (
     "step_of_max",
     "final_loss_bf16",
     "final_loss_fp32",
+    # the fast kernel bundle (bf16) against the reference (bf16): within the bf16-vs-fp32 bound?
+    "fast_max_rel_diff",
+    "fast_mean_rel_diff",
+    "fast_bound",  # = max_rel_diff: the reference path's own bf16 rounding effect
+    "fast_within_bound",
+    "final_loss_fast",
     "peak_gpu_memory_gib",
 )
 RESUME_METRICS = (
@@ -79,9 +107,13 @@ RESUME_METRICS = (
     "floor_max_abs_diff_before",
     "floor_max_abs_diff_after",
     "floor_losses_equal",
+    "floor_factor",  # the verdict's margin (steps.FLOOR_FACTOR)
+    "exact_up_to_floor",  # bitwise equal, or after-resume difference <= floor_factor x the floor
     "seconds_per_step",
     "peak_gpu_memory_gib",
 )
+PROFILE_ROW_INFO = ("case", "kernels", "region")
+PROFILE_ROW_METRICS = ("ms_per_step", "share_of_step", "step_ms", "steps", "batch_size")
 FINETUNE_ROW_INFO = ("task_type", "task")
 FINETUNE_ROW_METRICS = (
     "steps",
@@ -94,6 +126,7 @@ FINETUNE_ROW_METRICS = (
     "peak_gpu_memory_gib",
 )
 STEP_METRICS = {"environment": ENVIRONMENT_METRICS, "parity": PARITY_METRICS, "resume": RESUME_METRICS}
+ROW_STEPS = ("profile", "bench", "finetune")
 STATUSES = ("ok", "failed", "timed_out", "skipped")
 
 
@@ -105,10 +138,14 @@ class BenchCase:
     objective: str  # mlm | clm
     attn: str  # sdpa | flex_attention | flash_attention_2
     compiled: bool
+    kernels: str = "reference"  # a KERNEL_BUNDLES key
+    batch: int | None = None  # None: the mode's bench_batch
 
     @property
     def name(self) -> str:
-        return f"{self.preset}-{self.objective}-{self.attn}-{'compiled' if self.compiled else 'eager'}"
+        name = f"{self.preset}-{self.objective}-{self.attn}-{'compiled' if self.compiled else 'eager'}"
+        name += "" if self.kernels == "reference" else f"-{self.kernels}"
+        return name + ("" if self.batch is None else f"-b{self.batch}")
 
     def path_label(self, path: str) -> str:
         return path + ("+compile" if self.compiled else "")
@@ -126,7 +163,6 @@ class Mode:
     bench_steps: int
     bench_warmup: int
     bench_doc_len: int
-    bench_compiled: bool  # compiled variants (and FlexAttention, fast only compiled) run in this mode
     parity_preset: str
     parity_seq_len: int
     parity_batch: int
@@ -145,23 +181,18 @@ class Mode:
     default_budget_s: float
     shares: tuple[tuple[str, float], ...]  # step -> its share of the budget (relative)
     toy_vocab: int = 512  # vocabulary of the toy presets' synthetic batches (bench, parity)
+    bench_case_list: tuple[BenchCase, ...] = ()
+
+    profile_cases: tuple[BenchCase, ...] = ()
+    profile_steps: int = 3
 
     def bench_cases(self, flash_attn: bool = False) -> list[BenchCase]:
-        """In the order they run, most telling first, so a budget that runs out loses the least:
-        per size (the larger first, the headline) eager SDPA and compiled FlexAttention for both
-        objectives; then compiled SDPA (its dense block mask is the slower kernel); flash-attn's
-        varlen kernel only where it imports."""
-        variants = [("sdpa", False)] + ([("flex_attention", True)] if self.bench_compiled else [])
+        """In the order they run, most telling first, so a budget that runs out loses the least
+        (GPU: the 610m reference and fast bundles at the bench batch, then larger microbatches,
+        210m, eager); flash-attn's varlen kernel only where it imports."""
+        cases = list(self.bench_case_list)
         if flash_attn and self.device == "cuda":
-            variants.append(("flash_attention_2", False))
-        cases = [
-            BenchCase(preset, objective, attn, compiled)
-            for preset in self.bench_presets
-            for attn, compiled in variants
-            for objective in ("mlm", "clm")
-        ]
-        if self.bench_compiled:
-            cases += [BenchCase(p, o, "sdpa", True) for p in self.bench_presets for o in ("mlm", "clm")]
+            cases += [BenchCase(self.bench_presets[0], o, "flash_attention_2", False, "fast") for o in ("mlm", "clm")]
         return cases
 
 
@@ -176,11 +207,10 @@ GPU = Mode(
     bench_steps=10,
     bench_warmup=3,
     bench_doc_len=512,
-    bench_compiled=True,
     parity_preset="210m",
     parity_seq_len=2048,
     parity_batch=4,
-    parity_steps=50,
+    parity_steps=200,
     resume_preset="210m",
     resume_seq_len=2048,
     resume_batch=8,
@@ -193,7 +223,33 @@ GPU = Mode(
     finetune_world=True,
     finetune_parallel=1,
     default_budget_s=480.0,
-    shares=(("environment", 15), ("bench", 250), ("parity", 30), ("resume", 85), ("finetune", 100)),
+    shares=(
+        ("environment", 15),
+        ("profile", 70),
+        ("bench", 180),
+        ("parity", 75),
+        ("resume", 110),
+        ("finetune", 100),
+    ),
+    bench_case_list=(
+        BenchCase("610m", "mlm", "flex_attention", True),
+        BenchCase("610m", "mlm", "flex_attention", True, "fast"),
+        BenchCase("610m", "clm", "flex_attention", True),
+        BenchCase("610m", "clm", "flex_attention", True, "fast"),
+        BenchCase("610m", "mlm", "flex_attention", True, "fast", 16),
+        BenchCase("610m", "clm", "flex_attention", True, "fast", 16),
+        BenchCase("210m", "mlm", "flex_attention", True, "fast", 16),
+        BenchCase("210m", "clm", "flex_attention", True, "fast", 16),
+        BenchCase("610m", "mlm", "sdpa", False),
+        BenchCase("610m", "mlm", "sdpa", False, "fast_blocks"),
+        BenchCase("610m", "mlm", "flex_attention", True, "fast_blocks", 16),
+    ),
+    profile_cases=(
+        BenchCase("610m", "mlm", "flex_attention", True),
+        BenchCase("610m", "mlm", "flex_attention", True, "fast"),
+        BenchCase("610m", "clm", "flex_attention", True),
+        BenchCase("610m", "clm", "flex_attention", True, "fast"),
+    ),
 )
 
 CPU = Mode(
@@ -207,7 +263,6 @@ CPU = Mode(
     bench_steps=2,
     bench_warmup=1,
     bench_doc_len=32,
-    bench_compiled=False,  # inductor's CPU compile takes ~80 s a case here (docs/timings.md)
     parity_preset="toy_s",
     parity_seq_len=128,
     parity_batch=2,
@@ -227,7 +282,27 @@ CPU = Mode(
     # loaded CI machine finishes every step
     default_budget_s=900.0,
     # environment 120: importing torch, Composer and transformers took over 60 s on a loaded CI box
-    shares=(("environment", 120), ("bench", 160), ("parity", 100), ("resume", 280), ("finetune", 240)),
+    shares=(
+        ("environment", 120),
+        ("profile", 80),
+        ("bench", 160),
+        ("parity", 100),
+        ("resume", 280),
+        ("finetune", 240),
+    ),
+    bench_case_list=(
+        BenchCase("toy_s", "mlm", "sdpa", False),
+        BenchCase("toy_s", "mlm", "sdpa", False, "fast"),
+        BenchCase("toy_s", "clm", "sdpa", False),
+        BenchCase("toy_s", "clm", "sdpa", False, "fast_blocks", 4),
+        BenchCase("toy_m", "mlm", "sdpa", False),
+        BenchCase("toy_m", "clm", "sdpa", False),
+    ),
+    profile_cases=(
+        BenchCase("toy_s", "mlm", "sdpa", False),
+        BenchCase("toy_s", "clm", "sdpa", False, "fast_blocks"),
+    ),
+    profile_steps=2,
 )
 
 MODES = {"gpu": GPU, "cpu": CPU}
@@ -290,6 +365,8 @@ def complete_result(result: dict, mode: Mode, flash_attn: bool = False) -> dict:
             entry["rows"] = _complete_bench_rows(entry.get("rows") or [], mode, flash_attn, reason)
         if step == "finetune":
             entry["rows"] = _complete_finetune_rows(entry.get("rows") or [], reason)
+        if step == "profile":
+            entry["rows"] = _complete_profile_rows(entry.get("rows") or [], mode, reason)
         steps[step] = entry
     return {**result, "steps": steps}
 
@@ -304,6 +381,21 @@ def _complete_bench_rows(rows: list[dict], mode: Mode, flash_attn: bool, reason:
         info = {"case": case.name, "preset": case.preset, "objective": case.objective, "attn": case.attn, "path": label}
         row.setdefault("precision", "bf16" if mode.device == "cuda" else "fp32")
         out.append({**_fill(row, BENCH_ROW_METRICS, why, "metric"), **info})
+    return out
+
+
+def profile_row_names(mode: Mode) -> list[tuple[BenchCase, str]]:
+    return [(case, region) for case in mode.profile_cases for region in PROFILE_REGIONS]
+
+
+def _complete_profile_rows(rows: list[dict], mode: Mode, reason: str) -> list[dict]:
+    by_key = {(r.get("case"), r.get("region")): r for r in rows if isinstance(r, dict)}
+    out = []
+    for case, region in profile_row_names(mode):
+        row = dict(by_key.get((case.name, region)) or {})
+        why = row.pop("case_error", None) or (reason if not row else "not reported")
+        info = {"case": case.name, "kernels": case.kernels, "region": region}
+        out.append({**_fill(row, PROFILE_ROW_METRICS, why, "metric"), **info})
     return out
 
 
@@ -355,6 +447,13 @@ def problems(result: dict, mode: Mode, flash_attn: bool = False) -> list[str]:
             for i, row in enumerate(rows):
                 check(f"steps.bench.rows[{i}]", row, BENCH_ROW_INFO, "info")
                 check(f"steps.bench.rows[{i}]", row, BENCH_ROW_METRICS, "metric")
+        if step == "profile":
+            rows = entry.get("rows") or []
+            if len(rows) != len(profile_row_names(mode)):
+                found.append(f"steps.profile.rows: {len(rows)} rows, the plan has {len(profile_row_names(mode))}")
+            for i, row in enumerate(rows):
+                check(f"steps.profile.rows[{i}]", row, PROFILE_ROW_INFO, "info")
+                check(f"steps.profile.rows[{i}]", row, PROFILE_ROW_METRICS, "metric")
         if step == "finetune":
             rows = entry.get("rows") or []
             if len(rows) != len(FINETUNE_TASKS):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pretraining.gpu_check import plan
 
-MFU_GOAL = 0.40  # issue 55: 610M through Composer
+MFU_GOALS = {"mlm": 0.45, "clm": 0.40}  # issue 68: 610M through Composer, of the spec peak
 
 
 def cell(value, digits: int = 1, percent: bool = False) -> str:
@@ -19,14 +19,34 @@ def cell(value, digits: int = 1, percent: bool = False) -> str:
     return str(value)
 
 
-def best_composer_row(rows: list[dict], preset: str) -> dict | None:
-    """The Composer row of `preset` with the highest throughput (None: no measured one)."""
+def best_composer_row(rows: list[dict], preset: str, objective: str | None = None, kernels: str | None = None):
+    """The Composer row of `preset` (and objective, kernel bundle) with the highest throughput
+    (None: no measured one)."""
     measured = [
         r
         for r in rows
-        if r["preset"] == preset and r["path"].startswith("composer") and plan.is_number(r.get("tokens_per_s"))
+        if r["preset"] == preset
+        and (objective is None or r["objective"] == objective)
+        and (kernels is None or r.get("kernels", "reference") == kernels)
+        and r["path"].startswith("composer")
+        and plan.is_number(r.get("tokens_per_s"))
     ]
     return max(measured, key=lambda r: r["tokens_per_s"], default=None)
+
+
+def _best_line(rows: list[dict], preset: str, objective: str, kernels: str | None, label: str) -> str:
+    best = best_composer_row(rows, preset, objective, kernels)
+    if best is None:
+        return f"- {preset} {objective.upper()} through Composer, {label}: no measured row"
+    mfu, goal = best["mfu_spec"], MFU_GOALS.get(objective)
+    verdict = ""
+    if preset == "610m" and goal is not None:
+        verdict = f" (goal >= {goal:.0%}: {'met' if plan.is_number(mfu) and mfu >= goal else 'not met'})"
+    return (
+        f"- {preset} {objective.upper()} through Composer, {label} `{best['case']}`: {cell(best['tokens_per_s'], 0)} "
+        f"tokens/s, MFU {cell(mfu, percent=True)} of the spec peak, {cell(best['mfu_measured'], percent=True)} of the "
+        f"measured matmul peak (6N + attention){verdict}"
+    )
 
 
 def headline(result: dict) -> list[str]:
@@ -34,35 +54,45 @@ def headline(result: dict) -> list[str]:
     lines = []
     rows = steps["bench"]["rows"]
     for preset in dict.fromkeys(r["preset"] for r in rows):
-        best = best_composer_row(rows, preset)
-        if best is None:
-            lines.append(f"- {preset} through Composer: no measured row")
-            continue
-        mfu = best["mfu_spec"]
-        goal = f" (goal >= {MFU_GOAL:.0%}: {'met' if plan.is_number(mfu) and mfu >= MFU_GOAL else 'not met'})"
-        lines.append(
-            f"- {preset} through Composer, best variant `{best['case']}`: {cell(best['tokens_per_s'], 0)} tokens/s, "
-            f"MFU {cell(best['mfu_spec'], percent=True)} of the spec peak, {cell(best['mfu_measured'], percent=True)} "
-            f"of the measured matmul peak (6N + attention){goal if preset == '610m' else ''}"
-        )
+        for objective in dict.fromkeys(r["objective"] for r in rows if r["preset"] == preset):
+            lines.append(_best_line(rows, preset, objective, "reference", "reference kernels, best"))
+            lines.append(_best_line(rows, preset, objective, None, "best of all"))
     p = steps["parity"]["metrics"]
     lines.append(
         f"- bf16 vs fp32 ({cell(p['steps'], 0)} MLM steps): largest relative loss difference "
-        f"{cell(p['max_rel_diff'], 2, percent=True)} (step {cell(p['step_of_max'], 0)}), mean "
-        f"{cell(p['mean_rel_diff'], 2, percent=True)}"
+        f"{cell(p['max_rel_diff'], 3, percent=True)} (step {cell(p['step_of_max'], 0)}), mean "
+        f"{cell(p['mean_rel_diff'], 3, percent=True)}; fast kernels vs reference (both bf16): largest "
+        f"{cell(p['fast_max_rel_diff'], 3, percent=True)}, within that bound: {cell(p['fast_within_bound'])}"
     )
     r = steps["resume"]["metrics"]
     lines.append(
-        f"- kill and resume: losses bitwise equal to the uninterrupted run: {cell(r['losses_equal'])}; largest "
-        f"difference over the steps after the checkpoint {cell(r['max_abs_diff_after_resume'], 6)}, against "
-        f"{cell(r['floor_max_abs_diff_after'], 6)} between two uninterrupted runs over the same steps (the "
-        f"device's run-to-run floor; bitwise equal: {cell(r['floor_losses_equal'])})"
+        f"- kill and resume: exact up to the device's floor: {cell(r['exact_up_to_floor'])} (bitwise equal: "
+        f"{cell(r['losses_equal'])}; largest difference after the checkpoint {cell(r['max_abs_diff_after_resume'], 6)} "
+        f"against {cell(r['floor_max_abs_diff_after'], 6)} between two uninterrupted runs over the same steps, "
+        f"margin {cell(r['floor_factor'])}x; the floor's runs bitwise equal: {cell(r['floor_losses_equal'])})"
     )
     minutes = ", ".join(
         f"{row['task_type']} {cell(row['minutes_per_1000_steps'], 2)}" for row in steps["finetune"]["rows"]
     )
     lines.append(f"- fine-tuning, minutes per 1,000-step run: {minutes}")
     return lines
+
+
+def profile_table(rows: list[dict]) -> list[str]:
+    """One row per region, one column per profiled case (ms per step, share of the step)."""
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    by_key = {(r["case"], r["region"]): r for r in rows}
+    body = []
+    for region in plan.PROFILE_REGIONS:
+        line = [region]
+        for case in cases:
+            row = by_key.get((case, region), {})
+            ms, share = row.get("ms_per_step"), row.get("share_of_step")
+            line.append(f"{cell(ms, 2)} ({cell(share, 1, percent=True)})" if plan.is_number(ms) else cell(ms))
+        body.append(line)
+    steps_ms = [cell(next((r["step_ms"] for r in rows if r["case"] == c), None), 2) for c in cases]
+    body.append(["step (wall)", *steps_ms])
+    return table(["region", *cases], body)
 
 
 def table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -111,6 +141,13 @@ def render(result: dict) -> str:
             ],
         ),
         "",
+        "## Where a step goes (`profile`: torch.profiler over the plain loop's steps after warm-up)",
+        "",
+        "Milliseconds per step by region (pretraining/gpu_check/profiling.py: each kernel by its name and the "
+        "operator that launched it); `idle` is the step's wall time no kernel covers.",
+        "",
+        *profile_table(steps["profile"]["rows"]),
+        "",
         "## Pretraining step throughput (`pretraining bench`)",
         "",
         "Synthetic packed batches, attention per window (two random windows a block), MFU = model FLOPs / "
@@ -118,10 +155,21 @@ def render(result: dict) -> str:
         "(pretraining/bench.py); `measured` divides by the matmul TFLOP/s above.",
         "",
         *table(
-            ["case", "path", "tokens/s", "MFU 6N (spec)", "MFU (spec)", "MFU (measured)", "peak GiB", "seconds"],
+            [
+                "case",
+                "kernels",
+                "path",
+                "tokens/s",
+                "MFU 6N (spec)",
+                "MFU (spec)",
+                "MFU (measured)",
+                "peak GiB",
+                "seconds",
+            ],
             [
                 [
                     r["case"],
+                    r.get("resolved_kernels") or r.get("kernels", "reference"),
                     r["path"],
                     cell(r["tokens_per_s"], 0),
                     cell(r["mfu_6n_spec"], percent=True),

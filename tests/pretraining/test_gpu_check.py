@@ -102,7 +102,7 @@ def test_bad_arguments_are_refused_before_anything_is_written(tmp_path, capsys):
     link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     for argv, message in [
         (["--out", str(tmp_path / "a"), "--budget-s", "3"], "give at least"),
-        (["--out", str(tmp_path / "b"), "--steps", "bench,warp"], "choose from environment,bench"),
+        (["--out", str(tmp_path / "b"), "--steps", "bench,warp"], "choose from environment,profile,bench"),
         (["--out", str(link)], "is a symbolic link"),
     ]:
         assert cli(["gpu-check", "--cpu", *argv]) == 2
