@@ -6,6 +6,7 @@ timeout is recorded with its error and the check goes on, and the whole run stay
 `--budget-s`. `--cpu` runs the same steps on tiny presets, so the test suite keeps the check alive.
 
   plan.py     the steps, their sizes per mode and budgets, the result schema and its validation (pure)
+  profiling.py  the profile step's regions: each kernel by its name, launching operator and shapes (pure)
   report.py   gpu_check.json -> gpu_check.md (pure)
   runner.py   the orchestrator: one subprocess per step, budgets, the output folder
   steps.py    the steps themselves (`python -m pretraining.gpu_check.steps STEP ...`)

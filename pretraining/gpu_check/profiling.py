@@ -54,6 +54,8 @@ def classify(kernel: str, chain: list[str], matmul_shapes: list[list[int]] | Non
         return "lm_head_and_loss"
     if matmul_shapes is not None and (any(h in name for h in MATMUL_KERNEL_HINTS) or name in MATMUL_OPS):
         return matmul_region(matmul_shapes, dims)
+    if "memcpy" in name or "memset" in name:  # batches to the device, buffers zeroed
+        return "other_kernels"
     if any(h in name for h in ELEMENTWISE_HINTS):
         return "norms_rope_swiglu_elementwise"
     if chain and chain[0] in EAGER_ELEMENTWISE_OPS:  # eager blocks (their multiplies, adds, concatenations)

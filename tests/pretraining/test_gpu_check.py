@@ -65,6 +65,25 @@ def test_the_cpu_mode_kills_a_real_training_run_and_its_resumed_losses_equal_the
     assert resume["resumed_from_step"] == mode.resume_checkpoint  # the kill lost steps 11-15: redone
     assert resume["losses_equal"] is True and resume["max_abs_diff_after_resume"] == 0.0
     assert resume["floor_losses_equal"] is True  # a CPU computes the same run the same way twice
+    assert resume["exact_up_to_floor"] is True and resume["floor_factor"] == steps.FLOOR_FACTOR
+
+
+@pytest.mark.slow
+def test_the_cpu_mode_profile_accounts_for_each_step_by_region(cpu_check):
+    _, out, result = cpu_check
+    rows = result["steps"]["profile"]["rows"]
+    assert [(r["case"], r["region"]) for r in rows] == [
+        (case.name, region) for case, region in plan.profile_row_names(plan.CPU)
+    ]
+    for case in plan.CPU.profile_cases:
+        mine = {r["region"]: r for r in rows if r["case"] == case.name}
+        total = sum(r["ms_per_step"] for r in mine.values())
+        assert total == pytest.approx(mine["idle"]["step_ms"], rel=0.02) or mine["idle"]["ms_per_step"] == 0
+        # the model's work is found in its regions, not left in `other_kernels`
+        for region in ("attention_kernel", "mlp_matmuls", "lm_head_and_loss", "optimizer_and_clipping"):
+            assert mine[region]["ms_per_step"] > 0, (case.name, region)
+        assert mine["other_kernels"]["share_of_step"] < 0.5
+    assert "## Where a step goes" in (out / runner.REPORT_FILE).read_text()
 
 
 @pytest.mark.slow
@@ -83,8 +102,13 @@ def test_the_cpu_mode_parity_and_finetuning_measure_what_they_say(cpu_check):
         assert row["steps"] == plan.CPU.finetune_steps and row["seconds_per_step"] > 0
         assert row["minutes_per_1000_steps"] == pytest.approx(row["seconds_per_step"] * 1000 / 60, rel=0.01)
     text = (out / runner.REPORT_FILE).read_text()
-    assert "## Headline" in text and "kill and resume: losses bitwise equal to the uninterrupted run: yes" in text
+    assert "## Headline" in text and "kill and resume: exact up to the device's floor: yes (bitwise equal: yes" in text
     assert "between two uninterrupted runs over the same steps" in text
+    # the fast kernel bundle (on a CPU: chunked loss, torch RMSNorm, fused AdamW) against the reference
+    assert len(curves["fast"]) == parity["steps"] and result["steps"]["parity"]["fast_bundle"] == "fast_blocks"
+    assert result["steps"]["parity"]["fast_kernels"]["loss"] == "chunked"
+    assert parity["fast_bound"] == parity["max_rel_diff"] and parity["fast_within_bound"] is True
+    assert 0 < parity["fast_max_rel_diff"] <= parity["fast_bound"]
     assert "===== resume-train-killed.log" in (out / runner.LOG_FILE).read_text()
 
 
@@ -125,16 +149,26 @@ def test_budgets_give_each_step_its_share_and_pass_unused_time_on():
 def test_the_gpu_plan_measures_what_the_issue_names():
     cases = plan.GPU.bench_cases()
     assert {c.preset for c in cases} == {"210m", "610m"} and cases[0].preset == "610m"
-    assert {(c.attn, c.compiled) for c in cases} == {("sdpa", False), ("sdpa", True), ("flex_attention", True)}
+    # issue 68: the 610m reference and fast bundles side by side at the same batch, first
+    assert [(c.objective, c.kernels, c.batch) for c in cases[:4]] == [
+        ("mlm", "reference", None),
+        ("mlm", "fast", None),
+        ("clm", "reference", None),
+        ("clm", "fast", None),
+    ]
+    assert {c.kernels for c in cases} == set(plan.KERNEL_BUNDLES) and any(c.batch for c in cases)
     assert {c.objective for c in cases} == {"mlm", "clm"}
+    assert {(c.objective, c.kernels) for c in plan.GPU.profile_cases} == {
+        (o, k) for o in ("mlm", "clm") for k in ("reference", "fast")
+    }
     assert plan.GPU.bench_seq_len == plan.GPU.resume_seq_len == 2048
-    assert (plan.GPU.parity_preset, plan.GPU.parity_steps) == ("210m", 50)
+    assert (plan.GPU.parity_preset, plan.GPU.parity_steps) == ("210m", 200)
     assert (plan.GPU.resume_steps, plan.GPU.resume_checkpoint) == (100, 50)
     assert plan.GPU.resume_checkpoint < plan.GPU.resume_kill_at < plan.GPU.resume_steps
     assert (plan.GPU.finetune_preset, plan.GPU.finetune_steps, plan.GPU.finetune_world) == ("610m", 100, True)
     assert plan.GPU.default_budget_s == 480
     flash = plan.GPU.bench_cases(flash_attn=True)
-    assert sum(c.attn == "flash_attention_2" for c in flash) == 4
+    assert sum(c.attn == "flash_attention_2" for c in flash) == 2
 
 
 def test_complete_result_fills_what_a_step_left_out_with_its_error():
@@ -144,7 +178,14 @@ def test_complete_result_fills_what_a_step_left_out_with_its_error():
             "bench": {
                 "status": "timed_out",
                 "error": "killed after 200 s",
-                "rows": [{"case": "610m-mlm-sdpa-eager", "path": "plain", "tokens_per_s": 5.0, "seconds": 1.0}],
+                "rows": [
+                    {
+                        "case": "610m-mlm-flex_attention-compiled",
+                        "path": "plain+compile",
+                        "tokens_per_s": 5.0,
+                        "seconds": 1.0,
+                    }
+                ],
             },
             "parity": {"status": "failed", "error": "OutOfMemoryError: CUDA", "metrics": {"steps": "fifty"}},
         }
@@ -165,7 +206,10 @@ def test_complete_result_fills_what_a_step_left_out_with_its_error():
     result_for_report = {**done, "mode": "gpu", "command": "x", "finished": "now", "git_sha": "abc"}
     result_for_report.update(budget_s=480, elapsed_s=100, matmul_dtype="bfloat16")
     text = report.render(result_for_report)
-    assert "error: OutOfMemoryError: CUDA" in text and "610m through Composer: no measured row" in text
+    assert "error: OutOfMemoryError: CUDA" in text and "610m MLM through Composer, best of all: no measured row" in text
+    assert steps_["profile"]["status"] == "skipped" and len(steps_["profile"]["rows"]) == len(
+        plan.profile_row_names(plan.GPU)
+    )
 
 
 def test_problems_name_a_missing_or_non_numeric_field():
