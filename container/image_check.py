@@ -15,7 +15,7 @@ from pathlib import Path
 
 # Installed in the image on top of the lock, with --no-deps (flash-attn's only other requirement
 # is torch). Never listed in requirements.lock: CI cannot install flash-attn (no CUDA).
-GPU_ADDITIONS = {"einops": "0.8.1", "flash-attn": "2.8.0.post2"}
+GPU_ADDITIONS = {"einops": "0.8.1", "flash-attn": "2.8.0.post2", "liger-kernel": "0.8.5"}
 PROJECT = "mlm-vs-clm"
 INSTALLER = "pip"
 # Import name -> distribution name of the packages every stage relies on.
