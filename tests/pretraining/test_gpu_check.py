@@ -45,7 +45,7 @@ def test_the_cpu_mode_runs_every_step_and_every_field_is_a_number_or_an_error(cp
     assert {s: e["status"] for s, e in result["steps"].items()} == {s: "ok" for s in plan.STEPS}
     for entry in result["steps"].values():  # nothing the CPU can measure is left as an error
         for name, value in {**entry.get("metrics", {}), **entry.get("info", {})}.items():
-            if plan.is_error(value) and name != "flash_attn":
+            if plan.is_error(value) and name not in ("flash_attn", "liger_kernel"):  # GPU-only packages
                 assert re.search(r"CPU mode|CPU build|no spec|not counted \(IR\)", value["error"]), (name, value)
     env = result["steps"]["environment"]
     assert env["info"]["composer"] and env["metrics"]["matmul_tflops"] > 0
