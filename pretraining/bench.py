@@ -121,7 +121,7 @@ def _setup(args):
 def build_bench_model(args, cfg, device):
     """The model as train.build_trainer makes it: seeded weights on the device, the block kernels
     swapped in, then the blocks compiled; with the loss kernel resolved for the device."""
-    kernels = resolve(getattr(args, "loss_kernel", "reference"), getattr(args, "block_kernels", "reference"), device)
+    kernels = resolve(args.loss_kernel, args.block_kernels, device)
     torch.manual_seed(0)
     with torch.device(device):  # initialised where it trains: a 610m model takes seconds to initialise on a CPU
         model = MlmClmForLM(cfg)
@@ -131,9 +131,12 @@ def build_bench_model(args, cfg, device):
     return model, kernels
 
 
-def bench_optimizer(model, args):
-    fused = True if getattr(args, "fused_adamw", False) else None
-    return torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=fused)
+def bench_optimizer(model, fused: bool = False):
+    """The bench's (and the GPU check's parity runs') AdamW: the paper's settings; `fused`: torch's
+    fused implementation (optimizer.fused), else its default (foreach)."""
+    return torch.optim.AdamW(
+        model.parameters(), lr=5e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=True if fused else None
+    )
 
 
 def _reset_peak_memory(device):
@@ -159,7 +162,7 @@ class PlainLoop:
         self.device, self.bf16, self.cfg = _setup(args)
         self.model, self.kernels = build_bench_model(args, self.cfg, self.device)
         _reset_peak_memory(self.device)
-        self.optimizer = bench_optimizer(self.model, args)
+        self.optimizer = bench_optimizer(self.model, args.fused_adamw)
         self.total = args.warmup_steps + args.steps
         self.batches = synthetic_batches(self.total, args.batch_size, args.seq_len, self.cfg.vocab_size, args.doc_len)
         self.index = 0
@@ -229,7 +232,7 @@ def run_composer(args) -> dict:
         model=ComposerLM(model, kernels.loss),
         train_dataloader=DataSpec(batches, get_num_tokens_in_batch=_num_tokens),
         max_duration=f"{total}ba",
-        optimizers=bench_optimizer(model, args),
+        optimizers=bench_optimizer(model, args.fused_adamw),
         schedulers=AtStepEnd(WSDScheduler(1, total, total)),
         step_schedulers_every_batch=True,
         algorithms=[
@@ -265,7 +268,7 @@ def _timed_pairs(batches: list[dict], args) -> int:
     return sum(attended_pairs(attention_segments(b[WINDOW_IDS], b["document_ids"], args.scope)) for b in timed)
 
 
-def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels=None) -> dict:
+def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels) -> dict:
     counts = closed_form_parameter_count(cfg)
     tokens = args.steps * args.batch_size * args.seq_len
     n = counts["total"] - counts["embedding"]
@@ -279,9 +282,9 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels=None) ->
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "precision": "bf16" if bf16 else "fp32",
         "attn": _effective_attention(args.attn, device),
-        "loss_kernel": kernels.loss if kernels else "reference",
-        "block_kernels": kernels.blocks if kernels else "reference",
-        "fused_adamw": bool(getattr(args, "fused_adamw", False)),
+        "loss_kernel": kernels.loss,
+        "block_kernels": kernels.blocks,
+        "fused_adamw": args.fused_adamw,
         "torch": torch.__version__,
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,

@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pretraining.modeling import IGNORE_INDEX, Attention, RMSNorm, SwiGLU
+
 LOSS_KERNELS = ("reference", "chunked", "liger")
 BLOCK_KERNELS = ("reference", "torch", "liger")
 CHUNK_ROWS = 4096  # rows of logits at a time under `chunked`: 4,096 x 128,256 fp32 = 2.1 GB
@@ -154,19 +156,14 @@ def lm_loss(model, batch: dict, is_causal: bool, loss_kernel: str = "reference")
         return model(**batch, is_causal=is_causal).loss
     labels = batch["labels"]
     hidden = model.model(batch["input_ids"], segment_ids=batch.get("segment_ids"), is_causal=is_causal)
-    selected = labels != -100
-    if not bool(selected.any()):
-        return model.lm_head(hidden.last_hidden_state[:0]).sum() * 0.0  # as the model: a zero that keeps the graph
-    return LOSS_FUNCTIONS[loss_kernel](hidden.last_hidden_state[selected], model.lm_head.weight, labels[selected])
+    selected = labels != IGNORE_INDEX
+    rows = hidden.last_hidden_state[selected]
+    if rows.shape[0] == 0:  # as the model: a zero that keeps the graph
+        return model.lm_head(rows).sum() * 0.0
+    return LOSS_FUNCTIONS[loss_kernel](rows, model.lm_head.weight, labels[selected])
 
 
 # ------------------------------------------------------------------------------- block kernels
-def _modeling():
-    from pretraining import modeling
-
-    return modeling
-
-
 class TorchRMSNorm(nn.Module):
     """modeling.RMSNorm through torch.nn.functional.rms_norm: normalised in fp32, cast back, then
     the gain (the same rounding as the reference)."""
@@ -217,22 +214,19 @@ def _swap(module: nn.Module, mixin: type) -> None:
 def apply_block_kernels(model: nn.Module, kind: str) -> int:
     """Swap the blocks' modules of `model` to `kind` (a resolved name) in place, before any
     compile; returns how many modules were swapped."""
-    modeling = _modeling()
     if kind == "reference":  # back to the reference classes (a model swapped before)
-        count = 0
-        for module in model.modules():
-            for (_mixin, base), swapped in _SWAPPED.items():
-                if type(module) is swapped:
-                    module.__class__ = base
-                    count += 1
-        return count
+        bases = {swapped: base for (_mixin, base), swapped in _SWAPPED.items()}
+        swapped_modules = [module for module in model.modules() if type(module) in bases]
+        for module in swapped_modules:
+            module.__class__ = bases[type(module)]
+        return len(swapped_modules)
     swaps = (
-        {modeling.RMSNorm: TorchRMSNorm}
+        {RMSNorm: TorchRMSNorm}
         if kind == "torch"
         else {
-            modeling.RMSNorm: LigerRMSNorm,
-            modeling.SwiGLU: LigerSwiGLU,
-            modeling.Attention: LigerRotaryAttention,
+            RMSNorm: LigerRMSNorm,
+            SwiGLU: LigerSwiGLU,
+            Attention: LigerRotaryAttention,
         }
     )
     count = 0

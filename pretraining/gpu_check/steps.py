@@ -320,7 +320,7 @@ def parity(ctx: StepContext) -> None:
     bundle's difference from the bf16 reference must stay within."""
     import torch
 
-    from pretraining.bench import apply_objective, synthetic_batches
+    from pretraining.bench import apply_objective, bench_optimizer, synthetic_batches
     from pretraining.kernels import apply_block_kernels, lm_loss, resolve
     from pretraining.modeling import MlmClmForLM
     from pretraining.presets import config_from_preset
@@ -349,14 +349,7 @@ def parity(ctx: StepContext) -> None:
         model.load_state_dict(initial)
         if kernels is not None:
             apply_block_kernels(model, kernels.blocks)
-        optimizer = torch.optim.AdamW(
-            model.parameters(),
-            lr=5e-4,
-            betas=(0.9, 0.95),
-            eps=1e-5,
-            weight_decay=0.1,
-            fused=True if kernels is not None else None,
-        )
+        optimizer = bench_optimizer(model, fused=kernels is not None)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         losses = []
@@ -518,9 +511,9 @@ def resume_configs(base: dict, mode: plan.Mode, work: Path) -> dict[str, dict]:
 # reference by at most FLOOR_FACTOR x what a second uninterrupted run differs by over the same
 # steps. Both are maxima of run-to-run noise that grows as training diverges, one sample each, so
 # their ratio is heavy-tailed: an exact resume exceeds 3x the floor in 3-19% of simulated pairs
-# and 10x in 0-6% (tests/pretraining/test_gpu_check_floor.py, docs/gpu_check.md), while a resume
-# that lost state (data position, optimizer moments, schedule) differs by the batch-to-batch loss
-# spread, 0.01-0.1 against a floor of about 0.001 on the H200 (issue 55's run).
+# and 10x in 0-6% (tests/pretraining/test_gpu_check_floor.py, docs/timings.md), while a resume
+# that lost state (data position, optimizer moments, schedule) is caught once it moves each step's
+# loss by about 15x the floor (0.0032 on the H200, 2026-11-27).
 FLOOR_FACTOR = 10.0
 
 
