@@ -4,6 +4,7 @@ shows the jobs from the ledger and Slurm, from another folder and on a copied st
 `reproduce resubmit` reruns only that array task and the analysis, which then has every run."""
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -123,3 +124,69 @@ def _assert_the_reduced_toy_study_is_complete(tmp_path, out):
         assert (out / "figure" / name).stat().st_size > 0
     assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["distinct"] == 552
     assert (out / "tables" / "tables.md").is_file()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
+    local_slurm, tmp_path, monkeypatch, capsys
+):
+    """Issue 65, item 1 on the cluster: a pretraining job cancelled while it waits for the data job
+    (deterministic: it cannot have started) leaves no export; its arrays are cancelled
+    (--kill-on-invalid-dep), the analysis (afterany) completes from the rest and lists that model's
+    runs with the reason; resubmit reruns the pretraining job, its array (throttle kept) and the
+    analysis, and status says finished."""
+    cluster = toy_cluster_config(
+        tmp_path,
+        local_slurm,
+        monkeypatch,
+        array_throttle=2,
+        data_cache_dir=str(tmp_path / "node_cache"),
+        pretraining_time="00:30:00",
+        finetune_time="00:30:00",
+        analysis_time="00:30:00",
+        data_time="00:30:00",
+    )
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
+    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200", "--dry-run"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # every job submitted held (sbatch reads SBATCH_HOLD), so the cancel lands before anything starts
+    held = {**os.environ, "SBATCH_HOLD": "1"}
+    submitted = subprocess.run(["bash", str(out / "slurm" / "submit.sh")], capture_output=True, text=True, env=held)
+    assert submitted.returncode == 0, submitted.stderr
+    entries, _ = read_ledger(out)
+    lost = next(e for e in entries if e.kind == "pretraining" and e.name == "toy_s-clm-8")
+    assert local_slurm.job_state(lost.job) == "PENDING"
+    local_slurm.command("scancel", lost.job)
+    for entry in entries:  # its array may already be cancelled (its dependency can never be met)
+        if entry.job != lost.job:
+            local_slurm.command("scontrol", "release", entry.job, check=False)
+
+    analysis = _wait_for_ledger_jobs(local_slurm, out)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1200:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
+    assert local_slurm.job_state(analysis) == "COMPLETED", logs
+    lost_array = next(e for e in entries if e.kind == "finetune" and e.name == "toy_s-clm-8")
+    assert set(local_slurm.job_states(lost_array.job).values()) == {"CANCELLED"}, logs
+    missing = pd.read_csv(out / "missing.csv")
+    assert sorted(missing["task"]) == ["mnli", "qqp", "sst2"] and set(missing["model"]) == {"toy_s-clm-8"}, missing
+    assert missing["why"].str.startswith("pretraining run toy_s-clm-8 has no export").all(), missing["why"].tolist()
+    for report in ("tables/tables.md", "audit/audit.md"):
+        assert (out / report).read_text().startswith("## Missing runs: 3 of 9 planned"), report
+    assert (out / "figure" / "figure3.png").stat().st_size > 0
+    assert "analysis job" not in _status(out, capsys).split("\n", 1)[0]  # the headline: no failed analysis
+
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "pretrain_toy_s-clm-8.sbatch" in shown and "--array=0-2%2" in shown, shown
+    assert "afterok:$pt1" in shown or "afterok:$pt0" in shown, shown
+    assert shown.count("sbatch --parsable") == 3, shown  # pretraining, its array, the analysis
+    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    analysis = _wait_for_ledger_jobs(local_slurm, out)
+    assert local_slurm.job_state(analysis) == "COMPLETED"
+    assert pd.read_csv(out / "missing.csv").empty
+    assert "finished (every Slurm job ended" in _status(out, capsys)
+    _assert_the_reduced_toy_study_is_complete(tmp_path, out)
