@@ -20,6 +20,7 @@ The jobs run with HF_HUB_OFFLINE=1 on compute nodes that may not reach the inter
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
@@ -74,19 +75,52 @@ def _budget_problems(folder: Path, bodies: list[dict]) -> list[str]:
 
 
 SIF_MAGIC_AT = 32  # a SIF file: a 32-byte launch script ("#!/usr/bin/env run-singularity"), then SIF_MAGIC
+# No image of container/mlm_vs_clm.def is smaller: torch's own libraries in the lock's wheel are
+# 1.5 GB (libtorch_cpu.so alone 427 MB), squashed to well over this, the CUDA base aside (issue 65:
+# a 4 kB file with a SIF header and a matching build record passed). Only stand-ins fall below it.
+MIN_IMAGE_BYTES = 256 << 20
 
 
-def _image_problems(image: str) -> list[str]:
-    """The image exists and is a SIF file (its magic), not a stand-in or a partial copy."""
+def image_problems(image: str) -> list[str]:
+    """The image is a regular SIF file (its magic) of a plausible size whose build record matches this
+    checkout's lock, not a stand-in, a folder, a device or a partial copy."""
     path = Path(image)
     build = f"build it on the login node (`make container IMAGE={image}`)"
-    if not path.is_file():
+    if not path.exists():
         return [f"image {image} does not exist: {build}"]
+    if not path.is_file():  # a folder, a FIFO (opening it would wait for a writer) or a device
+        return [f"image {image} is not a regular file (a folder, FIFO or device): {build}"]
     with open(path, "rb") as handle:
         head = handle.read(SIF_MAGIC_AT + 10)
     if head[SIF_MAGIC_AT : SIF_MAGIC_AT + 9] != b"SIF_MAGIC":
         return [f"image {image} is not a SIF image ({path.stat().st_size:,} bytes, no SIF_MAGIC header): {build}"]
+    if path.stat().st_size < MIN_IMAGE_BYTES:
+        return [
+            f"image {image} is {path.stat().st_size:,} bytes, too small for an image of this project (torch alone "
+            f"squashes to more than {MIN_IMAGE_BYTES >> 20} MiB): a stand-in or a partial copy; {build}"
+        ]
     return _image_identity_problems(path, build)
+
+
+def image_commit_note(image: str) -> str | None:
+    """A line when the image was built from another commit than the checkout's. Not a problem (the
+    jobs run the checkout's code; the lock, which decides the packages, is checked), but said."""
+    from contracts.image_record import build_record_path
+    from reproduce.plan import REPO_ROOT
+
+    try:
+        commit = str(read_json_object(build_record_path(Path(image)), SMALL)["commit"])
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+        return None  # no record or no git: image_problems says what matters
+    if not head or commit == head:
+        return None
+    return (
+        f"image: built from commit {commit[:12]}, this checkout is {head[:12]}; the same requirements.lock, so the "
+        "jobs run this checkout's code on the image's packages (rebuild only if you changed the definition)"
+    )
 
 
 def _image_identity_problems(path: Path, build: str) -> list[str]:
@@ -150,7 +184,7 @@ def preflight(cfg: ReproduceConfig, cluster, container: bool = True) -> list[str
 
     problems = []
     if container:
-        problems += _image_problems(cluster.image)
+        problems += image_problems(cluster.image)
     bodies = [pretraining_config(cfg, name) for name in pretraining_runs(cfg)]
     if bodies:
         args = " ".join(shlex.quote(a) for a in cluster.prepare_data_args)

@@ -553,7 +553,7 @@ def reproduce_slurm(
 
     from benchmarks.matrix import not_ready
     from reproduce.cost import DEFAULT_MFU, H100_BF16_TFLOPS, cost_report
-    from reproduce.preflight import preflight
+    from reproduce.preflight import image_commit_note, image_problems, preflight
 
     cluster = load_cluster_config(cluster_file)
     cfg = replace(
@@ -574,7 +574,11 @@ def reproduce_slurm(
     )
     for line in cost:
         log(line)
-    problems = preflight(cfg, cluster, container) if paper else []
+    # a toy study in container mode runs in the image too: its check always (issue 65)
+    problems = preflight(cfg, cluster, container) if paper else image_problems(cluster.image) if container else []
+    note = image_commit_note(cluster.image) if container and not problems else None
+    if note:
+        log(note)
     problems += submit_volume_problems(written, cluster.max_submitted_jobs)
     if dry_run:
         if problems:

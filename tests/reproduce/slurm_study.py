@@ -32,3 +32,19 @@ def toy_cluster_config(tmp_path, local_slurm, monkeypatch, **settings):
     for key in ("SLURM_CONF", "PATH"):
         monkeypatch.setenv(key, local_slurm.env[key])
     return path
+
+
+SIF_HEADER = b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0"
+
+
+def stand_in_image(path, size: int | None = None):
+    """A stand-in for `make container`'s image: a SIF header in a sparse file of the smallest size the
+    preflight takes for an image (reproduce.preflight.MIN_IMAGE_BYTES; no disk blocks behind it)."""
+    import os
+
+    from reproduce.preflight import MIN_IMAGE_BYTES
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(SIF_HEADER)
+    os.truncate(path, MIN_IMAGE_BYTES if size is None else size)
+    return path

@@ -30,6 +30,7 @@ from tests.benchmarks.tiny import save_remote_code_model
 from tests.benchmarks.toy_hub import model_repo, serve, toy_hub
 from tests.hub_server import HubServer
 from tests.pretraining.test_fetch_corpus import fineweb_readme
+from tests.reproduce.slurm_study import stand_in_image
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cluster.md"
@@ -151,8 +152,7 @@ def test_the_cluster_page_followed_start_to_finish(hub, tmp_path):
             continue
         if stand_in == "make container":
             image = Path(concrete.split("IMAGE=")[1].split()[0])
-            image.parent.mkdir(parents=True, exist_ok=True)
-            image.write_bytes(b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0")  # a SIF header
+            stand_in_image(image)  # a SIF header, the size of a real image (sparse)
             write_build_record(image, "stand-in", LOCK)  # as make container does after its build
         elif stand_in == "hf auth login":
             token_path = Path(env["HF_TOKEN_PATH"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from container.build import write_build_record
+from container.build import build_record_path, write_build_record
 from container.definition import LOCK
 from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1
 from paper_figures.flops import count_parameters, training_flops
@@ -20,6 +20,7 @@ from pretraining.data.prepare import PrepareConfig, prepare_data
 from reproduce import cli, cost, preflight, slurm
 from reproduce.plan import ReproduceError
 from tests.hub_server import HubServer
+from tests.reproduce.slurm_study import stand_in_image
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA3 = "meta-llama/Meta-Llama-3-8B"  # the tokenizer the paper-scale run configs name
@@ -116,7 +117,12 @@ def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, 
     # on the "login node": build (here: a stand-in with a SIF header and the build record make container
     # writes), prepare, fetch the tokenizer into hf_cache
     image = shared / "mlm_vs_clm.sif"
-    image.write_bytes(b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0")
+    stand_in_image(image, 4096)  # issue 65: a 4 kB file with a SIF header passed
+    write_build_record(image, "0123456789abcdef", LOCK)
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert f"image {image} is 4,096 bytes, too small for an image of this project" in capsys.readouterr().out
+    build_record_path(image).unlink()
+    stand_in_image(image)
     assert cli.main([*argv, "--dry-run"]) == 0
     assert f"image {image} has no build record mlm_vs_clm.sif.build.json" in capsys.readouterr().out
     other_lock = tmp_path / "other.lock"
@@ -127,10 +133,11 @@ def test_a_paper_scale_submission_stops_at_what_the_offline_jobs_miss(tmp_path, 
         "built from commit 0123456789ab with another requirements.lock than this checkout's" in capsys.readouterr().out
     )
     write_build_record(image, "0123456789abcdef", LOCK)
-    image.write_bytes(image.read_bytes() + b"more")  # another image copied over it since
+    size = image.stat().st_size
+    os.truncate(image, size + 4)  # another image copied over it since
     assert cli.main([*argv, "--dry-run"]) == 0
-    assert "changed since it was built (42 bytes recorded, 46 now)" in capsys.readouterr().out
-    image.write_bytes(image.read_bytes()[:-4])
+    assert f"changed since it was built ({size:,} bytes recorded, {size + 4:,} now)" in capsys.readouterr().out
+    os.truncate(image, size)
     prepare_data(
         PrepareConfig(out=cluster["data_dir"], inputs=("embedded",), seq_len=2048, max_documents=20), progress=False
     )

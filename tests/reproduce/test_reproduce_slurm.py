@@ -246,12 +246,11 @@ def test_a_bad_job_kind_setting_or_env_is_one_line_naming_the_field(tmp_path, ca
     assert not out.exists()
 
 
-def test_a_submission_over_the_cluster_job_cap_is_refused_before_any_sbatch(tmp_path, capsys, monkeypatch):
-    """Issue 53, item 3: 4,950 array tasks exceed common per-user submit limits (Slurm's MaxSubmitJobs
-    counts each task). Over `max_submitted_jobs`, the dry run lists it and a submission stops in one
-    line before any sbatch (an sbatch that only records its calls shows none was made)."""
+def _example_cluster_and_recording_sbatch(tmp_path, monkeypatch, **settings):
+    """The example cluster config with CPU jobs and `settings`, written to tmp_path, and an sbatch on
+    PATH that only appends its arguments to the returned file (and answers job id 1)."""
     body = yaml.safe_load(EXAMPLE.read_text())
-    body.update(image=str(tmp_path / "img.sif"), gpus_per_node=0, max_submitted_jobs=8)
+    body.update(gpus_per_node=0, **settings)
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump(body))
     calls = tmp_path / "sbatch_calls"
@@ -260,6 +259,16 @@ def test_a_submission_over_the_cluster_job_cap_is_refused_before_any_sbatch(tmp_
     fake.write_text(f'#!/bin/bash\necho "$@" >> {calls}\necho 1\n')
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    return body, cluster, calls
+
+
+def test_a_submission_over_the_cluster_job_cap_is_refused_before_any_sbatch(tmp_path, capsys, monkeypatch):
+    """Issue 53, item 3: 4,950 array tasks exceed common per-user submit limits (Slurm's MaxSubmitJobs
+    counts each task). Over `max_submitted_jobs`, the dry run lists it and a submission stops in one
+    line before any sbatch (an sbatch that only records its calls shows none was made)."""
+    body, cluster, calls = _example_cluster_and_recording_sbatch(
+        tmp_path, monkeypatch, image=str(tmp_path / "img.sif"), max_submitted_jobs=8
+    )
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
     argv += ["--out", str(tmp_path / "out"), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp"]
     argv += ["--lrs", "5e-4", "--seeds", "0"]
@@ -410,3 +419,39 @@ def test_a_submission_that_stops_half_way_names_the_queued_jobs_and_the_ways_on(
     assert by_hand.returncode != 0
     assert by_hand.stderr.strip().splitlines()[-1].startswith("submit.sh: stopped at line ")
     assert f"python -m reproduce resubmit {out} submits the rest" in by_hand.stderr
+
+
+def test_a_toy_study_in_container_mode_checks_its_image_before_any_sbatch(tmp_path, capsys, monkeypatch):
+    """Issue 65, item 6: a toy `--slurm` study in container mode skipped the image preflight, so its
+    jobs failed on the nodes one by one. Now: absent, not a file, a stand-in of 4 kB, then a good
+    image from another commit (a note, not a refusal)."""
+    from container.build import write_build_record
+    from container.definition import LOCK
+    from tests.reproduce.slurm_study import stand_in_image
+
+    image = tmp_path / "img.sif"
+    _, cluster, calls = _example_cluster_and_recording_sbatch(tmp_path, monkeypatch, image=str(image))
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--cluster", str(cluster), "--out", str(tmp_path / "out")]
+    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--lrs", "5e-4", "--seeds", "0"]
+
+    assert cli.main([*argv, "--dry-run"]) == 0
+    assert f"preflight: 1 missing for the offline jobs (a submission stops here):\n  image {image} does not exist" in (
+        capsys.readouterr().out
+    )
+    image.mkdir()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"image {image} is not a regular file (a folder, FIFO or device)" in err[0], err
+    image.rmdir()
+    stand_in_image(image, 4096)
+    write_build_record(image, "0" * 40, LOCK)
+    assert cli.main(argv) == 2
+    assert "is 4,096 bytes, too small for an image of this project" in capsys.readouterr().err
+    assert not calls.exists()  # nothing submitted
+
+    stand_in_image(image)
+    write_build_record(image, "0" * 40, LOCK)
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "image: built from commit 000000000000, this checkout is " in out and "the same requirements.lock" in out
+    assert len(calls.read_text().splitlines()) == 7  # data, 2 pretraining, 3 models x 1 array, analysis
