@@ -6,11 +6,12 @@ specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from contracts.layout import FINISHED_FILE
+from contracts.layout import CHECKPOINT_PATTERN, CHECKPOINTS_DIR, FINISHED_FILE
 from contracts.paper import PAPER_CORPUS
 from reproduce.ledger import ARRAYS_FILE, KILL_ON_INVALID_DEP, LEDGER_FILE, ledger_shell_function, read_ledger
 from reproduce.plan import (
@@ -65,6 +66,82 @@ def check_slurm_value(name: str, value) -> None:
             f"{name}: {text!r} is not a Slurm {setting} name (letters, digits and _ . , + - only); put other "
             "options such as --exclusive in sbatch_options"
         )
+
+
+# Requeue (issue 65, item 5). Slurm sends USR1 this long before a pretraining job's time limit and
+# the job requeues itself; a limit not longer than this lead, a start and one checkpoint interval
+# never saves a checkpoint, so each requeued job starts from the same state (a 10-minute limit
+# requeued 4 times in 9 minutes). A start that finds the same newest checkpoint as the start before
+# it is a restart without progress; after MAX_STALLED_RESTARTS of them the job stops (FAILED).
+REQUEUE_SIGNAL_LEAD_S = 600
+JOB_START_ALLOWANCE_S = 300  # imports, the model, the data, loading the checkpoint, compiling
+# A bound on a toy step where no FLOP estimate applies (CPU jobs, toy presets): 10x toy_l's measured
+# 0.10 s (Composer, 26 x 80 tokens, one thread of the 2-core EPYC, 2026-11-27; toy_s 0.06 s).
+TOY_STEP_BOUND_S = 1.0
+MAX_STALLED_RESTARTS = 3
+
+
+def slurm_time_seconds(text: str) -> int | None:
+    """Seconds of a Slurm time limit (sbatch's formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S); None for
+    UNLIMITED / INFINITE. The text has passed check_slurm_value."""
+    text = str(text)
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # D-H, D-H:M, D-H:M:S
+        h, m, sec = (parts + [0, 0])[:3]
+        return ((int(days) * 24 + h) * 60 + m) * 60 + sec
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+
+
+def step_seconds_estimate(body: dict, cluster, mfu: float, gpu_tflops: float) -> tuple[float, str]:
+    """A pretraining step's seconds on the cluster, and how it was estimated: the paper presets on GPU
+    jobs by their FLOPs (6 N D, reproduce.cost's model) at `mfu` of `gpu_tflops` on the job's GPUs;
+    anything else TOY_STEP_BOUND_S."""
+    from contracts.paper import PAPER_SHAPES
+    from paper_figures.flops import count_parameters, training_flops
+
+    preset = body["model"]["preset"]
+    if cluster.gpus_per_node > 0 and preset in PAPER_SHAPES:
+        gpus = cluster.pretraining_nodes * cluster.gpus_per_node
+        tokens = body["train"]["global_batch_size"] * body["data"]["seq_len"]
+        flops = training_flops(1, count_parameters(PAPER_SHAPES[preset])["matmul"], tokens)
+        return flops / (mfu * gpu_tflops * 1e12 * gpus), f"at MFU {mfu:.0%} of {gpu_tflops:g} TFLOP/s on {gpus} GPUs"
+    return TOY_STEP_BOUND_S, f"at most {TOY_STEP_BOUND_S:g} s a step (10x the largest toy preset's measured step)"
+
+
+def requeue_time_problem(cfg: ReproduceConfig, cluster, mfu: float, gpu_tflops: float) -> str | None:
+    """One line when the pretraining time limit leaves no time for a checkpoint before the requeue
+    signal: limit <= lead + start + one resume interval (of the slowest run) at the estimated step."""
+    name = "jobs.pretraining.time" if cluster.jobs.get("pretraining", {}).get("time") else "pretraining_time"
+    text = cluster.jobs.get("pretraining", {}).get("time") or cluster.pretraining_time
+    limit = slurm_time_seconds(text)
+    if limit is None:
+        return None
+    worst = None
+    for run in pretraining_runs(cfg):
+        body = pretraining_config(cfg, run)
+        step_s, how = step_seconds_estimate(body, cluster, mfu, gpu_tflops)
+        interval = min(body["train"]["resume_interval"], body["train"]["max_steps"])
+        if worst is None or interval * step_s > worst[0]:
+            worst = (interval * step_s, run, interval, how)
+    if worst is None:
+        return None
+    need = REQUEUE_SIGNAL_LEAD_S + JOB_START_ALLOWANCE_S + worst[0]
+    if limit > need:
+        return None
+    hours, rest = divmod(math.ceil(need / 60) * 60, 3600)
+    return (
+        f"{name}: {text!r} ({limit:,} s) leaves no time for a checkpoint: USR1 comes {REQUEUE_SIGNAL_LEAD_S} s before "
+        f"the limit, a start takes up to {JOB_START_ALLOWANCE_S} s and one checkpoint interval of {worst[1]} "
+        f"(train.resume_interval {worst[2]:,} steps) about {worst[0]:,.0f} s {worst[3]}, so every requeued job would "
+        f'end before saving; set it to at least "{hours:02d}:{rest // 60:02d}:00"'
+    )
 
 
 @dataclass(frozen=True)
@@ -312,6 +389,7 @@ class SlurmWriter:
                 "# runs again with the same run_dir: Composer's autoresume continues from the last checkpoint.",
                 'trap \'echo "time limit near: requeue $SLURM_JOB_ID"; scontrol requeue "$SLURM_JOB_ID"\' USR1',
                 f"if [[ -f {_q(run_dir / FINISHED_FILE)} ]]; then echo 'pretraining: {name} is finished'; exit 0; fi",
+                *self.stall_guard(name, run_dir),
             ]
         )
         train = f"-m pretraining train {_q(config_path)}"
@@ -328,6 +406,35 @@ class SlurmWriter:
             lines.append(f"{self.prefix()}{_q(c.python)} {train} &")
         lines += ["wait $!  # in the background so that the USR1 trap runs during training"]
         return "\n".join(lines) + "\n"
+
+    def stall_guard(self, name: str, run_dir: Path) -> list[str]:
+        """Script lines that stop a pretraining job requeued MAX_STALLED_RESTARTS times without a new
+        checkpoint (a restart, SLURM_RESTART_COUNT > 0, finding the newest checkpoint the start before
+        it found); OUT/slurm/requeue/<run>.state holds the count and that checkpoint's name. A new
+        job (a resubmission) starts the count again."""
+        state = self.dir / "requeue" / f"{name}.state"
+        pattern = CHECKPOINT_PATTERN.format(batch="[0-9]+", rank=0).replace(".", r"\.")
+        # the checkpoint's name expands in double quotes; the rest is quoted for the shell as a whole
+        said = (
+            f"restarts without a new checkpoint: not training again; raise the pretraining time limit or lower "
+            f"train.resume_interval, then python -m reproduce resubmit {out_dir(self.cfg)}"
+        )
+        stop = f'"pretraining {name}, newest checkpoint ${{newest:-none}}: {MAX_STALLED_RESTARTS} "{_q(said)}'
+        return [
+            f"# Requeue only while it makes progress: after {MAX_STALLED_RESTARTS} restarts that find no new",
+            "# checkpoint, stop (FAILED) instead of requeueing for ever.",
+            f"state={_q(state)}",
+            f"newest=$(ls -1 {_q(run_dir / CHECKPOINTS_DIR)} 2>/dev/null | grep -E '^{pattern}$' | sort -V | tail -n 1"
+            " || true)",
+            'stalled=0; before=""',
+            'if [[ -f "$state" ]]; then read -r stalled before < "$state" || true; fi',
+            '[[ "$stalled" =~ ^[0-9]+$ ]] || stalled=0',
+            'if [[ "${SLURM_RESTART_COUNT:-0}" -gt 0 && "$newest" == "$before" ]]; then stalled=$((stalled + 1)); '
+            "else stalled=0; fi",
+            f"if (( stalled >= {MAX_STALLED_RESTARTS} )); then echo {stop} >&2; exit 1; fi",
+            'mkdir -p "$(dirname "$state")"',
+            'printf \'%s %s\\n\' "$stalled" "$newest" > "$state.tmp" && mv "$state.tmp" "$state"',
+        ]
 
     def python_wrapper(self) -> str:
         """`$PYTHON` of the benchmarks.matrix array scripts: python inside the image."""
@@ -563,6 +670,9 @@ def reproduce_slurm(
         data_root=cfg.data_root or cluster.task_data,
     )
     paper = cfg.scale == "paper"
+    too_short = requeue_time_problem(cfg, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
+    if too_short:  # before anything is written
+        raise ReproduceError(f"{cluster_file}: {too_short}")
     cost = cost_report(cfg, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
     out_dir(cfg).mkdir(parents=True, exist_ok=True)
     written = SlurmWriter(cfg, cluster, container).write()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import torch
 import yaml
 
 from contracts.config import ConfigError
-from contracts.loggers import check_logger_section, logger_arguments
+from contracts.loggers import DEFAULT_PROJECT, check_logger_section, logger_arguments
 from pretraining.flops import FlopShape, attention_pairs, step_flops
 from pretraining.train import PretrainError, train
 from tests.fake_wandb import fake_wandb, logged_metrics, wandb_calls  # noqa: F401 (fixture)
@@ -220,12 +222,30 @@ def test_tensorboard_event_files_hold_loss_lr_and_throughput(tmp_path):
 def test_an_mlflow_file_store_records_the_same_metrics(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    cfg = toy_run_config(tmp_path, loggers={"mlflow": {"experiment_name": "toy"}}, monitor={"window": 4})
+    cfg = toy_run_config(tmp_path, loggers={"mlflow": {}}, monitor={"window": 4})  # the default experiment
     run_dir = _run(cfg)
     client = MlflowClient(tracking_uri=(run_dir / "mlruns").as_uri())
-    (run,) = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
+    (run,) = client.search_runs([client.get_experiment_by_name(DEFAULT_PROJECT).experiment_id])
     keys = set(run.data.metrics)
     assert set(SCALARS) <= keys, sorted(keys)
     history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss/train/total"))
     losses = [json.loads(line)["loss"] for line in (run_dir / "loss.jsonl").read_text().splitlines()]
     assert [step for step, _ in history] == list(range(24)) and [v for _, v in history] == pytest.approx(losses)
+
+    # docs/watching.md's read-back block, as a user runs it in a new shell (no MLFLOW_ALLOW_FILE_STORE)
+    text = (ROOT / "docs" / "watching.md").read_text()
+    block = text.split("<!-- mlflow read-back -->\n```bash\n", 1)[1].split("```", 1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    read = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.replace("/scratch/me/mlruns", str(run_dir / "mlruns"))],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr[-2000:]
+    assert DEFAULT_PROJECT in read.stdout and run.info.run_name in read.stdout, read.stdout
+    assert f"{losses[-1]:.6f}"[:6] in read.stdout, read.stdout  # the last loss, as pandas prints it
+    refused = subprocess.run(
+        ["mlflow", "experiments", "search"], env={**env, "MLFLOW_TRACKING_URI": (run_dir / "mlruns").as_uri()},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "MLFLOW_ALLOW_FILE_STORE=true" in refused.stderr  # why the block sets it
