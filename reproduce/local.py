@@ -220,6 +220,41 @@ def interruptible():
 
 CURRENT_STAGE: dict[str, str] = {}  # the stage `reproduce` is in (the interrupted line names it)
 
+# What each stage imports in this process, torch and the other C extensions behind it (tokenizers,
+# pandas, scipy) among them: imported before the first stage, with signals deferred, since an
+# exception raised inside torch's import aborted the interpreter (SIGABRT and a C stack trace, no
+# "interrupted" line: issue 65's interrupt stress, at `python -m reproduce`'s own imports).
+STAGE_IMPORTS = {
+    "data": ("torch", "pretraining.data.format", "pretraining.data.prepare", "reproduce.world"),
+    "pretraining": ("torch", "pretraining.export"),
+    "fine-tuning": ("torch", "benchmarks.run"),
+    "analysis": ("analysis.aggregate", "analysis.audit", "analysis.tables", "benchmarks.chance"),
+}
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGINT and SIGTERM are only recorded inside the block; the first recorded one is raised again
+    after it, for the handler that was there before (Interrupted under `reproduce`)."""
+    held, deferred = (signal.SIGINT, signal.SIGTERM), []
+    previous = {each: signal.signal(each, lambda signum, frame: deferred.append(signum)) for each in held}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+    if deferred:
+        signal.raise_signal(deferred[0])
+
+
+def import_stage_modules(stages) -> None:
+    """Import what `stages` import in this process, signals deferred (STAGE_IMPORTS)."""
+    import importlib
+
+    with signals_deferred():
+        for name in dict.fromkeys(m for stage in stages for m in STAGE_IMPORTS.get(stage, ())):
+            importlib.import_module(name)
+
 
 def _start_shared_pool(cfg: ReproduceConfig) -> None:
     """Start the reproduction's shared pool now (else the first stage that maps starts it)."""
@@ -678,6 +713,8 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
     out = out_dir(cfg)
     timings = {}
     with output_lock(out), _worker_pool(cfg):  # a second reproduce on this folder refuses before writing
+        CURRENT_STAGE["stage"] = next(name for name, _ in STAGES if name in stages)  # its imports come first
+        import_stage_modules(stages)
         _check_reuse(cfg, stages)
         write_study_config(cfg)
         if "data" in stages and "pretraining" in stages:

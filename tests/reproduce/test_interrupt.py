@@ -170,3 +170,28 @@ def test_the_interrupt_stress_command_signals_reproduce_as_it_starts(tmp_path, c
     assert interrupt_stress.main(argv) == 0, capsys.readouterr().out
     printed = capsys.readouterr().out
     assert printed.count(": ok") == 2 and "interrupt stress: 2 signals, each ended cleanly" in printed
+
+
+def test_a_signal_during_a_stages_imports_waits_for_the_import_then_ends_the_run(tmp_path, monkeypatch):
+    """Issue 65: raised inside torch's import, an exception aborted the interpreter (SIGABRT, a C
+    stack trace). A stage's modules are imported before it with signals deferred: a module that
+    sends SIGTERM to its own process while it is imported is imported whole, and the run ends with
+    Interrupted (its line) right after."""
+    from reproduce import local
+
+    (tmp_path / "signals_while_imported.py").write_text(
+        "import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGTERM)\n"
+        "for _ in range(1000):\n    pass\nWHOLE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(local.STAGE_IMPORTS, "data", ("signals_while_imported",))
+    monkeypatch.delitem(sys.modules, "signals_while_imported", raising=False)
+    with pytest.raises(local.Interrupted) as stop, local.interruptible():
+        local.import_stage_modules(["data"])
+    assert stop.value.signal_name == "SIGTERM" and sys.modules["signals_while_imported"].WHOLE
+    assert signal.getsignal(signal.SIGTERM) is not local._interrupt  # interruptible put back the handler before it
+    # without the deferral, the same import is cut where the signal came (what reached torch's)
+    del sys.modules["signals_while_imported"]
+    with pytest.raises(local.Interrupted), local.interruptible():
+        import signals_while_imported  # noqa: F401
+    assert "signals_while_imported" not in sys.modules
