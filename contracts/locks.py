@@ -48,9 +48,12 @@ def _open_lock(folder: Path, path: Path):
         why = "a link" if exc.errno == errno.ELOOP else exc.strerror
         raise BadLockFile(f"{path}: not a lock file this job can use ({why}): remove it and rerun") from None
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+    # a hard link (link count > 1) shares its inode with another file, which truncating would empty
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink > 1:
         os.close(fd)
-        what = "another user's file" if stat.S_ISREG(info.st_mode) else "not a regular file"
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "another user's file"
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid():
+            what = f"a hard link: {info.st_nlink} names for one file"
         raise BadLockFile(f"{path}: not a lock file this job can use ({what}): remove it and rerun")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "r+", encoding="utf-8")

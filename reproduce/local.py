@@ -169,6 +169,7 @@ def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
     # first: starting it blocks and then UNBLOCKS SIGINT.
     from multiprocessing import resource_tracker
 
+    _quiet_resource_tracker_cleanup()
     resource_tracker.ensure_running()
     held, deferred = (signal.SIGINT, signal.SIGTERM), []
     previous = {each: signal.signal(each, lambda signum, frame: deferred.append(signum)) for each in held}
@@ -188,6 +189,22 @@ def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
             pool.terminate()
             raise
     return pool
+
+
+# The multiprocessing resource tracker (its own process) unlinks the shared memory that
+# mosaicml-streaming made in workers killed at an interrupt, and warns "resource_tracker: There
+# appear to be N leaked shared_memory objects to clean up at shutdown" after our last line: that is
+# the cleanup (nothing is left in /dev/shm), not a leak (issue 65's interrupt stress). The tracker
+# takes its warning filters from PYTHONWARNINGS; the message's own colon limits the filter to its
+# prefix, in that module only.
+TRACKER_CLEANUP_FILTER = "ignore:resource_tracker:UserWarning:multiprocessing.resource_tracker"
+
+
+def _quiet_resource_tracker_cleanup() -> None:
+    """Give the resource tracker (started next, inheriting the environment) TRACKER_CLEANUP_FILTER."""
+    present = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
+    if TRACKER_CLEANUP_FILTER not in present:
+        os.environ["PYTHONWARNINGS"] = ",".join([*present, TRACKER_CLEANUP_FILTER])
 
 
 class Interrupted(BaseException):  # noqa: N818 (not an error: the user stopped the run)

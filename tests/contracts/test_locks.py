@@ -108,7 +108,9 @@ def test_a_second_benchmarks_run_never_clears_a_live_runs_folder(tmp_path, held,
     assert _snapshot(run_dir) == before
 
 
-@pytest.mark.parametrize("kind", ["link", "dangling link", "device link", "folder", "fifo", "folder is a file"])
+@pytest.mark.parametrize(
+    "kind", ["link", "dangling link", "device link", "hard link", "folder", "fifo", "folder is a file"]
+)
 def test_a_lock_path_that_is_not_our_plain_file_is_refused_and_nothing_is_written_through_it(tmp_path, kind):
     """Issue 56: the lock was opened with open("a+"), which follows a link, then truncated: a
     `.lock -> victim.txt` overwrote the victim; a folder, FIFO or device gave a raw OSError."""
@@ -127,6 +129,8 @@ def test_a_lock_path_that_is_not_our_plain_file_is_refused_and_nothing_is_writte
         lock.symlink_to(tmp_path / "nowhere")
     elif kind == "device link":
         lock.symlink_to("/dev/zero")
+    elif kind == "hard link":  # issue 66: the victim was overwritten with the holder line
+        os.link(victim, lock)
     elif kind == "folder":
         lock.mkdir()
     elif kind == "fifo":
@@ -139,6 +143,8 @@ def test_a_lock_path_that_is_not_our_plain_file_is_refused_and_nothing_is_writte
             pytest.fail("the lock was taken")
     message = str(caught.value)
     assert "\n" not in message and str(folder) in message
+    if kind == "hard link":
+        assert "(a hard link: 2 names for one file): remove it and rerun" in message
     assert victim.read_text() == "precious\n"
     assert not (tmp_path / "nowhere").exists()
     if kind != "folder is a file":

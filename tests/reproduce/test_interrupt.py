@@ -195,3 +195,42 @@ def test_a_signal_during_a_stages_imports_waits_for_the_import_then_ends_the_run
     with pytest.raises(local.Interrupted), local.interruptible():
         import signals_while_imported  # noqa: F401
     assert "signals_while_imported" not in sys.modules
+
+
+_KEPT = []  # the worker's shared memory stays open until the worker is killed, as streaming's does
+
+
+def _no_imports(threads: int) -> None:
+    """A pool initializer that imports nothing (the test's workers run no training)."""
+
+
+def _shared_memory_in_a_worker() -> str:
+    from multiprocessing import shared_memory
+
+    _KEPT.append(shared_memory.SharedMemory(create=True, size=4096, name=f"mlmclm_probe_{os.getpid()}"))
+    return _KEPT[-1].name
+
+
+def test_the_shared_memory_of_killed_workers_is_unlinked_without_a_warning_after_the_last_line(tmp_path):
+    """Issue 65's interrupt stress under load: after the 'interrupted' line, the multiprocessing
+    resource tracker printed 'UserWarning: resource_tracker: There appear to be 12 leaked
+    shared_memory objects to clean up at shutdown' (mosaicml-streaming's, made in the killed
+    workers): it unlinks them, which is the cleanup; its warning is now filtered in the tracker."""
+    script = (
+        "from reproduce.local import _new_pool\n"
+        "from reproduce.plan import ReproduceConfig\n"
+        "from tests.reproduce.test_interrupt import _no_imports, _shared_memory_in_a_worker\n"
+        f"pool = _new_pool(ReproduceConfig(out={str(tmp_path)!r}, workers=1, threads=1), _no_imports)\n"
+        "name = pool.apply(_shared_memory_in_a_worker)\n"
+        "pool.terminate()\n"
+        "pool.join()\n"
+        "print(name)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=FAILSAFE_S
+    )
+    assert done.returncode == 0, done.stderr
+    name = done.stdout.strip()
+    assert name.startswith("mlmclm_probe_") and not (Path("/dev/shm") / name).exists()  # unlinked by the tracker
+    assert "leaked" not in done.stderr and "Warning" not in done.stderr, done.stderr
