@@ -5,6 +5,7 @@ waits on events (the workers exist, the processes are gone), with deadlines only
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -85,6 +86,47 @@ def test_a_signal_ends_reproduce_and_its_workers_with_one_line(tmp_path, signum)
     assert last.endswith("rerun the same command to resume")
     with open(out / LOCK_FILE, "a+") as lock:  # nobody holds the output lock
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_kill_9_of_reproduce_leaves_no_worker_training(tmp_path):
+    """Issue 66, item 8: after kill -9 of a local reproduce its two pool workers kept training
+    (orphans holding run locks). Each worker asks the kernel for SIGKILL when its parent dies."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reproduce", "--out", str(tmp_path / "out"), "--workers", "2", "--threads", "1"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    workers: list[int] = []
+    try:
+        _wait_until(lambda: len(_pool_workers(proc.pid)) == 2 or proc.poll() is not None, "two pool workers")
+        workers = _pool_workers(proc.pid)
+        assert len(workers) == 2
+        # once a worker's initializer has run (its SIGINT ignored: SigIgn in /proc) it is training-ready
+        _wait_until(lambda: all(_ignores_sigint(w) for w in workers), "the workers initialised")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10  # the kernel sends the SIGKILL as the parent exits
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(w) for w in workers), "a worker outlived its parent by 10 s"
+    finally:
+        for pid in [*workers, proc.pid]:  # nothing left behind, whatever failed
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _ignores_sigint(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True  # gone: nothing left to wait for
+    ignored = next(line for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(int(ignored.split()[1], 16) >> (signal.SIGINT - 1) & 1)
 
 
 # Each script patches one point of the pool's start to signal itself there, then starts the pool
