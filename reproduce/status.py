@@ -336,9 +336,27 @@ def write_study_config(cfg) -> Path:
     return path
 
 
-def read_status_index(out: Path) -> StudyPlan | None:
-    """The index of `out` when it matches its reproduce.yaml; None when absent, stale or unreadable
-    (status then plans from the typed config). Decoded only as the columns written above."""
+def _index_folders_problem(out: Path, plan: StudyPlan) -> str | None:
+    """The first folder of an index that is not where the study's reproduce.yaml puts it: a
+    pretraining run's folder is <runs root>/<name>, a fine-tuning run's lies under OUT/finetune
+    (issue 66: an index naming another study's absolute folders showed their losses)."""
+    from reproduce.plan import finetune_dir, pretraining_dir
+
+    cfg = load_study_config(out)
+    runs, finetune = pretraining_dir(cfg), finetune_dir(cfg).absolute()
+    for name, run_dir, _ in plan.pretraining:
+        if Path(run_dir).absolute() != runs / name:
+            return f"pretraining run {name} at {run_dir}, not {runs / name}"
+    for run_id, _, run_dir, _, _ in plan.finetune:
+        if not Path(run_dir).absolute().is_relative_to(finetune):
+            return f"fine-tuning run {run_id} at {run_dir}, outside {finetune}"
+    return None
+
+
+def read_status_index(out: Path, notes: list[str] | None = None) -> StudyPlan | None:
+    """The index of `out` when it matches its reproduce.yaml; None when absent, stale, unreadable or
+    naming folders the study does not (status then plans from the typed config; `notes` gets a
+    line saying so). Decoded only as the columns written above."""
     try:
         text = read_text(out / CONFIG_FILE, LARGE)
         body = json.loads(read_text(out / STATUS_INDEX, LARGE))
@@ -350,13 +368,18 @@ def read_status_index(out: Path) -> StudyPlan | None:
             (str(i), str(m), where(str(d)), None if g is None else str(g), None if x is None else int(x))
             for i, m, d, g, x in body["finetune"]
         )
-        if any(".." in Path(str(d)).parts for _, d, _ in body["pretraining"]) or any(
+        plan = StudyPlan(str(body["study"]), str(body["scale"]), pretraining, finetune)
+        dotted = any(".." in Path(str(d)).parts for _, d, _ in body["pretraining"]) or any(
             ".." in Path(str(row[2])).parts for row in body["finetune"]
-        ):
-            return None
-        return StudyPlan(str(body["study"]), str(body["scale"]), pretraining, finetune)
+        )
+        problem = "a folder with '..'" if dotted else _index_folders_problem(out, plan)
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
+    if problem:
+        if notes is not None:
+            notes.append(f"status: {out / STATUS_INDEX} names a folder the study does not ({problem}): planned again")
+        return None
+    return plan
 
 
 def pretraining_status(plan: StudyPlan, slurm: SlurmView | None = None) -> list[PretrainingRun]:
@@ -450,7 +473,8 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     `every_run`: list each failed or missing run, however many."""
     if not (out / CONFIG_FILE).is_file():
         load_study_config(out)  # the one-line error naming the missing reproduce.yaml
-    plan = read_status_index(out) or plan_of(load_study_config(out))  # the index: no torch import, no planning
+    notes: list[str] = []
+    plan = read_status_index(out, notes) or plan_of(load_study_config(out))  # the index: no torch, no planning
     holder = read_holder(out / LOCK_FILE)
     slurm = SlurmView.read(out) if (out / "slurm").is_dir() and not holder.alive else None
     on_slurm = slurm is not None and bool(slurm.entries)
@@ -468,7 +492,7 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
         who = f"not running: the last reproduce (pid {holder.pid} on {holder.host}) started {holder.since.isoformat()}"
     else:
         who = "not running"
-    lines = [f"study {plan.study} ({plan.scale} scale) in {out}: {who}", ""]
+    lines = [f"study {plan.study} ({plan.scale} scale) in {out}: {who}", *notes, ""]
     if on_slurm:
         lines += _slurm_lines(slurm)
     rows = []

@@ -190,6 +190,7 @@ def test_status_reads_the_plan_index_and_plans_again_only_when_reproduce_yaml_ch
     assert cli.main(["status", str(out)]) == 0
     assert capsys.readouterr().out == planned
     index = json.loads((out / status.STATUS_INDEX).read_text())
+    planned_index = json.loads((out / status.STATUS_INDEX).read_text())
     assert len(index["finetune"]) == len(study["jobs"]) and not Path(index["finetune"][0][2]).is_absolute()
     # an edited reproduce.yaml (one more comment line) makes the index stale: planned again, same answer
     config = out / "reproduce.yaml"
@@ -203,6 +204,20 @@ def test_status_reads_the_plan_index_and_plans_again_only_when_reproduce_yaml_ch
     index["finetune"][0][2] = "../../etc"
     (out / status.STATUS_INDEX).write_text(json.dumps(index))
     assert status.read_status_index(out) is None
+    # issue 66: absolute folders of another study (its losses were shown): planned again, one line
+    other = out.parent / "other-study"
+    index["finetune"][0][2] = str(other / "finetune" / "x")
+    (out / status.STATUS_INDEX).write_text(json.dumps(index))
+    assert cli.main(["status", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert f"names a folder the study does not (fine-tuning run {index['finetune'][0][0]} at {other}" in shown
+    assert shown.replace(shown.splitlines()[1] + "\n", "", 1) == planned and len(calls) == 2  # the plan's answer
+    index["finetune"][0][2] = planned_index["finetune"][0][2]
+    name = index["pretraining"][0][0]
+    index["pretraining"][0][1] = str(other / "pretraining" / name)
+    (out / status.STATUS_INDEX).write_text(json.dumps(index))
+    notes = []
+    assert status.read_status_index(out, notes) is None and f"pretraining run {name} at {other}" in notes[0]
 
 
 def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsys):
