@@ -51,13 +51,24 @@ class LedgerEntry:
         return parse_task_ids(self.tasks)
 
 
+# More task ids than any array of ours can have (the paper's masking study has 4,950 array tasks in
+# all): a ledger line with more (`0-2000000000`) is unreadable, counted before any id is made
+MAX_ARRAY_TASKS = 100_000
+
+
 def parse_task_ids(text: str) -> list[int]:
-    """`0-8`, `3,5,7-9` (sbatch --array, without the %throttle) -> the task ids."""
-    ids: list[int] = []
+    """`0-8`, `3,5,7-9` (sbatch --array, without the %throttle) -> the task ids. ValueError for a
+    reversed range or more than MAX_ARRAY_TASKS ids, checked before they are made (issue 66)."""
+    spans = []
     for part in filter(None, text.split("%", 1)[0].split(",")):
         first, _, last = part.partition("-")
-        ids.extend(range(int(first), int(last or first) + 1))
-    return ids
+        start, stop = int(first), int(last or first)
+        if start < 0 or stop < start:
+            raise ValueError(f"task range {part!r}")
+        spans.append((start, stop))
+    if sum(stop - start + 1 for start, stop in spans) > MAX_ARRAY_TASKS:
+        raise ValueError(f"more than {MAX_ARRAY_TASKS:,} task ids in {text[:40]!r}")
+    return [i for start, stop in spans for i in range(start, stop + 1)]
 
 
 def format_task_ids(ids: list[int]) -> str:
@@ -166,7 +177,10 @@ def _expand(job_id: str) -> list[str]:
     """`123`, `123_4`, `123_[5-9%2]` (a pending array's tasks in one squeue line) -> keys."""
     match = re.fullmatch(r"(\d+)_\[([\d,\-]+)(?:%\d+)?\]", job_id)
     if match:
-        return [f"{match.group(1)}_{i}" for i in parse_task_ids(match.group(2))]
+        try:
+            return [f"{match.group(1)}_{i}" for i in parse_task_ids(match.group(2))]
+        except ValueError:  # not an array of ours: kept as Slurm printed it
+            return [job_id]
     return [job_id]
 
 

@@ -29,6 +29,24 @@ def test_task_ids_round_trip_through_the_sbatch_array_syntax(ids):
     assert parse_task_ids(text + "%4") == sorted(set(ids))  # the throttle is not a task
 
 
+def test_a_ledger_line_with_two_billion_task_ids_is_unreadable_not_a_memory_error(tmp_path):
+    """Issue 66, item 5: tasks `0-2000000000` built the whole task list (MemoryError in status and
+    resubmit); the count is checked before any id is made, and the line is skipped as unreadable."""
+    from reproduce.ledger import MAX_ARRAY_TASKS, LedgerEntry, append_ledger, read_ledger
+
+    for text in ("0-2000000000", f"0-{MAX_ARRAY_TASKS}", "5-3", "-1"):
+        with pytest.raises(ValueError):
+            parse_task_ids(text)
+    assert len(parse_task_ids(f"0-{MAX_ARRAY_TASKS - 1}")) == MAX_ARRAY_TASKS
+    append_ledger(tmp_path, LedgerEntry("7", "finetune", "m", "ft.sh", "finetune", "0-2000000000%2"))
+    append_ledger(tmp_path, LedgerEntry("8", "finetune", "m", "ft.sh", "finetune", "0-3%2"))
+    entries, bad = read_ledger(tmp_path)
+    assert [e.job for e in entries] == ["8"] and bad == 1
+    assert parse_states("9_[0-2000000000%4]|PENDING|None") == {
+        "9_[0-2000000000%4]": parse_states("9|PENDING|None")["9"]
+    }
+
+
 def test_squeue_and_sacct_lines_become_per_task_states():
     states = parse_states(
         "\n".join(
