@@ -18,6 +18,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import socket
 import stat
@@ -63,6 +64,17 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# A step, token count or clock beyond these is no run's (a paper run: 42,000 steps, 99.1B tokens,
+# days of seconds): an infinite or 400-digit value in a loss.jsonl was an OverflowError in `status`
+MAX_LOGGED_STEP, MAX_LOGGED_COUNT = 10**9, 10**15
+
+
+def _counter(value, limit: int = MAX_LOGGED_COUNT) -> bool:
+    """A finite, non-negative number no larger than `limit` (a step, token count or seconds)."""
+    # compared first: math.isfinite of a 400-digit int is itself an OverflowError
+    return _number(value) and 0 <= value <= limit and math.isfinite(value)
+
+
 def read_loss_rows(text: str) -> list[dict]:
     """The complete lines of a loss.jsonl with a numeric step, loss and seconds (a line being written,
     or one with other values, is skipped: issue 56, a string loss crashed the table)."""
@@ -72,8 +84,9 @@ def read_loss_rows(text: str) -> list[dict]:
             row = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
             continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and _number(row.get("loss")):
-            if _number(row.get("seconds", 0)) and _number(row.get("tokens", 0)):
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and _counter(row["step"], MAX_LOGGED_STEP):
+            # the loss may be NaN or infinite (a diverged run shows it); the counters must be plausible
+            if _number(row.get("loss")) and _counter(row.get("seconds", 0)) and _counter(row.get("tokens", 0)):
                 rows.append(row)
     return rows
 

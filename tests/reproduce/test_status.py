@@ -314,6 +314,9 @@ def test_status_shows_only_what_parses_and_never_reads_unbounded(study, capsys):
     (pretraining_dir(cfg) / finished / FINISHED_FILE).write_text("not json{")
     with (pretraining_dir(cfg) / killed / LOSS_LOG_FILE).open("a") as log:
         log.write('{"step": 61, "loss": "nan-ish", "tokens": 1, "seconds": 1.0}\n{"step": "x", "loss": 1.0}\n')
+        # issue 66: an infinite clock and a 400-digit step were an OverflowError in the ETA
+        log.write('{"step": 62, "loss": 1.0, "tokens": 1, "seconds": Infinity}\n')
+        log.write('{"step": 1' + "0" * 400 + ', "loss": 1.0, "tokens": 1, "seconds": 2.0}\n')
     from benchmarks.run import RunConfig
     from contracts.config import config_from_dict
 
@@ -326,7 +329,7 @@ def test_status_shows_only_what_parses_and_never_reads_unbounded(study, capsys):
     captured = capsys.readouterr()
     rows = _section(captured.out, "pretraining:")
     assert rows[finished][1:3] == ["broken", "FINISHED.json"]
-    assert rows[killed][2] == f"60/{STEPS}"  # the two odd lines skipped
+    assert rows[killed][2] == f"60/{STEPS}"  # the four odd lines skipped
     assert f"{study['by_state']['done']['id']}: record.json unreadable" in captured.out
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "cannot write the PNG" in err[0] and "pass --png PATH" in err[0]
