@@ -33,6 +33,18 @@ def read_text(path: str | Path, limit: int = SMALL) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def read_tail(path: str | Path, size: int = 4096) -> str:
+    """The last `size` bytes of a regular file as text (a log read from its end); a link is followed
+    to check its target: a device, a FIFO or a folder is refused before it is opened."""
+    path = Path(path)
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise BoundedReadError(f"{path}: not a regular file; remove it (or the link) and rerun")
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - size))
+        return handle.read(size).decode("utf-8", errors="replace")
+
+
 def read_json_object(path: str | Path, limit: int = SMALL) -> dict:
     """A JSON object from a bounded regular file; BoundedReadError when it is not one."""
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
-from contracts.bounded import LARGE, BoundedReadError, read_json_object, read_text
+from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object, read_tail, read_text
 from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir
 from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from contracts.provenance import atomic_write_bytes
@@ -166,9 +166,9 @@ def _pid_alive(pid: int) -> bool:
 
 def read_holder(lock: Path) -> Holder:
     """The holder line of a lock file (a study's `.reproduce.lock`, a run's `.lock`); empty if none."""
-    try:
-        text = lock.read_text()
-    except OSError:
+    try:  # bounded: a lock linked to /dev/zero, a FIFO or a 3 GB file has no holder line to read (issue 66)
+        text = read_text(lock, SMALL)
+    except (OSError, BoundedReadError):
         text = ""
     return parse_holder(text, socket.gethostname(), _pid_alive)
 
@@ -232,10 +232,12 @@ class SlurmView:
         """The last non-empty line of a job's Slurm log (OUT/slurm/slurm_logs), read from its end only."""
         pattern = f"*_{job}_{task}.out" if task is not None else f"*_{job}.out"
         for path in sorted((self.out / "slurm" / "slurm_logs").glob(pattern)):
-            with open(path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 4096))
-                lines = [x.strip() for x in f.read().decode(errors="replace").splitlines() if x.strip()]
+            try:  # a log that is a FIFO or a device is not opened (issue 66: a hang, a read of zeros)
+                tail = read_tail(path)
+            except (OSError, BoundedReadError) as exc:
+                return f"(log unreadable: {str(exc)[:160]})"
+            lines = [x.replace("\x00", "").strip() for x in tail.splitlines()]
+            lines = [x for x in lines if x]
             return lines[-1][:200] if lines else ""
         return ""
 

@@ -368,3 +368,31 @@ def test_the_headline_says_when_the_analysis_job_itself_failed(tmp_path):
     )
     ended["9"] = SlurmState("COMPLETED")
     assert "analysis job" not in _slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "3 GB file"])
+def test_a_lock_or_slurm_log_that_is_no_regular_small_file_is_not_read(tmp_path, kind):
+    """Issue 66, item 5: `.reproduce.lock` linked to /dev/zero (MemoryError) or a FIFO (a hang), a
+    run's 3 GB `.lock` (MemoryError), a Slurm log that is /dev/zero or a FIFO. None is opened for
+    reading: the lock has no holder, the log's line says it is unreadable."""
+    from reproduce import status
+
+    def make(path):
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "link to /dev/zero":
+            path.symlink_to("/dev/zero")
+        else:
+            path.write_bytes(b"pid 1 on h since 2026-01-01T00:00:00+00:00\n")
+            os.truncate(path, 3 << 30)  # sparse: no disk behind it
+
+    make(tmp_path / LOCK_FILE)
+    assert status.read_holder(tmp_path / LOCK_FILE).pid is None
+    logs = tmp_path / "slurm" / "slurm_logs"
+    logs.mkdir(parents=True)
+    make(logs / "mlmclm-data_12.out")
+    line = status.SlurmView(tmp_path).log_tail("12")
+    if kind == "3 GB file":  # a regular file: read from its end only (the holder line is at its start)
+        assert line == ""
+    else:
+        assert line.startswith("(log unreadable: ") and "not a regular file" in line
