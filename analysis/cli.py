@@ -139,7 +139,7 @@ def _cmd_import_released(args) -> int:
     for path, reason in skipped:
         print(f"warning: skipped {path}: {reason}", file=sys.stderr)
     if skipped:
-        print(f"warning: {len(skipped)} bad file(s) skipped (--skip-bad)", file=sys.stderr)
+        print(f"warning: {len(skipped)} bad file(s) or folder(s) skipped (--skip-bad)", file=sys.stderr)
     return 0
 
 

@@ -162,6 +162,11 @@ def dataset_of_folder(path: Path, task_type: str, folder: str) -> str:
     )
 
 
+# A released results.json is at most a few hundred kB (its per-instance test scores: about 20 bytes
+# for each of MNLI's 9,815 test examples); a file of gigabytes is no run (issue 66: read whole)
+MAX_RESULTS_BYTES = 64 << 20
+
+
 def read_file_inside(path: Path, root: Path) -> bytes:
     """The bytes of `path`, a regular file inside `root` (links inside the tree are followed):
     a link out of the tree, a device (/dev/zero would fill the memory), a FIFO (reading it waits
@@ -190,8 +195,16 @@ def read_file_inside(path: Path, root: Path) -> bytes:
             raise ReleasedImportError(
                 f"{path}: {kind}, not a regular file: refused; a release holds results.json files"
             )
+        size = os.fstat(fd).st_size
+        if size > MAX_RESULTS_BYTES:
+            raise ReleasedImportError(
+                f"{path}: {size:,} bytes, more than the {MAX_RESULTS_BYTES:,} a results.json may hold: refused unread"
+            )
         with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read()
+            data = handle.read(MAX_RESULTS_BYTES + 1)
+        if len(data) > MAX_RESULTS_BYTES:  # grew while read
+            raise ReleasedImportError(f"{path}: more than the {MAX_RESULTS_BYTES:,} bytes a results.json may hold")
+        return data
     except OSError as exc:
         raise ReleasedImportError(f"{path}: cannot be read ({exc})") from None
     finally:
@@ -251,19 +264,50 @@ def read_released_run(path: Path, root: Path) -> RunRecord:
     return record if instances is None else replace(record, test_instance_scores=tuple(instances.tolist()))
 
 
-def released_files(directory: str | Path) -> tuple[Path, list[Path]]:
-    """The results root and its results.json files, sorted."""
+def released_files(directory: str | Path) -> tuple[Path, list[Path], list[tuple[str, str]]]:
+    """The results root, its results.json files (sorted) and the folders of the tree not followed,
+    (path, reason): a link to a folder out of the tree, a link that dangles or loops, an unreadable
+    folder (issue 66: a tree whose model folder was a link out of it lost those runs without a word,
+    "imported 630 runs" for 720). A link to a folder inside the tree is not followed either: its
+    target is read where it is, once."""
     root = results_root(directory)
-    files = set(root.rglob("results.json"))
-    # rglob passes over a results.json that is a dangling or looping link without a word (issue 56):
-    # every entry of that name is listed, and such a link is then refused like any other bad file
-    for folder, _, names in os.walk(root):
+    real_root = root.resolve()
+    files, bad = set(), []
+
+    def unreadable(error: OSError) -> None:
+        bad.append((Path(error.filename).relative_to(root).as_posix(), f"{error.filename}: cannot be read ({error})"))
+
+    for folder, dirs, names in os.walk(root, onerror=unreadable):
+        # a results.json that is a dangling or looping link is listed too, and then refused like any
+        # other bad file (issue 56: rglob passed over it)
         if "results.json" in names:
             files.add(Path(folder) / "results.json")
+        for name in [*dirs, *(n for n in names if n != "results.json")]:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            relative = path.relative_to(root).as_posix()
+            try:
+                real = path.resolve(strict=True)
+            except (RuntimeError, OSError):
+                bad.append((relative, f"{path}: a link that loops or dangles: not followed"))
+                continue
+            if real.is_dir() and not real.is_relative_to(real_root):
+                bad.append((relative, f"{path}: links to {real}, outside the tree {root}: not followed"))
     files = sorted(files)
-    if not files:
+    if not files and not bad:
         raise ReleasedImportError(f"{root}: no results.json found (expected the released 'results' tree)")
-    return root, files
+    return root, files, sorted(bad)
+
+
+def _refuse_unfollowed(bad: list[tuple[str, str]], skip_bad: bool) -> None:
+    """A tree with folders not followed is refused, naming the first and the count, unless skip_bad."""
+    if bad and not skip_bad:
+        others = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ReleasedImportError(
+            f"{bad[0][1]}{others}: their runs would be left out; copy them into the tree, or pass --skip-bad "
+            "to import the rest (they are listed as skipped)"
+        )
 
 
 def import_released(directory: str | Path) -> tuple[list[RunRecord], list[str]]:
@@ -275,8 +319,9 @@ def import_released(directory: str | Path) -> tuple[list[RunRecord], list[str]]:
 def read_released(directory: str | Path, skip_bad: bool = False) -> tuple[list[RunRecord], list[tuple[str, str]]]:
     """The runs of a released tree and the files skipped as bad, (path, reason): a bad file
     raises its ReleasedImportError unless `skip_bad`."""
-    root, files = released_files(directory)
-    records, skipped = [], []
+    root, files, unfollowed = released_files(directory)
+    _refuse_unfollowed(unfollowed, skip_bad)
+    records, skipped = [], list(unfollowed)
     # disable=None: a progress bar on a terminal only (the release holds ~18,500 runs).
     for path in tqdm(files, desc="runs", unit="run", disable=None, leave=False):
         try:
@@ -318,15 +363,18 @@ def import_released_to_store(
     import with its error (ReleasedImportError), unless `skip_bad`: then it is listed in
     `skipped` (and in its part's manifest) and the import goes on.
     """
-    root, files = released_files(directory)
+    root, files, unfollowed = released_files(directory)
+    _refuse_unfollowed(unfollowed, skip_bad)
     store = Path(store)
     if store.is_file():
         raise ReleasedImportError(f"{store}: is a file; an import writes a store folder (or use -o X.jsonl)")
     try:
         with folder_lock(store, job="import-released", advice="wait for it to finish, or import into another -o"):
-            return _import_locked(root, files, store, skip_bad, part_values)
+            summary = _import_locked(root, files, store, skip_bad, part_values)
     except (FolderInUse, RunRecordError) as exc:
         raise ReleasedImportError(str(exc)) from None
+    summary.skipped = [*unfollowed, *summary.skipped]
+    return summary
 
 
 def _check_same_source(store: Path, root: Path, parts: list[Path]) -> str:

@@ -126,13 +126,14 @@ def test_bad_files_stop_the_import_or_are_skipped(tmp_path, tiny_release, capsys
     captured = capsys.readouterr()
     assert "imported 358 runs" in captured.out
     assert f"warning: skipped {bad.relative_to(tree).as_posix()}: {bad}: 'validation.score' is 7" in captured.err
-    assert "not valid JSON" in captured.err and "warning: 2 bad file(s) skipped (--skip-bad)" in captured.err
+    assert "not valid JSON" in captured.err
+    assert "warning: 2 bad file(s) or folder(s) skipped (--skip-bad)" in captured.err
     if suffix == ".parquet":  # the manifest remembers them: a rerun reads nothing again and lists them
         skipped = [s for p in store_parts(tmp_path / "b.parquet") for s in part_manifest(p)["skipped"]]
         assert len(skipped) == 2
         assert main(["import-released", str(tree), "-o", str(tmp_path / "b.parquet"), "--skip-bad"]) == 0
         captured = capsys.readouterr()
-        assert "0 parts written" in captured.out and "2 bad file(s) skipped" in captured.err
+        assert "0 parts written" in captured.out and "2 bad file(s) or folder(s) skipped" in captured.err
 
 
 def test_import_into_a_file_is_an_error(tmp_path, tiny_release):
@@ -247,3 +248,54 @@ def test_a_second_import_into_a_store_in_use_refuses_and_touches_nothing(tmp_pat
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{store} is in use by another import-released (pid {os.getpid()} on" in err[0], err
     assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+
+
+def test_a_3_gb_results_file_is_refused_unread(tmp_path, tiny_release, capsys):
+    """Issue 66, item 5: a 3 GB results.json was read whole (sparse here: no disk behind it)."""
+    import shutil
+
+    from analysis.released import MAX_RESULTS_BYTES
+
+    tree = tmp_path / "results"
+    shutil.copytree(tiny_release / "210m-mlm40-42k" / "SC" / "sst2", tree / "210m-mlm40-42k" / "SC" / "sst2")
+    target = tree / "210m-mlm40-42k" / "SC" / "sst2" / "lr1e-05_sd0" / "results.json"
+    os.truncate(target, 3 << 30)
+    assert main(["import-released", str(tree), "-o", str(tmp_path / "runs.parquet")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{target}: 3,221,225,472 bytes, more than the {MAX_RESULTS_BYTES:,}" in err[0], err
+
+
+@pytest.mark.parametrize("case", ["out of the tree", "dangling", "inside the tree"])
+def test_a_folder_link_is_followed_inside_the_tree_and_refused_out_of_it(tmp_path, tiny_release, capsys, case):
+    """Issue 66, item 3: a released tree whose model folder was a link out of the tree lost those runs
+    without a word ("imported 630 runs of 2 models", rc 0, for a 720-run tree). A link out of the
+    tree (or dangling) is refused naming it, or listed as skipped with --skip-bad; a link to a folder
+    inside the tree adds nothing: its target is read where it is, once."""
+    import shutil
+
+    tree = tmp_path / "results"
+    model = tree / "210m-mlm40-42k"
+    shutil.copytree(tiny_release / "210m-mlm40-42k", model)
+    total = len(list(model.rglob("results.json")))
+    moved = model / "SC"
+    if case == "inside the tree":  # an alias of a folder the walk reads anyway: its runs once
+        (tree / "alias").symlink_to(model)
+    elif case == "dangling":
+        shutil.rmtree(moved)
+        moved.symlink_to(tmp_path / "gone")
+    else:
+        shutil.move(moved, tmp_path / "elsewhere")
+        moved.symlink_to(tmp_path / "elsewhere")
+    store = tmp_path / "runs.parquet"
+    if case == "inside the tree":
+        assert main(["import-released", str(tree), "-o", str(store)]) == 0, capsys.readouterr().err
+        assert f"imported {total} runs" in capsys.readouterr().out
+        return
+    assert main(["import-released", str(tree), "-o", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{moved}: " in err[0] and "not followed" in err[0] and "--skip-bad" in err[0], err
+    assert not store.exists()  # refused before anything was written
+    assert main(["import-released", str(tree), "-o", str(store), "--skip-bad"]) == 0
+    captured = capsys.readouterr()
+    assert f"warning: skipped 210m-mlm40-42k/SC: {moved}" in captured.err
+    assert "1 bad file(s) or folder(s) skipped (--skip-bad)" in captured.err
