@@ -27,6 +27,7 @@ LEDGER_FILE = Path("slurm") / "ledger.jsonl"
 # The fine-tuning arrays' throttle and lanes the study was written with (reproduce.slurm), for
 # `resubmit`, which submits arrays the first submission never queued (no ledger entry).
 ARRAYS_FILE = Path("slurm") / "arrays.json"
+SCRIPTS_FILE = Path("slurm") / "scripts.json"  # the sha256 of each script the study wrote (resubmit checks them)
 KINDS = ("data", "pretraining", "finetune", "analysis")
 # afterok on a job that failed: cancel the dependant (the analysis, afterany, then runs), not leave it
 # pending forever with DependencyNeverSatisfied

@@ -25,6 +25,7 @@ from reproduce.ledger import (
     ACTIVE_STATES,
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
+    SCRIPTS_FILE,
     LedgerEntry,
     append_ledger,
     current_jobs,
@@ -224,6 +225,36 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     return plan, notes
 
 
+def check_scripts(out: Path, plan: list[Submission]) -> None:
+    """Each script the plan submits is one `python -m reproduce` wrote in OUT/slurm, unchanged since
+    (its sha256 in OUT/slurm/scripts.json), as is the python.sh its arrays call: a regular file, no
+    link; anything else is one line before any sbatch (issue 66)."""
+    import hashlib
+
+    from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object, read_text
+
+    again = "write the study again (python -m reproduce ... --dry-run) and rerun resubmit"
+    try:
+        recorded = read_json_object(out / SCRIPTS_FILE, SMALL)
+    except FileNotFoundError:
+        raise ReproduceError(f"{out / SCRIPTS_FILE}: no record of the scripts the study wrote: {again}") from None
+    except BoundedReadError as exc:
+        raise ReproduceError(f"{exc}: {again}") from None
+    names = dict.fromkeys([s.script for s in plan] + (["python.sh"] if any(s.tasks for s in plan) else []))
+    for name in names:
+        path = out / "slurm" / name
+        if "/" in name or name.startswith("-") or name not in recorded:
+            raise ReproduceError(f"{path}: not a script the study wrote ({out / SCRIPTS_FILE}): {again}")
+        try:
+            if path.is_symlink():
+                raise BoundedReadError(f"{path}: a link")
+            text = read_text(path, LARGE)
+        except (OSError, BoundedReadError) as exc:
+            raise ReproduceError(f"{path}: cannot be checked ({exc}): {again}") from None
+        if hashlib.sha256(text.encode()).hexdigest() != recorded[name]:
+            raise ReproduceError(f"{path}: changed since the study wrote it (its sha256 differs): {again}")
+
+
 def describe(plan: list[Submission]) -> list[str]:
     """The sbatch lines, with `$var` for the ids of jobs this plan submits first."""
     ids = {s.var: f"${s.var}" for s in plan}
@@ -278,6 +309,7 @@ def main(argv: list[str]) -> int:
         if not plan:
             print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
             return 0
+        check_scripts(out, plan)  # before any line of the plan, in a dry run too
         print(f"resubmit: {len(plan)} sbatch call(s):")
         for line in describe(plan):
             print("  " + line)

@@ -5,6 +5,7 @@ specifics come from one YAML file (`ClusterConfig`, configs/cluster.example.yaml
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -13,7 +14,14 @@ from pathlib import Path
 
 from contracts.layout import CHECKPOINT_PATTERN, CHECKPOINTS_DIR, FINISHED_FILE
 from contracts.paper import PAPER_CORPUS
-from reproduce.ledger import ARRAYS_FILE, KILL_ON_INVALID_DEP, LEDGER_FILE, ledger_shell_function, read_ledger
+from reproduce.ledger import (
+    ARRAYS_FILE,
+    KILL_ON_INVALID_DEP,
+    LEDGER_FILE,
+    SCRIPTS_FILE,
+    ledger_shell_function,
+    read_ledger,
+)
 from reproduce.plan import (
     REPO_ROOT,
     ReproduceConfig,
@@ -586,6 +594,12 @@ class SlurmWriter:
             + "".join(f" ${v}" for v in run_var.values())
             + ', analysis $analysis"',
         ]
+        # what resubmit may submit: these scripts, as written now (issue 66: it submitted the script the
+        # ledger named, wherever it was)
+        written = [scripts["data"], python, *(self.dir / f"pretrain_{n}.sbatch" for n in runs), analysis]
+        written += [self.dir / f"finetune_{m}.sh" for m in models]
+        hashes = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in written}
+        write_if_changed(out / SCRIPTS_FILE, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
         submit = self.dir / "submit.sh"
         write_if_changed(
             submit,

@@ -455,3 +455,43 @@ def test_a_toy_study_in_container_mode_checks_its_image_before_any_sbatch(tmp_pa
     out = capsys.readouterr().out
     assert "image: built from commit 000000000000, this checkout is " in out and "the same requirements.lock" in out
     assert len(calls.read_text().splitlines()) == 7  # data, 2 pretraining, 3 models x 1 array, analysis
+
+
+def test_resubmit_submits_only_the_scripts_the_study_wrote_unchanged(tmp_path, monkeypatch, capsys):
+    """Issue 66, item 1: resubmit sent the ledger's `script` field to sbatch (a script outside
+    OUT/slurm, or `--wrap=touch FILE`, read by sbatch as an option). The scripts are the study's own,
+    checked against the sha256 recorded when they were written (OUT/slurm/scripts.json): a changed
+    script, a link in its place or a missing record is one line before any sbatch line."""
+    from reproduce import resubmit
+    from reproduce.ledger import SCRIPTS_FILE, LedgerEntry, append_ledger
+
+    body = toy_cluster_body(tmp_path, "debug", array_throttle=2)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(body))
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run"]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--pretrain-steps", "8"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    append_ledger(out, LedgerEntry("101", "data", "data", "--wrap=touch /tmp/pwned"))  # the ledger's field
+    monkeypatch.setattr(resubmit, "query_slurm", lambda jobs: ({}, ["squeue"]))
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    shown = capsys.readouterr().out
+    assert "data.sbatch" in shown and "--wrap" not in shown
+
+    script = out / "slurm" / "pretrain_toy_s-clm-8.sbatch"
+    original = script.read_text()
+    script.write_text(original + "touch /tmp/pwned\n")
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{script}: changed since the study wrote it" in err[0], err
+    script.unlink()
+    (tmp_path / "mine.sbatch").write_text(original)
+    script.symlink_to(tmp_path / "mine.sbatch")
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
+    assert f"{script}: cannot be checked ({script}: a link)" in capsys.readouterr().err
+    script.unlink()
+    script.write_text(original)
+    (out / SCRIPTS_FILE).unlink()
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
+    assert "no record of the scripts the study wrote: write the study again" in capsys.readouterr().err
