@@ -9,7 +9,9 @@ the node's local leader compares the cache with its source:
 - an empty or absent cache: bound to the source (`.source.json`: the source and its index's sha256);
 - the same index (sha256 of the bytes) and every shard file already there of the size the index
   records: used as it is (a cache of this source from before this check is bound now);
-- another index, in a cache bound by us (`.source.json`): emptied, then bound to the new source;
+- another index, in a cache bound by us (`.source.json`): emptied, then bound to the new source,
+  when it holds only what a cache holds (the marker, index.json, the shards it names); a file or
+  folder of anyone else's is refused in one line, nothing removed (issue 66);
 - another index in a folder we did not bind: refused in one line (it may be someone's data).
 
 One process per node decides and clears (the local leader); the others wait for it at a barrier of
@@ -60,6 +62,26 @@ def _shards_match(cache: Path, index: dict) -> bool:
     )
 
 
+def _not_ours(cache: Path) -> list[str]:
+    """The entries of a bound cache that neither we nor streaming wrote there: anything but the
+    marker, the cached index.json and the shard files it names (with a `.tmp` left by a copy cut
+    short); a folder counts as not ours (issue 66: a thesis.tex beside a forged marker was emptied)."""
+    ours = {CACHE_SOURCE, INDEX}
+    try:
+        index = read_json_object(cache / INDEX, INDEX_BYTES_LIMIT) if (cache / INDEX).is_file() else {}
+        for shard in index.get("shards", []):
+            ours.update(info["basename"] for info in present_shard_files(cache, shard)[0])
+    except (BoundedReadError, AttributeError, KeyError, TypeError):
+        pass  # an index we cannot read names no shard: only the marker and itself are ours
+    found = []
+    for entry in cache.iterdir():
+        name = entry.name
+        temporary = name.endswith(".tmp") and (name[:-4] in ours or name.startswith(f".{CACHE_SOURCE}."))
+        if entry.is_symlink() or not entry.is_file() or not (name in ours or temporary):
+            found.append(name)
+    return sorted(found)
+
+
 def _empty(cache: Path) -> None:
     """Remove everything inside `cache` (links removed, not followed)."""
     for entry in cache.iterdir():
@@ -97,6 +119,13 @@ def bind_cache(cache: Path, source: str, index_path: Path) -> str:
         raise PreparedDataError(
             f"data.cache_dir {cache} holds files that are not a cache of data.path {source} (another index, "
             "and no .source.json of ours): empty that folder or set data.cache_dir to a folder of its own"
+        )
+    strangers = _not_ours(cache)
+    if strangers:
+        shown = ", ".join(strangers[:3]) + (f" and {len(strangers) - 3} more" if len(strangers) > 3 else "")
+        raise PreparedDataError(
+            f"data.cache_dir {cache} holds files a streaming cache does not ({shown}), nothing removed: move them "
+            "out, or set data.cache_dir to a folder of its own"
         )
     _empty(cache)
     atomic_write_json(marker, want)

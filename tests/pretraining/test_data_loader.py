@@ -264,3 +264,23 @@ def test_a_cache_folder_that_is_not_ours_is_refused_in_one_line(shards, tmp_path
     (adopted / "index.json").write_bytes((data / "index.json").read_bytes())
     loader, _ = build_train_dataloader(replace(cfg, cache_dir=str(adopted)), 4)
     assert len(tags(loader)) == 64
+
+
+def test_a_forged_cache_marker_does_not_empty_a_folder_with_other_files(shards, tmp_path):
+    """Issue 66, item 2: any folder holding a `.source.json` with the two expected keys, used as
+    data.cache_dir, was emptied (a thesis.tex beside it vanished). A bound cache is emptied only when
+    it holds what a cache holds; otherwise one line, nothing removed."""
+    from pretraining.data.cache_binding import CACHE_SOURCE
+
+    root, _ = shards
+    data = _prepared_copy(root, tmp_path / "data")
+    folder = tmp_path / "thesis"
+    folder.mkdir()
+    (folder / CACHE_SOURCE).write_text(json.dumps({"source": "/elsewhere", "index_sha256": "0" * 64}))
+    (folder / "thesis.tex").write_text("\\documentclass{article}")
+    (folder / "figures").mkdir()
+    cfg = DataConfig(path=str(data), cache_dir=str(folder), seq_len=SEQ_LEN, min_window=4, shuffle=False)
+    with pytest.raises(PreparedDataError, match="holds files a streaming cache does not") as info:
+        build_train_dataloader(cfg, 4)
+    assert "\n" not in str(info.value) and "figures, thesis.tex" in str(info.value)
+    assert (folder / "thesis.tex").read_text() == "\\documentclass{article}" and (folder / "figures").is_dir()
