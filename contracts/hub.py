@@ -30,6 +30,46 @@ MODEL_MANIFEST = "fetch_manifest.json"
 # Seconds a Hub call waits to connect and between bytes of the answer (issue 56: a server that accepts
 # and never answers held `fetch-model` for ever); MLM_VS_CLM_HUB_TIMEOUT overrides it.
 HUB_TIMEOUT_S = float(os.environ.get("MLM_VS_CLM_HUB_TIMEOUT", "60"))
+# The whole of a call, connect to last byte, retries included (issue 66: a server that trickled one
+# byte every 5 s never tripped the per-read timeout; no output after 240 s): a metadata call gets
+# MLM_VS_CLM_HUB_DEADLINE seconds, a file download that plus its size at MLM_VS_CLM_HUB_MIN_RATE
+# bytes per second (100 kB/s by default: a 2.5 GB checkpoint may take 7 hours, no more).
+HUB_DEADLINE_S = float(os.environ.get("MLM_VS_CLM_HUB_DEADLINE", "600"))
+HUB_MIN_RATE = float(os.environ.get("MLM_VS_CLM_HUB_MIN_RATE", "100000"))
+
+
+class DeadlinePassed(BaseException):  # noqa: N818 - not an Exception: the libraries' `except Exception` let it pass
+    """The total deadline of a Hub call passed (raised from SIGALRM in the main thread)."""
+
+
+@contextlib.contextmanager
+def total_deadline(seconds: float):
+    """DeadlinePassed in the block once `seconds` have passed, wherever it is (a socket read too).
+    Only the main thread gets SIGALRM: elsewhere the per-read timeouts alone bound the call."""
+    import signal
+    import threading
+
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise DeadlinePassed(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def deadline_error(seconds: float, repo_id: str, repo_type: str, what: str) -> HubError:
+    return HubError(
+        f"{repo_type} repo {repo_id}: {what} did not finish within {seconds:,.0f} s (the Hub at {endpoint()} answers "
+        "too slowly or not at all; MLM_VS_CLM_HUB_DEADLINE and MLM_VS_CLM_HUB_MIN_RATE set the limit): retry later"
+    )
 
 
 class HubError(RuntimeError):
@@ -188,10 +228,12 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
     from requests.exceptions import JSONDecodeError
 
     try:
-        with quiet_retries():
+        with quiet_retries(), total_deadline(HUB_DEADLINE_S):
             info = HfApi().repo_info(
                 repo_id, repo_type=repo_type, revision=revision, files_metadata=True, timeout=HUB_TIMEOUT_S
             )
+    except DeadlinePassed:
+        raise deadline_error(HUB_DEADLINE_S, repo_id, repo_type, "the repo description") from None
     except (TypeError, KeyError, AttributeError, JSONDecodeError) as exc:  # parsing a malformed answer
         raise HubError(
             f"{repo_type} repo {repo_id}: the Hub ({endpoint()}) answered something that is not a repo "
@@ -304,8 +346,9 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
 
     local_dir = Path(local_dir)
     for path in paths:
+        seconds = HUB_DEADLINE_S + (snapshot.files[path].size or 0) / HUB_MIN_RATE
         try:
-            with quiet_retries():
+            with quiet_retries(), total_deadline(seconds):
                 hf_hub_download(
                     snapshot.repo_id,
                     path,
@@ -314,6 +357,8 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
                     local_dir=local_dir,
                     etag_timeout=HUB_TIMEOUT_S,  # the metadata call; the body's read: HF_HUB_DOWNLOAD_TIMEOUT
                 )
+        except DeadlinePassed:
+            raise deadline_error(seconds, snapshot.repo_id, snapshot.repo_type, f"the download of {path}") from None
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
             raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
         problem = verify_file(local_dir / path, snapshot.files[path])

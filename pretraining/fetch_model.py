@@ -28,12 +28,16 @@ from pathlib import Path
 from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
 from contracts.hub import (
     DOWNLOAD_STATE_DIR,
+    HUB_DEADLINE_S,
+    HUB_MIN_RATE,
     MODEL_MANIFEST,
+    DeadlinePassed,
     HubError,
     bytes_to_download,
     check_fetched_model,
     check_free_space,
     check_writable,
+    deadline_error,
     differing_files,
     download,
     endpoint,
@@ -41,6 +45,7 @@ from contracts.hub import (
     raise_hub_error,
     resolve,
     sha256_file,
+    total_deadline,
     verify_file,
 )
 from contracts.provenance import atomic_write_json, utc_now
@@ -232,9 +237,14 @@ def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
     log(
         f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
     )
+    seconds = HUB_DEADLINE_S + size / HUB_MIN_RATE
     try:
-        with quiet_retries():
+        with quiet_retries(), total_deadline(seconds):
             folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
+    except DeadlinePassed:
+        raise deadline_error(
+            seconds, snapshot.repo_id, snapshot.repo_type, f"the download of {len(files)} files"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - one line naming the repo
         raise_hub_error(exc, snapshot.repo_id)
     if folder.name != snapshot.sha:

@@ -184,3 +184,65 @@ def test_a_file_download_from_a_hub_that_never_answers_ends_at_our_timeout(tmp_p
     assert result.returncode == 0 and len(out) == 1, result.stdout[-2000:] + result.stderr[-3000:]
     assert "connection to" in out[0] and "org/model" in out[0]
     assert re.search(r"read timeout=1(\.0)?\)", out[0]), out[0]  # ours, not huggingface_hub's 10 s
+
+
+class _TricklingHub:
+    """A server that answers 200 with a Content-Length and then one byte every `every` seconds, for
+    ever: each read gets a byte in time, so a per-read timeout never fires."""
+
+    def __init__(self, every: float = 0.3):
+        import socket
+
+        self.every, self.server = every, socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.server.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn):
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            while not self.stop.wait(self.every):
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.server.close()
+
+
+def test_a_hub_that_trickles_its_answer_ends_at_the_total_deadline(tmp_path):
+    """Issue 66, item 6: against a server that trickles its answer, `fetch-model` printed nothing for
+    240 s (the per-read timeout bounds each read, not the call). The whole call now has a deadline
+    (MLM_VS_CLM_HUB_DEADLINE, 3 s here): one line, exit 2."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    server = _TricklingHub()
+    env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": server.url, "HF_HOME": str(tmp_path / "hf")}
+    env.update(MLM_VS_CLM_HUB_TIMEOUT="2", MLM_VS_CLM_HUB_DEADLINE="3")
+    argv = [sys.executable, "-m", "pretraining", "fetch-model", "610m-clm-42k", "--out", str(tmp_path / "model")]
+    try:
+        result = subprocess.run(
+            argv, env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300
+        )
+    finally:
+        server.close()
+    err = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(err) == 1, result.stderr[-3000:]
+    assert "model repo MLMvsCLM/610m-clm-42k: the repo description did not finish within 3 s" in err[0], err
