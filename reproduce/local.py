@@ -259,10 +259,14 @@ CURRENT_STAGE: dict[str, str] = {}  # the stage `reproduce` is in (the interrupt
 # pandas, scipy) among them: imported before the first stage, with signals deferred, since an
 # exception raised inside torch's import aborted the interpreter (SIGABRT and a C stack trace, no
 # "interrupted" line: issue 65's interrupt stress, at `python -m reproduce`'s own imports).
+# pretraining.train imports Composer, whose import replaces the SIGINT and SIGTERM handlers with its
+# own sys.exit (a finished run is checked and exported in this process): imported here, its
+# replacement is undone; later imports of it change nothing (the stress found a SIGINT in the
+# fine-tuning stage ending the run with exit 130 and no line, after such an import).
 STAGE_IMPORTS = {
     "data": ("torch", "pretraining.data.format", "pretraining.data.prepare", "reproduce.world"),
-    "pretraining": ("torch", "pretraining.export"),
-    "fine-tuning": ("torch", "benchmarks.run"),
+    "pretraining": ("torch", "pretraining.export", "pretraining.train"),
+    "fine-tuning": ("torch", "benchmarks.run", "composer.core.engine"),
     "analysis": ("analysis.aggregate", "analysis.audit", "analysis.tables", "benchmarks.chance"),
 }
 
@@ -270,11 +274,20 @@ STAGE_IMPORTS = {
 @contextlib.contextmanager
 def signals_deferred():
     """SIGINT and SIGTERM are only recorded inside the block; the first recorded one is raised again
-    after it, for the handler that was there before (Interrupted under `reproduce`)."""
+    after it, for the handler that was there before (Interrupted under `reproduce`). The block gets a
+    function that puts the recording handler back (after an import that replaced it)."""
     held, deferred = (signal.SIGINT, signal.SIGTERM), []
-    previous = {each: signal.signal(each, lambda signum, frame: deferred.append(signum)) for each in held}
+
+    def record(signum, frame):
+        deferred.append(signum)
+
+    def keep_recording():
+        for each in held:
+            signal.signal(each, record)
+
+    previous = {each: signal.signal(each, record) for each in held}
     try:
-        yield
+        yield keep_recording
     finally:
         for each, handler in previous.items():
             signal.signal(each, handler)
@@ -286,9 +299,10 @@ def import_stage_modules(stages) -> None:
     """Import what `stages` import in this process, signals deferred (STAGE_IMPORTS)."""
     import importlib
 
-    with signals_deferred():
+    with signals_deferred() as keep_recording:
         for name in dict.fromkeys(m for stage in stages for m in STAGE_IMPORTS.get(stage, ())):
             importlib.import_module(name)
+            keep_recording()  # Composer's import puts its own handlers in
 
 
 def _start_shared_pool(cfg: ReproduceConfig) -> None:

@@ -276,3 +276,21 @@ def test_the_shared_memory_of_killed_workers_is_unlinked_without_a_warning_after
     name = done.stdout.strip()
     assert name.startswith("mlmclm_probe_") and not (Path("/dev/shm") / name).exists()  # unlinked by the tracker
     assert "leaked" not in done.stderr and "Warning" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("stage", ["pretraining", "fine-tuning"])
+def test_composer_imported_by_a_stage_leaves_reproduces_handlers_in_place(stage):
+    """Issue 65's stress, run 3 under load: a SIGINT in the fine-tuning stage of a rerun ended it with
+    exit 130 and no line. The pretraining stage had checked its finished runs in this process,
+    importing Composer, whose import put its own sys.exit handlers in. A stage's imports, Composer's
+    among them, now come first, in a window that puts reproduce's handlers back after each."""
+    script = (
+        "import signal\n"
+        "from reproduce import local\n"
+        "with local.interruptible():\n"
+        f"    local.import_stage_modules([{stage!r}])\n"
+        "    import pretraining.train  # what a finished run's check imports later: a no-op now\n"
+        "    print(all(signal.getsignal(s) is local._interrupt for s in (signal.SIGINT, signal.SIGTERM)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=FAILSAFE_S)
+    assert done.returncode == 0 and done.stdout.strip() == "True", (done.stdout, done.stderr[-2000:])
