@@ -5,6 +5,7 @@ shows the jobs from the ledger and Slurm, from another folder and on a copied st
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -187,6 +188,60 @@ def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
     capsys.readouterr()
     analysis = _wait_for_ledger_jobs(local_slurm, out)
     assert local_slurm.job_state(analysis) == "COMPLETED"
+    assert pd.read_csv(out / "missing.csv").empty
+    assert "finished (every Slurm job ended" in _status(out, capsys)
+    _assert_the_reduced_toy_study_is_complete(tmp_path, out)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_submission_stopped_half_way_is_finished_by_resubmit(local_slurm, tmp_path, monkeypatch, capsys):
+    """Issue 65, item 3 on the cluster: an sbatch that refuses the 4th job (the first array) after
+    the data and pretraining jobs were queued; the one line names the queued ids; `resubmit` with
+    the real sbatch submits the rest (arrays, throttle kept, and the analysis), waiting on the jobs
+    already queued; the study then finishes."""
+    cluster = toy_cluster_config(
+        tmp_path,
+        local_slurm,
+        monkeypatch,
+        array_throttle=2,
+        data_cache_dir=str(tmp_path / "node_cache"),
+        pretraining_time="00:30:00",
+        finetune_time="00:30:00",
+        analysis_time="00:30:00",
+        data_time="00:30:00",
+    )
+    real_path = os.environ["PATH"]
+    count, wrapper = tmp_path / "sbatch_count", tmp_path / "failing" / "sbatch"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f"#!/bin/bash\nn=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}\n"
+        'if [ "$n" -eq 4 ]; then echo "sbatch: error: Batch job submission failed: Invalid partition" >&2; exit 1; fi\n'
+        f'PATH={shlex.quote(real_path)} exec sbatch "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{real_path}")
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
+    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    entries, _ = read_ledger(out)
+    queued = [e.job for e in entries]
+    assert [e.kind for e in entries] == ["data", "pretraining", "pretraining"], entries
+    assert len(err) == 1 and f"stopped after queuing 3 job(s) ({' '.join(queued)}): sbatch: error: " in err[0], err
+    assert f"python -m reproduce resubmit {out} submits the rest, or scancel {' '.join(queued)}" in err[0]
+
+    monkeypatch.setenv("PATH", real_path)  # the cause mended
+    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert said.count("resubmitted finetune") == 3 and "tasks 0-2%2" in said, said
+    analysis = _wait_for_ledger_jobs(local_slurm, out)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1200:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
+    assert local_slurm.job_state(analysis) == "COMPLETED", logs
+    for job in queued:  # the jobs of the first submission ran once, not again
+        assert local_slurm.job_state(job) == "COMPLETED", logs
     assert pd.read_csv(out / "missing.csv").empty
     assert "finished (every Slurm job ended" in _status(out, capsys)
     _assert_the_reduced_toy_study_is_complete(tmp_path, out)
