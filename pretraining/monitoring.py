@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 from pathlib import Path
 
 import composer.loggers
@@ -46,6 +47,35 @@ class OneFileTensorboardLogger(composer.loggers.TensorboardLogger):
 CLASSES = {"wandb": OfflineWandBLogger, "tensorboard": OneFileTensorboardLogger}  # Composer classes adapted here
 
 
+_KINDS = (("dict", dict), ("list", list), ("bool", bool), ("int", int), ("float", float), ("str", str), ("Path", str))
+
+
+def _argument_type_problem(parameter: inspect.Parameter, value) -> str | None:
+    """What `value` should be by the parameter's annotation ("a str or null"), or None when it is that
+    (or the annotation names none of the plain kinds: not checked). A bool is no int here (issue 66:
+    logger arguments of the wrong type reached the class unchecked)."""
+    annotation = parameter.annotation
+    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    while True:  # what a dict or list holds is not checked: dict[str, Any] is a dict
+        inner = re.sub(r"(dict|list)\[[^\[\]]*\]", r"\1", text)
+        if inner == text:
+            break
+        text = inner
+    kinds = [kind for word, kind in _KINDS if re.search(rf"\b{word}\b", text)]
+    if not kinds or parameter.annotation is inspect.Parameter.empty:
+        return None
+    nullable = "Optional" in text or "None" in text or parameter.default is None
+    if value is None and nullable:
+        return None
+    fits = any(
+        isinstance(value, kind) and (kind is bool or not isinstance(value, bool)) for kind in dict.fromkeys(kinds)
+    ) or (float in kinds and isinstance(value, int) and not isinstance(value, bool))
+    if fits:
+        return None
+    names = " or ".join(dict.fromkeys(k.__name__ for k in kinds)) + (" or null" if nullable else "")
+    return f"{'an' if names[0] in 'aeiou' else 'a'} {names}"
+
+
 def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers", build: bool = True) -> list:
     """The Composer logger of each configured name, built with its arguments checked against the
     class's own signature; LoggerSetupError before any is built (so before anything is written).
@@ -73,6 +103,13 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers",
                 f"{where}.{name}.{unknown[0]}: not an argument of composer.loggers.{LOGGERS[name].composer_class}; "
                 f"valid: {sorted(accepted)}"
             )
+        for key, value in (settings or {}).items():  # the config's own values (ours are right by construction)
+            problem = _argument_type_problem(inspect.signature(cls).parameters[key], value)
+            if problem:
+                raise LoggerSetupError(
+                    f"{where}.{name}.{key}: {value!r} is not {problem} "
+                    f"(composer.loggers.{LOGGERS[name].composer_class})"
+                )
         planned.append((cls, kwargs))
     missing = missing_logger_package(loggers, where)
     if missing:

@@ -539,6 +539,7 @@ def configured_callbacks(specs, trust: bool = False) -> list[Callback]:
     """The Composer callbacks named by `train.callbacks` (imported and called with their kwargs);
     outside Composer and this package only with `trust` (pretraining.config.check_callbacks)."""
     import importlib
+    import inspect
 
     _check_callbacks(specs, trust)
     callbacks = []
@@ -554,7 +555,19 @@ def configured_callbacks(specs, trust: bool = False) -> list[Callback]:
                 f"train.callbacks factory {spec.factory!r} is not a Callback class; calling it would run its "
                 "code with the config's kwargs: pass --trust-callbacks if you trust it (docs/pretraining.md)"
             )
-        callback = factory(**spec.kwargs)
+        try:  # arguments the class does not take: one line naming them (issue 66: a 26-line TypeError)
+            inspect.signature(factory).bind(**spec.kwargs)
+        except TypeError as exc:
+            raise PretrainError(
+                f"train.callbacks factory {spec.factory!r}: kwargs {sorted(spec.kwargs)} do not fit its arguments "
+                f"{inspect.signature(factory)} ({exc})"
+            ) from None
+        except ValueError:  # no signature to read (a builtin): the call below says what is wrong
+            pass
+        try:
+            callback = factory(**spec.kwargs)
+        except (TypeError, ValueError) as exc:  # a value of the wrong type or range
+            raise PretrainError(f"train.callbacks factory {spec.factory!r} refused its kwargs: {exc}") from None
         if not isinstance(callback, Callback):
             raise PretrainError(f"train.callbacks factory {spec.factory!r} returned {callback!r}, not a Callback")
         callbacks.append(callback)

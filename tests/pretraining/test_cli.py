@@ -220,6 +220,23 @@ def test_a_config_cannot_import_code_from_outside_composer_and_ours_unless_trust
     check_callbacks(ours.train.callbacks, trust=False)  # Composer's (and this package's) need no flag
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"windw_size": 5}, "kwargs ['windw_size'] do not fit its arguments"),  # a misspelt argument
+        ({"window_size": "five"}, "refused its kwargs"),  # a value of the wrong type
+    ],
+)
+def test_callback_arguments_that_do_not_fit_are_one_line_before_the_run(tmp_path, embedded_data, capsys, kwargs, says):
+    """Issue 66, item 7: a callback argument the class does not take was a 26-line TypeError."""
+    callbacks = [{"factory": "composer.callbacks:SpeedMonitor", "kwargs": kwargs}]
+    config = _write_config(tmp_path, embedded_data, callbacks=callbacks)
+    assert cli(["train", str(config)]) == 2
+    line = _one_line(capsys)
+    assert "train.callbacks factory 'composer.callbacks:SpeedMonitor'" in line and says in line, line
+    assert not (tmp_path / "e2e").exists()  # before the run folder is made
+
+
 def test_a_config_cannot_write_a_module_into_the_checkout_and_then_import_it(tmp_path, embedded_data, capsys):
     """Issue 56: any `module:attribute` of our packages was called with the config's kwargs, so
     `contracts.provenance:atomic_write_text` wrote `pretraining/pwn_cb.py` without --trust-callbacks,

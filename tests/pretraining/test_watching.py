@@ -113,6 +113,11 @@ def _cli_train(tmp_path, capsys, loggers) -> tuple[int, list[str]]:
             {"mlflow": {"tracking_uri": "https://me:pw@mlflow.example"}},
             "loggers.mlflow.tracking_uri: secrets are never written",
         ),
+        # issue 66, item 7: values of the wrong type reached the class unchecked
+        ({"tensorboard": {"flush_interval": "often"}}, "loggers.tensorboard.flush_interval: 'often' is not an int"),
+        ({"tensorboard": {"flush_interval": True}}, "loggers.tensorboard.flush_interval: True is not an int"),
+        ({"mlflow": {"tags": ["a"]}}, "loggers.mlflow.tags: ['a'] is not a dict or null"),
+        ({"mlflow": {"tracking_uri": 3}}, "loggers.mlflow.tracking_uri: 3 is not a str or null"),
     ],
 )
 def test_a_bad_logger_section_is_one_line_before_anything_is_written(tmp_path, capsys, loggers, message):
