@@ -20,7 +20,9 @@ no network.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -105,8 +107,18 @@ def parse_pins(text: str, *, allow_bare: bool = False) -> dict[str, str | None]:
     return pins
 
 
+LIST_BYTES_LIMIT = 1 << 20  # a pin list is a few kB
+
+
 def read_pins(path: Path) -> dict[str, str]:
-    return parse_pins(Path(path).read_text())  # type: ignore[return-value]
+    """The pins of a list file: a regular file of at most 1 MiB (issue 66: `--list /dev/zero` read until
+    memory ran out; a FIFO would wait for a writer), refused before it is opened otherwise."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("not a regular file (a device, FIFO or folder); give the pinned list")
+    if info.st_size > LIST_BYTES_LIMIT:
+        raise ValueError(f"{info.st_size:,} bytes, more than the {LIST_BYTES_LIMIT:,} a pin list may hold")
+    return parse_pins(Path(path).read_text(errors="replace"))  # type: ignore[return-value]
 
 
 def wheel_name_version(filename: str) -> tuple[str, str] | None:

@@ -141,3 +141,27 @@ def test_size_check_fails_above_40_mib(tmp_path, monkeypatch, capsys):
 
 def test_whl_folder_is_ignored():
     assert "/.whl/" in (REPO / ".gitignore").read_text().splitlines()
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder", "2 MiB file"])
+def test_a_list_that_is_no_small_regular_file_is_one_line(tmp_path, capsys, kind):
+    """Issue 66, item 7: `--list /dev/zero` was a MemoryError traceback (a FIFO would wait for ever)."""
+    import os
+
+    from container import device_wheels
+
+    path = tmp_path / "list.txt"
+    if kind == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.write_text("torch==2.0.0\n")
+        os.truncate(path, 2 << 20)
+    assert device_wheels.main(["--list", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"device_wheels: {path}: "), err
+    assert ("2,097,152 bytes" if kind == "2 MiB file" else "not a regular file") in err[0], err
+    assert not (tmp_path / "out").exists()
