@@ -47,6 +47,11 @@ class OneFileTensorboardLogger(composer.loggers.TensorboardLogger):
 CLASSES = {"wandb": OfflineWandBLogger, "tensorboard": OneFileTensorboardLogger}  # Composer classes adapted here
 
 
+MLFLOW_HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+}
 _KINDS = (("dict", dict), ("list", list), ("bool", bool), ("int", int), ("float", float), ("str", str), ("Path", str))
 
 
@@ -128,7 +133,26 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers",
             # MLflow 3.x refuses its file store unless opted in; a local file store is what an offline
             # compute node has (docs/watching.md). A user's own setting of the variable wins.
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    return [cls(**kwargs) for cls, kwargs in planned] if build else []
+        elif cls is composer.loggers.MLFlowLogger:
+            # a tracking server asked as the logger is built: MLflow's own defaults (120 s per request,
+            # 7 retries with backoff) kept a run silent for minutes when it did not answer (issue 66):
+            # 30 s, 2 retries; a user's own settings of the variables win (docs/watching.md)
+            for variable, value in MLFLOW_HTTP_DEFAULTS.items():
+                os.environ.setdefault(variable, value)
+    if not build:
+        return []
+    built = []
+    for name, (cls, kwargs) in zip(loggers, planned):
+        try:
+            built.append(cls(**kwargs))
+        except Exception as exc:  # noqa: BLE001 - a tracker that cannot start: one line naming it
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise LoggerSetupError(
+                f"{where}.{name}: composer.loggers.{LOGGERS[name].composer_class} could not start "
+                f"({type(exc).__name__}: {first}); check its settings and that its server answers, or remove "
+                f"{where}.{name} (the run's loss.jsonl is always written)"
+            ) from None
+    return built
 
 
 def monitor_callbacks(window: int, peak_flops: float | None = None) -> list:

@@ -254,3 +254,42 @@ def test_an_mlflow_file_store_records_the_same_metrics(tmp_path):
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "MLFLOW_ALLOW_FILE_STORE=true" in refused.stderr  # why the block sets it
+
+
+def test_an_mlflow_server_that_does_not_answer_is_one_line_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """Issue 66, item 7: a logger pointed at an MLflow server that accepts and never answers did not
+    return within 150 s (MLflow's defaults: 120 s a request, 7 retries), then a traceback. Our
+    defaults are 30 s and 2 retries (MLFLOW_HTTP_REQUEST_*; a user's own values win: 1 s, 1 retry
+    here), and the failure is one line naming the logger."""
+    import socket
+    import threading
+
+    from pretraining.monitoring import MLFLOW_HTTP_DEFAULTS
+
+    server, held, stop = socket.create_server(("127.0.0.1", 0)), [], threading.Event()
+    server.settimeout(0.1)
+
+    def accept_and_stay_silent():
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_and_stay_silent, daemon=True)
+    thread.start()
+    for variable, value in zip(MLFLOW_HTTP_DEFAULTS, ("1", "1", "0")):
+        monkeypatch.setenv(variable, value)
+    try:
+        uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+        status, lines = _cli_train(tmp_path, capsys, {"mlflow": {"tracking_uri": uri}})
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+    assert status == 2 and len(lines) == 1, lines
+    assert "loggers.mlflow: composer.loggers.MLFlowLogger could not start (MlflowException: " in lines[0]
+    assert "Max retries exceeded" in lines[0] and not (tmp_path / "cli").exists()
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "1"  # the user's value kept
