@@ -3,6 +3,7 @@ above random initialisation), then it is cached and resumed (about 3 minutes).""
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -297,3 +298,33 @@ def test_interrupted_run_resumes(reproduction):
     assert "1 trained, 2 reused" in lines[1] and f"1 runs done, {RUNS - 1} reused" in lines[2]
     assert (run_dir / "FINISHED.json").is_file() and (plan.model_path(cfg, name) / "config.json").is_file()
     assert lines[3].startswith(f"analysis: {RUNS} records")
+
+
+def test_a_signal_in_the_analysis_stage_ends_the_run_with_its_line(reproduction, tmp_path):
+    """Issue 65, item 4: every stage with a real signal. The interrupt stress's random moments hit
+    the data, pretraining and fine-tuning stages; the analysis stage (seconds) is signalled here at a
+    fixed point: the process sends SIGTERM to itself as the analysis aggregates the runs."""
+    import signal
+    import subprocess
+    import sys
+
+    _, out, _, _ = reproduction
+    copy = tmp_path / "study"
+    shutil.copytree(out, copy, symlinks=True)
+    script = (
+        "import os, signal, sys\n"
+        "import analysis.aggregate as aggregate\n"
+        "real = aggregate.aggregate_runs\n"
+        "def signalled(*args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(*args, **kwargs)\n"
+        "aggregate.aggregate_runs = signalled\n"
+        "from reproduce.cli import main\n"
+        f"sys.exit(main(['--out', {str(copy)!r}, '--reduced', '--reps', '200', '--stage', 'analysis']))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("reproduce: interrupted by SIGTERM in the analysis stage at "), last
