@@ -189,23 +189,21 @@ def _new_pool(cfg: ReproduceConfig, initializer=_init_worker):
 
     _quiet_resource_tracker_cleanup()
     resource_tracker.ensure_running()
-    held, deferred = (signal.SIGINT, signal.SIGTERM), []
-    previous = {each: signal.signal(each, lambda signum, frame: deferred.append(signum)) for each in held}
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    held, pool = (signal.SIGINT, signal.SIGTERM), None
     try:
-        pool = mp.get_context("spawn").Pool(
-            cfg.workers, initializer=_in_pool_worker, initargs=(initializer, cfg.threads, os.getpid())
-        )
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # a pending signal is deferred here
-        for each, handler in previous.items():
-            signal.signal(each, handler)
-    if deferred:
-        try:
-            signal.raise_signal(deferred[0])  # the previous handler: Interrupted under reproduce
-        except BaseException:
+        # the first deferred signal reaches the previous handler (Interrupted) as the block ends
+        with signals_deferred():
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+            try:
+                pool = mp.get_context("spawn").Pool(
+                    cfg.workers, initializer=_in_pool_worker, initargs=(initializer, cfg.threads, os.getpid())
+                )
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)  # a pending signal is deferred here
+    except BaseException:
+        if pool is not None:
             pool.terminate()
-            raise
+        raise
     return pool
 
 
