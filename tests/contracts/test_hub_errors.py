@@ -84,14 +84,14 @@ def test_a_file_the_hub_could_not_be_asked_about_is_not_reported_missing(cause, 
     assert says in line and "missing" not in line
 
 
-class _SilentOrMalformedHub:
-    """A server on 127.0.0.1 that accepts and never answers (`silent`), or answers every request with
-    HTTP 200 and a body that is no repo description."""
+class _RawServer:
+    """A server on 127.0.0.1 answering each connection with `answer(conn)`, in a thread of its own;
+    every connection is held open until close()."""
 
-    def __init__(self, body: bytes | None):
+    def __init__(self):
         import socket
 
-        self.body, self.server = body, socket.create_server(("127.0.0.1", 0))
+        self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
         self.stop, self.held = threading.Event(), []
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -104,11 +104,11 @@ class _SilentOrMalformedHub:
                 conn, _ = self.server.accept()
             except OSError:
                 continue
-            self.held.append(conn)  # kept open: a silent server neither answers nor closes
-            if self.body is not None:
-                conn.recv(65536)
-                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n"
-                conn.sendall(head.encode() + self.body)
+            self.held.append(conn)
+            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
+
+    def answer(self, conn):
+        raise NotImplementedError
 
     def close(self):
         self.stop.set()
@@ -116,6 +116,21 @@ class _SilentOrMalformedHub:
         for conn in self.held:
             conn.close()
         self.server.close()
+
+
+class _SilentOrMalformedHub(_RawServer):
+    """A server on 127.0.0.1 that accepts and never answers (`silent`), or answers every request with
+    HTTP 200 and a body that is no repo description."""
+
+    def __init__(self, body: bytes | None):
+        self.body = body
+        super().__init__()
+
+    def answer(self, conn):
+        if self.body is not None:  # a silent server neither answers nor closes
+            conn.recv(65536)
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(self.body)}\r\n\r\n"
+            conn.sendall(head.encode() + self.body)
 
 
 @pytest.mark.parametrize(
@@ -186,42 +201,22 @@ def test_a_file_download_from_a_hub_that_never_answers_ends_at_our_timeout(tmp_p
     assert re.search(r"read timeout=1(\.0)?\)", out[0]), out[0]  # ours, not huggingface_hub's 10 s
 
 
-class _TricklingHub:
+class _TricklingHub(_RawServer):
     """A server that answers 200 with a Content-Length and then one byte every `every` seconds, for
     ever: each read gets a byte in time, so a per-read timeout never fires."""
 
     def __init__(self, every: float = 0.3):
-        import socket
+        self.every = every
+        super().__init__()
 
-        self.every, self.server = every, socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        self.server.settimeout(0.1)
-        while not self.stop.is_set():
+    def answer(self, conn):
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        while not self.stop.wait(self.every):
             try:
-                conn, _ = self.server.accept()
+                conn.sendall(b" ")
             except OSError:
-                continue
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
-
-    def _trickle(self, conn):
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-            while not self.stop.wait(self.every):
-                try:
-                    conn.sendall(b" ")
-                except OSError:
-                    return
-
-    def close(self):
-        self.stop.set()
-        self.thread.join()
-        self.server.close()
+                return
 
 
 def test_a_hub_that_trickles_its_answer_ends_at_the_total_deadline(tmp_path):
