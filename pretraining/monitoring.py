@@ -101,7 +101,8 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers",
     for name, settings in loggers.items():
         cls = CLASSES.get(name) or getattr(composer.loggers, LOGGERS[name].composer_class)
         kwargs = logger_arguments(name, settings, run_dir)
-        accepted = set(inspect.signature(cls).parameters) - {"self"}
+        parameters = inspect.signature(cls).parameters
+        accepted = set(parameters) - {"self"}
         unknown = sorted(set(kwargs) - accepted)
         if unknown:
             raise LoggerSetupError(
@@ -109,7 +110,7 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers",
                 f"valid: {sorted(accepted)}"
             )
         for key, value in (settings or {}).items():  # the config's own values (ours are right by construction)
-            problem = _argument_type_problem(inspect.signature(cls).parameters[key], value)
+            problem = _argument_type_problem(parameters[key], value)
             if problem:
                 raise LoggerSetupError(
                     f"{where}.{name}.{key}: {value!r} is not {problem} "

@@ -126,8 +126,7 @@ def step_seconds_estimate(body: dict, cluster, mfu: float, gpu_tflops: float) ->
 def requeue_time_problem(cfg: ReproduceConfig, cluster, mfu: float, gpu_tflops: float) -> str | None:
     """One line when the pretraining time limit leaves no time for a checkpoint before the requeue
     signal: limit <= lead + start + one resume interval (of the slowest run) at the estimated step."""
-    name = "jobs.pretraining.time" if cluster.jobs.get("pretraining", {}).get("time") else "pretraining_time"
-    text = cluster.jobs.get("pretraining", {}).get("time") or cluster.pretraining_time
+    name, text = cluster.time_setting("pretraining")
     limit = slurm_time_seconds(text)
     if limit is None:
         return None
@@ -258,6 +257,11 @@ class ClusterConfig:
             except MatrixError as exc:
                 raise ValueError(str(exc)) from None
 
+    def time_setting(self, kind: str) -> tuple[str, str]:
+        """(the setting's name, its value) of a job kind's time limit: `jobs.<kind>.time` over `<kind>_time`."""
+        own = self.jobs.get(kind, {}).get("time")
+        return (f"jobs.{kind}.time", own) if own else (f"{kind}_time", getattr(self, f"{kind}_time"))
+
 
 def load_cluster_config(path: str | Path) -> ClusterConfig:
     from contracts.config import load_config
@@ -339,7 +343,7 @@ class SlurmWriter:
         own = c.jobs.get(kind, {})
         opts = [
             f"--partition={own.get('partition') or c.partition}",
-            f"--time={own.get('time') or getattr(c, kind + '_time')}",
+            f"--time={c.time_setting(kind)[1]}",
         ]
         opts += [f"--mem={own['mem']}"] if own.get("mem") else []
         opts += [f"--account={c.account}"] if c.account else []
