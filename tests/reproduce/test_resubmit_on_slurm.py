@@ -30,9 +30,9 @@ def _wait_for_ledger_jobs(local_slurm, out, kind="analysis"):
     return last.job
 
 
-@pytest.mark.slurm
-@pytest.mark.slow
-def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slurm, tmp_path, monkeypatch, capsys):
+def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
+    """(OUT, the reproduce argv) of the reduced toy DAG these tests submit to the local Slurm: toy_s
+    MLM-40, CLM and the untrained model on SST-2, QQP and MNLI, throttle 2, 30-minute limits."""
     cluster = toy_cluster_config(
         tmp_path,
         local_slurm,
@@ -47,7 +47,15 @@ def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slur
     out = tmp_path / "out"
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
     argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
-    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200", "--dry-run"]
+    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200"]
+    return out, argv
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slurm, tmp_path, monkeypatch, capsys):
+    out, argv = _toy_dag(tmp_path, local_slurm, monkeypatch)
+    argv.append("--dry-run")
     assert cli.main(argv) == 0, capsys.readouterr().err
     capsys.readouterr()
     # the forced failure: one run of the CLM model reads a model folder that will not exist
@@ -137,21 +145,8 @@ def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
     (--kill-on-invalid-dep), the analysis (afterany) completes from the rest and lists that model's
     runs with the reason; resubmit reruns the pretraining job, its array (throttle kept) and the
     analysis, and status says finished."""
-    cluster = toy_cluster_config(
-        tmp_path,
-        local_slurm,
-        monkeypatch,
-        array_throttle=2,
-        data_cache_dir=str(tmp_path / "node_cache"),
-        pretraining_time="00:30:00",
-        finetune_time="00:30:00",
-        analysis_time="00:30:00",
-        data_time="00:30:00",
-    )
-    out = tmp_path / "out"
-    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
-    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
-    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200", "--dry-run"]
+    out, argv = _toy_dag(tmp_path, local_slurm, monkeypatch)
+    argv.append("--dry-run")
     assert cli.main(argv) == 0, capsys.readouterr().err
     capsys.readouterr()
     # every job submitted held (sbatch reads SBATCH_HOLD), so the cancel lands before anything starts
@@ -200,17 +195,7 @@ def test_a_submission_stopped_half_way_is_finished_by_resubmit(local_slurm, tmp_
     the data and pretraining jobs were queued; the one line names the queued ids; `resubmit` with
     the real sbatch submits the rest (arrays, throttle kept, and the analysis), waiting on the jobs
     already queued; the study then finishes."""
-    cluster = toy_cluster_config(
-        tmp_path,
-        local_slurm,
-        monkeypatch,
-        array_throttle=2,
-        data_cache_dir=str(tmp_path / "node_cache"),
-        pretraining_time="00:30:00",
-        finetune_time="00:30:00",
-        analysis_time="00:30:00",
-        data_time="00:30:00",
-    )
+    out, argv = _toy_dag(tmp_path, local_slurm, monkeypatch)
     real_path = os.environ["PATH"]
     count, wrapper = tmp_path / "sbatch_count", tmp_path / "failing" / "sbatch"
     wrapper.parent.mkdir()
@@ -221,10 +206,6 @@ def test_a_submission_stopped_half_way_is_finished_by_resubmit(local_slurm, tmp_
     )
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{wrapper.parent}:{real_path}")
-    out = tmp_path / "out"
-    argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
-    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
-    argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200"]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     entries, _ = read_ledger(out)
