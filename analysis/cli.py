@@ -526,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if getattr(args, "reps", 1) < 1:
             raise UsageError("--reps must be >= 1")
-        return args.func(args)
+        from contracts.cli import run_command
+
+        return run_command(None, lambda: args.func(args))
     except (UsageError, RunRecordError, ReleasedImportError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

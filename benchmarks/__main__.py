@@ -282,28 +282,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _user_errors() -> tuple[type[Exception], ...]:
-    """Errors caused by the input (a bad path, task, config or record) or a full disk: one line,
-    exit status 2.
-
-    Only modules already imported can have raised, so this imports nothing heavy."""
-    names = {
-        "contracts.config": "ConfigError",
-        "contracts.run_record": "RunRecordError",
-        "contracts.provenance": "DiskFullError",
-        "benchmarks.datasets.loading": "DatasetError",
-        "benchmarks.kinds.checkpoint": "ModelLoadError",
-        "benchmarks.matrix": "MatrixError",
-        "benchmarks.run": "RunError",
-        "benchmarks.export_st": "ExportError",
-        "benchmarks.tasks": "UnknownTaskError",
-        "benchmarks.datasets.fetch": "FetchError",
-        "contracts.hub": "HubError",
-        "contracts.locks": "FolderInUse",
-    }
-    return tuple(getattr(sys.modules[m], n) for m, n in names.items() if m in sys.modules)
-
-
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -312,11 +290,9 @@ def main(argv=None) -> int:
     )
     if not args.verbose:
         logging.getLogger("benchmarks").setLevel(logging.INFO)
-    try:
-        return args.func(args)
-    except _user_errors() as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from contracts.cli import run_command
+
+    return run_command(None, lambda: args.func(args))
 
 
 if __name__ == "__main__":

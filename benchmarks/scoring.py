@@ -40,16 +40,27 @@ class ScoringInputError(ValueError):
     pass
 
 
+MAX_FILE_BYTES = 1 << 30  # a predictions or references file (the largest test split's: tens of MB)
+
+
+def _text(path: Path) -> str:
+    """A regular file of at most MAX_FILE_BYTES (a FIFO or /dev/zero is refused, not read forever)."""
+    from contracts.bounded import read_text
+
+    return read_text(path, MAX_FILE_BYTES)
+
+
 def _jsonl(path: Path) -> list:
     rows = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ScoringInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    for number, line in enumerate(_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ScoringInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    if not rows:
+        raise ScoringInputError(f"{path}: no rows; pass the predictions (or references) file of a run")
     return rows
 
 
@@ -104,7 +115,9 @@ def _read_accuracy(pred_path: Path, ref_path: Path, spec):
 
 
 def _read_trec(path: Path, kind: str) -> dict:
-    text = Path(path).read_text(encoding="utf-8")
+    text = _text(path)
+    if not text.strip():
+        raise ScoringInputError(f"{path}: empty; pass the {kind} file of a run (TREC format or JSON)")
     if text.lstrip().startswith("{"):
         return json.loads(text)
     out: dict = {}
@@ -299,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scoring")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.func(args)
+    from contracts.cli import run_command
+
+    return run_command(None, lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -189,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         help="extra option for `apptainer build`, repeatable (e.g. --builder-option=--notest)",
     )
     args = parser.parse_args(argv)
+    from contracts.cli import run_command
+
     if args.check:
-        return report(check_definition(args.definition, args.lock), str(args.definition))
-    return build(args.image, args.sudo, args.fakeroot and not args.sudo, args.builder_option)
+        return run_command("build", lambda: report(check_definition(args.definition, args.lock), str(args.definition)))
+    return run_command(
+        "build", lambda: build(args.image, args.sudo, args.fakeroot and not args.sudo, args.builder_option)
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,10 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+class LockError(ValueError):
+    pass
+
+
 def read_lock(text: str) -> dict[str, str]:
     """``{canonical name: version}`` of a fully pinned lock; anything but ``name==version`` is an error."""
     pins = {}
@@ -42,8 +46,10 @@ def read_lock(text: str) -> dict[str, str]:
             continue
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)", line)
         if match is None:
-            raise ValueError(f"lock line {number} is not an exact pin: {raw!r}")
+            raise LockError(f"lock line {number} is not an exact pin: {raw!r}")
         pins[canonical(match.group(1))] = match.group(2)
+    if not pins:
+        raise LockError("the lock pins no package; pass requirements.lock (name==version lines)")
     return pins
 
 
@@ -133,7 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK)
     parser.add_argument("--packages-only", action="store_true", help="skip the imports (build time)")
     args = parser.parse_args(argv)
-    lock = read_lock(args.lock.read_text())
+    from contracts.cli import run_command
+
+    return run_command("image_check", lambda: _check(args))
+
+
+def _check(args) -> int:
+    from contracts.bounded import read_text
+
+    try:
+        lock = read_lock(read_text(args.lock))
+    except LockError as exc:
+        raise LockError(f"{args.lock}: {exc}") from None
     problems = package_problems(lock, installed_versions())
     if not args.packages_only:
         problems += runtime_problems(lock)

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from contracts.bounded import BoundedReadError, read_text
 from contracts.model_names import PretrainingDescription, parse_model_name
 from contracts.paper import TASK_TYPES
 from contracts.provenance import atomic_write_text
@@ -270,6 +271,9 @@ def _check_protocol_fields(data: dict, where: str) -> None:
             _check_scores(where, f"{fld}.test_instance_scores", scores["test_instance_scores"])
 
 
+MAX_RECORD_CHARS = 64 << 20  # one record (a test split's instance scores included); the importer's cap too
+
+
 def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
     """The records of a JSON Lines file, one at a time; errors name the file, line and field."""
     path = Path(path)
@@ -278,11 +282,15 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
             f"{path}: no such run-record file; pass a .jsonl written by "
             "`python -m benchmarks` or `python -m analysis import-released`"
         )
+    if not path.is_file():  # a folder, a FIFO (reading would wait forever) or a device (/dev/zero)
+        raise RunRecordError(f"{path}: not a regular file; pass a .jsonl of run records")
     with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+        for number, line in enumerate(iter(lambda: handle.readline(MAX_RECORD_CHARS + 1), ""), start=1):
+            where = f"{path}:{number}"
+            if len(line) > MAX_RECORD_CHARS:
+                raise RunRecordError(f"{where}: a line of more than {MAX_RECORD_CHARS:,} characters is no run record")
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -300,7 +308,9 @@ def read_run_records(path: str | os.PathLike) -> list[RunRecord]:
 def read_record_file(path: str | os.PathLike) -> RunRecord:
     """One run's `record.json`; a truncated or broken one is an error naming the file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, MAX_RECORD_CHARS))
+    except BoundedReadError as exc:
+        raise RunRecordError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise RunRecordError(
             f"{path}: not valid JSON ({exc.msg} at character {exc.pos}; truncated?); remove it to redo the run"

@@ -157,6 +157,12 @@ def make_figure(name: str, sources: _Sources, args) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from contracts.cli import run_command
+
+    return run_command("paper_figures", lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.source == "runs" and not args.runs:

@@ -195,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    from contracts.cli import run_command
+
+    return run_command(args.command, lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -324,7 +324,20 @@ def _release_memory() -> None:
         torch.cuda.empty_cache()
 
 
+class BenchArgumentError(ValueError):
+    pass
+
+
 def main(args) -> int:
+    for option, value, least in (
+        ("--steps", args.steps, 1),
+        ("--warmup-steps", args.warmup_steps, 0),
+        ("--repeats", args.repeats, 1),
+        ("--batch-size", args.batch_size, 1),
+        ("--seq-len", args.seq_len, 2),
+    ):
+        if value < least:
+            raise BenchArgumentError(f"{option} {value}: must be at least {least}")
     if args.threads:
         torch.set_num_threads(args.threads)
     runs = {"plain": [], "composer": []}

@@ -16,10 +16,14 @@ from pretraining.modeling import MlmClmConfig, MlmClmForLM
 PRESETS: dict[str, ModelShape] = {**PAPER_SHAPES, **TOY_SHAPES}
 
 
+class PresetError(ValueError):
+    pass
+
+
 def config_from_preset(name: str, vocab_size: int | None = None, **overrides) -> MlmClmConfig:
     """Model config of a preset; `vocab_size` is required for toy presets (the tokenizer's)."""
     if name not in PRESETS:
-        raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+        raise PresetError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
     shape = PRESETS[name]
     vocab = vocab_size if vocab_size is not None else shape.vocab
     if vocab is None:

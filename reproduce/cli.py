@@ -233,6 +233,13 @@ def config_from_args(args) -> ReproduceConfig:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from contracts.cli import run_command
+
+    prog = {"status": "reproduce status", "resubmit": "reproduce resubmit"}.get(argv[0] if argv else "", "reproduce")
+    return run_command(prog, lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["status"]:  # python -m reproduce status OUT (reproduce.status)
         from reproduce.status import main as status_main
 

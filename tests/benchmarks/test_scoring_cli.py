@@ -207,3 +207,17 @@ def test_a_label_outside_the_tasks_label_set_is_refused_not_scored(tmp_path, cap
     """Issue 35 item 14: such a label was scored (a gold label no model can predict counted as a miss)."""
     code, err = _run(capsys, task, _write(tmp_path / "p.jsonl", preds), _write(tmp_path / "r.jsonl", refs))
     assert code == 2 and bad in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_empty_or_device_predictions_file_is_one_line(tmp_path, capsys):
+    """Issue 66: an empty predictions file scored 0.0 over 0 examples with exit 0; /dev/zero was read
+    until memory ran out. Both are one line naming the file, exit 2."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    refs = _write(tmp_path / "refs.jsonl", [{"id": 1, "label": 0}])
+    code, err = _run(capsys, "mnli", empty, refs)
+    assert code == 2 and f"{empty}: no rows" in err and err.count("\n") == 1
+    code, err = _run(capsys, "msmarco", empty, empty)
+    assert code == 2 and f"{empty}: empty" in err
+    code, err = _run(capsys, "mnli", "/dev/zero", refs)
+    assert code == 2 and "not a regular file" in err and err.count("\n") == 1

@@ -148,3 +148,22 @@ def test_bad_protocol_fields_are_named(tmp_path, change, field):
     path.write_text(json.dumps(bad) + "\n")
     with pytest.raises(RunRecordError, match=rf"runs.jsonl:1: field '{field}'"):
         read_run_records(path)
+
+
+def test_a_run_record_file_that_is_no_regular_file_is_refused_unread(tmp_path, monkeypatch):
+    """Issue 66: `paper_figures --runs FIFO` waited for a writer, `/dev/zero` was read until memory
+    ran out; a line longer than any record is refused without building it."""
+    import os
+
+    fifo = tmp_path / "runs.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(RunRecordError, match="not a regular file"):
+            read_run_records(path)
+    from contracts import run_record
+
+    long = tmp_path / "long.jsonl"
+    long.write_text("x" * 200 + "\n")
+    monkeypatch.setattr(run_record, "MAX_RECORD_CHARS", 100)
+    with pytest.raises(RunRecordError, match="long.jsonl:1: a line of more than 100 characters"):
+        read_run_records(long)
