@@ -36,6 +36,7 @@ EXTRA_COLUMNS = [
     "seeds",
     "selected_lrs",
     "seed_test_scores",
+    "at_chance_runs",
 ]
 # The seeds x instances interval's df from the seed variance's 75% upper bound (small_sample).
 DF_SEED_UPPER = 0.75
@@ -80,14 +81,22 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
                 validation,
                 float(r.test_score),
                 None if instances is None else np.asarray(instances, dtype=np.float32),
+                run_at_chance(r),
             )
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     ordered = sorted(best)
     selected = pd.DataFrame(
-        [(*key[:4], best[key][0], key[4], *best[key][1:], n_lrs[key]) for key in ordered],
-        columns=[*RUN_COLUMNS, "test_instance_scores", "n_lrs"],
+        [(*key[:4], best[key][0], key[4], *best[key][1:4], n_lrs[key], best[key][4]) for key in ordered],
+        columns=[*RUN_COLUMNS, "test_instance_scores", "n_lrs", "at_chance"],
     )
     return selected, runs
+
+
+def run_at_chance(record: RunRecord) -> bool:
+    """Whether a record is flagged at its chance level (benchmarks.chance, issue 67); a record from
+    before the flag, or one imported from the release, is not."""
+    chance = (record.provenance or {}).get("chance")
+    return bool(isinstance(chance, dict) and chance.get("at_chance"))
 
 
 def lr_grid_gaps(runs: pd.DataFrame) -> list[str]:
@@ -237,9 +246,11 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
     Both bootstrap intervals are t-calibrated percentile intervals (`calibrated_bounds`):
     boot_factor / seed_boot_factor is how much each was widened about the mean.
     `selected_lrs` lists the chosen LR per seed (per dataset, "/"-joined, for averages).
+    `at_chance_runs` counts the cell's selected runs flagged at their chance level.
     Averages use the seeds present in all 3 datasets.
     """
     lrs = selected["lr"].to_numpy()
+    flagged = selected["at_chance"].to_numpy(dtype=bool) if "at_chance" in selected else np.zeros(len(selected), bool)
     rows = []
     for group in iter_cell_replicates(selected, reps, rng_seed):
         design = percentile_bounds(group.design)
@@ -275,6 +286,8 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
                         "/".join(f"{lr:.0e}" for lr in lr_set) for lr_set in zip(*[lrs[r] for r in cell.rows])
                     ),
                     "seed_test_scores": ";".join(f"{x:.4f}" for x in cell.per_seed),
+                    # selected runs of the cell at their chance level (a collapsed run in the mean)
+                    "at_chance_runs": int(sum(flagged[r].sum() for r in cell.rows)),
                 }
             )
     cells = pd.DataFrame(

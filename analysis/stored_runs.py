@@ -99,7 +99,23 @@ def scan_store(
     selected = best[RUN_COLUMNS].reset_index(drop=True)
     selected["test_instance_scores"] = _instances_of(best, parts)
     selected["n_lrs"] = best["n_lrs"].to_numpy()
+    selected["at_chance"] = _at_chance_of(best, parts)
     return selected, runs.reset_index(drop=True), note
+
+
+def _at_chance_of(best: pd.DataFrame, parts: list[Path]) -> list[bool]:
+    """Whether each selected row's record is flagged at its chance level (provenance.chance, issue
+    67), reading each part's provenance column once and parsing only the rows that mention it."""
+    out = [False] * len(best)
+    part_of, row_of = best["part"].to_numpy(), best["row"].to_numpy()
+    for number in np.unique(part_of):
+        mine = np.flatnonzero(part_of == number)
+        column = read_part(parts[number], ["provenance"]).column("provenance").take(row_of[mine]).to_pylist()
+        for position, text in zip(mine, column):
+            if isinstance(text, str) and '"at_chance": ["' in text:  # the flag's JSON (sort_keys dumps)
+                chance = json.loads(text).get("chance")
+                out[position] = bool(isinstance(chance, dict) and chance.get("at_chance"))
+    return out
 
 
 def _instances_of(best: pd.DataFrame, parts: list[Path]) -> list[np.ndarray | None]:

@@ -86,6 +86,11 @@ def cmd_run(args) -> int:
         f"{cfg.run_dir / RECORD_FILE}: {state}; protocol {record.protocol} ({record.metric}): "
         f"validation {record.validation_score:.2f}, test {record.test_score:.2f}"
     )
+    from benchmarks.chance import chance_warning
+
+    warning = chance_warning(record, str(cfg.run_dir))
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
 
 
@@ -97,7 +102,10 @@ def cmd_matrix(args) -> int:
     base = load_run_config(
         {"model": "-", "task": "-", "lr": 1.0, "seed": 0, **_run_values(args)}, args.config, args.set
     )
-    jobs = matrix.expand(base, args.models, args.tasks, args.lrs, args.seeds)
+    from benchmarks.run import config_lr_grid
+
+    lrs = args.lrs if args.lrs is not None else config_lr_grid(args.config)  # None: the paper's grid
+    jobs = matrix.expand(base, args.models, args.tasks, lrs, args.seeds)
     problems = matrix.preflight(jobs) if args.slurm_script else []  # the jobs run offline: data and models here?
     if problems:
         raise matrix.MatrixError(matrix.not_ready(problems))
@@ -116,6 +124,8 @@ def cmd_matrix(args) -> int:
         f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
         f"{len(outcome['failed'])} failed"
     )
+    for line in outcome["at_chance"]:
+        print(line, file=sys.stderr)
     for line in outcome["failed"]:
         print(f"  failed: {line}", file=sys.stderr)
     return 1 if outcome["failed"] else 0
@@ -225,7 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("matrix", help="expand models x tasks x LRs x seeds; run locally or write a Slurm script")
     p.add_argument("--models", required=True, type=_csv(str), help="comma-separated model folders / hub ids")
     p.add_argument("--tasks", type=_csv(str), help="comma-separated task ids (default: the paper's 12)")
-    p.add_argument("--lrs", type=_csv(float), help="comma-separated LR grid (default: 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4)")
+    p.add_argument(
+        "--lrs",
+        type=_csv(float),
+        help="comma-separated LR grid (default: the config's lr_grid, else the paper's 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4)",
+    )
     p.add_argument("--seeds", type=_csv(int), help="comma-separated seeds (default: 0,1,2,3,4)")
     p.add_argument("--jobs-file", help="where the JSONL job list goes (default: <out>/jobs.jsonl)")
     mode = p.add_mutually_exclusive_group(required=True)

@@ -153,15 +153,19 @@ def run_local(jobs: Sequence[dict], progress: bool = True) -> dict[str, list[str
     """Run every job in order (MS MARCO before the IR runs that need it); never stops on a failure."""
     from tqdm import tqdm
 
+    from benchmarks.chance import chance_warning
     from benchmarks.run import run
 
-    outcome = {"done": [], "skipped": [], "failed": []}
+    outcome = {"done": [], "skipped": [], "failed": [], "at_chance": []}
     bar = tqdm(jobs, desc="runs", unit="run", disable=not progress, file=sys.stderr)
     for job in bar:
         bar.set_postfix_str(job["id"], refresh=False)
         try:
-            _, computed = run(job_config(job))
+            record, computed = run(job_config(job))
             outcome["done" if computed else "skipped"].append(job["id"])
+            warning = chance_warning(record, job["id"])
+            if warning:
+                outcome["at_chance"].append(warning)
         except Exception as exc:  # one broken run must not stop the matrix
             log.error("run %s failed: %s", job["id"], exc)
             outcome["failed"].append(f"{job['id']}: {type(exc).__name__}: {exc}")

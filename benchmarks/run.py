@@ -37,7 +37,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 import shutil
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -46,10 +48,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmarks.tasks import IR_TRAIN_TASK
+from benchmarks.tasks import IR_TRAIN_TASK, TASKS, get_task
 from contracts.config import config_from_dict, config_to_dict, save_resolved_config
 from contracts.layout import (
     ERROR_FILE,
+    EXPORTS_DIR,
     IR_MODEL_DIR,
     RECORD_FILE,
     RUN_CONFIG_FILE,
@@ -131,8 +134,13 @@ class RunConfig:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
         if self.batch_size < 1 or (self.device_microbatch_size is not None and self.device_microbatch_size < 1):
             raise ValueError("batch_size and device_microbatch_size must be >= 1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.max_steps is not None and self.max_steps < 0:
+            raise ValueError(f"max_steps must be >= 1 (0: zero-shot evaluation, IR tasks), got {self.max_steps}")
+        if self.zero_shot and self.task in TASKS and get_task(self.task).task_type != "IR":
+            raise ValueError(
+                f"max_steps 0 (zero-shot) scores a model as it is, which is defined for the IR tasks only "
+                f"(embedding similarity); {self.task} needs a head trained for it: give max_steps >= 1"
+            )
         if self.max_length is not None and self.max_length < 1:  # 0 read as "no limit" before
             raise ValueError(f"max_length must be >= 1 (null: the model maximum), got {self.max_length}")
         if not self.model:
@@ -149,17 +157,42 @@ class RunConfig:
             )
 
     @property
+    def zero_shot(self) -> bool:
+        """`max_steps: 0`: the model scored as it is, no fine-tuning (IR; issue 67)."""
+        return self.max_steps == 0
+
+    @property
     def name(self) -> str:
-        return run_model_name(self.model, self.model_name)
+        name = run_model_name(self.model, self.model_name)
+        # a zero-shot run is a model of its own in records and tables, beside the fine-tuned ones
+        return f"{name}{ZERO_SHOT_SUFFIX}" if self.zero_shot and not self.model_name else name
 
     @property
     def run_dir(self) -> Path:
         return finetune_run_dir(self.out, self.name, self.task, self.lr, self.seed)
 
 
+# Folder names that say where a model sits, not which model it is (issue 67: every run of a folder
+# named `model` was named `model`): the name comes from the nearest part above them.
+GENERIC_FOLDER_NAMES = frozenset(
+    {"model", "models", EXPORTS_DIR, "export", "exports", "checkpoint", "checkpoints", "final", "latest", "best"}
+    | {"snapshots"}
+)
+_GENERIC_FOLDER = re.compile(r"(step|checkpoint|ckpt|epoch)[-_]?[0-9]+|[0-9a-f]{40}", re.ASCII)
+
+
 def run_model_name(model: str, model_name: str | None = None) -> str:
-    """The name of a run's model in records and run paths: `model_name`, else the last part of `model`."""
-    return model_name or strip_hub_prefix(str(model).rstrip("/"))
+    """The name of a run's model in records and run paths: `model_name`, else the last part of
+    `model` that names a model: `.../MiniLM/model` -> `MiniLM`, `.../toy_s-clm/hf/step-250` ->
+    `toy_s-clm`, a Hugging Face cache snapshot `.../models--org--name/snapshots/<sha>` -> `name`."""
+    if model_name:
+        return model_name
+    parts = [part for part in str(model).rstrip("/").split("/") if part]
+    for part in reversed(parts):
+        generic = part.lower() in GENERIC_FOLDER_NAMES or _GENERIC_FOLDER.fullmatch(part)
+        if not generic:
+            return part.split("--")[-1] if part.startswith("models--") else part
+    return strip_hub_prefix(str(model).rstrip("/"))
 
 
 def is_folder_name(name: str) -> bool:
@@ -179,8 +212,32 @@ def load_run_config(values: dict, config_file: str | Path | None = None, overrid
 
     path = Path(config_file) if config_file else CONFIG_DIR / "paper.yaml"
     data = read_yaml_mapping(path)
+    data.pop(LR_GRID_KEY, None)  # the matrix's grid (config_lr_grid), not a setting of one run
     data.update({k: v for k, v in values.items() if v is not None})
     return config_from_dict(RunConfig, apply_overrides(data, list(overrides)), str(path))
+
+
+LR_GRID_KEY = "lr_grid"
+ZERO_SHOT_SUFFIX = "-zero-shot"
+
+
+def config_lr_grid(config_file: str | Path | None) -> tuple[float, ...] | None:
+    """The LR grid a fine-tuning config declares for `matrix` (its `lr_grid:` list), None if none:
+    the toy world's spans the paper's grid and the toy LR, so that any model, not only ours, is
+    fine-tuned at an LR chosen on validation as the paper chooses it (issue 67)."""
+    from contracts.config import ConfigError, read_yaml_mapping
+
+    path = Path(config_file) if config_file else CONFIG_DIR / "paper.yaml"
+    grid = read_yaml_mapping(path).get(LR_GRID_KEY)
+    if grid is None:
+        return None
+    if (
+        not isinstance(grid, list)
+        or not grid
+        or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in grid)
+    ):
+        raise ConfigError(f"{path}: {LR_GRID_KEY} must be a non-empty list of positive learning rates, got {grid!r}")
+    return tuple(float(x) for x in grid)
 
 
 def existing_record(path: Path) -> RunRecord | None:
@@ -341,7 +398,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
     from benchmarks.kinds import own_head_class
     from benchmarks.kinds.checkpoint import check_model_path, check_own_head, check_remote_code
 
-    if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
+    if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK and not cfg.zero_shot:
         model_dir = trained_ir_model(cfg)
         trained = existing_record(model_dir.parent / RECORD_FILE)
         if trained is None:
@@ -381,7 +438,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
             raise
         if rank == 0:
             atomic_write_json(record_path, record.to_dict())
-            if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK:
+            if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK and not cfg.zero_shot:
                 _drop_evaluated_ir_model(cfg)
     return (record if handoff is None else handoff(record)), True
 
@@ -390,7 +447,7 @@ def _training_loggers(cfg: RunConfig, spec, out_dir: Path, build: bool = True) -
     """Composer loggers of `cfg.loggers` for a run that trains (files under its run directory by
     default); RunError naming the field when a name, argument or package is wrong (`build=False`:
     the check alone)."""
-    if not cfg.loggers or (spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK):
+    if not cfg.loggers or cfg.zero_shot or (spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK):
         return []
     from pretraining.monitoring import LoggerSetupError, composer_loggers
 
@@ -495,6 +552,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     from composer.utils import dist, reproducibility
 
     from benchmarks import metrics, reuse
+    from benchmarks.chance import CHANCE_BAND, at_chance, describe, label_prior_entropy, run_chance_levels, tail_loss
     from benchmarks.finetune import TrainSettings, check_last_batch, fit, resolve_device, resolve_precision
     from benchmarks.kinds import KindSettings, get_kind, own_head_class, protocol_choice
     from benchmarks.kinds.checkpoint import own_head_source, package_head_source
@@ -508,11 +566,11 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
 
     started, t0 = utc_now(), time.time()
     kind = get_kind(spec.task_type)
-    trains = spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK
+    trains = (spec.task_type != "IR" or cfg.task == IR_TRAIN_TASK) and not cfg.zero_shot
     rank, world_size = dist.get_global_rank(), dist.get_world_size()
     if rank != 0 and not trains:
         return None
-    source = str(cfg.model) if trains else str(trained_ir_model(cfg))
+    source = str(cfg.model) if trains or cfg.zero_shot else str(trained_ir_model(cfg))
     roles = ("train", "validation", "test") if trains else ("validation", "test")
     data_root = Path(cfg.data_root) if cfg.data_root else None
     extra = {}
@@ -544,6 +602,13 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
     else:
         backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
     full_length = min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer))
+    length_from = "config" if cfg.max_length else "model_maximum"
+    if spec.task_type == "IR" and cfg.max_length is None:
+        from benchmarks.kinds.ir import sentence_transformers_max_length
+
+        declared = sentence_transformers_max_length(cfg.model)  # an embedding model's own input length
+        if declared is not None and declared < full_length:
+            full_length, length_from = declared, "sentence_transformers_config"
     max_length = protocol_max_length(full_length, cfg.protocol)
     settings = KindSettings(
         max_length=max_length,
@@ -558,7 +623,9 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         ir_eval_encoding=cfg.ir_eval_encoding,
         # sentence-transformers caps at the model maximum (its max_seq_length), not at the 99%
         ir_eval_max_length=full_length,
-        ir_model_dir=str(trained_ir_model(cfg)) if spec.task_type == "IR" else None,
+        ir_model_dir=(str(cfg.model) if cfg.zero_shot else str(trained_ir_model(cfg)))
+        if spec.task_type == "IR"
+        else None,
         trust_remote_code=cfg.trust_remote_code,
         tc_whitespace_tokens=cfg.tc_whitespace_tokens,
         head=head or "package",
@@ -574,7 +641,21 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         "head": head,
         "release_quirks": settings.release_quirks,
         "weight_decay_exempt": exempt if trains else None,
+        "max_length_from": length_from,
     }
+    if ir and rank == 0:  # what the input length cuts off the documents a model is judged on (issue 67)
+        from benchmarks.kinds.ir import CUT_WARN_SHARE, documents_cut_share
+
+        eval_length = full_length if st else max_length
+        cut = documents_cut_share(tokenizer, data.test.corpus, data.spec.doc_prefix, eval_length)
+        extra["ir_documents_cut_share"] = round(cut, 4)
+        if cut > CUT_WARN_SHARE and length_from == "config":
+            print(
+                f"warning: {cfg.task}: max_length {cfg.max_length} cuts {cut:.0%} of the test documents "
+                f"(more than {CUT_WARN_SHARE:.0%}); the model is judged on cut inputs (docs/benchmarks.md, "
+                '"Your own checkpoint")',
+                file=sys.stderr,
+            )
     device_type = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device_type)
     scores: dict[str, dict] = {}  # protocol -> role -> MetricResult
@@ -643,8 +724,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
             params=tracker_params(cfg, spec),
             after_fit=evaluate if loggers and rank == 0 else None,
         )
-        train.pop("step_losses")
-        extra["train"] = {**train, "n_examples": len(features)}
+        losses_tail = tail_loss(train.pop("step_losses"))
+        extra["train"] = {**train, "n_examples": len(features), "tail_loss": losses_tail}
         if rank != 0:
             return None
         if spec.task_type == "IR" or cfg.save_weights:
@@ -666,6 +747,27 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         extra["trained_model"] = source
     if not scores:  # not evaluated yet (by `fit`, for the trackers, before they closed)
         scores.update(_scores())
+    # the chance level of each score, with this run's data, tokenizer and length (issue 67)
+    levels = run_chance_levels(
+        spec,
+        data,
+        list(scores),
+        tokenizer,
+        max_length,
+        whitespace=settings.tc_whitespace_tokens if spec.task_type == "TC" else None,
+        past_window=bool(settings.release_quirks) if spec.task_type == "QA" else False,
+    )
+    own_scores = {role: scores[cfg.protocol][role].score for role in ("validation", "test")}
+    prior = label_prior_entropy(data.train["label"]) if trains and spec.task_type == "SC" else None
+    loss = extra.get("train", {}).get("tail_loss")
+    reasons = at_chance(own_scores, levels[cfg.protocol], loss, prior)
+    extra["chance"] = {
+        "levels": levels,
+        "band": CHANCE_BAND,
+        "label_prior_entropy": prior,
+        "at_chance": reasons,
+        "why": describe(reasons, own_scores, levels[cfg.protocol], loss, prior) if reasons else None,
+    }
     own = scores.pop(cfg.protocol)
     other_scores = {
         protocol: {

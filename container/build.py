@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         help="extra option for `apptainer build`, repeatable (e.g. --builder-option=--notest)",
     )
     args = parser.parse_args(argv)
-    from contracts.cli import run_command
+    from container.one_line import run_command
 
     if args.check:
         return run_command("build", lambda: report(check_definition(args.definition, args.lock), str(args.definition)))

@@ -139,16 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK)
     parser.add_argument("--packages-only", action="store_true", help="skip the imports (build time)")
     args = parser.parse_args(argv)
-    from contracts.cli import run_command
+    from container.one_line import run_command
 
     return run_command("image_check", lambda: _check(args))
 
 
 def _check(args) -> int:
-    from contracts.bounded import read_text
+    from container.one_line import read_small_text
 
     try:
-        lock = read_lock(read_text(args.lock))
+        lock = read_lock(read_small_text(args.lock))
     except LockError as exc:
         raise LockError(f"{args.lock}: {exc}") from None
     problems = package_problems(lock, installed_versions())

@@ -97,11 +97,26 @@ def _export(args) -> int:
 
 
 def _random_init(args) -> int:
-    from pretraining.export import export_random_init
+    from pretraining.export import export_random_init, export_random_twin
 
+    if args.like:
+        if args.preset or args.tokenizer:
+            print(
+                "random-init: --like takes the config and tokenizer of PATH: give no preset or --tokenizer",
+                file=sys.stderr,
+            )
+            return 2
+        return _write_export(
+            "random-init",
+            lambda: export_random_twin(args.like, args.out, seed=args.seed, trust_remote_code=args.trust_remote_code),
+            f"untrained twin of {args.like}, seed {args.seed}; fine-tune it as any checkpoint",
+        )
+    if not args.preset:
+        print("random-init: give a PRESET (e.g. toy_s) or --like PATH", file=sys.stderr)
+        return 2
     return _write_export(
         "random-init",
-        lambda: export_random_init(args.preset, args.out, tokenizer=args.tokenizer, seed=args.seed),
+        lambda: export_random_init(args.preset, args.out, tokenizer=args.tokenizer or "embedded", seed=args.seed),
         f"untrained {args.preset}, seed {args.seed}; fine-tune it as any export",
     )
 
@@ -174,10 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     export.set_defaults(func=_export)
 
-    random_init = sub.add_parser("random-init", help="the untrained model of a preset as an export (a baseline)")
-    random_init.add_argument("preset", help="e.g. toy_s or 210m")
+    random_init = sub.add_parser(
+        "random-init", help="the untrained model of a preset, or of any HF checkpoint (--like), as an export"
+    )
+    random_init.add_argument("preset", nargs="?", help="e.g. toy_s or 210m (not with --like)")
     random_init.add_argument("out", help="output directory (must not exist)")
-    random_init.add_argument("--tokenizer", default="embedded", help="default: the embedded toy tokenizer")
+    random_init.add_argument("--tokenizer", help="default: the embedded toy tokenizer (not with --like)")
+    random_init.add_argument(
+        "--like", metavar="PATH", help="the random twin of this HF model folder: its config, tokenizer, ST pooling"
+    )
+    random_init.add_argument(
+        "--trust-remote-code", action="store_true", help="with --like: build a model whose folder ships its code"
+    )
     random_init.add_argument("--seed", type=int, default=17, help="default 17, the seed of the registry's runs")
     random_init.set_defaults(func=_random_init)
 

@@ -431,3 +431,82 @@ def export_random_init(preset: str, out: str | Path, tokenizer: str = "embedded"
         "git_sha": git_sha(),
     }
     return save_hf_directory(model, None, out, tok, metadata)
+
+
+RANDOM_TWIN_FILE = "random_init.json"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".ot", ".gguf")
+_TWIN_FILE_BYTES = 64 << 20  # a tokenizer.json or vocabulary is a few MB; weights never travel
+
+
+def export_random_twin(like: str | Path, out: str | Path, seed: int = 17, trust_remote_code: bool = False) -> Path:
+    """The untrained twin of any Hugging Face checkpoint folder `like`: its config and tokenizer,
+    weights drawn by the model class's own initialisation (transformers' `_init_weights`) after
+    `torch.manual_seed(seed)`, and its sentence-transformers files (pooling, normalisation, max
+    length), so that "pretrained vs random init" compares one architecture, tokenizer and pooling
+    (issue 67). Written aside and renamed into place; `random_init.json` says what it is."""
+    import transformers
+
+    from contracts.provenance import git_sha
+
+    like, out = Path(like), Path(out)
+    if out.exists():
+        raise CheckpointError(f"{out} exists; refusing to overwrite an export")
+    if not (like / "config.json").is_file():
+        raise CheckpointError(
+            f"--like {like}: no config.json; pass a Hugging Face model folder (fetch-model writes one)"
+        )
+    if "auto_map" in _read_config_json(like / "config.json") and not trust_remote_code:
+        raise CheckpointError(
+            f"--like {like}: its config.json names shipped model code (auto_map), which runs only with "
+            "--trust-remote-code; pass it if you trust that code"
+        )
+    config = transformers.AutoConfig.from_pretrained(like, trust_remote_code=trust_remote_code)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(like, trust_remote_code=trust_remote_code)
+    named = (getattr(config, "architectures", None) or [None])[0]
+    model_class = getattr(transformers, named, None) if named else None
+    torch.manual_seed(seed)
+    if model_class is not None:  # the checkpoint's own class (an MLM head stays an MLM head)
+        model = model_class(config)
+    else:
+        model = transformers.AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    copied = _copy_model_side_files(like, tmp)
+    atomic_write_json(
+        tmp / RANDOM_TWIN_FILE,
+        {
+            "name": f"{like.name}-random-init",
+            "random_init": {"like": str(like.resolve()), "seed": seed, "class": type(model).__name__},
+            "copied_files": copied,
+            "git_sha": git_sha(),
+        },
+    )
+    tmp.rename(out)
+    return out
+
+
+def _copy_model_side_files(source: Path, target: Path) -> list[str]:
+    """The sentence-transformers files of `source` (modules.json, sentence_bert_config.json, the
+    `<n>_<Module>/` folders' configs): regular files only (links are not followed), weights never."""
+    copied = []
+    candidates = [
+        p
+        for p in source.iterdir()
+        if p.name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+    ]
+    for folder in source.iterdir():
+        if folder.is_dir() and not folder.is_symlink() and folder.name[:1].isdigit() and "_" in folder.name:
+            candidates += [p for p in folder.iterdir() if p.suffix == ".json"]
+    for path in sorted(candidates):
+        if path.is_symlink() or not path.is_file() or path.name.endswith(_WEIGHT_SUFFIXES):
+            continue
+        if path.stat().st_size > _TWIN_FILE_BYTES:
+            raise CheckpointError(f"{path}: {path.stat().st_size:,} bytes, too large for a configuration file")
+        relative = path.relative_to(source)
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / relative, follow_symlinks=False)
+        copied.append(str(relative))
+    return copied

@@ -513,6 +513,8 @@ def stage_finetune(cfg: ReproduceConfig) -> str:
     skipped = len(jobs) - sum(len(c) for c in todo)
     outcomes = _map(_finetune_chunk, todo, cfg, "fine-tuning", "run", [len(c) for c in todo]) if todo else []
     failed = [f for o in outcomes for f in o["failed"]]
+    for line in (w for o in outcomes for w in o.get("at_chance", ())):
+        print(line, file=sys.stderr)  # each run at its chance level, one line (issue 67)
     done = sum(len(o["done"]) for o in outcomes)
     skipped += sum(len(o["skipped"]) for o in outcomes)
     if failed:
@@ -583,7 +585,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     from contracts.model_names import parse_model_name
     from contracts.run_record import RunRecord, write_run_records
     from reproduce.learning import learning_table, summary_line
-    from reproduce.missing import MISSING_FILE, missing_frame, missing_section, prepend
+    from reproduce.missing import MISSING_FILE, at_chance_section, missing_frame, missing_section, prepend
 
     out, study = out_dir(cfg), STUDIES[cfg.study]
     planned = _planned_runs(cfg)
@@ -628,7 +630,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     records = [RunRecord.from_dict(read_json_object(f, LARGE), str(f)) for f in files]
     # The chance levels (seconds of IR metric calls) in a worker of the reproduction's pool, idle by
     # now, while this process aggregates, tabulates, audits and draws every figure but Figure 3.
-    chance_args = (cfg, _protocols_by_task(cfg, records))
+    chance_args = (cfg, _protocols_by_task(cfg, records), recorded_chance(records))
     pool = _SHARED_POOL.get("pool")
     pending_chance = pool.apply_async(_chance_table, chance_args) if pool is not None else None
     write_run_records(out / "runs.jsonl", records)
@@ -667,7 +669,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         arc = write_arc_report(cells, out / "claims", cfg.scale == "toy", source, random_init_models(cfg))
         learned += f"; arc ({out / 'claims' / 'arc.md'}): {arc}"
     atomic_write_text(out / MISSING_FILE, missing.to_csv(index=False))
-    section = missing_section(missing, planned_per_cell)
+    section = missing_section(missing, planned_per_cell) + at_chance_section(cells)
     reports = ("tables/tables.md", "audit/audit.md", "claims/claims.md", "claims/arc.md")
     for report in (out / name for name in reports):
         prepend(report, section)
@@ -688,18 +690,35 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
 def chance_levels(cfg: ReproduceConfig, records):
     """Per task of the runs: the chance level under their protocol, tokenizer and length
     (benchmarks.chance); None when the data come from the Hub (paper scale: not downloaded here)."""
-    return _chance_table(cfg, _protocols_by_task(cfg, records))
+    return _chance_table(cfg, _protocols_by_task(cfg, records), recorded_chance(records))
+
+
+def recorded_chance(records) -> dict[tuple[str, str], dict]:
+    """{(dataset, protocol): {"levels": [test chance level of each record], "max_length": [...]}}
+    from the records that carry their level (benchmarks.run, issue 67: computed with the run's own
+    tokenizer, effective length and split); a record from before that counts as lacking one (None)."""
+    found: dict[tuple[str, str], dict] = {}
+    for r in records:
+        provenance = r.provenance or {}
+        levels = (provenance.get("chance") or {}).get("levels") or {}
+        for protocol in (r.protocol, *sorted(r.other_scores or {})):
+            level = (levels.get(protocol) or {}).get("test")
+            entry = found.setdefault((r.dataset, protocol), {"levels": [], "max_length": set()})
+            entry["levels"].append(level)
+            if provenance.get("max_length") is not None:
+                entry["max_length"].add(int(provenance["max_length"]))
+    return found
 
 
 def _protocols_by_task(cfg: ReproduceConfig, records) -> dict[str, list[str]]:
     return {task: sorted({r.protocol for r in records if r.dataset == task}) for task in cfg.tasks}
 
 
-def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]]):
+def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]], recorded: dict | None = None):
     import pandas as pd
 
     from benchmarks.chance import chance_score
-    from benchmarks.kinds.common import load_tokenizer
+    from benchmarks.kinds.common import load_tokenizer, protocol_max_length
     from benchmarks.run import RunConfig
     from benchmarks.tasks import get_task
 
@@ -718,7 +737,12 @@ def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]]):
     for task in cfg.tasks:
         spec = get_task(task)
         for protocol in protocols[task]:
-            level = chance_score(task, data_root, protocol, tokenizer, run_config.max_length)
+            entry = (recorded or {}).get((task, protocol), {"levels": [None], "max_length": set()})
+            if entry["levels"] and None not in entry["levels"]:  # each run's own level: their mean
+                level = sum(entry["levels"]) / len(entry["levels"])  # (differs only by NQ's query split)
+            else:  # records from before the levels were recorded: at the runs' effective length
+                lengths = entry["max_length"] or {protocol_max_length(run_config.max_length, protocol)}
+                level = chance_score(task, data_root, protocol, tokenizer, min(lengths))
             rows.append(
                 {
                     "task_type": spec.task_type,

@@ -52,6 +52,27 @@ def missing_section(missing: pd.DataFrame, planned: Counter) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def at_chance_section(cells) -> str:
+    """A report's section naming the cells whose mean includes a run at its chance level (issue 67);
+    '' when there is none (or the cells predate the count)."""
+    if "at_chance_runs" not in cells:
+        return ""
+    flagged = cells[(cells["at_chance_runs"] > 0) & (cells["dataset"] != "average")]
+    if flagged.empty:
+        return ""
+    lines = [
+        f"**Runs at chance: {int(flagged['at_chance_runs'].sum())} selected runs in {len(flagged)} cells** "
+        "(a collapsed fine-tuning run is in their mean; each run's record says why, `provenance.chance`; "
+        'docs/benchmarks.md, "Runs at chance")',
+        "",
+        "| model | task | runs at chance | seeds |",
+        "|---|---|---|---|",
+    ]
+    for row in flagged.itertuples():
+        lines.append(f"| {row.model} | {row.dataset} | {row.at_chance_runs} | {row.n_seeds} |")
+    return "\n".join(lines) + "\n\n"
+
+
 def prepend(path: Path, section: str) -> None:
     """Put `section` at the top of a report just written (atomically; nothing when there is none)."""
     path = Path(path)

@@ -152,6 +152,7 @@ class FinetuneRun:
     model: str
     state: str
     detail: str = ""
+    at_chance: str = ""  # a record flagged at its chance level: why (benchmarks.chance, issue 67)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -258,11 +259,22 @@ def _slurm_run_state(state, finished: bool) -> str | None:
 
 def _parses(path: Path) -> bool:
     """A marker or record that is a regular, bounded file holding a JSON object."""
+    return _parsed(path) is not None
+
+
+def _parsed(path: Path) -> dict | None:
     try:
-        read_json_object(path)
+        return read_json_object(path)
     except (OSError, BoundedReadError):
-        return False
-    return True
+        return None
+
+
+def _at_chance(record: dict) -> str:
+    """Why a record is flagged at its chance level ('' when it is not, or predates the flag)."""
+    chance = (record.get("provenance") or {}).get("chance")
+    if not isinstance(chance, dict) or not chance.get("at_chance"):
+        return ""
+    return " ".join(str(chance.get("why") or "at chance").split())[:200]
 
 
 def _read_or_empty(path: Path, limit: int) -> str:
@@ -435,12 +447,13 @@ def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmVie
     runs = []
     for job_id, name, run_dir, group, index in plan.finetune:
         record, error = run_dir / RECORD_FILE, run_dir / ERROR_FILE
-        if record.exists() and not _parses(record):  # truncated or not a file: not done (issue 56)
+        body = _parsed(record) if record.exists() else None
+        if record.exists() and body is None:  # truncated or not a file: not done (issue 56)
             runs.append(FinetuneRun(job_id, name, "failed", f"{RECORD_FILE} unreadable: remove it to redo the run"))
         elif record.exists():
             mtime = _dt.datetime.fromtimestamp(record.stat().st_mtime, _dt.timezone.utc)
             state = "reused" if since is not None and mtime < since else "done"
-            runs.append(FinetuneRun(job_id, name, state))
+            runs.append(FinetuneRun(job_id, name, state, at_chance=_at_chance(body)))
         elif error.is_file():
             runs.append(FinetuneRun(job_id, name, "failed", error_first_line(error)))
         elif slurm is not None and slurm.entries and group is not None:
@@ -528,10 +541,17 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     by_model: dict[str, Counter] = {}
     for run in finetune:
         by_model.setdefault(run.model, Counter())[run.state] += 1
-    rows = [[model, *(str(c[s]) for s in FINETUNE_STATES)] for model, c in by_model.items()]
+        by_model[run.model]["at chance"] += bool(run.at_chance)
+    columns = (*FINETUNE_STATES, "at chance")
+    rows = [[model, *(str(c[s]) for s in columns)] for model, c in by_model.items()]
     total = Counter(run.state for run in finetune)
-    rows.append(["all", *(str(total[s]) for s in FINETUNE_STATES)])
-    lines += [f"fine-tuning ({len(finetune)} runs):", *table(["model", *FINETUNE_STATES], rows)]
+    total["at chance"] = sum(bool(run.at_chance) for run in finetune)
+    rows.append(["all", *(str(total[s]) for s in columns)])
+    lines += [f"fine-tuning ({len(finetune)} runs):", *table(["model", *columns], rows)]
+    flagged = [dataclasses.replace(run, detail=run.at_chance) for run in finetune if run.at_chance]
+    if flagged:
+        lines += ["", "at their chance level (done, but collapsed: check the LR; docs/benchmarks.md):"]
+        lines += run_lines(flagged, every_run, out)
     failed = [run for run in finetune if run.state == "failed"]
     if failed:
         lines += ["", "failed (first line of each error.txt):", *run_lines(failed, every_run, out)]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -300,3 +301,35 @@ def metric_inputs(module, data, role: str, tokenizer, settings, ctx: EvalContext
     encode = evaluation_encoder(module, tokenizer, settings, ctx)
     run = rank(encode, split.queries, split.corpus, data.spec.query_prefix, data.spec.doc_prefix, settings.ir_top_k)
     return {"paper": (run, split.qrels), "standard": (run, split.qrels)}
+
+
+# --- input length of a third-party embedding model (issue 67) ----------------------------------------
+CUT_WARN_SHARE = 0.10  # a pinned length that cuts more than this share of the documents is said
+CUT_SAMPLE = 2_000  # documents tokenised to estimate that share (the first, in corpus order)
+
+
+def sentence_transformers_max_length(model: str) -> int | None:
+    """The `max_seq_length` a sentence-transformers model folder declares (sentence_bert_config.json),
+    None for a folder without one (our exports, a plain transformers model) or a hub id."""
+    from contracts.bounded import BoundedReadError, read_json_object
+
+    path = Path(str(model)) / "sentence_bert_config.json"
+    if not path.is_file():
+        return None
+    try:
+        value = read_json_object(path).get("max_seq_length")
+    except (OSError, BoundedReadError, ValueError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def documents_cut_share(tokenizer, documents: dict[str, str], doc_prefix: str, length: int) -> float:
+    """The share of (the first CUT_SAMPLE) documents longer than `length` tokens, special tokens
+    included: what a pinned input length cuts off."""
+    texts = [doc_prefix + text for text in list(documents.values())[:CUT_SAMPLE]]
+    if not texts:
+        return 0.0
+    lengths = [
+        len(ids) for ids in tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    ]
+    return sum(n > length for n in lengths) / len(lengths)

@@ -162,3 +162,33 @@ def test_store_errors_name_the_file_and_field(tmp_path, mldr_records, capsys):
         store_parts(tmp_path / "empty.parquet")
     with pytest.raises(RunRecordError, match="already exists"):
         write_run_store(tmp_path / "bad.parquet", mldr_records)
+
+
+def test_a_run_flagged_at_chance_is_counted_in_its_cell_from_records_and_from_the_store(tmp_path):
+    """Issue 67: a cell whose selected runs include one at its chance level says so
+    (`at_chance_runs`), read from record files and from a run store alike; a flagged run that is not
+    selected (a better LR of its seed) is not counted."""
+    from analysis.aggregate import aggregate_selected
+
+    records = synthetic_records(["210m-clm-42k"], instances=10, rng_seed=5)
+    best = {}
+    for r in records:
+        if r.dataset == "sst2":
+            key = r.seed
+            if key not in best or r.validation_score > best[key].validation_score:
+                best[key] = r
+    flag = {"chance": {"at_chance": ["test"], "why": "test 50.00 vs chance 50.00"}}
+    chosen = best[min(best)]
+    beaten = next(r for r in records if r.dataset == "sst2" and r.seed == chosen.seed and r is not chosen)
+    flagged = [
+        replace(r, provenance={**(r.provenance or {}), **flag}) if r is chosen or r is beaten else r for r in records
+    ]
+    store = write_run_store(tmp_path / "runs.parquet", flagged)
+    from_records, _ = scan_runs(flagged)
+    from_store, _, _ = scan_store([store], "paper")
+    for selected in (from_records, from_store):
+        assert int(selected["at_chance"].sum()) == 1
+        cells = aggregate_selected(selected, reps=50)
+        for row in cells.itertuples():  # sst2's cell and the SC average it is part of
+            counted = row.dataset == "sst2" or (row.dataset == "average" and row.task_type == "SC")
+            assert row.at_chance_runs == int(counted), (row.dataset, row.at_chance_runs)

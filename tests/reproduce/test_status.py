@@ -98,8 +98,10 @@ def study(tmp_path):
     for run_dir in dirs.values():
         run_dir.mkdir(parents=True)
         (run_dir / RUN_CONFIG_FILE).write_text("config: {}\n")
-    for state in ("reused", "done"):
-        (dirs[state] / RECORD_FILE).write_text("{}\n")
+    (dirs["reused"] / RECORD_FILE).write_text("{}\n")
+    # the done run collapsed (issue 67): its record is flagged at its chance level
+    flagged = {"provenance": {"chance": {"at_chance": ["test"], "why": "test 50.00 vs chance 50.00"}}}
+    (dirs["done"] / RECORD_FILE).write_text(json.dumps(flagged) + "\n")
     before = (STARTED - dt.timedelta(days=1)).timestamp()
     os.utime(dirs["reused"] / RECORD_FILE, (before, before))
     (dirs["failed"] / ERROR_FILE).write_text(
@@ -144,8 +146,9 @@ def test_status_of_a_study_killed_mid_way_shows_what_is_done_and_what_is_not(stu
     assert "not running: the last reproduce" in text.splitlines()[0]
     total = _section(text, f"fine-tuning ({len(study['jobs'])} runs):")["all"]
     n = len(study["jobs"])
-    # done, reused, running, failed, missing (Slurm only), interrupted, pending
-    assert total[1:] == ["1", "1", "0", "1", "0", "1", str(n - 4)]
+    # done, reused, running, failed, missing (Slurm only), interrupted, pending, at chance
+    assert total[1:] == ["1", "1", "0", "1", "0", "1", str(n - 4), "1"]
+    assert f"  {study['by_state']['done']['id']}: test 50.00 vs chance 50.00" in text.split("at their chance level")[1]
     assert f"  {study['by_state']['failed']['id']}: RuntimeError: CUDA out of memory" in text
     png = out / "status" / "loss.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"loss curves: {png}" in text
