@@ -603,11 +603,12 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         backbone = load_backbone(source, cfg.attn_implementation, cfg.trust_remote_code)
     full_length = min(cfg.max_length or 10**9, model_max_length(backbone, tokenizer))
     length_from = "config" if cfg.max_length else "model_maximum"
-    if spec.task_type == "IR" and cfg.max_length is None:
+    declared = None
+    if spec.task_type == "IR":
         from benchmarks.kinds.ir import sentence_transformers_max_length
 
         declared = sentence_transformers_max_length(cfg.model)  # an embedding model's own input length
-        if declared is not None and declared < full_length:
+        if cfg.max_length is None and declared is not None and declared < full_length:
             full_length, length_from = declared, "sentence_transformers_config"
     max_length = protocol_max_length(full_length, cfg.protocol)
     settings = KindSettings(
@@ -649,7 +650,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         eval_length = full_length if st else max_length
         cut = documents_cut_share(tokenizer, data.test.corpus, data.spec.doc_prefix, eval_length)
         extra["ir_documents_cut_share"] = round(cut, 4)
-        if cut > CUT_WARN_SHARE and length_from == "config":
+        # said for a model made for longer inputs than the pinned length (our own models declare none)
+        if cut > CUT_WARN_SHARE and length_from == "config" and declared is not None and declared > eval_length:
             print(
                 f"warning: {cfg.task}: max_length {cfg.max_length} cuts {cut:.0%} of the test documents "
                 f"(more than {CUT_WARN_SHARE:.0%}); the model is judged on cut inputs (docs/benchmarks.md, "

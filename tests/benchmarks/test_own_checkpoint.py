@@ -151,7 +151,23 @@ def test_zero_shot_is_refused_where_a_task_head_would_be_untrained():
         RunConfig(model="m", task="nq", lr=1e-4, seed=0, max_steps=-1)
 
 
-def test_a_pinned_ir_length_that_cuts_documents_is_said(tmp_path):
+def test_a_pinned_length_shorter_than_the_models_own_is_said_in_one_line(tmp_path, capsys):
+    """The toy config pins 64 tokens; MiniLM declares 256, and 64 cuts 95% of the committed toy NQ
+    documents: the run says so in one line and records the share."""
+    from benchmarks.__main__ import main
+
+    argv = ["run", "--model", str(minilm_dir()), "--task", "nq", "--lr", "1e-5", "--seed", "0", "--max-steps", "0"]
+    out = tmp_path / "runs"
+    argv += ["--data-root", str(TOY_DATA_ROOT), "--out", str(out), "--config", str(CONFIG_DIR / "toy.yaml")]
+    assert main(argv) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "max_length 64 cuts 95% of the test documents" in warnings[0]
+    record = json.loads(next(out.rglob("record.json")).read_text())
+    assert record["provenance"]["ir_documents_cut_share"] == pytest.approx(0.9545, abs=1e-4)
+    assert record["provenance"]["protocol_choices"]["max_length_from"] == "config"
+
+
+def test_the_share_of_documents_a_length_cuts_and_the_declared_length(tmp_path):
     from transformers import AutoTokenizer
 
     from benchmarks.kinds.ir import documents_cut_share, sentence_transformers_max_length
