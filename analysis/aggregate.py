@@ -92,6 +92,24 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
     return selected, runs
 
 
+def at_chance_note(cells: pd.DataFrame) -> str | None:
+    """One line naming the dataset cells whose selected runs include one at its chance level
+    (`at_chance_runs`, issue 67); None when there is none."""
+    if "at_chance_runs" not in cells:
+        return None
+    flagged = cells[(cells["at_chance_runs"] > 0) & (cells["dataset"] != AVERAGE)]
+    if flagged.empty:
+        return None
+    named = ", ".join(
+        f"{m}/{d} ({n})" for m, d, n in flagged[["model", "dataset", "at_chance_runs"]].head(8).itertuples(index=False)
+    )
+    more = f" and {len(flagged) - 8} more" if len(flagged) > 8 else ""
+    return (
+        f"note: {len(flagged)} cells include selected runs at their chance level (a collapsed run in the mean; "
+        f"cells.csv at_chance_runs): {named}{more}"
+    )
+
+
 def run_at_chance(record: RunRecord) -> bool:
     """Whether a record is flagged at its chance level (benchmarks.chance, issue 67); a record from
     before the flag, or one imported from the release, is not."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.aggregate import aggregate_selected, lr_grid_gaps, scan_runs
+from analysis.aggregate import aggregate_selected, at_chance_note, lr_grid_gaps, scan_runs
 from analysis.audit import (
     FAIL_ON,
     audit_headline,
@@ -162,11 +162,18 @@ def _readable(cells: pd.DataFrame) -> str:
     return view.to_string(index=False)
 
 
+def _note_at_chance(cells) -> None:
+    note = at_chance_note(cells)
+    if note:
+        print(note, file=sys.stderr)
+
+
 def _cmd_table(args) -> int:
     selected, _ = _selected_runs(args.runs, args.protocol)
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     print(f"protocol: {args.protocol}")
     print(_readable(cells))
+    _note_at_chance(cells)
     if args.csv:
         atomic_write_text(args.csv, cells.to_csv(index=False))
         print(f"wrote {len(cells)} cells -> {args.csv}")
@@ -194,6 +201,7 @@ def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
         source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
     written = write_tables(cells, out, formats, source=source)
     print(f"wrote {len(written)} files -> {out}")
+    _note_at_chance(cells)
 
 
 def _cmd_audit(args) -> int:
@@ -227,6 +235,7 @@ def _cmd_audit(args) -> int:
         pretraining_sd=args.pretraining_sd,
         lr_grids=lr_grids,
     )
+    _note_at_chance(cells)
     asked = Counter(q["question"] for q in summary["questions"].values())
     question = ", ".join(f"{kind} {asked[kind]}" for kind in ("checkpoint", "recipe") if asked[kind])
     print(

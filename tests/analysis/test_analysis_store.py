@@ -164,7 +164,7 @@ def test_store_errors_name_the_file_and_field(tmp_path, mldr_records, capsys):
         write_run_store(tmp_path / "bad.parquet", mldr_records)
 
 
-def test_a_run_flagged_at_chance_is_counted_in_its_cell_from_records_and_from_the_store(tmp_path):
+def test_a_run_flagged_at_chance_is_counted_in_its_cell_from_records_and_from_the_store(tmp_path, capsys):
     """Issue 67: a cell whose selected runs include one at its chance level says so
     (`at_chance_runs`), read from record files and from a run store alike; a flagged run that is not
     selected (a better LR of its seed) is not counted."""
@@ -192,3 +192,12 @@ def test_a_run_flagged_at_chance_is_counted_in_its_cell_from_records_and_from_th
         for row in cells.itertuples():  # sst2's cell and the SC average it is part of
             counted = row.dataset == "sst2" or (row.dataset == "average" and row.task_type == "SC")
             assert row.at_chance_runs == int(counted), (row.dataset, row.at_chance_runs)
+    from analysis.aggregate import at_chance_note
+
+    note = at_chance_note(cells)
+    assert (
+        note.startswith("note: 1 cells include selected runs at their chance level") and "210m-clm-42k/sst2 (1)" in note
+    )
+    jsonl = write_run_records(tmp_path / "runs.jsonl", flagged)
+    assert main(["table", str(jsonl), "--reps", "50"]) == 0
+    assert note in capsys.readouterr().err  # the table, tables and audit commands print it
