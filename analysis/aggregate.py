@@ -113,8 +113,9 @@ def at_chance_note(cells: pd.DataFrame) -> str | None:
 def run_at_chance(record: RunRecord) -> bool:
     """Whether a record is flagged at its chance level (benchmarks.chance, issue 67); a record from
     before the flag, or one imported from the release, is not."""
-    chance = (record.provenance or {}).get("chance")
-    return bool(isinstance(chance, dict) and chance.get("at_chance"))
+    from benchmarks.chance import chance_flag
+
+    return chance_flag(record.provenance) is not None
 
 
 def lr_grid_gaps(runs: pd.DataFrame) -> list[str]:

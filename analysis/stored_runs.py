@@ -106,6 +106,8 @@ def scan_store(
 def _at_chance_of(best: pd.DataFrame, parts: list[Path]) -> list[bool]:
     """Whether each selected row's record is flagged at its chance level (provenance.chance, issue
     67), reading each part's provenance column once and parsing only the rows that mention it."""
+    from benchmarks.chance import chance_flag
+
     out = [False] * len(best)
     part_of, row_of = best["part"].to_numpy(), best["row"].to_numpy()
     for number in np.unique(part_of):
@@ -113,8 +115,7 @@ def _at_chance_of(best: pd.DataFrame, parts: list[Path]) -> list[bool]:
         column = read_part(parts[number], ["provenance"]).column("provenance").take(row_of[mine]).to_pylist()
         for position, text in zip(mine, column):
             if isinstance(text, str) and '"at_chance": ["' in text:  # the flag's JSON (sort_keys dumps)
-                chance = json.loads(text).get("chance")
-                out[position] = bool(isinstance(chance, dict) and chance.get("at_chance"))
+                out[position] = chance_flag(json.loads(text)) is not None
     return out
 
 

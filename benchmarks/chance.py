@@ -199,11 +199,18 @@ def describe(reasons: list[str], scores: dict, levels: dict, loss=None, prior=No
     return "; ".join(parts)
 
 
+def chance_flag(provenance) -> dict | None:
+    """A record's `provenance.chance` when the record is flagged at its chance level; None when it
+    is not, or predates the flag (the one reader of the flag: run, matrix, status, analysis)."""
+    chance = provenance.get("chance") if isinstance(provenance, dict) else None
+    return chance if isinstance(chance, dict) and chance.get("at_chance") else None
+
+
 def chance_warning(record, where: str) -> str | None:
     """The one warning line of a record flagged at its chance level (None: not flagged, or a record
     from before the flag existed)."""
-    chance = (record.provenance or {}).get("chance") or {}
-    if not chance.get("at_chance"):
+    chance = chance_flag(record.provenance)
+    if chance is None:
         return None
     return (
         f"warning: {where}: at its chance level ({chance.get('why')}); a collapsed run: check its LR "

@@ -271,8 +271,10 @@ def _parsed(path: Path) -> dict | None:
 
 def _at_chance(record: dict) -> str:
     """Why a record is flagged at its chance level ('' when it is not, or predates the flag)."""
-    chance = (record.get("provenance") or {}).get("chance")
-    if not isinstance(chance, dict) or not chance.get("at_chance"):
+    from benchmarks.chance import chance_flag
+
+    chance = chance_flag(record.get("provenance"))
+    if chance is None:
         return ""
     return " ".join(str(chance.get("why") or "at chance").split())[:200]
 
