@@ -8,12 +8,17 @@ net under them: an exception of bad input that got past those checks still ends 
 - malformed data: UnicodeError (a file that is not text), JSON and YAML syntax errors.
 Anything else is a defect of ours and keeps its traceback. MLM_VS_CLM_TRACEBACK=1 shows the
 traceback of every error (for a bug report).
+
+An interrupt is one line too: Ctrl-C before Composer is imported (KeyboardInterrupt), or SIGINT /
+SIGTERM after it (Composer's import installs handlers that call sys.exit(128 + signal)), ends as
+`PROG: interrupted by SIGTERM (exit 143): ...` with the exit status a shell gives a signal.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -48,13 +53,44 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
+INTERRUPTED_NOTE = "what finished is kept; run the same command again to continue"
+
+
+def signal_exit(exc: SystemExit) -> int | None:
+    """The signal behind `exc` when it is the sys.exit(128 + signal) of Composer's SIGINT/SIGTERM
+    handler (composer.core.engine.sigterm_handler), else None."""
+    code = exc.code
+    if not isinstance(code, int) or code - 128 not in (signal.SIGINT, signal.SIGTERM):
+        return None
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return None
+    code_object = frame.tb_frame.f_code
+    module = frame.tb_frame.f_globals.get("__name__", "")
+    return code - 128 if module.startswith("composer") and code_object.co_name == "sigterm_handler" else None
+
+
 def run_command(prog: str | None, command: Callable[[], int]) -> int:
     """`command()`, with an exception of bad input turned into one line on stderr and exit 2:
-    `PROG: error: ...` (`error: ...` where `prog` is None, the benchmarks and analysis form)."""
+    `PROG: error: ...` (`error: ...` where `prog` is None, the benchmarks and analysis form), and
+    an interrupt into one line with 128 + the signal."""
+    prefix = f"{prog}: " if prog else ""
     try:
         return command()
+    except KeyboardInterrupt:
+        print(f"{prefix}interrupted by SIGINT (exit 130): {INTERRUPTED_NOTE}", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except SystemExit as exc:
+        signum = signal_exit(exc)
+        if signum is None:
+            raise
+        name = signal.Signals(signum).name
+        print(f"{prefix}interrupted by {name} (exit {128 + signum}): {INTERRUPTED_NOTE}", file=sys.stderr)
+        return 128 + signum
     except Exception as exc:
         if not is_input_error(exc) or os.environ.get(TRACEBACK_VARIABLE):
             raise
-        print(f"{prog + ': ' if prog else ''}error: {one_line(exc)}", file=sys.stderr)
+        print(f"{prefix}error: {one_line(exc)}", file=sys.stderr)
         return 2
