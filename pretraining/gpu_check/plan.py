@@ -111,6 +111,7 @@ RESUME_METRICS = (
     "exact_up_to_floor",  # bitwise equal, or after-resume difference <= floor_factor x the floor
     "seconds_per_step",
     "peak_gpu_memory_gib",
+    "runs_at_once",  # training runs sharing the device (resume_runs_at_once)
 )
 PROFILE_ROW_INFO = ("case", "kernels", "region")
 PROFILE_ROW_METRICS = ("ms_per_step", "share_of_step", "step_ms", "steps", "batch_size")
@@ -185,6 +186,8 @@ class Mode:
 
     profile_cases: tuple[BenchCase, ...] = ()
     profile_steps: int = 3
+    # resume runs trained at once: None = by the device's memory (resume_runs_at_once)
+    resume_at_once: int | None = None
 
     def bench_cases(self, flash_attn: bool = False) -> list[BenchCase]:
         """In the order they run, most telling first, so a budget that runs out loses the least
@@ -223,8 +226,10 @@ GPU = Mode(
     finetune_world=True,
     finetune_parallel=1,
     default_budget_s=480.0,
+    # environment 40: on a cold H100 (2026-11-28) imports, CUDA's start and the first matmul took
+    # more than the 13 s that a share of 15 gave at --budget-s 470
     shares=(
-        ("environment", 15),
+        ("environment", 40),
         ("profile", 70),
         ("bench", 180),
         ("parity", 75),
@@ -303,9 +308,24 @@ CPU = Mode(
         BenchCase("toy_s", "clm", "sdpa", False, "fast_blocks"),
     ),
     profile_steps=2,
+    resume_at_once=1,  # one at a time, as on an 80 GB H100 (the device tool's default)
 )
 
 MODES = {"gpu": GPU, "cpu": CPU}
+
+
+# Two paper-shaped 210m resume runs (8 x 2,048) trained side by side on a 141 GB H200
+# (2026-11-27); on an 80 GB H100 one run's process held 74.6 GiB and the second ran out of memory
+# (2026-11-28): side by side only on a device with at least this much memory.
+RESUME_TWO_AT_ONCE_GIB = 120.0
+
+
+def resume_runs_at_once(mode: Mode, device_memory_gib: float | None) -> int:
+    """Training runs the resume step keeps on the device at once: the mode's own number, else 2 on
+    a device with >= RESUME_TWO_AT_ONCE_GIB, else 1 (each run alone: slower, never out of memory)."""
+    if mode.resume_at_once is not None:
+        return mode.resume_at_once
+    return 2 if device_memory_gib is not None and device_memory_gib >= RESUME_TWO_AT_ONCE_GIB else 1
 
 
 def step_deadlines(mode: Mode, budget_s: float, steps=STEPS) -> dict[str, float]:

@@ -58,6 +58,15 @@ def _peak_gib(mode: plan.Mode):
     return round(torch.cuda.max_memory_allocated() / 2**30, 2)
 
 
+def _device_memory_gib(mode: plan.Mode) -> float | None:
+    """The device's total memory (GiB), None in the CPU mode."""
+    if not _is_cuda(mode):
+        return None
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory / 2**30
+
+
 def _version(module: str):
     """A module's version, importing it (an import error is the answer)."""
     try:
@@ -573,9 +582,11 @@ def resume(ctx: StepContext) -> None:
     for role, cfg in configs.items():
         paths[role] = work / f"{role}.yaml"
         paths[role].write_text(yaml.safe_dump(cfg, sort_keys=False))
-    # Two runs at a time (three 210m runs at 8 x 2,048 ran out of memory on a 141 GB H200): the
-    # reference beside the run to kill, then the repeat beside the resumed run. The kill lands at
-    # the end of step resume_kill_at, which the HoldAt callback holds.
+    # Two runs at a time where the device holds two (three 210m runs at 8 x 2,048 ran out of memory
+    # on a 141 GB H200, two on an 80 GB H100): the reference beside the run to kill, then the
+    # repeat beside the resumed run; else one at a time. The kill lands at the end of step
+    # resume_kill_at, which the HoldAt callback holds.
+    at_once = plan.resume_runs_at_once(mode, _device_memory_gib(mode))
     logs = {role: ctx.log_path(f"train-{role}") for role in configs}
     logs["resumed"] = ctx.log_path("train-resumed")
     procs: dict[str, subprocess.Popen] = {}
@@ -594,8 +605,13 @@ def resume(ctx: StepContext) -> None:
         if code != 0:
             raise RuntimeError(f"the {role} run exited {code}: {tail(logs[role])}")
 
+    def alone(role: str) -> None:  # one at a time: this run ends before the next starts
+        if at_once == 1:
+            finish(role)
+
     try:
         start("reference", "reference")
+        alone("reference")
         start("killed", "killed")
         held = work / "killed.held"
         while not held.exists():  # the event: the run wrote its marker and now waits to be killed
@@ -610,10 +626,13 @@ def resume(ctx: StepContext) -> None:
         procs["killed"].kill()  # SIGKILL: no clean-up, as a node failure or `kill -9`
         procs["killed"].wait()
         killed_at = read_json_object(held, SMALL)["step"]
-        finish("reference")
+        if at_once == 2:
+            finish("reference")
         start("resumed", "killed")  # the same config again: it resumes from the checkpoint
+        alone("resumed")
         start("repeat", "repeat")
-        finish("resumed")
+        if at_once == 2:
+            finish("resumed")
         finish("repeat")
     except BaseException:
         for proc in procs.values():
@@ -642,6 +661,7 @@ def resume(ctx: StepContext) -> None:
         killed_at_step=killed_at,
         resumed_from_step=resumed_from,
         seconds_per_step=_median_step_seconds(reference),
+        runs_at_once=at_once,
         peak_gpu_memory_gib=(
             round(report["peak_gpu_memory_gib"], 2)
             if report.get("peak_gpu_memory_gib") is not None

@@ -66,6 +66,7 @@ def test_the_cpu_mode_kills_a_real_training_run_and_its_resumed_losses_equal_the
     assert resume["losses_equal"] is True and resume["max_abs_diff_after_resume"] == 0.0
     assert resume["floor_losses_equal"] is True  # a CPU computes the same run the same way twice
     assert resume["exact_up_to_floor"] is True and resume["floor_factor"] == steps.FLOOR_FACTOR
+    assert resume["runs_at_once"] == 1  # one at a time, the path an 80 GB H100 takes
 
 
 @pytest.mark.slow
@@ -144,6 +145,13 @@ def test_budgets_give_each_step_its_share_and_pass_unused_time_on():
     assert all(a < b for a, b in zip(deadlines.values(), list(deadlines.values())[1:]))
     only = plan.step_deadlines(plan.GPU, 100, ("bench", "parity"))
     assert list(only) == ["bench", "parity"] and only["parity"] == pytest.approx(100)
+
+
+def test_resume_runs_share_the_device_only_where_two_fit():
+    # an 80 GB H100 ran out of memory with two 210m runs side by side; a 141 GB H200 held them
+    assert plan.resume_runs_at_once(plan.GPU, 79.2) == 1
+    assert plan.resume_runs_at_once(plan.GPU, 139.8) == 2
+    assert plan.resume_runs_at_once(plan.CPU, None) == 1
 
 
 def test_the_gpu_plan_measures_what_the_issue_names():
