@@ -33,7 +33,21 @@ from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
 
 # Dense bf16 tensor-core peaks (FLOP/s) by device-name fragment.
-PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12}
+# dense bf16 spec peaks (NVIDIA's data sheets), matched as a part of the device name, most
+# specific first: an "H100 PCIe" or "H100 NVL" is not credited with the SXM part's 989
+PEAK_BF16 = {
+    "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
+    "H100": 989e12,
+    "H200": 989e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+}
+
+
+def spec_peak_bf16(device_name: str) -> float | None:
+    """The dense bf16 spec peak (FLOP/s) of a device named `device_name`, or None if unknown."""
+    return next((v for k, v in PEAK_BF16.items() if k in device_name), None)
 BOS, EOS, MASK = 0, 1, 2  # synthetic ids; real runs take them from the tokenizer
 
 
@@ -300,7 +314,7 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels) -> dict
         row["peak_gpu_memory_gib"] = _peak_memory_gib(device)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else None
     if peak is None and device == "cuda":
-        peak = next((v for k, v in PEAK_BF16.items() if k in row["device_name"]), None)
+        peak = spec_peak_bf16(row["device_name"])
     if peak:
         row["peak_flops"] = peak
         row["mfu_6N"] = round(flops_6n / seconds / peak, 4)

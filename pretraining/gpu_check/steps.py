@@ -82,7 +82,7 @@ def environment(ctx: StepContext) -> None:
 
     import torch
 
-    from pretraining.bench import PEAK_BF16
+    from pretraining.bench import spec_peak_bf16
 
     mode, cuda = ctx.mode, _is_cuda(ctx.mode)
     if cuda and not torch.cuda.is_available():
@@ -107,7 +107,7 @@ def environment(ctx: StepContext) -> None:
     metrics["matmul_tflops"] = round(matmul_tflops(mode.device, mode.matmul_size, dtype), 4)
     if cuda:
         name = info["device_name"]
-        peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
+        peak = spec_peak_bf16(name)
         metrics["spec_peak_tflops"] = peak / 1e12 if peak else plan.error(f"no spec bf16 peak known for {name}")
         metrics["device_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 2)
     else:

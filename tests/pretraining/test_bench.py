@@ -59,3 +59,13 @@ def test_attention_flops_count_the_pairs_inside_the_segments(tmp_path):
     pairs = sum(attended_pairs(attention_segments(b[WINDOW_IDS], b["document_ids"], "window")) for b in timed)
     assert rows["window"]["attended_share"] == round(pairs / (2 * 2 * 32 * 32), 4) < 1
     assert rows["document"]["attended_share"] < rows["window"]["attended_share"]
+
+
+def test_the_spec_peak_is_the_named_parts_not_the_first_partial_match():
+    from pretraining.bench import spec_peak_bf16
+
+    assert spec_peak_bf16("NVIDIA H100 80GB HBM3") == 989e12  # SXM
+    assert spec_peak_bf16("NVIDIA H100 PCIe") == 756e12
+    assert spec_peak_bf16("NVIDIA H100 NVL") == 835e12
+    assert spec_peak_bf16("NVIDIA H200") == 989e12
+    assert spec_peak_bf16("NVIDIA GeForce RTX 4090") is None
