@@ -48,6 +48,8 @@ PEAK_BF16 = {
 def spec_peak_bf16(device_name: str) -> float | None:
     """The dense bf16 spec peak (FLOP/s) of a device named `device_name`, or None if unknown."""
     return next((v for k, v in PEAK_BF16.items() if k in device_name), None)
+
+
 BOS, EOS, MASK = 0, 1, 2  # synthetic ids; real runs take them from the tokenizer
 
 
