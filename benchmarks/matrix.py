@@ -138,7 +138,21 @@ def read_jobs(path: Path) -> list[dict]:
         text = read_text(path, LARGE)  # a paper study's job list: a few MB
     except BoundedReadError as exc:
         raise MatrixError(str(exc)) from None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise MatrixError(
+            f"{path}: not UTF-8 text ({exc.reason}); pass the job list `benchmarks matrix` wrote"
+        ) from None
+    jobs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            jobs.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise MatrixError(
+                f"{path}:{number}: not valid JSON ({exc.msg}); pass the job list `benchmarks matrix` wrote"
+            ) from None
+    return jobs
 
 
 def job_config(job: dict) -> RunConfig:

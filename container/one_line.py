@@ -22,7 +22,12 @@ def read_small_text(path: Path) -> str:
         raise ValueError(f"{path}: not a regular file (a device, FIFO or folder)")
     if info.st_size > MAX_TEXT_BYTES:
         raise ValueError(f"{path}: {info.st_size:,} bytes, more than the {MAX_TEXT_BYTES:,} a lock may hold")
-    return Path(path).read_text(encoding="utf-8")
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:  # the codec's message names no file
+        raise ValueError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); pass a text file of name==version lines"
+        ) from None
 
 
 def run_command(prog: str, command: Callable[[], int]) -> int:

@@ -274,6 +274,23 @@ def _check_protocol_fields(data: dict, where: str) -> None:
 MAX_RECORD_CHARS = 64 << 20  # one record (a test split's instance scores included); the importer's cap too
 
 
+def _text_lines(handle, path: Path) -> Iterator[str]:
+    """The lines of a text file, each read up to MAX_RECORD_CHARS + 1 characters; a file that is
+    not UTF-8 is an error naming it (the codec's own message names no file)."""
+    number = 0
+    while True:
+        try:
+            line = handle.readline(MAX_RECORD_CHARS + 1)
+        except UnicodeDecodeError as exc:
+            raise RunRecordError(
+                f"{path}:{number + 1}: not UTF-8 text ({exc.reason}); pass a .jsonl of run records"
+            ) from None
+        if not line:
+            return
+        number += 1
+        yield line
+
+
 def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
     """The records of a JSON Lines file, one at a time; errors name the file, line and field."""
     path = Path(path)
@@ -285,7 +302,7 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[RunRecord]:
     if not path.is_file():  # a folder, a FIFO (reading would wait forever) or a device (/dev/zero)
         raise RunRecordError(f"{path}: not a regular file; pass a .jsonl of run records")
     with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(iter(lambda: handle.readline(MAX_RECORD_CHARS + 1), ""), start=1):
+        for number, line in enumerate(_text_lines(handle, path), start=1):
             where = f"{path}:{number}"
             if len(line) > MAX_RECORD_CHARS:
                 raise RunRecordError(f"{where}: a line of more than {MAX_RECORD_CHARS:,} characters is no run record")

@@ -95,6 +95,9 @@ def test_bad_input_is_one_line_at_every_entry_point(entry, argv, note, kind, bad
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("usage:")]
     assert rc not in (0, None), (entry, args, err)
     assert "Traceback" not in err and 1 <= len(lines) <= 2, (entry, args, err)
+    # the line names the file: the codec's "'utf-8' codec can't decode byte 0x80" of a binary run-record
+    # file, job list or lock named none (analysis table, paper_figures --runs, benchmarks job, image_check)
+    assert any(bad[kind] in line for line in lines), (entry, args, err)
 
 
 def test_a_defect_keeps_its_traceback_and_the_variable_shows_ours(monkeypatch, capsys):
