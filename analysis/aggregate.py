@@ -92,12 +92,18 @@ def scan_runs(records: Iterable[RunRecord]) -> tuple[pd.DataFrame, pd.DataFrame]
     return selected, runs
 
 
+def at_chance_cells(cells: pd.DataFrame) -> pd.DataFrame:
+    """The dataset cells (not averages) whose selected runs include one at its chance level
+    (`at_chance_runs`, issue 67); empty for cells that predate the count."""
+    if "at_chance_runs" not in cells:
+        return cells.iloc[0:0]
+    return cells[(cells["at_chance_runs"] > 0) & (cells["dataset"] != AVERAGE)]
+
+
 def at_chance_note(cells: pd.DataFrame) -> str | None:
     """One line naming the dataset cells whose selected runs include one at its chance level
     (`at_chance_runs`, issue 67); None when there is none."""
-    if "at_chance_runs" not in cells:
-        return None
-    flagged = cells[(cells["at_chance_runs"] > 0) & (cells["dataset"] != AVERAGE)]
+    flagged = at_chance_cells(cells)
     if flagged.empty:
         return None
     named = ", ".join(

@@ -55,9 +55,9 @@ def missing_section(missing: pd.DataFrame, planned: Counter) -> str:
 def at_chance_section(cells) -> str:
     """A report's section naming the cells whose mean includes a run at its chance level (issue 67);
     '' when there is none (or the cells predate the count)."""
-    if "at_chance_runs" not in cells:
-        return ""
-    flagged = cells[(cells["at_chance_runs"] > 0) & (cells["dataset"] != "average")]
+    from analysis.aggregate import at_chance_cells
+
+    flagged = at_chance_cells(cells)
     if flagged.empty:
         return ""
     lines = [

@@ -198,6 +198,11 @@ def test_a_run_flagged_at_chance_is_counted_in_its_cell_from_records_and_from_th
     assert (
         note.startswith("note: 1 cells include selected runs at their chance level") and "210m-clm-42k/sst2 (1)" in note
     )
+    from reproduce.missing import at_chance_section
+
+    section = at_chance_section(cells)  # the reports' section names the same cell, not the average
+    assert "1 selected runs in 1 cells" in section and "| 210m-clm-42k | sst2 | 1 |" in section
+    assert at_chance_section(cells.drop(columns="at_chance_runs")) == "" and at_chance_note(cells.iloc[0:0]) is None
     jsonl = write_run_records(tmp_path / "runs.jsonl", flagged)
     assert main(["table", str(jsonl), "--reps", "50"]) == 0
     assert note in capsys.readouterr().err  # the table, tables and audit commands print it
