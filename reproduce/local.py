@@ -141,29 +141,16 @@ def _init_shared_worker(threads: int) -> None:
     import pretraining.train  # noqa: F401
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: this process gets SIGKILL when its parent dies, however it dies (kill -9 of a local
-    `reproduce` left its two workers training, holding run locks: issue 66). A parent already gone
-    before the request took effect ends this worker here. Elsewhere, nothing (no such call)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1  # <linux/prctl.h>
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) != 0:
-        return  # not granted: the parent's own handlers still end the workers on SIGINT and SIGTERM
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def _in_pool_worker(initializer, threads: int, parent: int) -> None:
-    """A pool worker dies with its parent (_die_with_parent) and leaves Ctrl-C to it (a terminal
-    sends SIGINT to the whole foreground group: each worker would print its own traceback); the
+    """A pool worker dies with its parent (contracts.processes.die_with_parent: kill -9 of a local
+    `reproduce` left its two workers training, holding run locks, issue 66) and leaves Ctrl-C to it
+    (a terminal sends SIGINT to the whole foreground group: each worker would print its own traceback); the
     parent ends the workers (SIGTERM). It starts with SIGINT and SIGTERM blocked (_new_pool): a
     pending SIGINT is dropped here, once ignored; SIGTERM keeps its default action, a pending one
     ends the worker here."""
-    _die_with_parent(parent)
+    from contracts.processes import die_with_parent
+
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     initializer(threads)

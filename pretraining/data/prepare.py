@@ -33,6 +33,7 @@ from typing import Literal
 from contracts.bounded import SMALL, BoundedReadError, read_text
 from contracts.config import config_to_dict
 from contracts.hub import sha256_file
+from contracts.processes import die_with_parent
 from contracts.provenance import (
     DiskFullError,
     atomic_write_json,
@@ -321,7 +322,9 @@ def _prepare_parallel(files: list[Path], cfg: PrepareConfig, partial: Path, prog
     # not encoded anything yet, so the tokenizer's thread pool is not running at the fork.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=len(groups), mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(groups), mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         futures = [pool.submit(_prepare_part, g, cfg, str(p)) for g, p in zip(groups, parts)]
         bar = _progress_bar(len(futures), "part", progress)
         results = []
@@ -449,7 +452,10 @@ def _hub_parallel(cfg, sha, todo, partial, names, finish, progress):
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     failure = None
     with ProcessPoolExecutor(
-        max_workers=min(cfg.workers, len(todo)), mp_context=multiprocessing.get_context(method)
+        max_workers=min(cfg.workers, len(todo)),
+        mp_context=multiprocessing.get_context(method),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
     ) as pool:
         futures = {pool.submit(_hub_part, cfg, sha, i, str(partial / f"{names[i]}.tmp")): i for i in todo}
         bar = _progress_bar(len(todo), "part", progress)

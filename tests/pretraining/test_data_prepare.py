@@ -1,7 +1,10 @@
 """prepare-data and verify-data on tiny jsonl input, a slice of the embedded corpus, and a mocked hub."""
 
+import contextlib
 import hashlib
 import json
+import os
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -273,3 +276,54 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
     assert data_cli(["verify-data", str(out), "--no-decode", "--for-run", str(cpt)]) == 1
     assert "verify-data: FAILED: " in capsys.readouterr().err
     assert data_cli(["verify-data", str(out), "--for-run", str(tmp_path / "none.yaml")]) == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_kill_9_of_parallel_prepare_data_leaves_no_worker_tokenising(tmp_path):
+    """`prepare-data --workers 2` killed with -9: its pool's workers die with it (they kept
+    tokenising their whole part, orphans, before contracts.processes.die_with_parent). Each worker's
+    part takes tens of seconds here, so on the old code they outlive the 10 s the test allows."""
+    import random
+    import signal
+    import subprocess
+    import time
+
+    from tests.reproduce.interrupt_stress import proc_table
+
+    words = ["energy", "school", "river", "history", "science", "learning", "student", "water", "field"]
+    draw = random.Random(0)
+    inputs = []
+    for index in range(2):  # one file a worker, 34 MB of text each
+        inputs.append(tmp_path / f"in{index}.jsonl")
+        with inputs[-1].open("w") as handle:
+            for _ in range(20_000):
+                handle.write(json.dumps({"text": " ".join(draw.choice(words) for _ in range(250))}) + "\n")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "pretraining", "prepare-data", "--input", *map(str, inputs)]
+    proc = subprocess.Popen(
+        [*command, "--out", str(out), "--workers", "2", "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    parts = [out.with_name("out.partial") / f"part-{i:05d}" for i in range(2)]
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 600  # a failsafe only: the test waits for the parts to appear
+        while not all(part.exists() for part in parts):  # written by the workers, after their initializer
+            assert proc.poll() is None and time.monotonic() < deadline, "the workers never started their parts"
+            time.sleep(0.05)
+        workers = [pid for pid, fields in proc_table() if int(fields[1]) == proc.pid and fields[0] != "Z"]
+        assert len(workers) >= 2, workers
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        alive = workers
+        deadline = time.monotonic() + 10  # the kernel sends the SIGKILL as the parent exits
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid, fields in proc_table() if pid in workers and fields[0] != "Z"]
+            time.sleep(0.05)
+        assert not alive, "a prepare-data worker outlived its parent by 10 s"
+    finally:
+        for pid in [*workers, proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
