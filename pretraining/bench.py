@@ -32,8 +32,7 @@ from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_fo
 from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
 
-# Dense bf16 tensor-core peaks (FLOP/s) by device-name fragment.
-# dense bf16 spec peaks (NVIDIA's data sheets), matched as a part of the device name, most
+# Dense bf16 tensor-core spec peaks (FLOP/s, NVIDIA's data sheets) by device-name fragment, most
 # specific first: an "H100 PCIe" or "H100 NVL" is not credited with the SXM part's 989
 PEAK_BF16 = {
     "H100 PCIe": 756e12,

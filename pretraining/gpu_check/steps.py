@@ -109,7 +109,7 @@ def environment(ctx: StepContext) -> None:
         name = info["device_name"]
         peak = spec_peak_bf16(name)
         metrics["spec_peak_tflops"] = peak / 1e12 if peak else plan.error(f"no spec bf16 peak known for {name}")
-        metrics["device_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 2)
+        metrics["device_memory_gib"] = round(_device_memory_gib(mode), 2)
     else:
         metrics["spec_peak_tflops"] = plan.error("no spec peak for a CPU (CPU mode)")
         metrics["device_memory_gib"] = plan.error("no GPU (CPU mode)")
@@ -600,7 +600,7 @@ def resume(ctx: StepContext) -> None:
                 env=_child_env(),
             )
 
-    def finish(role: str) -> None:
+    def finish(role: str) -> None:  # a run already finished: its status again, at once
         code = procs[role].wait(timeout=max(ctx.left(), 0.1))
         if code != 0:
             raise RuntimeError(f"the {role} run exited {code}: {tail(logs[role])}")
@@ -626,13 +626,11 @@ def resume(ctx: StepContext) -> None:
         procs["killed"].kill()  # SIGKILL: no clean-up, as a node failure or `kill -9`
         procs["killed"].wait()
         killed_at = read_json_object(held, SMALL)["step"]
-        if at_once == 2:
-            finish("reference")
+        finish("reference")
         start("resumed", "killed")  # the same config again: it resumes from the checkpoint
         alone("resumed")
         start("repeat", "repeat")
-        if at_once == 2:
-            finish("resumed")
+        finish("resumed")
         finish("repeat")
     except BaseException:
         for proc in procs.values():
