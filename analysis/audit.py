@@ -42,7 +42,6 @@ from analysis.tables import TABLE_NOTES
 from contracts.paper import AVERAGE, FINETUNE_LRS, TASK_TYPES
 from contracts.provenance import atomic_write_json, atomic_write_text, utc_now
 
-FAIL_ON = ("none", "any-differs", "not-reproduced")
 CELL_KEY = ["model", "task_type", "dataset"]
 AVERAGE_TOLERANCE = 0.01  # the CSV README: averages equal the mean of their datasets within 0.01
 # "undecidable": inconclusive cells that no number of seeds of ours can decide at their margin

@@ -13,34 +13,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pandas as pd
+from analysis.options import FAIL_ON, FORMATS, QUESTIONS
+from contracts.run_record import PROTOCOLS, RunRecordError
 
-from analysis.aggregate import aggregate_selected, at_chance_note, lr_grid_gaps, scan_runs
-from analysis.audit import (
-    FAIL_ON,
-    audit_headline,
-    exit_code,
-    margins_for,
-    pretraining_priors,
-    run_audit,
-)
-from analysis.bench import benchmark
-from analysis.protocols import metric_differences, records_under
-from analysis.published import load_published_cells
-from analysis.recipe import QUESTIONS, add_origin
-from analysis.released import (
-    ReleasedImportError,
-    import_released,
-    import_released_to_store,
-    read_released,
-    unreported_datasets,
-)
-from analysis.stored_runs import scan_store
-from analysis.tables import FORMATS, format_cell, write_tables
-from contracts.paper import DATASET_BY_ID, UNREPORTED_DATASETS
-from contracts.provenance import atomic_write_text
-from contracts.run_record import PROTOCOLS, RunRecordError, write_run_records
-from contracts.run_store import is_run_store, iter_records_in, iter_store_records
+# The commands import what they run (pandas, scipy, the aggregation, the release reader) when they
+# run: `python -m analysis --help` and a usage error load none of it (issue 77).
 
 
 class UsageError(Exception):
@@ -59,6 +36,8 @@ def _check_exist(paths: list[str]) -> None:
 
 
 def _load_runs(paths: list[str]):
+    from contracts.run_store import iter_records_in
+
     _check_exist(paths)
     records = list(iter_records_in(paths))
     if not records:
@@ -68,6 +47,8 @@ def _load_runs(paths: list[str]):
 
 def _runs_under(records, protocol: str, paths: list[str]):
     """The records' scores under `protocol`; a note on stderr for those left out."""
+    from analysis.protocols import records_under
+
     kept, note = records_under(records, protocol)
     if note:
         print(note, file=sys.stderr)
@@ -82,6 +63,10 @@ def _runs_under(records, protocol: str, paths: list[str]):
 def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = None):
     """(selected, runs) of analysis.aggregate.scan_runs for the records in `paths` under
     `protocol`: column-wise from run stores, record by record otherwise."""
+    from analysis.aggregate import lr_grid_gaps, scan_runs
+    from analysis.stored_runs import scan_store
+    from contracts.run_store import is_run_store
+
     _check_exist(paths)
     if all(is_run_store(p) for p in paths):
         selected, runs, note = scan_store(paths, protocol, datasets)
@@ -110,6 +95,15 @@ def _no_runs(paths: list[str], protocol: str, other_protocol: bool):
 
 
 def _cmd_import_released(args) -> int:
+    from analysis.released import (
+        ReleasedImportError,
+        import_released_to_store,
+        read_released,
+        unreported_datasets,
+    )
+    from contracts.paper import UNREPORTED_DATASETS
+    from contracts.run_record import write_run_records
+
     if Path(args.output).suffix == ".jsonl":
         records, skipped = read_released(args.directory, args.skip_bad)
         if not records:
@@ -143,7 +137,11 @@ def _cmd_import_released(args) -> int:
     return 0
 
 
-def _readable(cells: pd.DataFrame) -> str:
+def _readable(cells) -> str:
+    import pandas as pd
+
+    from analysis.tables import format_cell
+
     view = pd.DataFrame(
         {
             "model": cells["model"],
@@ -163,12 +161,17 @@ def _readable(cells: pd.DataFrame) -> str:
 
 
 def _note_at_chance(cells) -> None:
+    from analysis.aggregate import at_chance_note
+
     note = at_chance_note(cells)
     if note:
         print(note, file=sys.stderr)
 
 
 def _cmd_table(args) -> int:
+    from analysis.aggregate import aggregate_selected
+    from contracts.provenance import atomic_write_text
+
     selected, _ = _selected_runs(args.runs, args.protocol)
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     print(f"protocol: {args.protocol}")
@@ -193,6 +196,10 @@ def _cmd_tables(args) -> int:
 
 def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
     """Tables 2-17 from args.runs (or the published values) under args.protocol/reps/rng_seed."""
+    from analysis.aggregate import aggregate_selected
+    from analysis.published import load_published_cells
+    from analysis.tables import write_tables
+
     if args.published:
         cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
     else:
@@ -205,6 +212,13 @@ def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
 
 
 def _cmd_audit(args) -> int:
+    from analysis.aggregate import aggregate_selected
+    from analysis.audit import audit_headline, exit_code, margins_for, pretraining_priors, run_audit
+    from analysis.protocols import metric_differences
+    from analysis.published import load_published_cells
+    from analysis.recipe import add_origin
+    from contracts.run_store import is_run_store, iter_records_in, iter_store_records
+
     published = load_published_cells()
     margins_for(args.margin, published)  # MarginError before any run is read
     pretraining_priors(args.pretraining_sd, published)
@@ -255,6 +269,9 @@ def _cmd_claims(args) -> int:
         inputs_from_selected,
     )
     from analysis.claims.report import toy_models_label, verdict_table, write_claims_report
+    from analysis.released import import_released
+    from contracts.paper import DATASET_BY_ID
+    from contracts.run_store import is_run_store, iter_records_in
 
     sources = [bool(args.runs), bool(args.released), args.published]
     if sum(sources) != 1:
@@ -300,6 +317,7 @@ def _cmd_claims(args) -> int:
 
 def _cmd_claims_coverage(args) -> int:
     from analysis.claims.simulation import coverage_study, format_study
+    from contracts.provenance import atomic_write_text
 
     result = coverage_study(args.sims, args.rng_seed, args.reps, decision_only=args.decision_only)
     print(format_study(result))
@@ -310,7 +328,10 @@ def _cmd_claims_coverage(args) -> int:
 
 
 def _cmd_coverage(args) -> int:
+    import pandas as pd
+
     from analysis.coverage import SEED_COUNTS, NoiseModel, format_coverage, table_coverage
+    from contracts.provenance import atomic_write_text
 
     if args.cells < 3:
         raise UsageError("--cells must be >= 3 (one simulated model has 3 datasets)")
@@ -334,6 +355,8 @@ def _cmd_coverage(args) -> int:
 
 
 def _cmd_bench_claims(args) -> int:
+    from analysis.bench import benchmark
+
     result = benchmark(args.out, args.models, args.instances, args.reps, args.rng_seed)
     print(
         f"{result['records']} synthetic run records ({result['models']} checkpoints, "
@@ -538,6 +561,6 @@ def main(argv: list[str] | None = None) -> int:
         from contracts.cli import run_command
 
         return run_command(None, lambda: args.func(args))
-    except (UsageError, RunRecordError, ReleasedImportError, ValueError, OSError) as exc:
+    except (UsageError, RunRecordError, ValueError, OSError) as exc:  # ReleasedImportError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2

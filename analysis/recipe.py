@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import Z_95, halfwidth_sd
+from analysis.options import QUESTIONS
 from contracts.model_names import split_replicate
 from contracts.paper import AVERAGE
 
-QUESTIONS = ("auto", "checkpoint", "recipe")
 CHECKPOINT, RECIPE = "checkpoint", "recipe"
 # provenance.model_origin of a fine-tuning record (benchmarks.run.model_origin)
 ORIGIN_PRETRAINED, ORIGIN_FETCHED, ORIGIN_OTHER = "pretrained", "fetched", "other"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.options import FORMATS
 from analysis.published import load_published_raw
 from contracts.paper import AVERAGE, datasets_of
 from contracts.provenance import atomic_write_text
 
 MISSING = "—"
-FORMATS = ("md", "csv", "tex")
 TASK_NAMES = {
     "SC": "sequence classification",
     "TC": "token classification",

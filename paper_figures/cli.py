@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
 from contracts.paper import TOKENS_PER_STEP_TABLE1, TOKENS_PER_STEP_TEXT
-from paper_figures import from_cells, from_logs, from_runs
+from paper_figures.errors import LossLogError, NeedsRunRecords
 from paper_figures.flops import DEFAULT_TOKENS_PER_STEP
-from paper_figures.output import save_figure
 
-CELL_FIGURES = {
-    "figure2": from_cells.figure_2,
-    "figure3": from_cells.figure_3,
-    "figure4": from_cells.figure_4,
-    "figure6": from_cells.figure_6,
-    "figure8": from_cells.figure_8,
-    "figure9": from_cells.figure_9,
-    "figure10": from_cells.figure_10,
-    "figure11": from_cells.figure_11,
-}
-RUN_FIGURES = {"figure5": from_runs.figure_5, "figure7": from_runs.figure_7}
-LOG_FIGURES = {"figure12": from_logs.figure_12}
+
+class _Drawer:
+    """A figure function of a paper_figures module, imported when first called: `--help` and a usage
+    error load no matplotlib, pandas or scipy (issue 77)."""
+
+    def __init__(self, module: str, function: str):
+        self.module, self.function = module, function
+
+    def __call__(self, *args, **kwargs):
+        return getattr(importlib.import_module(f"paper_figures.{self.module}"), self.function)(*args, **kwargs)
+
+
+def save_figure(*args, **kwargs):
+    from paper_figures.output import save_figure as save
+
+    return save(*args, **kwargs)
+
+
+CELL_FIGURES = {f"figure{n}": _Drawer("from_cells", f"figure_{n}") for n in (2, 3, 4, 6, 8, 9, 10, 11)}
+RUN_FIGURES = {f"figure{n}": _Drawer("from_runs", f"figure_{n}") for n in (5, 7)}
+LOG_FIGURES = {"figure12": _Drawer("from_logs", "figure_12")}
 ALL_FIGURES = sorted([*CELL_FIGURES, *RUN_FIGURES, *LOG_FIGURES], key=lambda n: int(n[6:]))
 
 EPILOG = f"""\
@@ -105,7 +114,7 @@ class _Sources:
 
     def records(self):
         if self.source != "runs":
-            raise from_runs.NeedsRunRecords(
+            raise NeedsRunRecords(
                 "needs raw run records (every LR and seed): the published "
                 "tables are aggregates; use --source runs --runs RUNS.jsonl"
             )
@@ -138,16 +147,16 @@ class _Sources:
 def make_figure(name: str, sources: _Sources, args) -> tuple:
     if name in LOG_FIGURES:
         if not args.logs:
-            raise from_runs.NeedsRunRecords("needs training logs: --logs RUN_DIR ... (CPT pretraining run folders)")
+            raise NeedsRunRecords("needs training logs: --logs RUN_DIR ... (CPT pretraining run folders)")
         try:
             return LOG_FIGURES[name](args.logs, alpha=args.ema)
-        except from_logs.LossLogError as exc:
+        except LossLogError as exc:
             raise CliError(str(exc)) from None
     if name in RUN_FIGURES:
         try:
             data = sources.records()
-        except from_runs.NeedsRunRecords as exc:
-            raise from_runs.NeedsRunRecords(f"{name} {exc}") from None
+        except NeedsRunRecords as exc:
+            raise NeedsRunRecords(f"{name} {exc}") from None
         return RUN_FIGURES[name](data)
     kwargs = {}
     if name == "figure10":
@@ -189,7 +198,7 @@ def _main(argv: list[str]) -> int:
     for name in names:
         try:
             fig, points = make_figure(name, sources, args)
-        except from_runs.NeedsRunRecords as exc:
+        except NeedsRunRecords as exc:
             if args.figure == "all":
                 print(f"skipped {name}: {exc}", file=sys.stderr)
                 continue

@@ -17,14 +17,11 @@ from matplotlib.figure import Figure
 
 from contracts.layout import LOSS_LOG_FILE
 from contracts.model_names import parse_model_name
+from paper_figures.errors import LossLogError
 from paper_figures.lookup import points_frame
 from paper_figures.plotting import add_caption, color
 
 SERIES = {"clm": "CPT from CLM", "mlm": "CPT from MLM"}
-
-
-class LossLogError(ValueError):
-    """A run folder without a usable loss log; the message names the file and the fix."""
 
 
 def read_loss_log(path: str | Path) -> pd.DataFrame:

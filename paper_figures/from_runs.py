@@ -29,14 +29,11 @@ from contracts.model_names import (
 )
 from contracts.paper import CLM_STEPS_BEFORE_MASKING, MASKING_RATIOS, PRETRAIN_STEPS, TASK_TYPES, datasets_of
 from contracts.run_record import RunRecord
+from paper_figures.errors import NeedsRunRecords
 from paper_figures.plotting import SIZE_LABELS, add_caption, color, line_panel, note_missing, task_panels
 
 LR_RANGE = (1e-5, 1e-4)
 _LR_TOL = 1e-12
-
-
-class NeedsRunRecords(ValueError):
-    """A figure that can only be drawn from raw run records was asked for from the tables."""
 
 
 def records_frame(records: Iterable[RunRecord], score: str = "test_score") -> pd.DataFrame:

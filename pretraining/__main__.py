@@ -205,9 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     random_init.set_defaults(func=_random_init)
 
     bench = sub.add_parser("bench", help="tokens/s of a pretraining step: Composer vs plain PyTorch")
-    from pretraining.bench import add_arguments
+    from pretraining.options import add_bench_arguments
 
-    add_arguments(bench)
+    add_bench_arguments(bench)
     bench.set_defaults(func=_bench)
     from pretraining.gpu_check.runner import register as register_gpu_check
 

@@ -26,8 +26,8 @@ import torch
 from pretraining.compiling import compile_blocks
 from pretraining.data.windows import attention_segments, window_ids
 from pretraining.flops import attention_pairs as attended_pairs  # the count SpeedMonitor's MFU uses
-from pretraining.kernels import BLOCK_KERNELS, LOSS_KERNELS, apply_block_kernels, lm_loss, resolve
-from pretraining.modeling import ATTENTION_BACKENDS, MlmClmForLM
+from pretraining.kernels import apply_block_kernels, lm_loss, resolve
+from pretraining.modeling import MlmClmForLM
 from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
@@ -50,41 +50,6 @@ def spec_peak_bf16(device_name: str) -> float | None:
 
 
 BOS, EOS, MASK = 0, 1, 2  # synthetic ids; real runs take them from the tokenizer
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--preset", default="toy_m", help="model preset (toy_s/m/l, 210m, 610m, 1b)")
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=20, help="timed steps")
-    parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first")
-    parser.add_argument("--objective", choices=["mlm", "clm"], default="mlm")
-    parser.add_argument("--mlm-ratio", type=float, default=0.4)
-    parser.add_argument("--vocab-size", type=int, default=8192, help="toy presets only")
-    parser.add_argument("--doc-len", type=int, default=512, help="mean packed document length")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument(
-        "--precision", choices=["auto", "fp32", "bf16"], default="auto", help="auto: bf16 autocast on CUDA, fp32 on CPU"
-    )
-    parser.add_argument("--attn", choices=ATTENTION_BACKENDS, default="sdpa")
-    parser.add_argument("--scope", choices=["window", "document"], default="window", help="attention segments")
-    parser.add_argument("--plain", action="store_true", help="plain PyTorch loop only (no Composer)")
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch.compile the transformer blocks in both paths, as train.compile (the head stays eager)",
-    )
-    parser.add_argument(
-        "--loss-kernel", choices=LOSS_KERNELS, default="reference", help="LM head + loss, as train.loss_kernel"
-    )
-    parser.add_argument(
-        "--block-kernels", choices=BLOCK_KERNELS, default="reference", help="RMSNorm/SwiGLU/RoPE: model.block_kernels"
-    )
-    parser.add_argument("--fused-adamw", action="store_true", help="torch AdamW fused=True, as optimizer.fused")
-    parser.add_argument("--peak-tflops", type=float, help="device peak for MFU (default: known GPUs)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per path (median reported)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--json", help="also write the results here")
 
 
 def synthetic_batches(n: int, batch: int, seq_len: int, vocab: int, doc_len: int, seed: int = 0):

@@ -29,9 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pretraining.modeling import IGNORE_INDEX, Attention, RMSNorm, SwiGLU
+from pretraining.options import BLOCK_KERNELS, LOSS_KERNELS
 
-LOSS_KERNELS = ("reference", "chunked", "liger")
-BLOCK_KERNELS = ("reference", "torch", "liger")
 CHUNK_ROWS = 4096  # rows of logits at a time under `chunked`: 4,096 x 128,256 fp32 = 2.1 GB
 
 

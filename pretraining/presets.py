@@ -7,10 +7,12 @@ into every exported checkpoint as its remote code, docs/export.md).
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from contracts.paper import PAPER_SHAPES, TOY_SHAPES, ModelShape
-from pretraining.modeling import MlmClmConfig, MlmClmForLM
+
+if TYPE_CHECKING:  # torch and the model code load only where a config or model is built (issue 77)
+    from pretraining.modeling import MlmClmConfig
 
 # The paper's Table 1 sizes and the CPU-sized toy sizes that stand in for them (contracts.paper).
 PRESETS: dict[str, ModelShape] = {**PAPER_SHAPES, **TOY_SHAPES}
@@ -28,6 +30,8 @@ def config_from_preset(name: str, vocab_size: int | None = None, **overrides) ->
     vocab = vocab_size if vocab_size is not None else shape.vocab
     if vocab is None:
         raise ValueError(f"preset {name!r} takes its vocabulary size from the tokenizer: pass vocab_size")
+    from pretraining.modeling import MlmClmConfig
+
     return MlmClmConfig(
         vocab_size=vocab,
         hidden_size=shape.hidden,
@@ -52,6 +56,10 @@ def closed_form_parameter_count(cfg: MlmClmConfig) -> dict[str, int]:
 
 def count_parameters_on_meta(cfg: MlmClmConfig) -> dict[str, int]:
     """Actual parameter count of the module, built on the meta device (no memory)."""
+    import torch
+
+    from pretraining.modeling import MlmClmForLM
+
     with torch.device("meta"):
         model = MlmClmForLM(cfg)
     counts = {"embedding": model.model.embed_tokens.weight.numel(), "lm_head": model.lm_head.weight.numel()}

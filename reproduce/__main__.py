@@ -25,9 +25,11 @@ def _interrupted_outside_the_stages(signum, frame):
 for _each in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_each, lambda signum, frame: _pending.append(signum))
 
-import matplotlib  # noqa: E402
+import os  # noqa: E402
 
-matplotlib.use("Agg")  # headless: figures are only written to files
+# Headless: figures are only written to files. The variable, not matplotlib.use(): matplotlib is
+# imported only by the analysis stage (`--help` loads none of it, issue 77).
+os.environ["MPLBACKEND"] = "Agg"
 
 from reproduce.cli import main  # noqa: E402
 

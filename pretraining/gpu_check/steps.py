@@ -242,10 +242,10 @@ MIN_CASE_S = {"cuda": 15.0, "cpu": 2.0}  # a case is not started with less time 
 
 
 def bench_args(case: plan.BenchCase, mode: plan.Mode) -> argparse.Namespace:
-    from pretraining import bench
+    from pretraining.options import add_bench_arguments
 
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    add_bench_arguments(parser)
     argv = ["--preset", case.preset, "--objective", case.objective, "--attn", case.attn]
     argv += ["--seq-len", str(mode.bench_seq_len), "--batch-size", str(case.batch or mode.bench_batch)]
     bundle = plan.KERNEL_BUNDLES[case.kernels]

@@ -300,3 +300,42 @@ def test_a_global_batch_of_zero_is_one_line_before_anything_is_written(tmp_path,
     err = capsys.readouterr().err
     assert "train.global_batch_size 0 must be >= 1" in err and err.count("\n") == 1, err
     assert not (tmp_path / "zero").exists()
+
+
+def test_the_cli_choices_are_the_names_the_model_and_kernels_check():
+    """pretraining.options keeps the choices free of torch (issue 77); modeling.py keeps its own
+    tuple (it is copied verbatim into exports), so the two must not drift."""
+    from pretraining import kernels, modeling, options
+
+    assert options.ATTENTION_BACKENDS == modeling.ATTENTION_BACKENDS
+    assert kernels.LOSS_KERNELS is options.LOSS_KERNELS and kernels.BLOCK_KERNELS is options.BLOCK_KERNELS
+
+
+@pytest.mark.parametrize("order", ["pretraining first", "transformers first"])
+def test_importing_pretraining_registers_the_model_type_whichever_comes_first(order):
+    """The registration waits for transformers (pretraining/__init__.py); a fresh interpreter is the
+    boundary under test: `import pretraining` alone loads no torch, and the Auto classes know the
+    model type once transformers is imported, before or after."""
+    import subprocess
+    import sys
+
+    imports = ["import pretraining", "import transformers"]
+    if order == "transformers first":
+        imports.reverse()
+    script = "\n".join(
+        [
+            "import sys",
+            imports[0],
+            "assert 'torch' not in sys.modules, 'torch loaded'" if order == "pretraining first" else "",
+            imports[1],
+            "from transformers import AutoConfig, AutoModel",
+            "from transformers.models.auto.configuration_auto import CONFIG_MAPPING",
+            "assert 'mlmclm_llama' in CONFIG_MAPPING",
+            "config = AutoConfig.for_model('mlmclm_llama', hidden_size=16, intermediate_size=32,"
+            " num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=32)",
+            "print(type(AutoModel.from_config(config)).__name__)",
+        ]
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "MlmClmModel"
