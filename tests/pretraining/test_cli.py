@@ -311,23 +311,27 @@ def test_the_cli_choices_are_the_names_the_model_and_kernels_check():
     assert kernels.LOSS_KERNELS is options.LOSS_KERNELS and kernels.BLOCK_KERNELS is options.BLOCK_KERNELS
 
 
-@pytest.mark.parametrize("order", ["pretraining first", "transformers first"])
-def test_importing_pretraining_registers_the_model_type_whichever_comes_first(order):
+@pytest.mark.parametrize(
+    "first, then",
+    [
+        ("import pretraining", "import transformers"),
+        ("import transformers", "import pretraining"),
+        ("import pretraining.modeling", "pass"),  # modeling.py imports transformers while it loads
+    ],
+)
+def test_importing_pretraining_registers_the_model_type_whatever_comes_first(first, then):
     """The registration waits for transformers (pretraining/__init__.py); a fresh interpreter is the
     boundary under test: `import pretraining` alone loads no torch, and the Auto classes know the
-    model type once transformers is imported, before or after."""
+    model type once transformers is imported, before or after, or by modeling.py itself."""
     import subprocess
     import sys
 
-    imports = ["import pretraining", "import transformers"]
-    if order == "transformers first":
-        imports.reverse()
     script = "\n".join(
         [
             "import sys",
-            imports[0],
-            "assert 'torch' not in sys.modules, 'torch loaded'" if order == "pretraining first" else "",
-            imports[1],
+            first,
+            "assert 'torch' not in sys.modules, 'torch loaded'" if first == "import pretraining" else "",
+            then,
             "from transformers import AutoConfig, AutoModel",
             "from transformers.models.auto.configuration_auto import CONFIG_MAPPING",
             "assert 'mlmclm_llama' in CONFIG_MAPPING",
