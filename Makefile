@@ -12,12 +12,13 @@ DRY_RUN ?=
 FIGURE ?=
 TABLE ?=
 
-.PHONY: help setup test test-fast test-stress lint reproduce reproduce-figure3 tables audit claims clean distclean container container-check
+.PHONY: help setup test test-e2e test-stress lint reproduce reproduce-figure3 tables audit claims clean distclean container container-check
 
 help:
 	@echo "make setup                       create .venv from requirements.lock (idempotent)"
-	@echo "make test [TEST_WORKERS=2]       setup if needed, then the whole test suite (2 pytest-xdist workers; 0: one process)"
-	@echo "make test-stress [STRESS_REPEAT=3]   the suite STRESS_REPEAT times in a row while every core is kept busy (before a change lands)"
+	@echo "make test [TEST_WORKERS=2]       setup if needed, then the fast tier: every test not marked e2e (the development loop, ~10 min)"
+	@echo "make test-e2e                    the e2e tier: reproductions, local Slurm DAGs, launched ranks (CI runs both; tests/README.md)"
+	@echo "make test-stress [STRESS_REPEAT=3]   both tiers STRESS_REPEAT times in a row while every core is kept busy (before a change lands)"
 	@echo "make lint                        ruff check and ruff format --check (settings in pyproject.toml)"
 	@echo "make reproduce FIGURE=N|TABLE=N [SCALE=toy|paper] [DRY_RUN=1] [OUT=outputs]   whole pipeline of N's study"
 	@echo "                                 (Figures 2-10, Tables 2-17; toy: minutes here -> OUT/<study>)"
@@ -56,18 +57,23 @@ setup: $(SETUP_STAMP)
 # a module's tests on one worker and every Slurm / multi-process test on one worker. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+# Each tier runs through the suite profiler (tests/suite_profile.py): it ends with the tier's wall and
+# test time and its ten slowest tests; the records stay in $(SUITE_PROFILE)/<tier>/.
+SUITE_PROFILE ?= $(OUT)/suite_profile
+TIER = $(PY) -m tests.suite_profile --tier $(1) --out $(SUITE_PROFILE)/$(1) -- -q $(PYTEST_PARALLEL)
 
+# The two tiers (tests/README.md): `make test` is the development loop; `make test-e2e` the whole pipelines.
 test: setup
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests
+	$(call TIER,fast) -m "not e2e" tests
 
-# The suite while other processes keep every core busy, as on a loaded CI machine; run it with
+test-e2e: setup
+	$(call TIER,e2e) -m e2e tests
+
+# Both tiers while other processes keep every core busy, as on a loaded CI machine; run it with
 # STRESS_REPEAT=3 before a change lands (docs/installation.md, "Tests under load").
 STRESS_REPEAT ?= 1
 test-stress: setup
-	$(PY) -m tests.under_load --repeat $(STRESS_REPEAT) -- $(PY) -m pytest -q $(PYTEST_PARALLEL) tests
-
-test-fast: setup
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow and not slurm" tests
+	$(PY) -m tests.under_load --repeat $(STRESS_REPEAT) -- $(MAKE) --no-print-directory test test-e2e
 
 lint: setup
 	$(PY) -m ruff check .

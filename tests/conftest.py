@@ -18,6 +18,16 @@ if "HF_MODULES_CACHE" not in os.environ:
     os.environ["HF_MODULES_CACHE"] = tempfile.mkdtemp(prefix="hf_modules_")
     atexit.register(shutil.rmtree, os.environ["HF_MODULES_CACHE"], ignore_errors=True)
 
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """`cli(STAGE, *argv, cwd=..., env=...)`: `python -m STAGE ARGV` in this process, with its
+    stdout, stderr and exit code (tests/cli_runner.py)."""
+    from tests.cli_runner import CliRunner
+
+    return CliRunner(capsys, monkeypatch)
+
+
 # The local single-node Slurm cluster fixture (`local_slurm`), usable by tests in any folder.
 pytest_plugins = ["tests.slurm.cluster"]
 
@@ -38,6 +48,9 @@ def pytest_collection_modifyitems(config, items):
     the 2 cores. (A Slurm job of ranks that failed with "Connection reset by peer", once blamed on
     another worker's ranks, was a second rendezvous on one port: docs/pretraining.md, "Several ranks
     and nodes".)"""
+    for item in items:  # the two tiers (tests/README.md): Slurm and launched ranks are always end to end
+        if _needs_slurm(item) or item.get_closest_marker("multiprocess"):
+            item.add_marker(pytest.mark.e2e)
     if not config.pluginmanager.hasplugin("xdist"):
         return
     launchers = {

@@ -1,6 +1,11 @@
 """Where the test suite's time goes (issue 64; docs/timings.md, "Where the suite's time goes").
 
-    python -m tests.suite_profile [--out DIR] [--md FILE] -- -n 2 --dist loadgroup tests
+    python -m tests.suite_profile [--out DIR] [--md FILE] [--tier NAME] -- -n 2 --dist loadgroup tests
+    python -m tests.suite_profile --tiers DIR [DIR ...]     # the tiers' tables from their records
+
+`make test` and `make test-e2e` run their tier through it (issue 77): each ends with the tier's wall
+time, test time, ten slowest tests and the fast tier's tests over its 30 s rule; `.ci/run` prints both
+tiers' tables at the end.
 
 runs pytest with this module as a plugin: every test's setup + call + teardown time, its markers
 and the subprocesses it started are written per worker to DIR (JSON lines), then summarised: time
@@ -70,7 +75,7 @@ class _Recorder:
             "nodeid": item.nodeid,
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "seconds": time.perf_counter() - start,
-            "markers": sorted(markers & {"slow", "slurm", "multiprocess"}),
+            "markers": sorted(markers & {"e2e", "slurm", "multiprocess"}),
             "launches": _launches[0],
         }
         row["kind"] = kind_of(item.nodeid, markers, row["launches"])
@@ -132,13 +137,14 @@ def summary(rows: list[dict], wall: float | None = None, slowest: int = 20, file
     return "\n".join(lines)
 
 
-# The selections a smaller test command could run, by the markers of pyproject.toml, largest first.
+# The selections of the two tiers (tests/README.md), by the markers of pyproject.toml.
 TIERS = (
-    ("every test (`make test`)", lambda markers: True),
-    ("not slurm", lambda markers: "slurm" not in markers),
-    ("not slurm, not multiprocess", lambda markers: not markers & {"slurm", "multiprocess"}),
-    ("not slow, not slurm (`make test-fast`)", lambda markers: not markers & {"slow", "slurm"}),
+    ("every test (`make test` + `make test-e2e`)", lambda markers: True),
+    ("fast tier (`make test`: not e2e)", lambda markers: "e2e" not in markers),
+    ("e2e tier (`make test-e2e`)", lambda markers: "e2e" in markers),
 )
+FAST_TEST_LIMIT_S = 30.0  # tests/README.md: a fast-tier test over this goes to e2e or gets faster
+WALL_FILE = "wall.json"
 
 
 def tier_table(rows: list[dict], workers: int = 2) -> list[str]:
@@ -160,13 +166,57 @@ def tier_table(rows: list[dict], workers: int = 2) -> list[str]:
     return lines
 
 
+def tier_report(rows: list[dict], tier: str, wall: float | None, slowest: int = 10) -> str:
+    """The lines a tier's run ends with: wall and test time, the `slowest` tests, and (fast tier) the
+    tests over FAST_TEST_LIMIT_S."""
+    total = sum(r["seconds"] for r in rows)
+    wall_text = f"{wall / 60:.1f} min wall, " if wall is not None else ""
+    lines = [f"tier {tier}: {len(rows)} tests, {wall_text}{total / 60:.1f} min of test time"]
+    lines += [f"  {r['seconds']:7.1f} s  {r['nodeid']}" for r in sorted(rows, key=lambda r: -r["seconds"])[:slowest]]
+    if tier == "fast":
+        over = [r for r in rows if r["seconds"] > FAST_TEST_LIMIT_S]
+        for r in sorted(over, key=lambda r: -r["seconds"]):
+            lines.append(
+                f"  warning: {r['nodeid']} took {r['seconds']:.1f} s in the fast tier (limit "
+                f"{FAST_TEST_LIMIT_S:.0f} s, module fixtures included): mark it e2e or make it faster (tests/README.md)"
+            )
+    return "\n".join(lines)
+
+
+def tiers_table(folders: list[Path]) -> str:
+    """Markdown: one row per tier folder (its wall.json and records), then each tier's slowest tests."""
+    lines = ["| tier | tests | wall minutes | test minutes | exit |", "|---|---:|---:|---:|---:|"]
+    reports = []
+    for folder in folders:
+        rows = read_rows(folder)
+        if not rows:  # a tier that did not run (CI stops at the first failing one)
+            lines.append(f"| {folder.name} | — | — | — | not run |")
+            continue
+        meta = json.loads((folder / WALL_FILE).read_text()) if (folder / WALL_FILE).is_file() else {}
+        tier = meta.get("tier", folder.name)
+        wall = meta.get("wall_s")
+        wall_text = f"{wall / 60:.1f}" if wall is not None else "—"
+        total = sum(r["seconds"] for r in rows) / 60
+        lines.append(f"| {tier} | {len(rows)} | {wall_text} | {total:.1f} | {meta.get('returncode', '—')} |")
+        reports.append(tier_report(rows, tier, wall))
+    return "\n".join(lines + [""] + reports)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.suite_profile", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="outputs/suite_profile", help="folder for the per-worker records")
-    parser.add_argument("--md", help="also write the summary (Markdown) here")
+    parser.add_argument("--md", help="also write the whole summary (Markdown) here")
+    parser.add_argument("--tier", help="name the run's tier (fast, e2e): print its short report, not the summary")
     parser.add_argument("--report-only", action="store_true", help="summarise the records in --out, run nothing")
+    parser.add_argument("--tiers", nargs="+", metavar="DIR", help="print the tables of these tier folders, run nothing")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="pytest's arguments, after --")
     args = parser.parse_args(argv)
+    if args.tiers:
+        if not any(read_rows(Path(d)) for d in args.tiers):
+            print(f"error: no test records in {', '.join(args.tiers)}: run the tiers first", file=sys.stderr)
+            return 2
+        print(tiers_table([Path(d) for d in args.tiers]))
+        return 0
     out = Path(args.out)
     wall = None
     rc = 0
@@ -174,18 +224,23 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
         if not pytest_args:
             parser.error("give pytest's arguments after -- (e.g. -- -n 2 --dist loadgroup tests)")
-        for old in out.glob("*.jsonl"):
-            old.unlink()
+        out.mkdir(parents=True, exist_ok=True)
+        for old in [*out.glob("*.jsonl"), out / WALL_FILE]:
+            old.unlink(missing_ok=True)
         start = time.perf_counter()
         command = [sys.executable, "-m", "pytest", "-p", "tests.suite_profile", *pytest_args]
         rc = subprocess.run(command, env={**os.environ, ENV: str(out.resolve())}).returncode
         wall = time.perf_counter() - start
+        meta = {"tier": args.tier or out.name, "wall_s": round(wall, 1), "returncode": rc, "pytest_args": pytest_args}
+        (out / WALL_FILE).write_text(json.dumps(meta) + "\n")
     rows = read_rows(out)
     if not rows:
+        if rc:  # pytest's own exit status (5: no tests collected) is the answer
+            return rc
         print(f"error: no test records in {out}: run the suite through this command first", file=sys.stderr)
         return 2
     text = summary(rows, wall)
-    print(text)
+    print(tier_report(rows, args.tier, wall) if args.tier else text)
     if args.md:
         Path(args.md).write_text(text + "\n")
         print(f"wrote {args.md}")

@@ -32,10 +32,16 @@ def test_citation_cites_the_paper_and_the_software():
     assert "2507.00994" in cff["preferred-citation"]["url"]
 
 
-def test_ci_runs_the_readme_test_command_then_the_linter():
-    commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert "make test" in commands and commands.index("make test") < commands.index("make lint")
-    assert "make test" in (ROOT / "README.md").read_text()
+def test_ci_runs_both_tiers_then_the_linter():
+    """`.ci/run` calls the README's test commands (the fast tier, then e2e), then `make lint`."""
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    order = [next(i for i, line in enumerate(lines) if line.startswith(step)) for step in TIER_STEPS]
+    assert order == sorted(order), lines
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make test-e2e" in readme
+
+
+TIER_STEPS = ("tier test ||", "tier test-e2e ||", "make lint ||")
 
 
 # What a stage's `--help` must not load (issue 77): these take seconds to import; torch only where

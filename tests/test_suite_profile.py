@@ -54,9 +54,9 @@ def test_a_profiled_run_counts_each_tests_launches_and_time(tmp_path, capsys):
 
 def test_the_tier_table_floors_each_selection_by_its_time_over_the_workers_and_its_largest_group():
     rows = [
-        {"nodeid": "a.py::t1@slurm-and-ranks", "seconds": 600.0, "markers": ["slurm", "slow"]},
-        {"nodeid": "a.py::t2@slurm-and-ranks", "seconds": 300.0, "markers": ["multiprocess"]},
-        {"nodeid": "b.py::t@b", "seconds": 120.0, "markers": ["slow"]},
+        {"nodeid": "a.py::t1@slurm-and-ranks", "seconds": 600.0, "markers": ["e2e", "slurm"]},
+        {"nodeid": "a.py::t2@slurm-and-ranks", "seconds": 300.0, "markers": ["e2e", "multiprocess"]},
+        {"nodeid": "b.py::t@b", "seconds": 120.0, "markers": ["e2e"]},
         {"nodeid": "c.py::t@c", "seconds": 60.0, "markers": []},
         {"nodeid": "d.py::t@d", "seconds": 60.0, "markers": []},
     ]
@@ -64,7 +64,32 @@ def test_the_tier_table_floors_each_selection_by_its_time_over_the_workers_and_i
         (cells[1].strip(), cells[2:5]) for cells in (line.split("|") for line in suite_profile.tier_table(rows)[2:])
     )
     # every test: 1,140 s over 2 workers is 9.5 min, the group of the first two 15 min
-    assert [c.strip() for c in table["every test (`make test`)"]] == ["5", "19.0", "15.0"]
-    assert [c.strip() for c in table["not slurm"]] == ["4", "9.0", "5.0"]  # the group's 300 s
-    assert [c.strip() for c in table["not slurm, not multiprocess"]] == ["3", "4.0", "2.0"]
-    assert [c.strip() for c in table["not slow, not slurm (`make test-fast`)"]] == ["3", "7.0", "5.0"]
+    assert [c.strip() for c in table["every test (`make test` + `make test-e2e`)"]] == ["5", "19.0", "15.0"]
+    assert [c.strip() for c in table["fast tier (`make test`: not e2e)"]] == ["2", "2.0", "1.0"]
+    assert [c.strip() for c in table["e2e tier (`make test-e2e`)"]] == ["3", "17.0", "15.0"]
+
+
+def test_each_tier_ends_with_its_times_its_slowest_tests_and_the_fast_tiers_30_s_rule(tmp_path, capsys):
+    """What `make test` and `make test-e2e` print at their end, and `.ci/run` for both tiers."""
+    rows = [
+        {"nodeid": "a.py::slow_one@a", "seconds": 31.0, "markers": []},
+        {"nodeid": "a.py::quick@a", "seconds": 29.0, "markers": []},
+        *({"nodeid": f"b.py::t{i}@b", "seconds": float(i), "markers": []} for i in range(12)),
+    ]
+    report = suite_profile.tier_report(rows, "fast", wall=120.0).splitlines()
+    assert report[0] == "tier fast: 14 tests, 2.0 min wall, 2.1 min of test time"
+    assert len([line for line in report if line.startswith("   ")]) == 10  # the ten slowest
+    warnings = [line for line in report if "warning:" in line]
+    assert len(warnings) == 1 and "a.py::slow_one@a took 31.0 s in the fast tier" in warnings[0]
+    assert "warning" not in suite_profile.tier_report(rows, "e2e", wall=None)  # no such rule there
+    for tier, wall, code in (("fast", 120.0, 0), ("e2e", 600.0, 1)):
+        folder = tmp_path / tier
+        folder.mkdir()
+        (folder / "gw0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / suite_profile.WALL_FILE).write_text(json.dumps({"tier": tier, "wall_s": wall, "returncode": code}))
+    assert suite_profile.main(["--tiers", str(tmp_path / "fast"), str(tmp_path / "e2e")]) == 0
+    out = capsys.readouterr().out
+    assert "| fast | 14 | 2.0 | 2.1 | 0 |" in out and "| e2e | 14 | 10.0 | 2.1 | 1 |" in out
+    assert suite_profile.main(["--tiers", str(tmp_path / "fast"), str(tmp_path / "not-run")]) == 0
+    assert "| not-run | — | — | — | not run |" in capsys.readouterr().out
+    assert suite_profile.main(["--tiers", str(tmp_path / "nothing")]) == 2

@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,10 +23,9 @@ def _one_line_error(capsys, *needles):
         assert needle in err
 
 
-def test_help_lists_the_subcommands():
-    result = subprocess.run(
-        [sys.executable, "-m", "analysis", "--help"], cwd=REPO, capture_output=True, text=True, check=True
-    )
+def test_help_lists_the_subcommands(cli):
+    result = cli("analysis", "--help")
+    assert result.returncode == 0
     for command in ("import-released", "table", "tables", "audit"):
         assert command in result.stdout
 

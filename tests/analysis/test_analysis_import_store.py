@@ -142,6 +142,7 @@ def test_import_into_a_file_is_an_error(tmp_path, tiny_release):
         import_released_to_store(tiny_release, tmp_path / "x.parquet")
 
 
+@pytest.mark.e2e  # the whole bench, over 30 s
 def test_bench_times_every_step(tmp_path, capsys):
     assert main(["bench", "--models", "1", "--out", str(tmp_path), "--max-instances", "8", "--reps", "20"]) == 0
     line = capsys.readouterr().out

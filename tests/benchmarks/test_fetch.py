@@ -86,6 +86,7 @@ print("different:", different)
 """
 
 
+@pytest.mark.e2e  # a killed fetch and an offline run, over 30 s
 def test_interrupted_fetch_resumes_and_the_mirror_serves_an_offline_run(hub, tmp_path):
     mirror = tmp_path / "mirror"
     hub.fail_after("BeIR/nq", "corpus.jsonl.gz", CHUNK + 4096)

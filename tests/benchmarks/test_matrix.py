@@ -228,6 +228,7 @@ def test_slurm_arrays_run_and_ir_evaluation_waits_for_its_training(local_slurm, 
     assert states[f"{ids['ir_eval']}_1"] != "COMPLETED"  # its training failed: never runs
 
 
+@pytest.mark.e2e  # a real SIGKILL of a running matrix
 def test_local_matrix_survives_a_real_sigkill(model, tmp_path):
     import os
     import re

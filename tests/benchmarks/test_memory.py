@@ -21,7 +21,7 @@ def _rss_mb() -> float:
     return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-@pytest.mark.slow  # 300 runs: about 4 CPU minutes
+@pytest.mark.e2e  # 300 runs: about 4 CPU minutes
 @pytest.mark.skipif(not STATM.exists(), reason="reads the resident set size from /proc (Linux)")
 def test_300_fine_tuning_runs_in_one_process_grow_its_memory_by_less_than_50_mb(tmp_path):
     model = save_tiny_model(tmp_path / "bert", "bert")

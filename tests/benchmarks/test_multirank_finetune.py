@@ -106,7 +106,7 @@ def record_without_times(run_dir: Path) -> dict:
     return record
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("task", TASKS)
 def test_a_run_on_several_ranks_equals_the_single_process_run(runs, task, ranks):

@@ -20,7 +20,7 @@ import pytest
 from benchmarks.run import CONFIG_DIR, load_run_config, run
 from tests.benchmarks.tiny import minilm_dir, one_torch_thread  # noqa: F401 (autouse fixture)
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 STEPS = 20
 GRIDS = {  # task -> (protocol, the LRs a model is fine-tuned at; the best on validation is kept)

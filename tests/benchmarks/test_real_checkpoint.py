@@ -3,8 +3,6 @@ through the harness: fine-tune on toy SST-2 and toy MS MARCO, then aggregate the
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from benchmarks.datasets import TOY_DATA_ROOT
@@ -15,7 +13,7 @@ from tests.benchmarks.tiny import minilm_dir, one_torch_thread  # noqa: F401 (au
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_minilm_fine_tunes_and_its_records_aggregate(tmp_path):
+def test_minilm_fine_tunes_and_its_records_aggregate(tmp_path, cli):
     out = tmp_path / "runs"
     for task, seed in (("sst2", 0), ("sst2", 1), ("msmarco", 0)):
         values = {
@@ -36,13 +34,7 @@ def test_minilm_fine_tunes_and_its_records_aggregate(tmp_path):
     assert sorted((r.dataset, r.seed) for r in records) == [("msmarco", 0), ("sst2", 0), ("sst2", 1)]
     ir = next(r for r in records if r.dataset == "msmarco")
     assert ir.train_set == "msmarco_pairs" and ir.validation_score > 0  # a real encoder ranks above zero
-    table = subprocess.run(
-        [sys.executable, "-m", "analysis", "table", str(out), "--reps", "200", "--csv", str(tmp_path / "cells.csv")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    table = cli("analysis", "table", out, "--reps", "200", "--csv", tmp_path / "cells.csv", cwd=ROOT)
     assert table.returncode == 0, table.stderr
     assert "minilm-l6" in table.stdout and "sst2" in table.stdout and "msmarco" in table.stdout
     assert (tmp_path / "cells.csv").read_text().count("minilm-l6") >= 2

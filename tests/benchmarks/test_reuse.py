@@ -159,6 +159,7 @@ def test_least_recently_used_entries_go_first(mirror, monkeypatch):
     assert (reuse.STATS["data_loaded"], reuse.STATS["data_reused"]) == (4, 2)
 
 
+@pytest.mark.e2e  # twice twelve fine-tuning runs, over 30 s
 def test_runs_with_reused_inputs_write_the_records_of_fresh_ones(tmp_path, monkeypatch):
     """Two models sharing a tokenizer, every task kind: the second model's runs reuse the loaded
     data and training features and score exactly as when each run loads and tokenises anew."""

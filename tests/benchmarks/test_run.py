@@ -7,8 +7,6 @@ import importlib.util
 import json
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -51,13 +49,8 @@ def _cfg(model, out, task, **kw) -> RunConfig:
     return load_run_config(values, CONFIG_DIR / "toy.yaml")
 
 
-# One task per type under both protocols runs in `make test-fast`; the other eight are slow.
-FAST_TASKS = ("sst2", "conll2003", "squad_v2", "nq")  # nq trains the msmarco model it evaluates
-END_TO_END = [
-    pytest.param(task, protocol, marks=() if task in FAST_TASKS else pytest.mark.slow)
-    for protocol in PROTOCOLS
-    for task in TASKS
-]
+# Every task under both protocols, 1-9 s each on the shared module's toy model (fast tier).
+END_TO_END = [pytest.param(task, protocol) for protocol in PROTOCOLS for task in TASKS]
 
 
 @pytest.mark.parametrize("task, protocol", END_TO_END)
@@ -421,13 +414,7 @@ def test_paper_config_file_equals_the_defaults():
     assert {k: tuple(v) if isinstance(v, list) else v for k, v in paper.items()} == defaults
 
 
-def _cli(*args, cwd=ROOT):
-    return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-
-
-def test_cli_errors_are_one_line(tiny, tmp_path):
+def test_cli_errors_are_one_line(tiny, tmp_path, cli):
     empty = tmp_path / "no_weights"
     empty.mkdir()
     (empty / "config.json").write_text("{}")
@@ -446,14 +433,14 @@ def test_cli_errors_are_one_line(tiny, tmp_path):
         (["matrix", "--models", str(empty), "--out", str(tmp_path), "--local"], "has no weights"),
     ]
     for argv, message in cases:
-        result = _cli(*argv)
+        result = cli("benchmarks", *argv, cwd=ROOT)
         assert result.returncode == 2, (argv, result.stderr[-2000:])
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     assert not list(tmp_path.rglob("record.json"))
 
 
-def test_cli_run_writes_then_skips(tiny, tmp_path):
+def test_cli_run_writes_then_skips(tiny, tmp_path, cli):
     argv = [
         "run",
         "--model",
@@ -477,10 +464,10 @@ def test_cli_run_writes_then_skips(tiny, tmp_path):
         "--set",
         "eval_batch_size=16",
     ]
-    first = _cli(*argv)
+    first = cli("benchmarks", *argv, cwd=ROOT)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "done" in first.stdout
-    second = _cli(*argv)
+    second = cli("benchmarks", *argv, cwd=ROOT)
     assert second.returncode == 0 and "skipped" in second.stdout
     saved = yaml.safe_load((tmp_path / "bert/sst2/lr1e-03_sd0/config.yaml").read_text())
     assert saved["config"]["max_length"] == 32 and saved["config"]["eval_batch_size"] == 16 and saved["git_sha"]

@@ -19,8 +19,6 @@ from benchmarks.kinds.common import load_tokenizer
 from benchmarks.run import CONFIG_DIR, load_run_config, run
 from tests.benchmarks.tiny import one_torch_thread  # noqa: F401 (autouse fixture)
 
-pytestmark = pytest.mark.slow
-
 # Batch 16; steps per task (measured on seeds 0-2: docs/reproduce.md, "Toy learning").
 STEPS = {"record": 100}
 TASKS = ["sst2", "mnli", "conll2003", "ontonotes5", "uner", "record"]

@@ -234,7 +234,7 @@ def test_ci_environment_is_the_lock(lock):
     assert package_problems(lock, installed_versions(), strict=False) == []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_image_runtime_check_passes_on_the_ci_stack(lock):
     """The image's %test, minus flash-attn (no GPU here): Python 3.11, the key imports at their pins."""
     from container.image_check import runtime_problems

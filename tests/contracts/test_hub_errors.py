@@ -164,7 +164,7 @@ def test_a_hub_that_never_answers_or_answers_nonsense_is_one_line(tmp_path, body
     assert says in err[0] and "MLMvsCLM/610m-clm-42k" in err[0]
 
 
-@pytest.mark.slow  # huggingface_hub retries the metadata call 5 times with backoff (~30 s)
+@pytest.mark.e2e  # huggingface_hub retries the metadata call 5 times with backoff (~30 s)
 def test_a_file_download_from_a_hub_that_never_answers_ends_at_our_timeout(tmp_path):
     """The file downloads pass MLM_VS_CLM_HUB_TIMEOUT as hf_hub_download's metadata timeout (it
     waited huggingface_hub's own 10 s before): against a server that accepts and never answers the

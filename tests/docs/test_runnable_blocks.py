@@ -1,6 +1,6 @@
 """Every bash block of README.md and docs/*.md marked `<!-- runnable -->` (the line before its
-opening fence) runs and exits 0; `<!-- runnable slow -->` marks one that takes more than ~20 s
-(pytest -m slow). Blocks run with bash -euo pipefail in a scratch folder that links
+opening fence) runs and exits 0; `<!-- runnable e2e -->` marks one that takes more than ~30 s
+(the e2e tier, `make test-e2e`; tests/README.md). Blocks run with bash -euo pipefail in a scratch folder that links
 the repository's top-level entries, so relative paths to the repository work and outputs (outputs/,
 runs/, ...) land in the scratch folder."""
 
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "<!-- runnable -->"
-SLOW_MARK = "<!-- runnable slow -->"
+SLOW_MARK = "<!-- runnable e2e -->"
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SCRATCH_EXCLUDES = {".git", "outputs", "runs", ".pytest_cache"}
 
@@ -39,7 +39,7 @@ def runnable_blocks(text: str, where: str) -> list[tuple[int, str, bool]]:
 
 def _all_blocks():
     return [
-        pytest.param(body, id=f"{doc.relative_to(ROOT)}:{line}", marks=[pytest.mark.slow] if slow else [])
+        pytest.param(body, id=f"{doc.relative_to(ROOT)}:{line}", marks=[pytest.mark.e2e] if slow else [])
         for doc in DOCUMENTS
         for line, body, slow in runnable_blocks(doc.read_text(), str(doc.relative_to(ROOT)))
     ]

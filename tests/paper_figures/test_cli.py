@@ -1,8 +1,6 @@
 """`python -m paper_figures`: files written, sources, clear errors."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,16 +22,10 @@ def _outputs(out: Path, name: str):
     return pd.read_csv(csv)
 
 
-def test_reproduce_figure3_command_writes_png_pdf_csv(tmp_path):
+def test_reproduce_figure3_command_writes_png_pdf_csv(tmp_path, cli):
     """The command behind `make reproduce-figure3 SOURCE=published`."""
     out = tmp_path / "figure3"
-    result = subprocess.run(
-        [sys.executable, "-m", "paper_figures", "figure3", "--source", "published", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = cli("paper_figures", "figure3", "--source", "published", "--out", out, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     points = _outputs(out, "figure3")
     assert len(points) == 60 and points["mean"].notna().all()

@@ -278,6 +278,7 @@ def test_cli_for_run_checks_that_the_data_holds_the_run(embedded_slice, tmp_path
     assert data_cli(["verify-data", str(out), "--for-run", str(tmp_path / "none.yaml")]) == 2
 
 
+@pytest.mark.e2e  # a real SIGKILL of a command and its pool
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_parallel_prepare_data_leaves_no_worker_tokenising(tmp_path):
     """`prepare-data --workers 2` killed with -9: its pool's workers die with it (they kept

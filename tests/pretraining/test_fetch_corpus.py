@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from pretraining.assets import EMBEDDED_CORPUS
 from pretraining.data.prepare import PrepareConfig, prepare_data
@@ -78,6 +79,7 @@ def _shards(folder: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.e2e  # a killed Hub stream, over 30 s
 def test_hub_stream_is_restartable_and_equals_the_local_files_packed_per_file(tmp_path):
     files = _data_files(tmp_path)
     out = tmp_path / "fineweb"

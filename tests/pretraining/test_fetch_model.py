@@ -102,6 +102,7 @@ print(type(backbone.model).__module__, type(tokenizer).__name__)
 """
 
 
+@pytest.mark.e2e  # three fetch processes and a load, over 30 s
 def test_code_from_another_repo_is_bundled_and_the_cache_mode_serves_hub_ids_offline(hub, tmp_path):
     out = tmp_path / "sl-split"
     fetched = run(hub, tmp_path, "org/sl-split", "--out", out, "--no-progress")

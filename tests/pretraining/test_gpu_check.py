@@ -37,7 +37,7 @@ def cpu_check(tmp_path_factory):
     return code, out, json.loads((out / runner.RESULT_FILE).read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_cpu_mode_runs_every_step_and_every_field_is_a_number_or_an_error(cpu_check):
     code, out, result = cpu_check
     assert code == 0, {s: e.get("error") for s, e in result["steps"].items()}
@@ -56,7 +56,7 @@ def test_the_cpu_mode_runs_every_step_and_every_field_is_a_number_or_an_error(cp
     assert all(r["tokens_per_s"] > 0 and 0 < r["mfu_measured"] for r in rows)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_cpu_mode_kills_a_real_training_run_and_its_resumed_losses_equal_the_uninterrupted_run(cpu_check):
     _, _, result = cpu_check
     resume = result["steps"]["resume"]["metrics"]
@@ -69,7 +69,7 @@ def test_the_cpu_mode_kills_a_real_training_run_and_its_resumed_losses_equal_the
     assert resume["runs_at_once"] == 1  # one at a time, the path an 80 GB H100 takes
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_cpu_mode_profile_accounts_for_each_step_by_region(cpu_check):
     _, out, result = cpu_check
     rows = result["steps"]["profile"]["rows"]
@@ -87,7 +87,7 @@ def test_the_cpu_mode_profile_accounts_for_each_step_by_region(cpu_check):
     assert "## Where a step goes" in (out / runner.REPORT_FILE).read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_cpu_mode_parity_and_finetuning_measure_what_they_say(cpu_check):
     _, out, result = cpu_check
     parity = result["steps"]["parity"]["metrics"]
@@ -113,7 +113,7 @@ def test_the_cpu_mode_parity_and_finetuning_measure_what_they_say(cpu_check):
     assert "===== resume-train-killed.log" in (out / runner.LOG_FILE).read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_finished_check_is_never_overwritten(cpu_check, capsys):
     _, out, _ = cpu_check
     before = (out / runner.RESULT_FILE).read_bytes()

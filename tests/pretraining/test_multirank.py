@@ -173,13 +173,13 @@ def runs(toy_config) -> dict[int, tuple[Path, tuple, dict]]:
     return on_1_and_2_ranks(toy_config)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_losses_weights_and_windows_do_not_depend_on_the_number_of_ranks(runs):
     assert_same_run(runs[2][1], runs[1][1])
     assert runs[2][2] == runs[1][2] and list(runs[1][2]) == list(range(STEPS))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_each_launched_rank_joins_one_process_group(runs):
     """Composer's, set up before the data. Streaming's dataset would otherwise open and close a
     group of its own on the same port first, and a rank that then reached the Trainer's rendezvous
@@ -190,7 +190,7 @@ def test_each_launched_rank_joins_one_process_group(runs):
         assert log.with_name(f"{log.name}.rank{rank}").read_text().splitlines() == ["init_process_group"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_clm_run_over_random_windows_does_not_depend_on_the_number_of_ranks(data):
     clm = on_1_and_2_ranks(_config(data, "clm"))
     assert_same_run(clm[2][1], clm[1][1])
@@ -199,7 +199,7 @@ def test_a_clm_run_over_random_windows_does_not_depend_on_the_number_of_ranks(da
 
 # Fewer ranks to more and the reverse; 4 ranks (2 samples each of the batch of 8) only here, for the
 # last STEPS - STOP steps: each test stops a different run of `runs` (their outcomes are kept in memory).
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("before, after", [(1, 4), (2, 1)])
 def test_a_run_stopped_on_some_ranks_resumes_on_others_as_if_uninterrupted(runs, toy_config, before, after):
     run_dir = runs[before][0]  # resumed in place: the config (hash) is the one it was started with

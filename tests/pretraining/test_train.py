@@ -189,7 +189,7 @@ def test_fsdp_is_a_parallelism_config_for_multi_gpu_runs(tmp_path, monkeypatch):
     assert train_module.parallelism_config(toy_run_config(tmp_path, train={"fsdp": False})) is None
 
 
-@pytest.mark.slow  # inductor compiles C++ kernels: ~40 s on 2 cores
+@pytest.mark.e2e  # inductor compiles C++ kernels: ~40 s on 2 cores
 def test_compiled_body_trains_and_exports_under_the_usual_names(tmp_path):
     eager = _losses(_run(toy_run_config(tmp_path, "eager", train={"max_steps": 3}, schedule={"warmup": 1, "decay": 1})))
     run_dir = _run(

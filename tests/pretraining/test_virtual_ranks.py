@@ -112,7 +112,7 @@ def _train_here(config: Path) -> None:
     train(load_pretrain_config(config), trust_callbacks=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.multiprocess
 def test_one_process_of_8_microbatches_equals_8_ranks_on_losses_and_gradients(data):
     _train_here(_config(data, "virtual", loss_average="rank", device_microbatch_size=1))

@@ -32,6 +32,8 @@ from tests.hub_server import HubServer
 from tests.pretraining.test_fetch_corpus import fineweb_readme
 from tests.reproduce.slurm_study import stand_in_image
 
+pytestmark = pytest.mark.e2e  # the cluster page followed start to finish (tests/README.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cluster.md"
 TOKEN = "hf_walkthrough_token"
@@ -108,7 +110,7 @@ def _fake_tools(bin_dir: Path, log: Path) -> None:
         (bin_dir / name).chmod(0o755)
 
 
-@pytest.mark.slow  # about 3 min on the shared 2-core machine: 13 CLI subprocesses
+@pytest.mark.e2e  # about 3 min on the shared 2-core machine: 13 CLI subprocesses
 def test_the_cluster_page_followed_start_to_finish(hub, tmp_path):
     shared, home, work = tmp_path / "shared", tmp_path / "home", tmp_path / "checkout-cwd"
     for folder in (shared, home, work):

@@ -19,6 +19,8 @@ import pytest
 from reproduce.housekeeping import LOCK_FILE
 from tests.reproduce import interrupt_stress
 
+pytestmark = pytest.mark.e2e  # signals to whole reproductions and their workers (tests/README.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 FAILSAFE_S = 600  # a loaded 2-core CI box; the events below normally come within seconds
 

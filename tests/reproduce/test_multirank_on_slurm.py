@@ -41,7 +41,7 @@ def _wait(condition, what: str, slurm, job: str, timeout: float = 300) -> None:
 
 @pytest.mark.slurm
 @pytest.mark.multiprocess
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exactly(local_slurm, tmp_path, monkeypatch):
     from pretraining.config import load_pretrain_config
     from pretraining.train import train

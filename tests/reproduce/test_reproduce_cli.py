@@ -1,15 +1,13 @@
 """CLI wiring and option errors of `python -m reproduce` (no training here)."""
 
-import subprocess
-import sys
-
 import pytest
 
 from reproduce import cli, plan
 
 
-def test_help():
-    result = subprocess.run([sys.executable, "-m", "reproduce", "--help"], capture_output=True, text=True, check=True)
+def test_help(cli):
+    result = cli("reproduce", "--help")
+    assert result.returncode == 0
     assert "--pretrain-steps" in result.stdout and "--reduced" in result.stdout
 
 

@@ -19,7 +19,7 @@ from tests.reproduce.slurm_study import toy_cluster_config
 
 
 @pytest.mark.slurm
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_cpt_study_runs_its_base_before_the_cpt_job_on_local_slurm(local_slurm, tmp_path, monkeypatch, capsys):
     """`--figure 8` as Slurm jobs: the CPT pretraining job depends on its base's job (afterok) and
     starts from the base's final export; Figures 8 and 9 come out of the analysis job."""

@@ -53,6 +53,7 @@ def biphasic(tmp_path_factory, data):
     return _reproduce(tmp_path_factory, data, ["--figure", "6", "--checkpoints", "toy_m-clm-3-mlm40-12"])
 
 
+@pytest.mark.e2e  # a toy study end to end
 def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
     cfg, out, lines = cpt
     assert cfg.study == "cpt"
@@ -89,6 +90,7 @@ def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
     assert meta["study"] == "cpt" and meta["stand_ins"]["toy_m-clm-42"] == "610m-clm-42k"
 
 
+@pytest.mark.e2e  # a toy study end to end
 def test_a_cpt_decay_branch_trains_after_its_main_run_from_the_kept_state(tmp_path, data):
     """The default CPT recipe (docs/pretraining.md): the 12k CPT model is a decay branch of the 22k
     run of its base, so `make reproduce` trains base, main run and branch in three waves."""
@@ -110,6 +112,7 @@ def test_a_cpt_decay_branch_trains_after_its_main_run_from_the_kept_state(tmp_pa
     assert list(plan.pretraining_runs(separate)) == [runs[0], runs[2]]
 
 
+@pytest.mark.e2e  # a toy study end to end
 def test_cpt_literal_recipe_with_the_base_optimizer_continued(tmp_path, data):
     """`--cpt-recipe literal --cpt-optimizer continued` (docs/pretraining.md, "CPT readings"): the
     main CPT run starts from the base's last resume checkpoint (weights and AdamW state) at its peak
@@ -134,6 +137,7 @@ def test_cpt_literal_recipe_with_the_base_optimizer_continued(tmp_path, data):
     assert "0 trained, 3 reused" in local.stage_pretraining(cfg)  # ... and a rerun needs none
 
 
+@pytest.mark.e2e  # a toy study end to end
 def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     cfg, out, lines = data_efficiency
     assert cfg.study == "data-efficiency" and list(plan.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
@@ -152,6 +156,7 @@ def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     assert any("table" in line and "6, 7, 8, 9" in line for line in lines)
 
 
+@pytest.mark.e2e  # a toy study end to end
 def test_biphasic_switches_objective_inside_one_run(biphasic):
     cfg, out, _ = biphasic
     body = yaml.safe_load((out / "configs" / "pretraining" / "toy_m-clm-3-mlm40-12.yaml").read_text())
@@ -165,6 +170,7 @@ def test_biphasic_switches_objective_inside_one_run(biphasic):
     assert (out / "tables" / "table_10.csv").is_file()
 
 
+@pytest.mark.e2e  # a toy study end to end
 def test_a_second_run_reuses_everything(cpt):
     cfg, out, _ = cpt
     lines = []

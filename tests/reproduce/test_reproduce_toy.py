@@ -13,6 +13,8 @@ from contracts.paper import TASK_TYPES
 from contracts.run_store import iter_records_in
 from reproduce import cli, local, plan
 
+pytestmark = pytest.mark.e2e  # the reduced toy reproduction, end to end (tests/README.md)
+
 # The CI mode of the CLI (--reduced), as a config: toy_s x (MLM-20, MLM-40, CLM), each pretrained
 # 250 steps on the toy world, and the untrained toy_s, x 12 tasks x 1 LR x 1 seed = 48 fine-tuning runs.
 MODELS = ["toy_s-mlm20-250", "toy_s-mlm40-250", "toy_s-clm-250"]

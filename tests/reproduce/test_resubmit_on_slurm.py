@@ -52,7 +52,7 @@ def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
 
 
 @pytest.mark.slurm
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slurm, tmp_path, monkeypatch, capsys):
     out, argv = _toy_dag(tmp_path, local_slurm, monkeypatch)
     argv.append("--dry-run")
@@ -136,7 +136,7 @@ def _assert_the_reduced_toy_study_is_complete(tmp_path, out):
 
 
 @pytest.mark.slurm
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
     local_slurm, tmp_path, monkeypatch, capsys
 ):
@@ -189,7 +189,7 @@ def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
 
 
 @pytest.mark.slurm
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_submission_stopped_half_way_is_finished_by_resubmit(local_slurm, tmp_path, monkeypatch, capsys):
     """Issue 65, item 3 on the cluster: an sbatch that refuses the 4th job (the first array) after
     the data and pretraining jobs were queued; the one line names the queued ids; `resubmit` with

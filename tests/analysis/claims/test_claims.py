@@ -442,6 +442,7 @@ def test_synthetic_release_runs_end_to_end():
     assert report.loc["clm_leads_early", "verdict"] == NOT_TESTABLE  # no intermediate checkpoints here
 
 
+@pytest.mark.e2e  # every claim evaluated at many SDs, over 30 s
 def test_pretraining_sd_tipping_point_and_option(published, published_report):
     """At the tipping SD the verdict still holds; 2% above it, it does not (every claim re-tested
     with Holm); inconclusive claims have no tipping value; --pretraining-sd widens the intervals."""
@@ -493,6 +494,7 @@ def test_readme_tables_are_the_published_report(published_report):
         assert design == ("none" if row.design_for_80.startswith("none") else expected), claim
 
 
+@pytest.mark.e2e  # every claim evaluated at many margins, over 30 s
 def test_flip_margin_is_where_the_non_inferiority_verdict_changes(published, published_report):
     """Issue 36: the report prints the margin at which each non-inferiority verdict flips; the
     claim re-evaluated with a margin 1% above it is supported, 1% below it is not (Holm over the

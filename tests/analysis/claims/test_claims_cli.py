@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -110,10 +108,9 @@ def test_claims_protocol_without_scores_is_an_error(tmp_path, mldr_records, caps
     assert "standard protocol" in capsys.readouterr().err
 
 
-def test_help_lists_the_claims_commands():
-    result = subprocess.run(
-        [sys.executable, "-m", "analysis", "--help"], cwd=REPO, capture_output=True, text=True, check=True
-    )
+def test_help_lists_the_claims_commands(cli):
+    result = cli("analysis", "--help")
+    assert result.returncode == 0
     assert "claims" in result.stdout and "bench-claims" in result.stdout
 
 

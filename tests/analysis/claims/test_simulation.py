@@ -69,6 +69,7 @@ def test_spread_claims_recover_a_planted_ratio():
         assert _within_binomial(entry["coverage"]["rate"], sims), (name, entry)
 
 
+@pytest.mark.e2e  # a simulation of false and true sentences, over 30 s
 def test_false_sentences_are_never_supported_and_true_ones_at_their_power():
     """Issue 29's trees: gaps +4, +4, -1.5 over sizes; CLM - MLM = +0.8, -0.8, 0 on TC; a monotone
     convex masking curve; issue 36's: IR falling with the ratio, 75/25 biphasic 1 point below MLM.
@@ -103,6 +104,7 @@ def test_false_sentences_are_never_supported_and_true_ones_at_their_power():
             assert entry["components_on_claimed_side"] > 0.99
 
 
+@pytest.mark.e2e  # a 2,000-tree simulation, over 30 s
 def test_every_claim_has_power_at_the_papers_effects_or_says_why_not():
     """Issue 52, item 8: every claim the published numbers test, simulated with 5 seeds per cell.
     With its component nearest the boundary moved onto it, it is supported at most 5% of the time
