@@ -43,9 +43,10 @@ def _needs_slurm(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every module stays on one worker, so
     its module fixtures (e.g. a reduced reproduction) are built once. The modules that start the
-    local Slurm cluster (one cluster per session, one such test at a time) and those that launch
-    several training ranks share one worker, so that launched ranks never compete with each other for
-    the 2 cores. (A Slurm job of ranks that failed with "Connection reset by peer", once blamed on
+    local Slurm cluster (one cluster per session, one such test at a time) share one worker, and
+    those that launch several training ranks another: the two groups run beside each other, each
+    behind the other tier's modules (issue 77: one group of both was 33 of the e2e tier's minutes on
+    one worker). (A Slurm job of ranks that failed with "Connection reset by peer", once blamed on
     another worker's ranks, was a second rendezvous on one port: docs/pretraining.md, "Several ranks
     and nodes".)"""
     for item in items:  # the two tiers (tests/README.md): Slurm and launched ranks are always end to end
@@ -53,9 +54,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    launchers = {
-        item.module.__name__ for item in items if _needs_slurm(item) or item.get_closest_marker("multiprocess")
-    }
+    slurm = {item.module.__name__ for item in items if _needs_slurm(item)}
+    ranks = {item.module.__name__ for item in items if item.get_closest_marker("multiprocess")} - slurm
     for item in items:
         module = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group("slurm-and-ranks" if module in launchers else module))
+        group = "slurm" if module in slurm else "ranks" if module in ranks else module
+        item.add_marker(pytest.mark.xdist_group(group))
