@@ -28,6 +28,15 @@ def cli(capsys, monkeypatch):
     return CliRunner(capsys, monkeypatch)
 
 
+@pytest.fixture(scope="session")
+def toy_study(tmp_path_factory):
+    """(config, out, timings, log lines) of the reduced toy reproduction, built once per run and never
+    changed: a test that changes it works on tests.toy_study.copy_toy_study (tests/toy_study.py)."""
+    from tests.toy_study import build_toy_study
+
+    return build_toy_study(tmp_path_factory.mktemp("toy-study"))
+
+
 # The local single-node Slurm cluster fixture (`local_slurm`), usable by tests in any folder.
 pytest_plugins = ["tests.slurm.cluster"]
 
@@ -56,7 +65,10 @@ def pytest_collection_modifyitems(config, items):
         return
     slurm = {item.module.__name__ for item in items if _needs_slurm(item)}
     ranks = {item.module.__name__ for item in items if item.get_closest_marker("multiprocess")} - slurm
+    studies = {item.module.__name__ for item in items if "toy_study" in getattr(item, "fixturenames", ())}
     for item in items:
         module = item.module.__name__
         group = "slurm" if module in slurm else "ranks" if module in ranks else module
+        if group == module and module in studies:
+            group = "toy-study"  # one build of the session's toy study (tests/toy_study.py)
         item.add_marker(pytest.mark.xdist_group(group))

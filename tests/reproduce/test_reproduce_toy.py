@@ -1,4 +1,4 @@
-"""The reduced toy reproduction of Figure 3, end to end: it learns (every task above chance, pretraining
+"""The reduced toy toy_study of Figure 3, end to end: it learns (every task above chance, pretraining
 above random initialisation), then it is cached and resumed (about 3 minutes)."""
 
 import json
@@ -11,9 +11,10 @@ import pytest
 from contracts.model_names import parse_model_name
 from contracts.paper import TASK_TYPES
 from contracts.run_store import iter_records_in
-from reproduce import cli, local, plan
+from reproduce import local, plan
+from tests.toy_study import copy_toy_study
 
-pytestmark = pytest.mark.e2e  # the reduced toy reproduction, end to end (tests/README.md)
+pytestmark = pytest.mark.e2e  # the reduced toy toy_study, end to end (tests/README.md)
 
 # The CI mode of the CLI (--reduced), as a config: toy_s x (MLM-20, MLM-40, CLM), each pretrained
 # 250 steps on the toy world, and the untrained toy_s, x 12 tasks x 1 LR x 1 seed = 48 fine-tuning runs.
@@ -25,28 +26,19 @@ def _mtimes(root):
     return {str(p): p.stat().st_mtime_ns for p in sorted(root.rglob("record.json"))}
 
 
-@pytest.fixture(scope="module")
-def reproduction(tmp_path_factory):
-    out = tmp_path_factory.mktemp("figure3")
-    cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(out), "--reduced", "--reps", "200"]))
-    lines = []
-    timings = local.reproduce(cfg, log=lines.append)
-    return cfg, out, timings, lines
-
-
-def test_reduced_mode_is_the_documented_slice(reproduction):
-    cfg, *_ = reproduction
+def test_reduced_mode_is_the_documented_slice(toy_study):
+    cfg, *_ = toy_study
     assert cfg.sizes == ("toy_s",) and cfg.ratios == (0.2, 0.4) and cfg.clm
     assert cfg.seeds == (0,) and cfg.lrs == (2e-3,) and len(cfg.tasks) == 12
     assert plan.model_names(cfg) == MODELS
     assert plan.finetuned_models(cfg) == [*MODELS, "toy_s-random-init"]
 
 
-def test_the_toy_reproduction_learns(reproduction):
+def test_the_toy_toy_study_learns(toy_study):
     """Issue 11's two conditions on the reduced grid: every task's mean over the pretrained models
     is at least 10 points (0.1 NDCG) above its chance level, and the pretrained models' 12-task
     average is above the same architecture's from random initialisation."""
-    cfg, out, _, lines = reproduction
+    cfg, out, _, lines = toy_study
     table = pd.read_csv(out / "learning.csv")
     tasks = table[table["scope"] == "task"].set_index("name")
     assert sorted(tasks.index) == sorted(cfg.tasks)
@@ -70,13 +62,13 @@ def test_the_toy_reproduction_learns(reproduction):
     assert any(line.startswith("analysis:") and "learning: 12/12 tasks" in line for line in lines)
 
 
-def test_each_objective_beats_random_initialisation(reproduction):
+def test_each_objective_beats_random_initialisation(toy_study):
     """Issue 34 on the reduced grid: the CLM model's and the MLM models' 12-task averages are each at
     least 8 points above the untrained toy_s, and CLM beats it on at least 10 of the 12 tasks. (The
     MLM models lose the three IR tasks and MNLI to the untrained model: docs/reproduce.md, "Toy
     learning"; the MLM per-task count is printed, not asserted.) On the toy world of short documents
     this failed: toy_s MLM -3.4, CLM better on 5 of 12 tasks."""
-    cfg, out, _, lines = reproduction
+    cfg, out, _, lines = toy_study
     table = pd.read_csv(out / "learning.csv")
     rows = table[table["scope"] == "objective"].set_index("name")
     assert sorted(rows.index) == ["toy_s clm", "toy_s mlm"]
@@ -95,10 +87,10 @@ def test_each_objective_beats_random_initialisation(reproduction):
     assert "toy_s clm +" in line and "toy_s mlm +" in line
 
 
-def test_end_to_end_outputs(reproduction):
-    cfg, out, timings, lines = reproduction
+def test_end_to_end_outputs(toy_study):
+    cfg, out, timings, lines = toy_study
     assert set(timings) == {"data", "pretraining", "fine-tuning", "analysis"}
-    # resolved configs: the reproduction, each pretraining run, each fine-tuning run
+    # resolved configs: the toy_study, each pretraining run, each fine-tuning run
     assert (out / "reproduce.yaml").is_file()
     for name in plan.model_names(cfg):
         assert (out / "configs" / "pretraining" / f"{name}.yaml").is_file()
@@ -161,13 +153,13 @@ def test_end_to_end_outputs(reproduction):
     assert any(line.startswith("reproduce: done") for line in lines)
 
 
-def test_chance_levels_from_the_pool_equal_those_computed_here(reproduction, tmp_path):
+def test_chance_levels_from_the_pool_equal_those_computed_here(toy_study, tmp_path):
     """The analysis computes the chance levels in a worker of the pool while it draws the figures that
     do not need them (Figure 3 last); the values are those computed in this process, and the figure
     order of the summary is the study's."""
     from reproduce.figures import draw_figures
 
-    cfg, out, _, _ = reproduction
+    cfg, out, _, _ = toy_study
     records = list(iter_records_in([out / "finetune"]))
     here = local.chance_levels(cfg, records)
     pooled = pd.read_csv(out / "chance.csv")
@@ -191,19 +183,14 @@ def _tree_state(root):
     return {str(p): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_a_moved_folder_is_reused_and_runs_of_other_settings_are_refused(reproduction, tmp_path):
+def test_a_moved_folder_is_reused_and_runs_of_other_settings_are_refused(toy_study, tmp_path):
     """The output folder moved elsewhere: every run is reused (paths are not settings). A finished
     pretraining run or a fine-tuning record made with another setting (as by an older version of
     this package, before `train.loss_average` existed) is refused in one line, and nothing in the
     folder is written."""
-    import dataclasses
-
     import yaml
 
-    cfg, out, _, _ = reproduction
-    moved = tmp_path / "moved"
-    shutil.copytree(out, moved, symlinks=True)
-    moved_cfg = dataclasses.replace(cfg, out=str(moved))
+    moved_cfg, moved = copy_toy_study(toy_study, tmp_path / "moved")
     lines = []
     local.reproduce(moved_cfg, log=lines.append)
     assert any("0 trained, 3 reused" in line for line in lines), lines
@@ -231,17 +218,12 @@ def test_a_moved_folder_is_reused_and_runs_of_other_settings_are_refused(reprodu
     refused(record_config, lambda c: c.update(batch_size=8), r"batch_size=8 .*this run has batch_size=16")
 
 
-def test_a_pretraining_run_without_its_export_is_a_missing_model_not_a_failed_analysis(reproduction, tmp_path):
+def test_a_pretraining_run_without_its_export_is_a_missing_model_not_a_failed_analysis(toy_study, tmp_path):
     """Issue 65, item 1: a pretraining job cancelled (or timed out, or lost) leaves no export and no
     fine-tuning record of its model; the analysis (afterany on Slurm) failed with a ModelLoadError
     traceback and wrote no report. Now it analyses the rest and lists that model's runs as missing
     with the reason. On a copy of the finished study, the CLM run's export and records removed."""
-    import dataclasses
-
-    cfg, out, _, _ = reproduction
-    copy = tmp_path / "study"
-    shutil.copytree(out, copy, symlinks=True)
-    copy_cfg = dataclasses.replace(cfg, out=str(copy))
+    copy_cfg, copy = copy_toy_study(toy_study, tmp_path / "study")
     lost = "toy_s-clm-250"
     export = plan.model_path(copy_cfg, lost)
     shutil.rmtree(export.parent)  # the run's whole hf/ folder
@@ -257,8 +239,8 @@ def test_a_pretraining_run_without_its_export_is_a_missing_model_not_a_failed_an
     assert (copy / "figure" / "figure3.png").stat().st_size > 0
 
 
-def test_second_run_is_cached_and_changes_nothing(reproduction):
-    cfg, out, _, _ = reproduction
+def test_second_run_is_cached_and_changes_nothing(toy_study):
+    cfg, out, _, _ = toy_study
     before = _mtimes(out)
     watched = [
         out / "cells.csv",
@@ -278,8 +260,8 @@ def test_second_run_is_cached_and_changes_nothing(reproduction):
     assert timings["fine-tuning"] + timings["analysis"] + timings["pretraining"] < 10
 
 
-def test_interrupted_run_resumes(reproduction):
-    cfg, out, _, _ = reproduction
+def test_interrupted_run_resumes(toy_study, tmp_path):
+    cfg, out = copy_toy_study(toy_study, tmp_path / "study")  # the shared study stays finished
     # a fine-tuning run killed before its record: the run dir is left without record.json
     lost = sorted((out / "finetune").rglob("record.json"))[-1]
     lost.unlink()
@@ -302,7 +284,7 @@ def test_interrupted_run_resumes(reproduction):
     assert lines[3].startswith(f"analysis: {RUNS} records")
 
 
-def test_a_signal_in_the_analysis_stage_ends_the_run_with_its_line(reproduction, tmp_path):
+def test_a_signal_in_the_analysis_stage_ends_the_run_with_its_line(toy_study, tmp_path):
     """Issue 65, item 4: every stage with a real signal. The interrupt stress's random moments hit
     the data, pretraining and fine-tuning stages; the analysis stage (seconds) is signalled here at a
     fixed point: the process sends SIGTERM to itself as the analysis aggregates the runs."""
@@ -310,9 +292,7 @@ def test_a_signal_in_the_analysis_stage_ends_the_run_with_its_line(reproduction,
     import subprocess
     import sys
 
-    _, out, _, _ = reproduction
-    copy = tmp_path / "study"
-    shutil.copytree(out, copy, symlinks=True)
+    _, copy = copy_toy_study(toy_study, tmp_path / "study")
     script = (
         "import os, signal, sys\n"
         "import analysis.aggregate as aggregate\n"
@@ -332,14 +312,14 @@ def test_a_signal_in_the_analysis_stage_ends_the_run_with_its_line(reproduction,
     assert last.startswith("reproduce: interrupted by SIGTERM in the analysis stage at "), last
 
 
-def test_every_record_carries_the_chance_level_of_its_own_tokenizer_and_length(reproduction):
+def test_every_record_carries_the_chance_level_of_its_own_tokenizer_and_length(toy_study):
     """Issue 67: chance.csv was computed at 64 tokens while the runs used 63 (SQuAD 35.9 there, 39.1
     at 63). Each record now stores its levels, computed with its own tokenizer, effective length and
     split; they equal a recomputation from the raw task files, and chance.csv is what they say."""
     from benchmarks.chance import chance_score
     from benchmarks.kinds.common import load_tokenizer
 
-    cfg, out, _, _ = reproduction
+    cfg, out, _, _ = toy_study
     records = list(iter_records_in([out / "finetune"]))
     csv = pd.read_csv(out / "chance.csv").set_index(["dataset", "protocol"])["chance"]
     for task in cfg.tasks:

@@ -32,8 +32,9 @@ def _wait_for_ledger_jobs(local_slurm, out, kind="analysis"):
 
 def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
     """(OUT, the reproduce argv) of the reduced toy DAG these tests submit to the local Slurm: toy_s
-    MLM-40, CLM and the untrained model on SST-2 and QQP (two tasks an array: the least that shows
-    a rerun of only one of them), throttle 2, 30-minute limits."""
+    MLM-40, CLM and the untrained model on SST-2, QQP and MNLI, throttle 2, 30-minute limits. Three
+    tasks are the least this DAG can have: Figure 3's SC point is the average of the three SC
+    datasets (with two it is missing, measured)."""
     cluster = toy_cluster_config(
         tmp_path,
         local_slurm,
@@ -47,7 +48,7 @@ def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
     )
     out = tmp_path / "out"
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
-    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp"]
+    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
     argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200"]
     return out, argv
 
@@ -83,7 +84,7 @@ def test_a_failed_run_is_reported_missing_and_resubmit_reruns_only_it(local_slur
     missing = pd.read_csv(out / "missing.csv")
     assert missing["id"].tolist() == [broken["id"]], logs
     for report in ("tables/tables.md", "audit/audit.md"):
-        assert (out / report).read_text().startswith("## Missing runs: 1 of 6 planned"), report
+        assert (out / report).read_text().startswith("## Missing runs: 1 of 9 planned"), report
     for entry in entries:  # the first submission: every job but the failed run's array ended well
         if entry.kind != "finetune" or entry.name != "toy_s-clm-8":
             assert local_slurm.job_state(entry.job) == "COMPLETED", (entry, logs)
@@ -123,13 +124,13 @@ def _assert_the_reduced_toy_study_is_complete(tmp_path, out):
     for name in ("toy_s-mlm40-8", "toy_s-clm-8"):
         assert (tmp_path / "runs" / name / "FINISHED.json").is_file()
     records = list(iter_records_in([out / "finetune"]))
-    assert len(records) == 3 * 2 * 1 * 1  # the two runs and the untrained toy_s (its export in the data job)
+    assert len(records) == 3 * 3 * 1 * 1  # the two runs and the untrained toy_s (its export in the data job)
     assert {r.model for r in records} == {"toy_s-mlm40-8", "toy_s-clm-8", "toy_s-random-init"}
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
     sc = points[points["panel"] == "SC"]
     assert sc["mean"].notna().all() and sorted(sc["series"]) == ["210M", "210M", "210M", "chance"]
     assert (sc["x_label"] == "random init").sum() == 1
-    assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["qqp", "sst2"]
+    assert sorted(pd.read_csv(out / "chance.csv")["dataset"]) == ["mnli", "qqp", "sst2"]
     for name in ("figure3.png", "figure3.pdf", "figure3_published.png"):
         assert (out / "figure" / name).stat().st_size > 0
     assert json.loads((out / "audit" / "audit.json").read_text())["cells"]["distinct"] == 552
@@ -168,16 +169,16 @@ def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
     lost_array = next(e for e in entries if e.kind == "finetune" and e.name == "toy_s-clm-8")
     assert set(local_slurm.job_states(lost_array.job).values()) == {"CANCELLED"}, logs
     missing = pd.read_csv(out / "missing.csv")
-    assert sorted(missing["task"]) == ["qqp", "sst2"] and set(missing["model"]) == {"toy_s-clm-8"}, missing
+    assert sorted(missing["task"]) == ["mnli", "qqp", "sst2"] and set(missing["model"]) == {"toy_s-clm-8"}, missing
     assert missing["why"].str.startswith("pretraining run toy_s-clm-8 has no export").all(), missing["why"].tolist()
     for report in ("tables/tables.md", "audit/audit.md"):
-        assert (out / report).read_text().startswith("## Missing runs: 2 of 6 planned"), report
+        assert (out / report).read_text().startswith("## Missing runs: 3 of 9 planned"), report
     assert (out / "figure" / "figure3.png").stat().st_size > 0
     assert "analysis job" not in _status(out, capsys).split("\n", 1)[0]  # the headline: no failed analysis
 
     assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
     shown = capsys.readouterr().out
-    assert "pretrain_toy_s-clm-8.sbatch" in shown and "--array=0-1%2" in shown, shown
+    assert "pretrain_toy_s-clm-8.sbatch" in shown and "--array=0-2%2" in shown, shown
     assert "afterok:$pt1" in shown or "afterok:$pt0" in shown, shown
     assert shown.count("sbatch --parsable") == 3, shown  # pretraining, its array, the analysis
     assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
@@ -218,7 +219,7 @@ def test_a_submission_stopped_half_way_is_finished_by_resubmit(local_slurm, tmp_
     monkeypatch.setenv("PATH", real_path)  # the cause mended
     assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
     said = capsys.readouterr().out
-    assert said.count("resubmitted finetune") == 3 and "tasks 0-1%2" in said, said
+    assert said.count("resubmitted finetune") == 3 and "tasks 0-2%2" in said, said
     analysis = _wait_for_ledger_jobs(local_slurm, out)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1200:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
     assert local_slurm.job_state(analysis) == "COMPLETED", logs
