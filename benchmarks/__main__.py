@@ -29,6 +29,17 @@ def _csv(kind):
     return parse
 
 
+def _seed(text: str) -> int:
+    """A fine-tuning seed: an integer numpy and torch accept (0 .. 2**32 - 1), else argparse's one line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+    if not 0 <= value <= 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: a seed is between 0 and {2**32 - 1}")
+    return value
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data-root", help="local dataset mirror <root>/<hub_id>/<config|default>/<split>.jsonl (default: the Hub)"
@@ -227,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="task id: sst2 qqp mnli ontonotes5 conll2003 uner squad squad_v2 record nq msmarco mldr_en",
     )
     p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--seed", type=_seed, required=True)
     p.add_argument("--model-name", help="name in records and run paths (default: last part of --model)")
     _add_run_options(p)
     p.set_defaults(func=cmd_run)
@@ -240,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_csv(float),
         help="comma-separated LR grid (default: the config's lr_grid, else the paper's 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4)",
     )
-    p.add_argument("--seeds", type=_csv(int), help="comma-separated seeds (default: 0,1,2,3,4)")
+    p.add_argument("--seeds", type=_csv(_seed), help="comma-separated seeds (default: 0,1,2,3,4)")
     p.add_argument("--jobs-file", help="where the JSONL job list goes (default: <out>/jobs.jsonl)")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--local", action="store_true", help="run every job here, in order (resumable)")

@@ -74,6 +74,9 @@ class RunError(ValueError):
     """A run that cannot start; the message says why in one line."""
 
 
+MAX_SEED = 2**32 - 1  # numpy.random.seed's limit (issue 78: a larger --seed ended in a traceback)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything one run depends on. Defaults = the paper's protocol (configs/paper.yaml)."""
@@ -130,8 +133,8 @@ class RunConfig:
     def __post_init__(self):
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be between 0 and {MAX_SEED} (numpy's and torch's seed range), got {self.seed}")
         if self.batch_size < 1 or (self.device_microbatch_size is not None and self.device_microbatch_size < 1):
             raise ValueError("batch_size and device_microbatch_size must be >= 1")
         if self.max_steps is not None and self.max_steps < 0:

@@ -64,11 +64,88 @@ def read_yaml(path: str | Path, limit: int = SMALL):
 
     text = read_text(path, limit)
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         raise BoundedReadError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
+    except YamlTooLarge as exc:
+        raise BoundedReadError(f"{path}: {exc}") from None
     except RecursionError:
         raise BoundedReadError(f"{path}: nested too deeply to be read") from None
+
+
+# Nodes a YAML document may stand for once its aliases are expanded (issue 78: a 400-byte alias
+# bomb, 9 levels of 9 aliases, is 387 million nodes once printed or walked: memory ran out in a
+# `{value!r}` of an error message, and the `loggers:` secret scan ran for hours). The largest file we
+# read as YAML, a paper study's reproduce.yaml, is a few hundred nodes.
+MAX_YAML_NODES = 100_000
+
+
+class YamlTooLarge(ValueError):
+    """A YAML document that stands for more than MAX_YAML_NODES nodes, or refers to itself."""
+
+
+def _expanded_size(root, limit: int) -> int:
+    """Nodes of the document `root` with every alias expanded (a node reached twice counts twice),
+    without expanding anything: sizes are memoised per node, iteratively (no recursion limit)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            if isinstance(node, yaml.SequenceNode):
+                children = node.value
+            elif isinstance(node, yaml.MappingNode):
+                children = [item for pair in node.value for item in pair]
+            else:
+                children = []
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[key] > limit:
+                raise YamlTooLarge(f"stands for more than {limit:,} values once its aliases are expanded")
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise YamlTooLarge("an alias refers to a node that contains it (a recursive structure)")
+        on_path.add(key)
+        stack.append((node, True))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, False) for child in node.value if id(child) not in sizes)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((item, False) for pair in node.value for item in pair if id(item) not in sizes)
+    return sizes[id(root)]
+
+
+def load_yaml(text: str, limit: int = MAX_YAML_NODES):
+    """PyYAML's safe loader (no tag builds a Python object), refusing a document that stands for
+    more than `limit` nodes with its aliases expanded, or a recursive one (YamlTooLarge), before
+    anything is built from it."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def get_single_node(self):
+            node = super().get_single_node()
+            if node is not None:
+                _expanded_size(node, limit)
+            return node
+
+    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def short_repr(value, width: int = 120) -> str:
+    """`repr(value)` bounded in time and length (reprlib: a few items per level, a few levels),
+    for error messages that show a value read from a file."""
+    import reprlib
+
+    shown = reprlib.Repr()  # attributes, not keywords: Python 3.11's Repr takes none
+    shown.maxlevel, shown.maxstring, shown.maxother = 3, width, 60
+    shown.maxdict = shown.maxlist = shown.maxtuple = shown.maxset = shown.maxfrozenset = 6
+    text = shown.repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def read_json_object_or(path: str | Path, error: type[Exception], limit: int = SMALL) -> dict:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from contracts.bounded import YamlTooLarge, load_yaml, short_repr
 from contracts.bounded import yaml_problem as _yaml_problem
 from contracts.layout import RUN_CONFIG_FILE
 from contracts.provenance import atomic_write_text, git_sha, package_versions, stable_hash, utc_now
@@ -39,23 +40,23 @@ def _convert(value: Any, annotation: Any, where: str) -> Any:
                 return _convert(value, arg, where)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} matches none of {args}")
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {short_repr(value)} matches none of {args}")
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigError(f"{where}: {value!r} is not one of {list(args)}")
+            raise ConfigError(f"{where}: {short_repr(value)} is not one of {list(args)}")
         return value
     if dataclasses.is_dataclass(annotation):
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping for {annotation.__name__}, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping for {annotation.__name__}, got {short_repr(value)}")
         return _build(annotation, value, where)
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {short_repr(value)}")
         item = args[0] if args else Any
         return tuple(_convert(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {short_repr(value)}")
         return dict(value)
     if annotation is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -72,7 +73,7 @@ def _convert(value: Any, annotation: Any, where: str) -> Any:
         return value
     if annotation is Path and isinstance(value, (str, os.PathLike)):
         return Path(value)
-    raise ConfigError(f"{where}: expected {getattr(annotation, '__name__', annotation)}, got {value!r}")
+    raise ConfigError(f"{where}: expected {getattr(annotation, '__name__', annotation)}, got {short_repr(value)}")
 
 
 def _build(cls: type[T], data: dict, where: str) -> T:
@@ -101,19 +102,25 @@ def apply_overrides(data: dict, overrides: list[str], where: str = "override") -
     data = copy.deepcopy(data)
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"{where} {item!r}: expected key.path=value")
+            raise ConfigError(f"{where} {short_repr(item, 400)}: expected key.path=value")
         key, raw = item.split("=", 1)
         node = data
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"{where} {item!r}: {part} is not a mapping")
-        try:  # safe_load: a `!!python/...` tag is refused here, never run
-            node[parts[-1]] = yaml.safe_load(raw)
+                raise ConfigError(f"{where} {short_repr(item, 400)}: {part} is not a mapping")
+        try:  # the safe loader: a `!!python/...` tag is refused here, never run
+            node[parts[-1]] = load_yaml(raw)
+        except YamlTooLarge as exc:
+            raise ConfigError(f"{where} {short_repr(item, 400)}: the value {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"{where} {short_repr(item, 400)}: the value is nested too deeply") from None
         except yaml.YAMLError as exc:
             problem = _yaml_problem(exc)
-            raise ConfigError(f"{where} {item!r}: the value is not plain YAML ({problem}); quote it") from None
+            raise ConfigError(
+                f"{where} {short_repr(item, 400)}: the value is not plain YAML ({problem}); quote it"
+            ) from None
     return data
 
 
@@ -133,9 +140,11 @@ def read_yaml_mapping(path: str | os.PathLike) -> dict:
     try:
         # a size cap and the recursion limit: a 200 MB config parsed for minutes and a 100,000-deep one
         # gave a RecursionError traceback thousands of lines long (issue 56)
-        data = yaml.safe_load(read_text(path, CONFIG_BYTES_LIMIT)) or {}
+        data = load_yaml(read_text(path, CONFIG_BYTES_LIMIT)) or {}
     except BoundedReadError as exc:
         raise ConfigError(f"{exc}; a config is a few kB") from None
+    except YamlTooLarge as exc:
+        raise ConfigError(f"{path}: {exc} (an alias bomb?); a config is a few hundred values") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
     except RecursionError:

@@ -21,21 +21,57 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from contracts.paths import UnsafeNameError, check_name, contained
 from contracts.provenance import DiskFullError, disk_full_cause
 
 # Where a local_dir download keeps its resume state (huggingface_hub's layout).
 DOWNLOAD_STATE_DIR = ".cache"
 # The record a fetched model folder carries (pretraining.fetch_model); checked before jobs run.
 MODEL_MANIFEST = "fetch_manifest.json"
-# Seconds a Hub call waits to connect and between bytes of the answer (issue 56: a server that accepts
-# and never answers held `fetch-model` for ever); MLM_VS_CLM_HUB_TIMEOUT overrides it.
-HUB_TIMEOUT_S = float(os.environ.get("MLM_VS_CLM_HUB_TIMEOUT", "60"))
-# The whole of a call, connect to last byte, retries included (issue 66: a server that trickled one
-# byte every 5 s never tripped the per-read timeout; no output after 240 s): a metadata call gets
-# MLM_VS_CLM_HUB_DEADLINE seconds, a file download that plus its size at MLM_VS_CLM_HUB_MIN_RATE
-# bytes per second (100 kB/s by default: a 2.5 GB checkpoint may take 7 hours, no more).
-HUB_DEADLINE_S = float(os.environ.get("MLM_VS_CLM_HUB_DEADLINE", "600"))
-HUB_MIN_RATE = float(os.environ.get("MLM_VS_CLM_HUB_MIN_RATE", "100000"))
+# Settings read from the environment when a Hub call is made, never at import (issue 78: a malformed
+# value crashed every `python -m pretraining` command, `--help` included), each a positive finite
+# number or a one-line HubError naming the variable:
+# - MLM_VS_CLM_HUB_TIMEOUT (60 s): a Hub call's wait to connect and between bytes of the answer (issue
+#   56: a server that accepts and never answers held `fetch-model` for ever);
+# - MLM_VS_CLM_HUB_DEADLINE (600 s): the whole of a metadata call, connect to last byte, retries
+#   included (issue 66: a server that trickled one byte every 5 s never tripped the per-read timeout);
+# - MLM_VS_CLM_HUB_MIN_RATE (100 kB/s): a file download gets the deadline plus its size at this rate
+#   (a 2.5 GB checkpoint may take 7 hours), but never more than
+# - MLM_VS_CLM_HUB_MAX_DEADLINE (24 h) whatever size the server declares (issue 78: a Hub declaring a
+#   50 GB file got a 5.8-day deadline).
+HUB_SETTINGS = {
+    "MLM_VS_CLM_HUB_TIMEOUT": 60.0,
+    "MLM_VS_CLM_HUB_DEADLINE": 600.0,
+    "MLM_VS_CLM_HUB_MIN_RATE": 100_000.0,
+    "MLM_VS_CLM_HUB_MAX_DEADLINE": 86_400.0,
+}
+
+
+def hub_setting(variable: str) -> float:
+    """The value of one of HUB_SETTINGS from the environment (its default when unset)."""
+    import math
+
+    raw = os.environ.get(variable)
+    if raw is None or raw.strip() == "":
+        return HUB_SETTINGS[variable]
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise HubError(
+            f"environment variable {variable}={shown!r}: not a positive finite number; unset it (default "
+            f"{HUB_SETTINGS[variable]:g}) or set a number such as {HUB_SETTINGS[variable]:g}"
+        )
+    return value
+
+
+def file_deadline(size: int | None) -> float:
+    """The total deadline of downloading `size` bytes (the metadata deadline plus the size at the
+    minimum rate), capped at MLM_VS_CLM_HUB_MAX_DEADLINE whatever size a server declares."""
+    seconds = hub_setting("MLM_VS_CLM_HUB_DEADLINE") + max(0, size or 0) / hub_setting("MLM_VS_CLM_HUB_MIN_RATE")
+    return min(seconds, hub_setting("MLM_VS_CLM_HUB_MAX_DEADLINE"))
 
 
 class DeadlinePassed(BaseException):  # noqa: N818 - not an Exception: the libraries' `except Exception` let it pass
@@ -227,13 +263,14 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
     from huggingface_hub import HfApi
     from requests.exceptions import JSONDecodeError
 
+    deadline, timeout = hub_setting("MLM_VS_CLM_HUB_DEADLINE"), hub_setting("MLM_VS_CLM_HUB_TIMEOUT")
     try:
-        with quiet_retries(), total_deadline(HUB_DEADLINE_S):
+        with quiet_retries(), total_deadline(deadline):
             info = HfApi().repo_info(
-                repo_id, repo_type=repo_type, revision=revision, files_metadata=True, timeout=HUB_TIMEOUT_S
+                repo_id, repo_type=repo_type, revision=revision, files_metadata=True, timeout=timeout
             )
     except DeadlinePassed:
-        raise deadline_error(HUB_DEADLINE_S, repo_id, repo_type, "the repo description") from None
+        raise deadline_error(deadline, repo_id, repo_type, "the repo description") from None
     except (TypeError, KeyError, AttributeError, JSONDecodeError) as exc:  # parsing a malformed answer
         raise HubError(
             f"{repo_type} repo {repo_id}: the Hub ({endpoint()}) answered something that is not a repo "
@@ -253,6 +290,12 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
             f"{repo_type} repo {repo_id}: the Hub ({endpoint()}) answered something that is not a repo "
             f"description ({type(exc).__name__}); check HF_ENDPOINT, retry later"
         ) from None
+    listing = f"the file listing of {repo_type} repo {repo_id} on {endpoint()}"
+    for name in files:  # issue 78: a listed `../x` or `/x` reached the disk through hf_hub_download
+        try:
+            check_name(name, listing)
+        except UnsafeNameError as exc:
+            raise HubError(f"{exc}: check HF_ENDPOINT (a mirror that lists such names is not to be trusted)") from None
     return Snapshot(repo_id, repo_type, revision or "main", info.sha, files)
 
 
@@ -345,8 +388,16 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
     from huggingface_hub import hf_hub_download
 
     local_dir = Path(local_dir)
+    source = f"the file listing of {snapshot.repo_type} repo {snapshot.repo_id} on {endpoint()}"
+    targets = {}
+    for path in paths:  # every name checked before the first byte is written
+        try:
+            targets[path] = contained(local_dir, path, source)
+        except UnsafeNameError as exc:
+            raise HubError(str(exc)) from None
+    timeout = hub_setting("MLM_VS_CLM_HUB_TIMEOUT")
     for path in paths:
-        seconds = HUB_DEADLINE_S + (snapshot.files[path].size or 0) / HUB_MIN_RATE
+        seconds = file_deadline(snapshot.files[path].size)
         try:
             with quiet_retries(), total_deadline(seconds):
                 hf_hub_download(
@@ -355,15 +406,15 @@ def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
                     repo_type=snapshot.repo_type,
                     revision=snapshot.sha,
                     local_dir=local_dir,
-                    etag_timeout=HUB_TIMEOUT_S,  # the metadata call; the body's read: HF_HUB_DOWNLOAD_TIMEOUT
+                    etag_timeout=timeout,  # the metadata call; the body's read: HF_HUB_DOWNLOAD_TIMEOUT
                 )
         except DeadlinePassed:
             raise deadline_error(seconds, snapshot.repo_id, snapshot.repo_type, f"the download of {path}") from None
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
             raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
-        problem = verify_file(local_dir / path, snapshot.files[path])
+        problem = verify_file(targets[path], snapshot.files[path])
         if problem:
-            (local_dir / path).unlink(missing_ok=True)
+            targets[path].unlink(missing_ok=True)
             raise HubError(
                 f"{snapshot.repo_type} repo {snapshot.repo_id}@{snapshot.sha[:12]}: {path} downloaded but "
                 f"{problem}; it was removed, rerun to fetch it again"
@@ -381,7 +432,11 @@ def differing_files(root: Path, entries: dict[str, dict], hashes: bool = True) -
     """(relative path, what differs) of each file of `entries` that is not as recorded."""
     out = []
     for rel, entry in sorted(entries.items()):
-        path = Path(root) / rel
+        try:  # a manifest is read from disk: its names pass the containment rule (issue 78)
+            path = contained(root, rel, f"the manifest of {root}")
+        except UnsafeNameError as exc:
+            out.append((str(rel), str(exc)))
+            continue
         if not path.is_file():
             out.append((rel, f"{path}: missing (the manifest lists it)"))
         elif path.stat().st_size != entry["bytes"]:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from contracts.bounded import short_repr
+
 
 @dataclass(frozen=True)
 class LoggerKind:
@@ -81,7 +83,8 @@ def check_logger_section(loggers: dict, where: str = "loggers") -> None:
             )
         if settings is not None and not isinstance(settings, dict):
             raise ValueError(
-                f"{where}.{name}: expected a mapping of {LOGGERS[name].composer_class} arguments, got {settings!r}"
+                f"{where}.{name}: expected a mapping of {LOGGERS[name].composer_class} arguments, "
+                f"got {short_repr(settings)}"
             )
         secret = _secret_in(settings or {}, f"{where}.{name}")
         if secret:

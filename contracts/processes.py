@@ -25,3 +25,11 @@ def die_with_parent(parent: int) -> None:
         return  # not granted: the parent's own signal handling is all that is left
     if os.getppid() != parent:
         os._exit(1)
+
+
+def dies_with_this_process():
+    """A `subprocess.Popen(preexec_fn=...)` that makes the child die with this process (however it
+    dies: the same rule as the pool workers; issue 78: kill -9 of gpu-check left its step running)."""
+    import functools
+
+    return functools.partial(die_with_parent, os.getpid())

@@ -120,10 +120,25 @@ def check_complete_checkpoint(path: Path) -> None:
     import zipfile
 
     try:
-        with zipfile.ZipFile(path):
-            pass
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+        size = Path(path).stat().st_size
     except (zipfile.BadZipFile, OSError) as exc:
         raise CheckpointError(f"{path}: truncated or not a checkpoint ({exc}); it was not written completely") from None
+    # torch.save stores its records uncompressed; torch's reader allocates a record's declared size
+    # before the unpickler sees anything (issue 78: a 6.6 MB file asked for 4 GiB). So every entry
+    # must be stored, its declared size its size in the archive, and all of them fit in the file.
+    for entry in entries:
+        if entry.compress_type != zipfile.ZIP_STORED or entry.file_size != entry.compress_size:
+            raise CheckpointError(
+                f"{path}: entry {entry.filename[:80]!r} is compressed or declares {entry.file_size:,} bytes in "
+                f"{entry.compress_size:,}: not a torch.save archive (refused before anything is allocated)"
+            )
+    if sum(entry.file_size for entry in entries) > size:
+        raise CheckpointError(
+            f"{path}: its entries declare more bytes than the file's {size:,}: not a torch.save archive "
+            "(refused before anything is allocated)"
+        )
 
 
 def _checkpoint_globals() -> list:

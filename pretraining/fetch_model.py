@@ -28,8 +28,6 @@ from pathlib import Path
 from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
 from contracts.hub import (
     DOWNLOAD_STATE_DIR,
-    HUB_DEADLINE_S,
-    HUB_MIN_RATE,
     MODEL_MANIFEST,
     DeadlinePassed,
     HubError,
@@ -41,6 +39,7 @@ from contracts.hub import (
     differing_files,
     download,
     endpoint,
+    file_deadline,
     quiet_retries,
     raise_hub_error,
     resolve,
@@ -237,7 +236,7 @@ def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
     log(
         f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
     )
-    seconds = HUB_DEADLINE_S + size / HUB_MIN_RATE
+    seconds = file_deadline(size)
     try:
         with quiet_retries(), total_deadline(seconds):
             folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))

@@ -36,12 +36,17 @@ def _csv(kind):
 def _yaml_mapping(text: str) -> dict:
     import yaml
 
+    from contracts.bounded import YamlTooLarge, load_yaml, short_repr, yaml_problem
+
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise argparse.ArgumentTypeError(f"not YAML ({exc})") from None
+        raise argparse.ArgumentTypeError(f"not YAML ({yaml_problem(exc)})") from None
+    except (YamlTooLarge, RecursionError) as exc:
+        raise argparse.ArgumentTypeError(f"not a YAML mapping of settings ({exc or 'nested too deeply'})") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a YAML mapping such as '{{tensorboard: {{}}}}', got {text!r}")
+        shown = short_repr(text)
+        raise argparse.ArgumentTypeError(f"expected a YAML mapping such as '{{tensorboard: {{}}}}', got {shown}")
     return value
 
 

@@ -3,6 +3,7 @@ resume checkpoints of finished runs (docs/reproduce.md, "Disk, locks and cleanin
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from pathlib import Path
 from contracts.config import load_config
 from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE
 from contracts.locks import FolderInUse, folder_lock
+from contracts.paths import resolve_recorded
 from reproduce.plan import ReproduceConfig, ReproduceError, pretraining_dir
 
 LOCK_FILE = ".reproduce.lock"
@@ -37,6 +39,14 @@ def output_lock(out: Path) -> Iterator[None]:
         raise ReproduceError(str(exc)) from None
 
 
+def study_config_at(folder: Path, cfg: ReproduceConfig) -> ReproduceConfig:
+    """A study's recorded config read where the study is now: `out` is its folder, and a relative
+    `runs_dir` is resolved against that folder, never the current one (issue 78: `--clean` run from
+    the checkout on a moved study resolved its relative `out` there and cleaned another study)."""
+    runs_dir = str(resolve_recorded(folder, cfg.runs_dir)) if cfg.runs_dir else cfg.runs_dir
+    return dataclasses.replace(cfg, out=str(Path(folder).absolute()), runs_dir=runs_dir)
+
+
 def folder_size(path: Path) -> int:
     """Bytes of the files under `path` (links not followed: latest-rank0.pt names a checkpoint)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
@@ -55,7 +65,7 @@ def finished_checkpoint_dirs(out_root: Path) -> Iterator[Path]:
         study_out = config_file.parent
         if not (study_out / FINISHED_STUDY_FILE).is_file():
             continue
-        cfg = load_config(ReproduceConfig, config_file)
+        cfg = study_config_at(study_out, load_config(ReproduceConfig, config_file))
         for run in sorted(pretraining_dir(cfg).iterdir()) if pretraining_dir(cfg).is_dir() else ():
             if folder := finished_run_checkpoints(run):
                 yield folder

@@ -55,6 +55,11 @@ class LedgerEntry:
 # More task ids than any array of ours can have (the paper's masking study has 4,950 array tasks in
 # all): a ledger line with more (`0-2000000000`) is unreadable, counted before any id is made
 MAX_ARRAY_TASKS = 100_000
+# Task ids over all the ledger's lines (issue 78: many lines of 100,000 ids each exhausted memory): the
+# paper's masking study is 4,950 tasks, so this allows it resubmitted in full 200 times; lines past the
+# cap count as unreadable. And no field of a line is kept longer than MAX_FIELD_CHARS.
+MAX_LEDGER_TASKS = 1_000_000
+MAX_FIELD_CHARS = 4096
 
 
 def parse_task_ids(text: str) -> list[int]:
@@ -99,17 +104,19 @@ def read_ledger(out: Path) -> tuple[list[LedgerEntry], int]:
     if not path.exists():
         return [], 0
     text = read_text(path, LARGE)  # a ledger that is a device or gigabytes is one line, not a hang
-    entries, bad = [], 0
+    entries, bad, total = [], 0, 0
     for line in text.splitlines():
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            entry = LedgerEntry(**{f: str(row.get(f, "")) for f in _FIELDS})
+            entry = LedgerEntry(**{f: str(row.get(f, ""))[:MAX_FIELD_CHARS] for f in _FIELDS})
             if not _JOB_ID.fullmatch(entry.job) or entry.kind not in KINDS:
                 raise ValueError(entry.job)
-            entry.task_ids()
-        except (ValueError, TypeError, AttributeError):
+            total += len(entry.task_ids())
+            if total > MAX_LEDGER_TASKS:  # the cap is on the whole ledger, not per line (issue 78)
+                raise ValueError(total)
+        except (ValueError, TypeError, AttributeError, RecursionError):
             bad += 1
             continue
         entries.append(entry)

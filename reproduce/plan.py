@@ -467,7 +467,27 @@ def cpt_run_dirs(cfg: ReproduceConfig) -> list[Path]:
 
 
 def write_if_changed(path: Path, text: str) -> None:
-    if not (path.exists() and path.read_text() == text):
+    """Write `text` to `path` unless it already holds it. What is there is read at most as far as
+    the new text's size (issue 78: a FIFO hung `resubmit`'s remedy, a link to /dev/zero filled the
+    memory); anything but a regular file or a link is refused in one line, nothing written."""
+    import os
+    import stat
+
+    data = text.encode()
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        atomic_write_text(path, text)
+        return
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        raise ReproduceError(f"{path}: not a regular file (a folder, FIFO or device); remove it and rerun")
+    same = False
+    if stat.S_ISREG(info.st_mode) and info.st_size == len(data):
+        # no blocking, no link followed: a file swapped for a FIFO or a link since the lstat is not read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            same = stat.S_ISREG(os.fstat(fd).st_mode) and handle.read(len(data) + 1) == data
+    if not same:  # a link is replaced by the file (the rename does not follow it)
         atomic_write_text(path, text)
 
 

@@ -25,6 +25,7 @@ from reproduce.ledger import (
     ACTIVE_STATES,
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
+    LEDGER_FILE,
     SCRIPTS_FILE,
     LedgerEntry,
     append_ledger,
@@ -241,10 +242,17 @@ def check_scripts(out: Path, plan: list[Submission]) -> None:
     except BoundedReadError as exc:
         raise ReproduceError(f"{exc}: {again}") from None
     names = dict.fromkeys([s.script for s in plan] + (["python.sh"] if any(s.tasks for s in plan) else []))
+    from contracts.paths import UnsafeNameError, contained
+
     for name in names:
-        path = out / "slurm" / name
+        try:  # a name from the ledger: the containment rule (contracts.paths), one part, no option
+            path = contained(out / "slurm", name, f"{out / LEDGER_FILE}: script")
+        except UnsafeNameError as exc:
+            raise ReproduceError(f"{exc}: {again}") from None
         if "/" in name or name.startswith("-") or name not in recorded:
-            raise ReproduceError(f"{path}: not a script the study wrote ({out / SCRIPTS_FILE}): {again}")
+            raise ReproduceError(
+                f"{path} (named in {out / LEDGER_FILE}): not a script the study wrote ({out / SCRIPTS_FILE}): {again}"
+            )
         try:
             if path.is_symlink():
                 raise BoundedReadError(f"{path}: a link")

@@ -31,7 +31,7 @@ from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object, 
 from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir
 from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from contracts.provenance import atomic_write_bytes
-from reproduce.housekeeping import CONFIG_FILE, FINISHED_STUDY_FILE, LOCK_FILE
+from reproduce.housekeeping import CONFIG_FILE, FINISHED_STUDY_FILE, LOCK_FILE, study_config_at
 from reproduce.plan import ReproduceError
 
 ETA_WINDOW = 50  # steps whose pace gives the ETA (of the latest stretch of training, after any resume)
@@ -369,15 +369,27 @@ def _index_folders_problem(out: Path, plan: StudyPlan) -> str | None:
     """The first folder of an index that is not where the study's reproduce.yaml puts it: a
     pretraining run's folder is <runs root>/<name>, a fine-tuning run's lies under OUT/finetune
     (issue 66: an index naming another study's absolute folders showed their losses)."""
+    from contracts.paths import name_problem, show_name
     from reproduce.plan import finetune_dir, pretraining_dir
 
     cfg = load_study_config(out)
     runs, finetune = pretraining_dir(cfg), finetune_dir(cfg).absolute()
     for name, run_dir, _ in plan.pretraining:
+        # a run name is one part (issue 78: an absolute name made runs / name the name itself)
+        problem = name_problem(name) or ("a '/' in a run name" if "/" in name else None)
+        if problem:
+            return f"pretraining run name {show_name(name)} ({problem})"
         if Path(run_dir).absolute() != runs / name:
             return f"pretraining run {name} at {run_dir}, not {runs / name}"
     for run_id, _, run_dir, _, _ in plan.finetune:
-        if not Path(run_dir).absolute().is_relative_to(finetune):
+        problem = name_problem(run_id)
+        if problem:
+            return f"fine-tuning run id {show_name(run_id)} ({problem})"
+        try:
+            inside = Path(run_dir).resolve().is_relative_to(finetune.resolve())
+        except (OSError, RuntimeError):
+            inside = False
+        if not inside:
             return f"fine-tuning run {run_id} at {run_dir}, outside {finetune}"
     return None
 
@@ -582,7 +594,7 @@ def load_study_config(out: Path):
         cfg = load_config(ReproduceConfig, config)
     except ConfigError as exc:
         raise ReproduceError(str(exc)) from None
-    return dataclasses.replace(cfg, out=str(out.absolute()))
+    return study_config_at(out, cfg)
 
 
 def _slurm_lines(slurm: SlurmView) -> list[str]:

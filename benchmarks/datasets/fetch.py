@@ -54,6 +54,7 @@ from contracts.hub import (
     resolve,
     sha256_file,
 )
+from contracts.paths import UnsafeNameError, contained
 from contracts.provenance import DiskFullError, atomic_write_json, disk_full_cause, git_sha, package_versions, utc_now
 
 MANIFEST_FILE = "manifest.json"
@@ -405,7 +406,10 @@ def _unit_present(root: Path, manifest: dict, unit: Unit, requested: str | None)
     source = manifest["sources"].get(unit.hub_id, {})
     if requested is not None and requested not in (source.get("requested"), source.get("revision")):
         return False
-    path = root / rel
+    try:  # a name read from the manifest: the containment rule (issue 78); an unsafe one is no file of ours
+        path = contained(root, rel, f"{root / MANIFEST_FILE}: mirror")
+    except UnsafeNameError:
+        return False
     # the sha256 too: a file changed in place (same size) is fetched again, not "up to date"
     return path.is_file() and path.stat().st_size == entry["bytes"] and sha256_file(path) == entry["sha256"]
 

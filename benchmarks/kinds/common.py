@@ -26,7 +26,20 @@ from benchmarks.kinds.checkpoint import (
 
 
 def model_load_error(model: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:
-    """One line: the remote-code switch when transformers refused custom code, else its message."""
+    """One line: the remote-code switch when transformers refused custom code, the weights-only
+    unpickler's refusal when it is anywhere in the chain (transformers wraps it in an OSError that
+    speaks of TF checkpoints), else its message."""
+    import pickle
+
+    cause, seen = exc, 0
+    while cause is not None and seen < 10:
+        if isinstance(cause, pickle.UnpicklingError):
+            return ModelLoadError(
+                f"cannot load model {model}: its pickled weights (pytorch_model*.bin) were refused by torch's "
+                "weights-only unpickler, so nothing in them ran: use safetensors weights, or convert the file where "
+                "you trust it"
+            )
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
     message = str(exc)
     if not trust_remote_code and "trust_remote_code" in message:
         return remote_code_error(model)
@@ -182,9 +195,11 @@ def load_backbone(
             from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
             auto = get_class_from_dynamic_module(f"{source.module}.{source.class_name}", model)
+    import pickle
+
     try:
         hf_model = auto.from_pretrained(model, **kwargs)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, pickle.UnpicklingError) as exc:  # the last: a .bin that would run code (issue 78)
         raise model_load_error(model, exc, trust_remote_code) from None
     return Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))
 

@@ -21,6 +21,7 @@ removed, never followed.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,7 +30,9 @@ from contracts.bounded import SMALL, BoundedReadError, read_json_object
 from contracts.hub import sha256_file
 from contracts.provenance import atomic_write_json
 from pretraining.data.config import PreparedDataError
-from pretraining.data.format import present_shard_files
+from pretraining.data.format import MdsIndexError, check_index, present_shard_files
+
+log = logging.getLogger(__name__)
 
 CACHE_SOURCE = ".source.json"
 INDEX = "index.json"
@@ -58,7 +61,7 @@ def _shards_match(cache: Path, index: dict) -> bool:
     return all(
         size == info["bytes"]
         for shard in index.get("shards", [])
-        for info, _, size in present_shard_files(cache, shard)[1]
+        for info, _, size in present_shard_files(cache, shard, str(cache / INDEX))[1]
     )
 
 
@@ -69,9 +72,10 @@ def _not_ours(cache: Path) -> list[str]:
     ours = {CACHE_SOURCE, INDEX}
     try:
         index = read_json_object(cache / INDEX, INDEX_BYTES_LIMIT) if (cache / INDEX).is_file() else {}
+        check_index(index, str(cache / INDEX))  # a forged index names no file of anyone's (issue 78)
         for shard in index.get("shards", []):
-            ours.update(info["basename"] for info in present_shard_files(cache, shard)[0])
-    except (BoundedReadError, AttributeError, KeyError, TypeError):
+            ours.update(info["basename"] for info in present_shard_files(cache, shard, str(cache / INDEX))[0])
+    except (BoundedReadError, MdsIndexError, AttributeError, KeyError, TypeError):
         pass  # an index we cannot read names no shard: only the marker and itself are ours
     found = []
     for entry in cache.iterdir():
@@ -96,8 +100,10 @@ def bind_cache(cache: Path, source: str, index_path: Path) -> str:
     'bound' (empty cache), 'same' or 'cleared'; PreparedDataError (one line) for a folder not ours."""
     if cache.is_symlink() or (cache.exists() and not cache.is_dir()):
         raise PreparedDataError(f"data.cache_dir {cache} is a link or a file: give a folder of its own")
-    if index_path.stat().st_size > INDEX_BYTES_LIMIT:
-        raise PreparedDataError(f"{index_path}: larger than {INDEX_BYTES_LIMIT:,} bytes, not an MDS index")
+    try:  # the source's shard names and columns, before streaming joins a name to the cache (issue 78)
+        check_index(read_json_object(index_path, INDEX_BYTES_LIMIT), f"{source}/{INDEX}")
+    except (BoundedReadError, MdsIndexError) as exc:
+        raise PreparedDataError(f"{exc}" if isinstance(exc, MdsIndexError) else f"{exc}: not an MDS index") from None
     want = {"source": source, "index_sha256": sha256_file(index_path)}
     marker = cache / CACHE_SOURCE
     if not cache.exists() or not any(cache.iterdir()):
@@ -127,8 +133,12 @@ def bind_cache(cache: Path, source: str, index_path: Path) -> str:
             f"data.cache_dir {cache} holds files a streaming cache does not ({shown}), nothing removed: move them "
             "out, or set data.cache_dir to a folder of its own"
         )
+    removed = sum(1 for _ in cache.iterdir())
     _empty(cache)
     atomic_write_json(marker, want)
+    log.warning(  # said, not silent (issue 78: a cleared folder went unmentioned)
+        "data.cache_dir %s held a cache of another index (%d entries): emptied and bound to %s", cache, removed, source
+    )
     return "cleared"
 
 

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from pretraining.data.cache_binding import bind_cache_on_leader
 from pretraining.data.config import DataConfig, PreparedDataError
-from pretraining.data.format import MANIFEST, present_shard_files
+from pretraining.data.format import MANIFEST, MdsIndexError, check_index, present_shard_files
 from pretraining.data.packing import document_ids
 from pretraining.data.shm_prefix import leader_chosen_shm_prefix
 from pretraining.data.windows import EARLY_END, window_ids
@@ -110,13 +110,17 @@ def check_shard_sizes(root: Path) -> None:
 
     index = root / "index.json"
     try:
-        shards = json.loads(read_text(index, LARGE))["shards"]
+        body = json.loads(read_text(index, LARGE))
+        check_index(body, str(index))  # names and columns, before any shard is touched (issue 78)
+        shards = body["shards"]
     except BoundedReadError as exc:
         raise PreparedDataError(f"{exc}: prepare the data again") from None
+    except MdsIndexError as exc:
+        raise PreparedDataError(str(exc)) from None
     except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
         raise PreparedDataError(f"{index} is not an MDS index ({exc}): prepare the data again") from None
     for shard in shards:
-        files, present = present_shard_files(root, shard)
+        files, present = present_shard_files(root, shard, str(index))
         if not present:
             raise PreparedDataError(
                 f"{root}: shard {files[0]['basename'] if files else '?'} named in index.json is missing: "

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from contracts.bounded import LARGE, BoundedReadError, read_text
-from pretraining.data.format import FORMAT, MANIFEST, MDS_COLUMNS
+from contracts.paths import UnsafeNameError, contained
+from pretraining.data.format import FORMAT, MANIFEST, MDS_COLUMNS, MdsIndexError, check_index, shard_file_name
 from pretraining.data.packing import check_sample
 
 CONTEXT_SAMPLES = 20_000  # samples the own-document share is measured over (the first ones)
@@ -49,6 +50,28 @@ def _read_json(path: Path, what: str) -> dict:
         raise DataVerificationError(f"{path} is not valid JSON (nested too deeply)") from None
 
 
+def _read_index(root: Path) -> dict:
+    """root/index.json, its shard names and columns checked before any shard is read (issue 78)."""
+    index = _read_json(root / "index.json", "not an MDS dataset (run prepare-data)")
+    try:
+        check_index(index, str(root / "index.json"))
+    except MdsIndexError as exc:
+        raise DataVerificationError(str(exc)) from None
+    return index
+
+
+def read_bytes_bounded(path: Path, size) -> bytes:
+    """The bytes of a regular file that index.json says holds `size` bytes: a link to a device, a
+    FIFO or a folder is refused before it is opened, and no more than `size` + 1 bytes are read."""
+    import os
+    import stat
+
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise DataVerificationError(f"{path}: not a regular file; re-run prepare-data")
+    with open(path, "rb") as handle:
+        return handle.read(int(size) + 1)
+
+
 def _shard_file(shard: dict) -> dict:
     """The index entry of the file on disk: the compressed one when there is one."""
     return shard["zip_data"] or shard["raw_data"]
@@ -59,10 +82,13 @@ def _check_shard_file(root: Path, shard: dict) -> bytes:
     from streaming.base.hashing import get_hash
 
     info = _shard_file(shard)
-    path = root / info["basename"]
+    try:
+        path = contained(root, str(shard_file_name(info, str(root / "index.json"))), f"{root / 'index.json'}: shard")
+    except (UnsafeNameError, MdsIndexError) as exc:
+        raise DataVerificationError(str(exc)) from None
     if not path.is_file():
         raise DataVerificationError(f"shard {info['basename']} is missing from {root}")
-    data = path.read_bytes()
+    data = read_bytes_bounded(path, info["bytes"])
     if len(data) != info["bytes"]:
         raise DataVerificationError(
             f"shard {info['basename']} has {len(data)} bytes, index.json says "
@@ -113,7 +139,7 @@ def measure_context(root: str | Path, max_samples: int = CONTEXT_SAMPLES, seed: 
     from pretraining.data.windows import MIN_WINDOW
 
     root = Path(root)
-    index = _read_json(root / "index.json", "not an MDS dataset (run prepare-data)")
+    index = _read_index(root)
     context, start, mode = WindowContext(), 0, "random_split"
     for shard in index["shards"]:
         if start >= max_samples:
@@ -137,7 +163,7 @@ def verify_prepared(root: str | Path, num_samples: int = 8, decode_text: bool = 
     root = Path(root)
     if not root.is_dir():
         raise DataVerificationError(f"{root} is not a folder of prepared data")
-    index = _read_json(root / "index.json", "not an MDS dataset (run prepare-data)")
+    index = _read_index(root)
     manifest = _read_json(root / MANIFEST, "prepare-data did not finish here")
     if manifest.get("format") != FORMAT:
         raise DataVerificationError(f"{root / MANIFEST}: format {manifest.get('format')!r}, expected {FORMAT!r}")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from contracts.bounded import SMALL, read_json_object
 from contracts.locks import folder_lock
+from contracts.processes import dies_with_this_process
 from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, utc_now
 from pretraining.gpu_check import plan, report
 from pretraining.gpu_check.steps import LOG_DIR, STEP_DIR, _child_env
@@ -66,7 +67,14 @@ def run_step(step: str, mode: plan.Mode, work: Path, seconds: float) -> dict:
     if mode.device == "cpu":  # the step and its training runs side by side: one thread each
         env.setdefault("OMP_NUM_THREADS", "1")
     with log.open("w") as handle:
-        proc = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(  # killed by the kernel when gpu-check dies, kill -9 included (issue 78)
+            argv,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=dies_with_this_process(),
+        )
         try:
             code = proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:

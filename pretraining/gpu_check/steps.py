@@ -21,6 +21,7 @@ from pathlib import Path
 
 from contracts.bounded import LARGE, SMALL, read_json_object, read_text
 from contracts.layout import LOSS_LOG_FILE
+from contracts.processes import dies_with_this_process
 from contracts.provenance import atomic_write_json
 from pretraining.gpu_check import plan
 
@@ -463,7 +464,13 @@ def run_child(
         raise TimeoutError(f"{name}: the {ctx.step} budget was spent before it started")
     log = ctx.log_path(name)
     with log.open("w") as handle:
-        proc = subprocess.Popen([sys.executable, *argv], stdout=handle, stderr=subprocess.STDOUT, env=_child_env())
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=_child_env(),
+            preexec_fn=dies_with_this_process(),
+        )
         try:
             code = proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -598,6 +605,7 @@ def resume(ctx: StepContext) -> None:
                 stdout=handle,
                 stderr=subprocess.STDOUT,
                 env=_child_env(),
+                preexec_fn=dies_with_this_process(),
             )
 
     def finish(role: str) -> None:  # a run already finished: its status again, at once

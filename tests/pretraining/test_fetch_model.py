@@ -153,3 +153,19 @@ def test_a_file_changed_in_place_is_fetched_again_not_up_to_date(hub, tmp_path):
     weights_size = len(hub.repos["model", RELEASED].files["model.safetensors"])
     assert hub.bytes_sent("/model.safetensors", since=before) == weights_size  # fetched again, once
     assert check_model(out) == [] and not out.with_name(out.name + ".partial").exists()
+
+
+@pytest.mark.parametrize("name", ["../victim_hub.txt", "VICTIM"])
+def test_a_mirror_listing_a_name_outside_out_is_refused_and_nothing_beside_out_changes(hub, tmp_path, name):
+    """Issue 78: a mirror (HF_ENDPOINT) whose repo lists `../victim_hub.txt` overwrote a file beside
+    --out and the command said it succeeded; an absolute name got the user's file deleted by the size
+    check. The real command against a stand-in Hub: one line, exit 2, the files beside --out as they were."""
+    victim = tmp_path / "victim_hub.txt"
+    victim.write_text("the user's own file\n")
+    listed = str(victim) if name == "VICTIM" else name
+    hub.add("model", "org/hostile", {"config.json": "{}", listed: "planted by the mirror\n"})
+    result = run(hub, tmp_path, "org/hostile", "--out", tmp_path / "out", "--no-progress")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = one_error(result)
+    assert "the file listing of model repo org/hostile" in line and "refused" in line
+    assert victim.read_text() == "the user's own file\n"

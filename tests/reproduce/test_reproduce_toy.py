@@ -339,3 +339,24 @@ def test_every_record_carries_the_chance_level_of_its_own_tokenizer_and_length(t
     squad = csv[("squad", "paper")]
     assert squad == pytest.approx(chance_score("squad", plan.task_data_root(cfg), "paper", tokenizer, 63))
     assert all(isinstance(r.provenance["chance"]["at_chance"], list) for r in records)  # flagged or not
+
+
+def test_a_command_run_from_inside_a_study_folder_works_as_from_the_checkout(toy_study, tmp_path):
+    """Issue 78: from inside a finished study (`cd outputs/masking`), `python -m reproduce --config
+    reproduce.yaml --stage analysis` imported the study's `pretraining/` folder as the package and
+    refused the study's own exports as shipping model code. The process is what is tested: the
+    interpreter's import path with the study as the current folder."""
+    import subprocess
+    import sys
+
+    copy_cfg, study = copy_toy_study(toy_study, tmp_path / "masking")
+    plan.write_reproduce_config(copy_cfg)  # the copy's reproduce.yaml names the copy
+    result = subprocess.run(
+        [sys.executable, "-m", "reproduce", "--config", "reproduce.yaml", "--stage", "analysis"],
+        cwd=study,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trust-remote-code" not in result.stderr and (study / "tables" / "tables.md").is_file()
