@@ -1,6 +1,6 @@
 """The build record of an Apptainer image (`IMAGE.build.json`): what `make container` built it from
 (written by container.build.write_build_record, which imports no package of ours: the same name and
-keys are checked by tests/container), read by the preflight of a Slurm submission (reproduce.preflight)
+keys are checked by tests/container), read by the preflight of a Slurm submission (reproduce.slurm.preflight)
 to refuse an image that does not fit the checkout (issue 53)."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 from contracts.config import ConfigError, config_from_dict
 from contracts.provenance import utc_now
 from reproduce.housekeeping import clean_checkpoints
-from reproduce.local import CURRENT_STAGE, STAGE_NAMES, Interrupted, interruptible, reproduce
+from reproduce.local import STAGE_NAMES, reproduce
 from reproduce.plan import (
     DEFAULT_LRS,
     DEFAULT_SEEDS,
@@ -24,6 +24,7 @@ from reproduce.plan import (
 )
 from reproduce.slurm import default_cluster_file, reproduce_slurm
 from reproduce.studies import STUDIES, StudyError, study_for
+from reproduce.workers import CURRENT_STAGE, Interrupted, interruptible
 
 
 def _csv(kind):
@@ -249,8 +250,8 @@ def _main(argv: list[str]) -> int:
         from reproduce.status import main as status_main
 
         return status_main(argv[1:])
-    if argv[:1] == ["resubmit"]:  # python -m reproduce resubmit OUT (reproduce.resubmit)
-        from reproduce.resubmit import main as resubmit_main
+    if argv[:1] == ["resubmit"]:  # python -m reproduce resubmit OUT (reproduce.slurm.resubmit)
+        from reproduce.slurm.resubmit import main as resubmit_main
 
         return resubmit_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import hashlib
 import json
 import math
 import os
@@ -27,12 +26,22 @@ from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
-from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object, read_tail, read_text
-from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE, finetune_run_dir
+from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object, read_text
+from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FILE, RUN_CONFIG_FILE
 from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from contracts.provenance import atomic_write_bytes
-from reproduce.housekeeping import CONFIG_FILE, FINISHED_STUDY_FILE, LOCK_FILE, study_config_at
+from reproduce.housekeeping import CONFIG_FILE, FINISHED_STUDY_FILE, LOCK_FILE
 from reproduce.plan import ReproduceError
+from reproduce.slurm.view import SLURM_JOBS_HEADER, SlurmView, slurm_headline, slurm_jobs, slurm_run_state
+from reproduce.status_index import (  # noqa: F401 - the index's names, as other modules import them from here
+    STATUS_INDEX,
+    StudyPlan,
+    load_study_config,
+    plan_of,
+    read_status_index,
+    write_status_index,
+    write_study_config,
+)
 
 ETA_WINDOW = 50  # steps whose pace gives the ETA (of the latest stretch of training, after any resume)
 
@@ -199,64 +208,6 @@ def last_start(out: Path, holder: Holder) -> _dt.datetime | None:
         return None
 
 
-@dataclass(frozen=True)
-class SlurmView:
-    """The study's job ledger and what Slurm said of its jobs (reproduce.ledger); empty off Slurm."""
-
-    out: Path
-    entries: tuple = ()
-    states: dict = dataclasses.field(default_factory=dict)
-    asked: tuple = ()
-    bad_lines: int = 0
-
-    @classmethod
-    def read(cls, out: Path) -> SlurmView:
-        from reproduce.ledger import query_slurm, read_ledger
-
-        entries, bad = read_ledger(out)
-        states, asked = query_slurm([e.job for e in entries]) if entries else ({}, [])
-        return cls(out, tuple(entries), states, tuple(asked), bad)
-
-    def job_state(self, kind: str, name: str):
-        from reproduce.ledger import current_jobs, state_of
-
-        entry = current_jobs(list(self.entries)).get((kind, name, ""))
-        return (entry.job, state_of(entry.job, None, self.states, list(self.asked))) if entry else (None, None)
-
-    def task_state(self, model: str, group: str, index: int):
-        from reproduce.ledger import current_tasks, state_of
-
-        job = current_tasks(list(self.entries)).get((model, group, index))
-        return (job, state_of(job, index, self.states, list(self.asked))) if job else (None, None)
-
-    def log_tail(self, job: str, task: int | None = None, name: str = "") -> str:
-        """The last non-empty line of a job's Slurm log (OUT/slurm/slurm_logs), read from its end only."""
-        pattern = f"*_{job}_{task}.out" if task is not None else f"*_{job}.out"
-        for path in sorted((self.out / "slurm" / "slurm_logs").glob(pattern)):
-            try:  # a log that is a FIFO or a device is not opened (issue 66: a hang, a read of zeros)
-                tail = read_tail(path)
-            except (OSError, BoundedReadError) as exc:
-                return f"(log unreadable: {str(exc)[:160]})"
-            lines = [x.replace("\x00", "").strip() for x in tail.splitlines()]
-            lines = [x for x in lines if x]
-            return lines[-1][:200] if lines else ""
-        return ""
-
-
-def _slurm_run_state(state, finished: bool) -> str | None:
-    """A run's state from its job's Slurm state when the folder does not settle it: queued and running
-    jobs are pending and running; a job that ended without leaving the run finished is failed."""
-    from reproduce.ledger import ACTIVE_STATES
-
-    if finished or state is None:
-        return None
-    if state.state == "PENDING":
-        return "pending"
-    if state.state in ACTIVE_STATES:
-        return "running"
-    return "failed"
-
-
 def _parses(path: Path) -> bool:
     """A marker or record that is a regular, bounded file holding a JSON object."""
     return _parsed(path) is not None
@@ -297,132 +248,6 @@ def _head(path: Path, size: int = 4096) -> str:
         return f"({path.name} unreadable: {exc.strerror})"
 
 
-# --- what the study plans: from OUT/status_index.json, or derived from reproduce.yaml ---------------
-STATUS_INDEX = "status_index.json"
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """What `status` reads a study's folders for: the pretraining runs (name, folder, steps) and the
-    fine-tuning runs (id, model, folder, array group and index). Folders under OUT are kept relative
-    to it, so a moved or copied study is read where it is now."""
-
-    study: str
-    scale: str
-    pretraining: tuple  # (name, run dir, max steps)
-    finetune: tuple  # (id, model name, run dir, group, index)
-
-
-def _relative(path: Path, out: Path) -> str:
-    try:
-        return str(Path(path).absolute().relative_to(out.absolute()))
-    except ValueError:
-        return str(Path(path).absolute())
-
-
-def plan_of(cfg) -> StudyPlan:
-    """The study's runs, from its typed config (slow on a paper-scale study: it imports the
-    pretraining registry, hence torch and transformers, and plans 5,400 jobs)."""
-    from reproduce.plan import finetune_jobs, pretraining_config, pretraining_dir, pretraining_runs
-
-    pretraining = tuple(
-        (name, pretraining_dir(cfg) / name, int(pretraining_config(cfg, name)["train"]["max_steps"]))
-        for name in pretraining_runs(cfg)
-    )
-    finetune = []
-    for job in finetune_jobs(cfg, check_models=False):
-        view = _JobView(job["config"])
-        finetune.append((job["id"], view.name, view.run_dir, job.get("group"), job.get("index")))
-    return StudyPlan(cfg.study, cfg.scale, pretraining, tuple(finetune))
-
-
-def write_status_index(cfg, config_text: str) -> Path:
-    """OUT/status_index.json: the plan of the study whose reproduce.yaml is `config_text` (its sha256
-    kept, so a changed reproduce.yaml makes status plan again instead of reading a stale index)."""
-    from reproduce.plan import out_dir, write_if_changed
-
-    out = out_dir(cfg)
-    plan = plan_of(cfg)
-    body = {
-        "reproduce_yaml_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
-        "study": plan.study,
-        "scale": plan.scale,
-        "pretraining": [[n, _relative(d, out), steps] for n, d, steps in plan.pretraining],
-        "finetune": [[i, m, _relative(d, out), g, x] for i, m, d, g, x in plan.finetune],
-    }
-    path = out / STATUS_INDEX
-    write_if_changed(path, json.dumps(body, separators=(",", ":")) + "\n")
-    return path
-
-
-def write_study_config(cfg) -> Path:
-    """`OUT/reproduce.yaml` (reproduce.plan.write_reproduce_config) and the status index beside it:
-    what `reproduce status` reads instead of planning the study again (seconds, not 15)."""
-    from reproduce.plan import write_reproduce_config
-
-    path = write_reproduce_config(cfg)
-    write_status_index(cfg, path.read_text())
-    return path
-
-
-def _index_folders_problem(out: Path, plan: StudyPlan) -> str | None:
-    """The first folder of an index that is not where the study's reproduce.yaml puts it: a
-    pretraining run's folder is <runs root>/<name>, a fine-tuning run's lies under OUT/finetune
-    (issue 66: an index naming another study's absolute folders showed their losses)."""
-    from contracts.paths import name_problem, show_name
-    from reproduce.plan import finetune_dir, pretraining_dir
-
-    cfg = load_study_config(out)
-    runs, finetune = pretraining_dir(cfg), finetune_dir(cfg).absolute()
-    for name, run_dir, _ in plan.pretraining:
-        # a run name is one part (issue 78: an absolute name made runs / name the name itself)
-        problem = name_problem(name) or ("a '/' in a run name" if "/" in name else None)
-        if problem:
-            return f"pretraining run name {show_name(name)} ({problem})"
-        if Path(run_dir).absolute() != runs / name:
-            return f"pretraining run {name} at {run_dir}, not {runs / name}"
-    for run_id, _, run_dir, _, _ in plan.finetune:
-        problem = name_problem(run_id)
-        if problem:
-            return f"fine-tuning run id {show_name(run_id)} ({problem})"
-        try:
-            inside = Path(run_dir).resolve().is_relative_to(finetune.resolve())
-        except (OSError, RuntimeError):
-            inside = False
-        if not inside:
-            return f"fine-tuning run {run_id} at {run_dir}, outside {finetune}"
-    return None
-
-
-def read_status_index(out: Path, notes: list[str] | None = None) -> StudyPlan | None:
-    """The index of `out` when it matches its reproduce.yaml; None when absent, stale, unreadable or
-    naming folders the study does not (status then plans from the typed config; `notes` gets a
-    line saying so). Decoded only as the columns written above."""
-    try:
-        text = read_text(out / CONFIG_FILE, LARGE)
-        body = json.loads(read_text(out / STATUS_INDEX, LARGE))
-        if body["reproduce_yaml_sha256"] != hashlib.sha256(text.encode()).hexdigest():
-            return None
-        where = lambda d: out / d if not Path(d).is_absolute() else Path(d)  # noqa: E731
-        pretraining = tuple((str(n), where(str(d)), int(steps)) for n, d, steps in body["pretraining"])
-        finetune = tuple(
-            (str(i), str(m), where(str(d)), None if g is None else str(g), None if x is None else int(x))
-            for i, m, d, g, x in body["finetune"]
-        )
-        plan = StudyPlan(str(body["study"]), str(body["scale"]), pretraining, finetune)
-        dotted = any(".." in Path(str(d)).parts for _, d, _ in body["pretraining"]) or any(
-            ".." in Path(str(row[2])).parts for row in body["finetune"]
-        )
-        problem = "a folder with '..'" if dotted else _index_folders_problem(out, plan)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return None
-    if problem:
-        if notes is not None:
-            notes.append(f"status: {out / STATUS_INDEX} names a folder the study does not ({problem}): planned again")
-        return None
-    return plan
-
-
 def pretraining_status(plan: StudyPlan, slurm: SlurmView | None = None) -> list[PretrainingRun]:
     runs = []
     for name, run_dir, max_steps in plan.pretraining:
@@ -437,24 +262,11 @@ def pretraining_status(plan: StudyPlan, slurm: SlurmView | None = None) -> list[
             state = "pending"
         if slurm is not None and slurm.entries and state != "finished":
             _, job_state = slurm.job_state("pretraining", name)
-            state = _slurm_run_state(job_state, False) or state
+            state = slurm_run_state(job_state, False) or state
         pace = seconds_per_step(rows) if state == "running" else None
         eta = pace * (max_steps - rows[-1]["step"]) if pace is not None and rows else None
         runs.append(PretrainingRun(name, run_dir, max_steps, state, rows, eta))
     return runs
-
-
-class _JobView:
-    """The name and run folder of a planned fine-tuning job, as benchmarks.run.RunConfig derives
-    them, without building 5,400 typed configs (most of `status`'s time on a paper-scale study)."""
-
-    def __init__(self, config: dict):
-        from benchmarks.run import run_model_name
-
-        self.name = run_model_name(config["model"], config.get("model_name"))
-        self.run_dir = finetune_run_dir(
-            config["out"], self.name, config["task"], float(config["lr"]), int(config["seed"])
-        )
 
 
 def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmView | None = None) -> list[FinetuneRun]:
@@ -474,7 +286,7 @@ def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmVie
             # on Slurm: the array task's state; one that ended without a record or an error is missing
             # (killed, timed out, cancelled because the job it waited for failed)
             task_job, task_state = slurm.task_state(name, group, index)
-            state = _slurm_run_state(task_state, False)
+            state = slurm_run_state(task_state, False)
             if state == "failed":
                 tail = slurm.log_tail(task_job, index)
                 detail = f"job {task_job}_{index} {task_state.state}" + (f": {tail}" if tail else "")
@@ -525,7 +337,7 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     if holder.alive:
         who = f"running: pid {holder.pid} on {holder.host} since {holder.since.isoformat()}"
     elif on_slurm:
-        who = _slurm_headline(out, slurm, finetune)
+        who = slurm_headline(out, slurm, finetune)
     elif (out / FINISHED_STUDY_FILE).is_file():
         who = "finished (timings.json)"
     elif slurm is not None:
@@ -536,7 +348,8 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
         who = "not running"
     lines = [f"study {plan.study} ({plan.scale} scale) in {out}: {who}", *notes, ""]
     if on_slurm:
-        lines += _slurm_lines(slurm)
+        heading, rows = slurm_jobs(slurm)
+        lines += [heading, *table(SLURM_JOBS_HEADER, rows), ""]
     rows = []
     for run in pretraining:
         last = run.rows[-1] if run.rows else {}
@@ -576,84 +389,6 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     if on_slurm and (failed or missing):
         lines += ["", f"rerun only these: python -m reproduce resubmit {out} (--dry-run shows the sbatch lines)"]
     return lines, pretraining, finetune
-
-
-def load_study_config(out: Path):
-    """OUT/reproduce.yaml as a typed config whose `out` is OUT: everything is read relative to OUT,
-    not to the `out` recorded there (relative to another folder, or the study moved or copied since)."""
-    from contracts.config import ConfigError, load_config
-    from reproduce.plan import ReproduceConfig
-
-    config = out / CONFIG_FILE
-    if not config.is_file():
-        raise ReproduceError(
-            f"{config}: no reproduce.yaml, so {out} is not a study folder (python -m reproduce writes "
-            "it first); give the study's --out folder, e.g. outputs/masking"
-        )
-    try:
-        cfg = load_config(ReproduceConfig, config)
-    except ConfigError as exc:
-        raise ReproduceError(str(exc)) from None
-    return study_config_at(out, cfg)
-
-
-def _slurm_lines(slurm: SlurmView) -> list[str]:
-    """One row per job of the ledger's latest submissions: its id, what it runs, its tasks' states."""
-    from reproduce.ledger import current_jobs, current_tasks, state_of
-
-    asked = list(slurm.asked)
-    entries = list(slurm.entries)
-    rows = []
-    for (kind, name, _), entry in current_jobs(entries).items():
-        state = state_of(entry.job, None, slurm.states, asked)
-        rows.append([entry.job, kind, name, "-", state.state if state else "?"])
-    latest = current_tasks(entries)
-    arrays: dict[tuple[str, str, str], Counter] = {}
-    for (model, group, index), job in latest.items():
-        state = state_of(job, index, slurm.states, asked)
-        arrays.setdefault((job, model, group), Counter())[state.state if state else "?"] += 1
-    for (job, model, group), counts in arrays.items():
-        tasks = sum(counts.values())
-        rows.append(
-            [job, f"finetune {group}", model, str(tasks), ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
-        )
-    source = " and ".join(asked) if asked else "nobody: squeue and sacct are not here"
-    note = f" ({slurm.bad_lines} unreadable ledger lines skipped)" if slurm.bad_lines else ""
-    return [
-        f"Slurm jobs (ledger {slurm.out / 'slurm' / 'ledger.jsonl'}; states from {source}; ENDED: left the "
-        f"queue, outcome read from the run folders){note}:",
-        *table(["job", "kind", "runs", "tasks", "state"], rows),
-        "",
-    ]
-
-
-def _slurm_headline(out: Path, slurm: SlurmView, finetune: list[FinetuneRun]) -> str:
-    from reproduce.ledger import ACTIVE_STATES, FAILED_JOB_STATES
-
-    live = Counter(s.state for s in slurm.states.values() if s.state in ACTIVE_STATES)
-    if live:
-        return "on Slurm: " + ", ".join(f"{n} {state.lower()}" for state, n in sorted(live.items()))
-    if not slurm.asked:
-        return "submitted to Slurm (no squeue here: states read from the run folders only)"
-    lacking = sum(run.state not in ("done", "reused") for run in finetune)
-    from reproduce.missing import analysis_has_every_run
-
-    analysed = analysis_has_every_run(out)
-    if not lacking and analysed:
-        return "finished (every Slurm job ended; every run has its record; the analysis has them all)"
-    # the analysis job itself failing is said apart from the runs (issue 65): its log has the cause
-    job, state = slurm.job_state("analysis", "analysis")
-    failed = (
-        f"; the analysis job {job} ended {state.state} (its log is in {out / 'slurm' / 'slurm_logs'})"
-        if state is not None and state.state in FAILED_JOB_STATES
-        else ""
-    )
-    return (
-        f"stopped on Slurm with {lacking} fine-tuning runs lacking a record"
-        + ("" if analysed or lacking else " and the analysis not done")
-        + failed
-        + f": python -m reproduce resubmit {out}"
-    )
 
 
 def objective_of(name: str) -> str:

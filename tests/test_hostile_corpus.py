@@ -160,9 +160,9 @@ def status_index(sandbox, name, monkeypatch):
 
 
 def ledger_script(sandbox, name, monkeypatch):
-    """reproduce.resubmit.check_scripts (`reproduce resubmit`): a script name from the ledger."""
+    """reproduce.slurm.resubmit.check_scripts (`reproduce resubmit`): a script name from the ledger."""
     from reproduce.plan import ReproduceError
-    from reproduce.resubmit import Submission, check_scripts
+    from reproduce.slurm.resubmit import Submission, check_scripts
 
     given = sandbox / "study"
     (given / "slurm").mkdir(parents=True, exist_ok=True)

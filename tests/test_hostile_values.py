@@ -166,7 +166,7 @@ def test_a_checkpoint_that_declares_more_than_it_holds_is_refused_before_allocat
 # --- ledgers ---------------------------------------------------------------------------------------
 def test_the_ledger_caps_task_ids_over_all_its_lines(tmp_path):
     """Issue 78: many lines of 100,000 task ids each exhausted memory (the cap was per line)."""
-    from reproduce.ledger import LEDGER_FILE, MAX_ARRAY_TASKS, MAX_LEDGER_TASKS, read_ledger
+    from reproduce.slurm.ledger import LEDGER_FILE, MAX_ARRAY_TASKS, MAX_LEDGER_TASKS, read_ledger
 
     lines = MAX_LEDGER_TASKS // MAX_ARRAY_TASKS + 2
     path = tmp_path / LEDGER_FILE

@@ -150,10 +150,10 @@ def test_an_over_cap_task_mirror_manifest_is_refused_before_it_is_read(tmp_path)
 
 
 def test_preflight_says_an_over_cap_data_manifest_in_one_line(tmp_path):
-    """reproduce.preflight: an over-cap (or garbage) manifest.json of the prepared data is one of the
+    """reproduce.slurm.preflight: an over-cap (or garbage) manifest.json of the prepared data is one of the
     problem lines, not a JSONDecodeError traceback after reading it whole."""
     from contracts.bounded import LARGE
-    from reproduce.preflight import _data_problems
+    from reproduce.slurm.preflight import _data_problems
 
     over_cap(tmp_path / "manifest.json", LARGE)
     (tmp_path / "index.json").write_text('{"shards": []}')

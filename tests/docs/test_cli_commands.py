@@ -24,7 +24,7 @@ STAGES = {
     "paper_figures": "paper_figures.cli",
     "reproduce": "reproduce.cli",
 }
-SUBCOMMANDS = {"status": "reproduce.status", "resubmit": "reproduce.resubmit"}
+SUBCOMMANDS = {"status": "reproduce.status", "resubmit": "reproduce.slurm.resubmit"}
 SHELL_FENCES = ("```bash", "```sh", "```shell", "```console")
 OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<", "\\"}
 STAGE_COMMAND = re.compile(r"(?:python3?|\$PY|\$\(PY\)|\.venv/bin/python)\s+-m\s+(" + "|".join(STAGES) + r")\b")

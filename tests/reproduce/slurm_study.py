@@ -39,10 +39,10 @@ SIF_HEADER = b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\
 
 def stand_in_image(path, size: int | None = None):
     """A stand-in for `make container`'s image: a SIF header in a sparse file of the smallest size the
-    preflight takes for an image (reproduce.preflight.MIN_IMAGE_BYTES; no disk blocks behind it)."""
+    preflight takes for an image (reproduce.slurm.preflight.MIN_IMAGE_BYTES; no disk blocks behind it)."""
     import os
 
-    from reproduce.preflight import MIN_IMAGE_BYTES
+    from reproduce.slurm.preflight import MIN_IMAGE_BYTES
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(SIF_HEADER)

@@ -135,11 +135,11 @@ def _ignores_sigint(pid: int) -> bool:
 # as `reproduce` does, inside `interruptible()`.
 POOL_START_TAIL = """
 try:
-    with local.interruptible():
-        pool = local._new_pool(types.SimpleNamespace(workers=2, threads=1))
+    with workers.interruptible():
+        pool = workers._new_pool(types.SimpleNamespace(workers=2, threads=1))
         print("not interrupted", flush=True)
         pool.terminate()
-except local.Interrupted as exc:
+except workers.Interrupted as exc:
     print("interrupted", exc.signal_name, flush=True)
     sys.exit(exc.exit_code)
 """
@@ -148,7 +148,11 @@ except local.Interrupted as exc:
 def _start_pool_signalled(patch: str, signum: int) -> subprocess.CompletedProcess:
     # communicate() returns once every holder of the pipes has closed them: a worker left behind
     # holds stderr open until it has printed its traceback and exited
-    script = "import multiprocessing, os, signal, sys, types\nfrom reproduce import local\n" + patch + POOL_START_TAIL
+    script = (
+        "import multiprocessing, os, signal, sys, types\nfrom reproduce import local, workers\n"
+        + patch
+        + POOL_START_TAIL
+    )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=FAILSAFE_S)
     assert done.stdout.strip() == f"interrupted {signal.Signals(signum).name}", (done.stdout, done.stderr)
     assert done.returncode == 128 + signum
@@ -221,22 +225,22 @@ def test_a_signal_during_a_stages_imports_waits_for_the_import_then_ends_the_run
     stack trace). A stage's modules are imported before it with signals deferred: a module that
     sends SIGTERM to its own process while it is imported is imported whole, and the run ends with
     Interrupted (its line) right after."""
-    from reproduce import local
+    from reproduce import workers
 
     (tmp_path / "signals_while_imported.py").write_text(
         "import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGTERM)\n"
         "for _ in range(1000):\n    pass\nWHOLE = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(local.STAGE_IMPORTS, "data", ("signals_while_imported",))
+    monkeypatch.setitem(workers.STAGE_IMPORTS, "data", ("signals_while_imported",))
     monkeypatch.delitem(sys.modules, "signals_while_imported", raising=False)
-    with pytest.raises(local.Interrupted) as stop, local.interruptible():
-        local.import_stage_modules(["data"])
+    with pytest.raises(workers.Interrupted) as stop, workers.interruptible():
+        workers.import_stage_modules(["data"])
     assert stop.value.signal_name == "SIGTERM" and sys.modules["signals_while_imported"].WHOLE
-    assert signal.getsignal(signal.SIGTERM) is not local._interrupt  # interruptible put back the handler before it
+    assert signal.getsignal(signal.SIGTERM) is not workers._interrupt  # interruptible put back the handler before it
     # without the deferral, the same import is cut where the signal came (what reached torch's)
     del sys.modules["signals_while_imported"]
-    with pytest.raises(local.Interrupted), local.interruptible():
+    with pytest.raises(workers.Interrupted), workers.interruptible():
         import signals_while_imported  # noqa: F401
     assert "signals_while_imported" not in sys.modules
 
@@ -261,7 +265,7 @@ def test_the_shared_memory_of_killed_workers_is_unlinked_without_a_warning_after
     shared_memory objects to clean up at shutdown' (mosaicml-streaming's, made in the killed
     workers): it unlinks them, which is the cleanup; its warning is now filtered in the tracker."""
     script = (
-        "from reproduce.local import _new_pool\n"
+        "from reproduce.workers import _new_pool\n"
         "from reproduce.plan import ReproduceConfig\n"
         "from tests.reproduce.test_interrupt import _no_imports, _shared_memory_in_a_worker\n"
         f"pool = _new_pool(ReproduceConfig(out={str(tmp_path)!r}, workers=1, threads=1), _no_imports)\n"
@@ -288,11 +292,11 @@ def test_composer_imported_by_a_stage_leaves_reproduces_handlers_in_place(stage)
     among them, now come first, in a window that puts reproduce's handlers back after each."""
     script = (
         "import signal\n"
-        "from reproduce import local\n"
-        "with local.interruptible():\n"
-        f"    local.import_stage_modules([{stage!r}])\n"
+        "from reproduce import local, workers\n"
+        "with workers.interruptible():\n"
+        f"    workers.import_stage_modules([{stage!r}])\n"
         "    import pretraining.train  # what a finished run's check imports later: a no-op now\n"
-        "    print(all(signal.getsignal(s) is local._interrupt for s in (signal.SIGINT, signal.SIGTERM)))\n"
+        "    print(all(signal.getsignal(s) is workers._interrupt for s in (signal.SIGINT, signal.SIGTERM)))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=FAILSAFE_S)
     assert done.returncode == 0 and done.stdout.strip() == "True", (done.stdout, done.stderr[-2000:])

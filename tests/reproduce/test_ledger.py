@@ -1,12 +1,13 @@
-"""The job ledger and the parsing of what squeue and sacct say (reproduce.ledger), and the sbatch
-lines of a resubmission (reproduce.resubmit.Submission): pure, no Slurm needed."""
+"""The job ledger and the parsing of what squeue and sacct say (reproduce.slurm.ledger), and the sbatch
+lines of a resubmission (reproduce.slurm.resubmit.Submission): pure, no Slurm needed."""
 
 import json
 import subprocess
 
 import pytest
 
-from reproduce.ledger import (
+from reproduce.missing import missing_frame, missing_section
+from reproduce.slurm.ledger import (
     LedgerEntry,
     append_ledger,
     current_jobs,
@@ -18,8 +19,7 @@ from reproduce.ledger import (
     read_ledger,
     state_of,
 )
-from reproduce.missing import missing_frame, missing_section
-from reproduce.resubmit import Submission
+from reproduce.slurm.resubmit import Submission
 
 
 @pytest.mark.parametrize("ids", [[0], [0, 1, 2], [1, 3, 4, 5, 9], [7, 2, 2, 3]])
@@ -32,7 +32,7 @@ def test_task_ids_round_trip_through_the_sbatch_array_syntax(ids):
 def test_a_ledger_line_with_two_billion_task_ids_is_unreadable_not_a_memory_error(tmp_path):
     """Issue 66, item 5: tasks `0-2000000000` built the whole task list (MemoryError in status and
     resubmit); the count is checked before any id is made, and the line is skipped as unreadable."""
-    from reproduce.ledger import MAX_ARRAY_TASKS, LedgerEntry, append_ledger, read_ledger
+    from reproduce.slurm.ledger import MAX_ARRAY_TASKS, LedgerEntry, append_ledger, read_ledger
 
     for text in ("0-2000000000", f"0-{MAX_ARRAY_TASKS}", "5-3", "-1"):
         with pytest.raises(ValueError):

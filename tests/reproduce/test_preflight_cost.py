@@ -1,5 +1,5 @@
 """Paper scale (`make reproduce SCALE=paper [DRY_RUN=1]`): the GPU-hour estimate of the DAG
-(reproduce.cost) and the check that what the offline jobs read is in place (reproduce.preflight)."""
+(reproduce.slurm.cost) and the check that what the offline jobs read is in place (reproduce.slurm.preflight)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from contracts.paper import PAPER_SHAPES, TOKENS_PER_STEP_TABLE1
 from paper_figures.flops import count_parameters, training_flops
 from pretraining.assets import ASSETS_DIR
 from pretraining.data.prepare import PrepareConfig, prepare_data
-from reproduce import cli, cost, preflight, slurm
+from reproduce import cli, slurm
 from reproduce.plan import ReproduceError
+from reproduce.slurm import cost, preflight
 from tests.hub_server import HubServer
 from tests.reproduce.slurm_study import stand_in_image
 

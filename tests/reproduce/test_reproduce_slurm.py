@@ -354,8 +354,8 @@ def test_resubmit_keeps_the_throttle_and_lanes_of_arrays_the_first_submission_ne
     sbatch failed) was resubmitted with `--array=0-1`, no throttle; now the throttle and lanes come
     from OUT/slurm/arrays.json, written with the scripts. Slurm's answer is stubbed (the data and
     pretraining jobs running); the local-Slurm test runs a real resubmission."""
-    from reproduce import resubmit
-    from reproduce.ledger import ARRAYS_FILE, LedgerEntry, SlurmState, append_ledger
+    from reproduce.slurm import resubmit
+    from reproduce.slurm.ledger import ARRAYS_FILE, LedgerEntry, SlurmState, append_ledger
 
     # one array a model: throttle 2, one lane
     body = toy_cluster_body(tmp_path, "debug", array_throttle=2, max_running_finetune_tasks=2)
@@ -462,8 +462,8 @@ def test_resubmit_submits_only_the_scripts_the_study_wrote_unchanged(tmp_path, m
     OUT/slurm, or `--wrap=touch FILE`, read by sbatch as an option). The scripts are the study's own,
     checked against the sha256 recorded when they were written (OUT/slurm/scripts.json): a changed
     script, a link in its place or a missing record is one line before any sbatch line."""
-    from reproduce import resubmit
-    from reproduce.ledger import SCRIPTS_FILE, LedgerEntry, append_ledger
+    from reproduce.slurm import resubmit
+    from reproduce.slurm.ledger import SCRIPTS_FILE, LedgerEntry, append_ledger
 
     body = toy_cluster_body(tmp_path, "debug", array_throttle=2)
     cluster = tmp_path / "cluster.yaml"

@@ -360,3 +360,16 @@ def test_a_command_run_from_inside_a_study_folder_works_as_from_the_checkout(toy
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "trust-remote-code" not in result.stderr and (study / "tables" / "tables.md").is_file()
+
+
+def test_the_study_reads_as_the_golden_study(toy_study):
+    """Issue 79: `reproduce status` of the reduced toy study and its cells.csv are what they were
+    before reproduce/ was reorganised (tests/reproduce/golden.py; durations and clock times
+    normalised, done and reused runs counted together: which a run is depends on whether another
+    test reran the shared study; the cells byte for byte)."""
+    from tests.reproduce import golden
+
+    expected = json.loads(golden.STUDY_GOLDEN.read_text())
+    found = golden.study_outputs(toy_study[1])
+    assert found["cells.csv"] == expected["cells.csv"]
+    assert golden.comparable_status(found["status"]) == golden.comparable_status(expected["status"])

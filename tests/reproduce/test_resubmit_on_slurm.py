@@ -14,7 +14,7 @@ import pytest
 
 from contracts.run_store import iter_records_in
 from reproduce import cli
-from reproduce.ledger import read_ledger
+from reproduce.slurm.ledger import read_ledger
 from tests.reproduce.slurm_study import toy_cluster_config
 
 

@@ -27,6 +27,7 @@ from reproduce.plan import (
     pretraining_dir,
     pretraining_runs,
 )
+from reproduce.slurm.view import SlurmView
 from reproduce.status import format_duration, parse_holder, seconds_per_step, write_study_config
 
 STEPS = TOY_PRETRAIN_STEPS  # the toy masking study's pretraining length
@@ -356,21 +357,21 @@ def test_many_failed_or_missing_runs_are_summarised_per_model_and_all_lists_each
 
 def test_the_headline_says_when_the_analysis_job_itself_failed(tmp_path):
     """Issue 65: the status header did not say that the analysis job failed (it wrote no report)."""
-    from reproduce.ledger import LedgerEntry, SlurmState
-    from reproduce.status import SlurmView, _slurm_headline
+    from reproduce.slurm.ledger import LedgerEntry, SlurmState
+    from reproduce.slurm.view import SlurmView, slurm_headline
 
     entries = (
         LedgerEntry("8", "data", "data", "data.sbatch"),
         LedgerEntry("9", "analysis", "analysis", "analysis.sbatch"),
     )
     ended = {"8": SlurmState("COMPLETED"), "9": SlurmState("FAILED")}
-    headline = _slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
+    headline = slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
     assert headline == (
         "stopped on Slurm with 0 fine-tuning runs lacking a record and the analysis not done; the analysis job 9 "
         f"ended FAILED (its log is in {tmp_path / 'slurm' / 'slurm_logs'}): python -m reproduce resubmit {tmp_path}"
     )
     ended["9"] = SlurmState("COMPLETED")
-    assert "analysis job" not in _slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
+    assert "analysis job" not in slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
 
 
 @pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "3 GB file"])
@@ -394,7 +395,7 @@ def test_a_lock_or_slurm_log_that_is_no_regular_small_file_is_not_read(tmp_path,
     logs = tmp_path / "slurm" / "slurm_logs"
     logs.mkdir(parents=True)
     make(logs / "mlmclm-data_12.out")
-    line = status.SlurmView(tmp_path).log_tail("12")
+    line = SlurmView(tmp_path).log_tail("12")
     if kind == "3 GB file":  # a regular file: read from its end only (the holder line is at its start)
         assert line == ""
     else:

@@ -2,6 +2,7 @@
 that its workers import torch, Composer and transformers while that stage runs (docs/timings.md)."""
 
 from reproduce import cli, local, plan
+from reproduce import workers as pool_module
 
 
 class _FakePool:
@@ -21,14 +22,14 @@ def _run(tmp_path, monkeypatch, workers):
     )
     events = []
 
-    def new_pool(cfg, initializer=local._init_worker):
+    def new_pool(cfg, initializer=pool_module._init_worker):
         events.append(("pool", initializer.__name__))
         return _FakePool()
 
     def stage(name):
         return lambda cfg: events.append(name) or f"{name}: done"
 
-    monkeypatch.setattr(local, "_new_pool", new_pool)
+    monkeypatch.setattr(pool_module, "_new_pool", new_pool)
     monkeypatch.setattr(local, "_check_reuse", lambda cfg, stages: None)
     monkeypatch.setattr(local, "STAGES", tuple((name, stage(name)) for name in ("data", "pretraining")))
     local.reproduce(cfg, log=lambda line: None, stages=("data", "pretraining"))

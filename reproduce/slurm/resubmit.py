@@ -1,5 +1,5 @@
 """`python -m reproduce resubmit OUT [--dry-run]`: submit again only what a Slurm study still lacks
-(issue 53), read from its job ledger (reproduce.ledger) and its run folders.
+(issue 53), read from its job ledger (reproduce.slurm.ledger) and its run folders.
 
 What counts as done is what the folders hold, not what Slurm says: prepared data with its manifest,
 a pretraining run with FINISHED.json, a fine-tuning run with record.json. Jobs and array tasks still
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE, RECORD_FILE
-from reproduce.ledger import (
+from reproduce.plan import ReproduceError
+from reproduce.slurm.ledger import (
     ACTIVE_STATES,
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
@@ -37,7 +38,6 @@ from reproduce.ledger import (
     state_of,
     utc_now,
 )
-from reproduce.plan import ReproduceError
 
 
 @dataclass
@@ -92,7 +92,7 @@ def written_arrays(out: Path) -> dict:
 
 
 def _job_done(job: dict) -> bool:
-    from reproduce.status import _JobView
+    from reproduce.status_index import _JobView
 
     return (_JobView(job["config"]).run_dir / RECORD_FILE).is_file()
 
@@ -112,7 +112,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
         starts_from,
         study_checkpoints,
     )
-    from reproduce.status import load_study_config
+    from reproduce.status_index import load_study_config
 
     cfg = load_study_config(out)
     entries, bad = read_ledger(out)
