@@ -1,7 +1,8 @@
 """The Slurm side of a reproduction (`--slurm`, docs/cluster.md), one concept in one folder:
 
   cluster.py    the cluster's YAML (`ClusterConfig`), its Slurm values, the requeue time check
-  writer.py     the DAG as scripts: one sbatch script per job, submit.sh chaining them, the submission
+  jobs.py       the scripts, one class per job kind (data, pretraining, fine-tuning arrays, analysis)
+  writer.py     the DAG as scripts (`SlurmWriter`): every script, submit.sh chaining them, the submission
   ledger.py     the job ledger (`slurm/ledger.jsonl`: every submission) and what Slurm says of its jobs
   resubmit.py   submit again only what a study lacks (failed or missing jobs and array tasks)
   preflight.py  what is checked before anything is submitted (image, data, models, budgets)

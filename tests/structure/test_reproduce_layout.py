@@ -17,6 +17,15 @@ def test_no_file_of_reproduce_is_over_600_lines():
 
 def test_the_slurm_side_is_one_folder():
     slurm = {p.name for p in (ROOT / "reproduce" / "slurm").glob("*.py")}
-    assert {"cluster.py", "writer.py", "ledger.py", "resubmit.py", "preflight.py", "cost.py", "view.py"} <= slurm
+    assert {
+        "cluster.py",
+        "jobs.py",
+        "writer.py",
+        "ledger.py",
+        "resubmit.py",
+        "preflight.py",
+        "cost.py",
+        "view.py",
+    } <= slurm
     flat = {p.name for p in (ROOT / "reproduce").glob("*.py")}
     assert not flat & {"slurm.py", "ledger.py", "resubmit.py", "preflight.py", "cost.py"}
