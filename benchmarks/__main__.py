@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from contracts.layout import IR_MODEL_DIR, RECORD_FILE
+from contracts.layout import IR_MODEL_DIR, MAX_SEED, RECORD_FILE
 from contracts.provenance import atomic_write_text
 
 
@@ -35,8 +35,8 @@ def _seed(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
-    if not 0 <= value <= 2**32 - 1:
-        raise argparse.ArgumentTypeError(f"{text[:40]}: a seed is between 0 and {2**32 - 1}")
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: a seed is between 0 and {MAX_SEED}")
     return value
 
 

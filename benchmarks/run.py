@@ -54,6 +54,7 @@ from contracts.layout import (
     ERROR_FILE,
     EXPORTS_DIR,
     IR_MODEL_DIR,
+    MAX_SEED,
     RECORD_FILE,
     RUN_CONFIG_FILE,
     finetune_run_dir,
@@ -72,9 +73,6 @@ log = logging.getLogger("benchmarks.run")
 
 class RunError(ValueError):
     """A run that cannot start; the message says why in one line."""
-
-
-MAX_SEED = 2**32 - 1  # numpy.random.seed's limit (issue 78: a larger --seed ended in a traceback)
 
 
 @dataclass(frozen=True)

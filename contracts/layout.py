@@ -33,6 +33,7 @@ BRANCHES_DIR = "branches"  # full-state checkpoints kept for decay branches (tra
 FINISHED_FILE = "FINISHED.json"
 
 # fine-tuning run directory
+MAX_SEED = 2**32 - 1  # a fine-tuning seed's range: numpy.random.seed's (issue 78: a larger one, a traceback)
 RECORD_FILE = "record.json"
 ERROR_FILE = "error.txt"  # a failed run's error; the folder is cleared when the run is redone
 IR_MODEL_DIR = "model"

@@ -101,7 +101,8 @@ def bind_cache(cache: Path, source: str, index_path: Path) -> str:
     if cache.is_symlink() or (cache.exists() and not cache.is_dir()):
         raise PreparedDataError(f"data.cache_dir {cache} is a link or a file: give a folder of its own")
     try:  # the source's shard names and columns, before streaming joins a name to the cache (issue 78)
-        check_index(read_json_object(index_path, INDEX_BYTES_LIMIT), f"{source}/{INDEX}")
+        index = read_json_object(index_path, INDEX_BYTES_LIMIT)
+        check_index(index, f"{source}/{INDEX}")
     except (BoundedReadError, MdsIndexError) as exc:
         raise PreparedDataError(f"{exc}" if isinstance(exc, MdsIndexError) else f"{exc}: not an MDS index") from None
     want = {"source": source, "index_sha256": sha256_file(index_path)}
@@ -116,7 +117,6 @@ def bind_cache(cache: Path, source: str, index_path: Path) -> str:
     except BoundedReadError:
         bound = None
     if cached.is_file() and not cached.is_symlink() and sha256_file(cached) == want["index_sha256"]:
-        index = read_json_object(index_path, INDEX_BYTES_LIMIT)
         if _shards_match(cache, index):
             if bound != want:
                 atomic_write_json(marker, want)

@@ -56,15 +56,23 @@ def check_index(index, source: str) -> None:
             raise MdsIndexError(f"{source}: a shard names no file: not an MDS index; prepare the data again")
         for info in files:
             shard_file_name(info, source)
-        columns, encodings = shard.get("column_names"), shard.get("column_encodings")
-        declared = dict(zip(columns, encodings)) if isinstance(columns, list) and isinstance(encodings, list) else {}
-        if declared != MDS_COLUMNS:
-            found = ", ".join(f"{k}:{v}" for k, v in list(declared.items())[:6]) or "none"
-            ours = ", ".join(f"{k}:{v}" for k, v in MDS_COLUMNS.items())
-            raise MdsIndexError(
-                f"{source}: shard {files[0].get('basename', '?')!s:.80} declares columns {found:.200}; prepare-data "
-                f"writes only {ours}: refused without decoding (not prepare-data output; prepare it again)"
-            )
+        check_columns(shard, source)
+
+
+def check_columns(shard: dict, source: str = "index.json") -> None:
+    """Refuse a shard whose index.json entry declares other columns than prepare-data writes: MDS
+    decodes a column as its declared encoding, and `pkl` would unpickle (run) whatever the file holds."""
+    columns, encodings = shard.get("column_names"), shard.get("column_encodings")
+    declared = dict(zip(columns, encodings)) if isinstance(columns, list) and isinstance(encodings, list) else {}
+    if declared != MDS_COLUMNS:
+        info = shard.get("zip_data") or shard.get("raw_data")
+        name = info.get("basename", "?") if isinstance(info, dict) else "?"
+        found = ", ".join(f"{k}:{v}" for k, v in list(declared.items())[:6]) or "none"
+        ours = ", ".join(f"{k}:{v}" for k, v in MDS_COLUMNS.items())
+        raise MdsIndexError(
+            f"{source}: shard {name!s:.80} declares columns {found:.200}; prepare-data writes only {ours}: "
+            "refused without decoding (the folder is not prepare-data output; prepare it again)"
+        )
 
 
 def present_shard_files(

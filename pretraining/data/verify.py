@@ -17,7 +17,8 @@ import numpy as np
 
 from contracts.bounded import LARGE, BoundedReadError, read_text
 from contracts.paths import UnsafeNameError, contained
-from pretraining.data.format import FORMAT, MANIFEST, MDS_COLUMNS, MdsIndexError, check_index, shard_file_name
+from pretraining.data.format import FORMAT, MANIFEST, MdsIndexError, check_index, shard_file_name
+from pretraining.data.format import check_columns as format_check_columns
 from pretraining.data.packing import check_sample
 
 CONTEXT_SAMPLES = 20_000  # samples the own-document share is measured over (the first ones)
@@ -106,17 +107,11 @@ def _check_shard_file(root: Path, shard: dict) -> bytes:
 
 
 def check_columns(shard: dict) -> None:
-    """Refuse a shard whose index.json entry declares other columns than prepare-data writes: MDS
-    decodes a column as its declared encoding, and `pkl` would unpickle (run) whatever the file holds."""
-    declared = dict(zip(shard.get("column_names") or [], shard.get("column_encodings") or []))
-    if declared != MDS_COLUMNS:
-        name = (shard.get("zip_data") or shard.get("raw_data") or {}).get("basename", "?")
-        found = ", ".join(f"{k}:{v}" for k, v in declared.items()) or "none"
-        ours = ", ".join(f"{k}:{v}" for k, v in MDS_COLUMNS.items())
-        raise DataVerificationError(
-            f"index.json: shard {name} declares columns {found}; prepare-data writes only {ours}: "
-            "refused without decoding (the folder is not prepare-data output; prepare it again)"
-        )
+    """pretraining.data.format.check_columns, its refusal as a DataVerificationError."""
+    try:
+        format_check_columns(shard)
+    except MdsIndexError as exc:
+        raise DataVerificationError(str(exc)) from None
 
 
 def read_sample(raw: bytes, shard: dict, index: int) -> dict:
