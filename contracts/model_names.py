@@ -18,9 +18,10 @@ by the functions below (`format_model_name`, or by parts: `single_objective_name
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 
+from contracts.description import PretrainingDescription  # noqa: F401 - what a name parses to
 from contracts.paper import PRETRAIN_STEPS
+from contracts.steps import format_steps  # noqa: F401 - part of the names' grammar, imported from here too
 
 _STEPS = r"\d+k?"
 _NAME = re.compile(
@@ -36,11 +37,6 @@ def _steps(token: str) -> int:
     return int(token[:-1]) * 1000 if token.endswith("k") else int(token)
 
 
-def format_steps(steps: int) -> str:
-    """42000 -> '42k'; step counts that are not whole thousands (toy runs) stay plain: 42 -> '42'."""
-    return f"{steps // 1000}k" if steps % 1000 == 0 and steps >= 1000 else str(steps)
-
-
 def objective_token(masking_ratio: float | None) -> str:
     """'clm' (None) or 'mlm40' (0.4): the objective part of a name."""
     return "clm" if masking_ratio is None else f"mlm{round(masking_ratio * 100)}"
@@ -48,29 +44,6 @@ def objective_token(masking_ratio: float | None) -> str:
 
 def _ratio(token: str) -> float:
     return int(token) / 100
-
-
-@dataclass(frozen=True)
-class PretrainingDescription:
-    """What a checkpoint saw. Step counts are the steps actually trained, per objective."""
-
-    size: str
-    objective: str  # clm | mlm | clm+mlm (biphasic) | cpt
-    masking_ratio: float | None  # ratio of the (last) MLM phase; None for pure CLM
-    clm_steps: int
-    mlm_steps: int
-    cpt_steps: int  # MLM steps after the decayed base (CPT only), included in mlm_steps
-    cpt_base_objective: str | None  # clm | mlm (CPT only)
-    schedule_steps: int  # length of the WSD schedule the checkpoint belongs to
-    checkpoint_step: int  # total steps trained when the checkpoint was taken
-    decayed: bool  # the checkpoint went through its schedule's final decay
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PretrainingDescription:
-        return cls(**data)
 
 
 def strip_hub_prefix(model: str) -> str:

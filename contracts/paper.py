@@ -172,6 +172,10 @@ BIPHASIC_SPLITS: dict[int, tuple[int, ...]] = {
 CLM_STEPS_BEFORE_MASKING = 40_000
 # Continued pretraining (Tables 14-17): MLM-40 steps after the decayed 42k CLM or MLM-40 base.
 CPT_STEPS = (2_000, 12_000, 22_000)
+# How this package trains them (docs/pretraining.md, "Continued pretraining"; pretraining.registry):
+# the recipes of the CPT runs, and where a CPT run's optimizer starts (a fresh AdamW, or the base's).
+CPT_RECIPES = ("separate", "branches", "literal")
+CPT_OPTIMIZERS = ("fresh", "continued")
 
 
 # --- compute the paper reports (v4, Section 2) ----------------------------------------------------------

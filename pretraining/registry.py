@@ -41,6 +41,8 @@ from contracts.model_names import (
 from contracts.paper import (
     BIPHASIC_SPLITS,
     CLM_STEPS_BEFORE_MASKING,
+    CPT_OPTIMIZERS,
+    CPT_RECIPES,
     CPT_STEPS,
     DECAY_STEPS,
     DEFAULT_MASKING_RATIO,
@@ -173,10 +175,7 @@ def scale_steps(steps: int, scale: str) -> int:
     return steps if scale == "paper" else max(1, steps // TOY_STEP_DIVISOR)
 
 
-CPT_RECIPES = ("separate", "branches", "literal")
 CPT_SHARED_WARMUP = min(WARMUP_STEPS, min(CPT_STEPS) // 10)  # branches: one warmup for all three lengths
-# Where a CPT run's optimizer starts: a fresh AdamW, or the base's (its last resume checkpoint)
-CPT_OPTIMIZERS = ("fresh", "continued")
 
 
 def cpt_schedule(run: RunSetup, cpt_recipe: str) -> tuple[int, int]:

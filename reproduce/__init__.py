@@ -2,8 +2,9 @@
 
 The one package that knows every stage (docs/architecture.md, docs/reproduce.md); no stage imports it.
 `python -m reproduce --figure N | --table N --scale toy` reproduces the *study* the figure or table
-belongs to (reproduce.studies: masking, data-efficiency, biphasic, masking-after-clm, cpt),
-orchestrating the stages' own Python APIs in one process (reproduce.local):
+belongs to (reproduce.plan.studies: masking, data-efficiency, biphasic, masking-after-clm, cpt).
+Its options are planned once (reproduce.plan.build_plan -> a StudyPlan, written as OUT/plan.json);
+the stages take that plan, orchestrating their own Python APIs in one process (reproduce.local):
 
   1. data         pretraining.data.prepare.prepare_data on the embedded corpus (seq 128), once
   2. pretraining  the pretraining.registry runs that produce the study's checkpoints (CPT bases

@@ -79,7 +79,7 @@ def arc_sentence(cells: pd.DataFrame) -> str:
     """One caption sentence of what the runs show, from the arc's readings (cells under paper or toy
     names), e.g. 'CLM - MLM-40 at 5k, 12-task: +10.8 (210M), +12.4 (610M); MLM-40 - CLM at 42k, TC: ...'."""
     from analysis.claims.arc import arc_readings
-    from contracts.model_names import format_steps
+    from contracts.steps import format_steps
     from paper_figures.plotting import SIZE_LABELS
 
     readings = arc_readings(cells)

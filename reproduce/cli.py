@@ -22,8 +22,8 @@ from reproduce.plan import (
     ReproduceConfig,
     ReproduceError,
 )
+from reproduce.plan.studies import STUDIES, StudyError, study_for
 from reproduce.slurm import default_cluster_file, reproduce_slurm
-from reproduce.studies import STUDIES, StudyError, study_for
 from reproduce.workers import CURRENT_STAGE, Interrupted, interruptible
 
 

@@ -5,52 +5,47 @@ from __future__ import annotations
 from io import BytesIO
 from pathlib import Path
 
-from contracts.model_names import parse_model_name
 from contracts.paper import MASKING_RATIOS, PAPER_SIZES, TOY_SIZE
 from contracts.provenance import atomic_write_bytes
-from reproduce.plan import ReproduceConfig, cpt_run_dirs, data_dir, random_init_models, stand_ins
-from reproduce.studies import STUDIES
+from reproduce.plan import ReproduceConfig, StudyPlan, data_dir, pretrain_length
 
 
-def _figures(cfg: ReproduceConfig) -> list[int]:
-    return [n for n in STUDIES[cfg.study].figures if n != 12 or cpt_run_dirs(cfg)]
-
-
-def figure_files(cfg: ReproduceConfig) -> list[str]:
+def figure_files(plan: StudyPlan) -> list[str]:
     from paper_figures.cli import CELL_FIGURES
 
     names = []
-    for number in _figures(cfg):
+    for number in plan.figures:
         names.append(f"figure{number}")
         if f"figure{number}" in CELL_FIGURES:  # the paper prints the numbers of these (not of 5, 7, 12)
             names.append(f"figure{number}_published")
     return names
 
 
-def as_paper_records(cfg: ReproduceConfig, records) -> list:
+def as_paper_records(plan: StudyPlan, records) -> list:
     """The records with each toy model renamed to the paper checkpoint it stands in for (and that
     checkpoint's pretraining description); other records unchanged."""
     from dataclasses import replace as replace_record
 
-    renamed = stand_ins(cfg)
+    paper = {c.name: c for c in plan.checkpoints if c.name != c.paper_name}
     return [
-        replace_record(r, model=renamed[r.model], pretraining=parse_model_name(renamed[r.model]))
-        if r.model in renamed
+        replace_record(r, model=paper[r.model].paper_name, pretraining=paper[r.model].paper_description)
+        if r.model in paper
         else r
         for r in records
     ]
 
 
-def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
+def claims_report(plan: StudyPlan, records, folder: Path) -> str:
     """With replicated pretraining runs: the claims report on the records as paper checkpoints
     (`claims.md`, `claims.csv` in `folder`), its estimated pretraining SD per task type in one line."""
     from analysis.claims import evaluate_claims, inputs_from_records
     from analysis.claims.report import TOY_LABEL, TOY_TAG, pretraining_lines, write_claims_report
 
+    cfg = plan.config
     source = f"{cfg.scale}-scale reproduction, {cfg.pretrain_replicates} pretraining runs per configuration"
     if cfg.scale == "toy":
         source += " (toy models under the names of the paper checkpoints they stand in for)"
-    inputs = inputs_from_records(as_paper_records(cfg, records), source, reps=cfg.reps)
+    inputs = inputs_from_records(as_paper_records(plan, records), source, reps=cfg.reps)
     report = evaluate_claims(inputs, reps=cfg.reps)
     toy = cfg.scale == "toy"
     tag = TOY_TAG if toy else ""
@@ -66,7 +61,7 @@ def claims_report(cfg: ReproduceConfig, records, folder: Path) -> str:
     return "; ".join(lines) or "no task type has 2 runs of one configuration"
 
 
-def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: list[str], chance=None) -> list[str]:
+def draw_figures(plan: StudyPlan, cells, records, folder: Path, sources: list[str], chance=None) -> list[str]:
     """The study's figures from our cells / records (toy runs drawn as the paper checkpoints they stand
     in for, and said so on the figure), each next to the published one where the paper has the numbers.
     `chance` (reproduce.local.chance_levels: one row per dataset, or a function returning them, called
@@ -76,14 +71,15 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
     from paper_figures.cli import CELL_FIGURES, LOG_FIGURES, RUN_FIGURES
     from paper_figures.output import save_figure
 
-    renamed = stand_ins(cfg)
+    cfg = plan.config
+    renamed = plan.stand_ins
     back = {paper: ours for ours, paper in renamed.items()}
     cells = cells.assign(model=cells["model"].map(lambda m: renamed.get(m, m)))
-    records = as_paper_records(cfg, records)
+    records = as_paper_records(plan, records)
     paper_sizes = tuple(s for s in PAPER_SIZES if cfg.sizes is None or s in cfg.sizes or TOY_SIZE[s] in cfg.sizes)
     summaries = {}
     # Figures 3 and the toy 4, which may wait for `chance`, last
-    for number in sorted(_figures(cfg), key=lambda n: n in (3, 4)):
+    for number in sorted(plan.figures, key=lambda n: n in (3, 4)):
         name, kwargs = f"figure{number}", {}
         if number in (2, 3):
             kwargs["sizes"] = paper_sizes
@@ -92,22 +88,22 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             table = chance() if callable(chance) else chance
             if table is not None:
                 kwargs["chance"] = table.groupby("task_type")["chance"].mean().to_dict()
-            untrained = {size: name for name, size in random_init_models(cfg).items()}  # toy size -> model
+            untrained = {r.size: r.name for r in plan.random_init}  # toy size -> model
             by_paper_size = {paper: untrained[toy] for paper, toy in TOY_SIZE.items() if toy in untrained}
             if by_paper_size:
                 kwargs["random_init"] = by_paper_size
         if number == 5 and cfg.scale == "toy":  # the paper's [1e-5, 1e-4] holds at most one toy LR
             kwargs["lr_range"] = (min(cfg.lrs), max(cfg.lrs))
         if number == 4 and cfg.scale == "toy" and cfg.study == "data-efficiency":
-            fig, points = _toy_figure_4(cfg, cells, chance)
+            fig, points = _toy_figure_4(plan, cells, chance)
         elif name in LOG_FIGURES:  # our runs' training logs, under our names
-            fig, points = LOG_FIGURES[name]([str(p) for p in cpt_run_dirs(cfg)])
+            fig, points = LOG_FIGURES[name]([str(p) for p in plan.cpt_run_dirs])
         elif name in RUN_FIGURES:
             fig, points = RUN_FIGURES[name](records, **kwargs)
         else:
             fig, points = CELL_FIGURES[name](cells, **kwargs)
         if renamed:
-            label_stand_ins(cfg, number, fig, points)
+            label_stand_ins(plan, number, fig, points)
             # cells and records were renamed to paper names; Figure 12 reads our run folders directly
             points.insert(6, "stand_in_for", points["model"].map(lambda m: m if m in back else renamed.get(m)))
             points["model"] = points["model"].map(lambda m: back.get(m, m))
@@ -126,23 +122,24 @@ def draw_figures(cfg: ReproduceConfig, cells, records, folder: Path, sources: li
             fig, published = CELL_FIGURES[name](load_published_cells())
             save_figure(fig, published, folder, f"{name}_published", {"source": "published"})
             _side_by_side(folder, name, "our toy runs" if renamed else "our runs")
-    return [summaries[number] for number in _figures(cfg)]
+    return [summaries[number] for number in plan.figures]
 
 
-def _toy_figure_4(cfg: ReproduceConfig, cells, chance):
+def _toy_figure_4(plan: StudyPlan, cells, chance):
     """The toy data-efficiency study's Figure 4 (paper_figures.data_efficiency): both sizes, the means
     of the pretraining runs (bars: half their range), the untrained models and the chance levels.
     `cells` are under the paper names (replicates `-rep<k>`), as draw_figures renamed them."""
     from analysis.claims.arc import replicate_mean_cells
-    from contracts.model_names import format_steps
+    from contracts.steps import format_steps
     from paper_figures.data_efficiency import figure_4_sizes
     from reproduce.arc import arc_sentence
-    from reproduce.plan import pretrain_length, study_checkpoints, study_sizes
+    from reproduce.plan import study_sizes
 
-    chosen = [c for c in study_checkpoints(cfg) if "-rep" not in c.name]
-    toy_steps = {parse_model_name(c.paper_name).checkpoint_step: c.step for c in chosen}
+    cfg = plan.config
+    chosen = [c for c in plan.checkpoints if "-rep" not in c.name]
+    toy_steps = {c.paper_description.checkpoint_step: c.step for c in chosen}
     table = chance() if callable(chance) else chance
-    untrained = {size: name for name, size in random_init_models(cfg).items()}
+    untrained = {r.size: r.name for r in plan.random_init}
     runs = cfg.pretrain_replicates
     bars = (
         f"Bars: half the range of the {runs} pretraining runs of each point (not a confidence interval)."
@@ -164,26 +161,26 @@ def _toy_figure_4(cfg: ReproduceConfig, cells, chance):
     )
 
 
-def label_stand_ins(cfg: ReproduceConfig, number: int, fig, points) -> None:
+def label_stand_ins(plan: StudyPlan, number: int, fig, points) -> None:
     """Say on Figure `number` (fig, points: as drawn from our runs under the paper's names) that its
     runs stand in for the paper's checkpoints: one short title line, the details in the caption
     (drawn and in `points.attrs["caption"]`); stand_in_labels."""
     from paper_figures.plotting import extend_caption
 
-    title, caption = stand_in_labels(cfg, number)
+    title, caption = stand_in_labels(plan, number)
     fig.suptitle(f"{fig.get_suptitle()}\n{title}", fontsize=11)
     extend_caption(fig, points, caption)
 
 
-def stand_in_labels(cfg: ReproduceConfig, number: int) -> tuple[str, str]:
+def stand_in_labels(plan: StudyPlan, number: int) -> tuple[str, str]:
     """For a figure (Figure `number`) drawing runs under the names of the paper checkpoints they
     stand in for: one short suptitle line saying so, and the text added to its caption: which toy
     size stands in for which paper size, how many steps the runs took for the paper's, the toy world
     (toy_world_caption) and, on the toy masking study's Figure 3, why CLM leads there."""
     from contracts.paper import PRETRAIN_STEPS, TOY_STEP_DIVISOR
     from paper_figures.plotting import SIZE_LABELS
-    from reproduce.plan import pretrain_length
 
+    cfg = plan.config
     toy = cfg.scale == "toy"
     length = pretrain_length(cfg)
     if length is not None:
@@ -196,7 +193,7 @@ def stand_in_labels(cfg: ReproduceConfig, number: int) -> tuple[str, str]:
     title = f"[{runs} standing in for the paper's checkpoints]"
     if not toy:
         return title, f"Runs drawn under the names of the paper checkpoints they stand in for: {steps}."
-    renamed = stand_ins(cfg)
+    renamed = plan.stand_ins
     sizes = [(t, p) for p, t in TOY_SIZE.items() if any(m.startswith(f"{t}-") for m in renamed)]
     world = toy_world_caption(cfg)
     which = ", ".join(f"{t} for {SIZE_LABELS.get(p, p)}" for t, p in sizes)

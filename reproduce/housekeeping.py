@@ -3,7 +3,6 @@ resume checkpoints of finished runs (docs/reproduce.md, "Disk, locks and cleanin
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +11,15 @@ from pathlib import Path
 from contracts.config import load_config
 from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE
 from contracts.locks import FolderInUse, folder_lock
-from contracts.paths import resolve_recorded
-from reproduce.plan import ReproduceConfig, ReproduceError, pretraining_dir
+from reproduce.plan.config import (  # noqa: F401 - CONFIG_FILE and study_config_at, as status imports them
+    CONFIG_FILE,
+    ReproduceConfig,
+    ReproduceError,
+    pretraining_dir,
+    study_config_at,
+)
 
 LOCK_FILE = ".reproduce.lock"
-CONFIG_FILE = "reproduce.yaml"
 FINISHED_STUDY_FILE = "timings.json"  # written by a reproduce that ran every stage to the end
 
 
@@ -37,14 +40,6 @@ def output_lock(out: Path) -> Iterator[None]:
             yield
     except FolderInUse as exc:
         raise ReproduceError(str(exc)) from None
-
-
-def study_config_at(folder: Path, cfg: ReproduceConfig) -> ReproduceConfig:
-    """A study's recorded config read where the study is now: `out` is its folder, and a relative
-    `runs_dir` is resolved against that folder, never the current one (issue 78: `--clean` run from
-    the checkout on a moved study resolved its relative `out` there and cleaned another study)."""
-    runs_dir = str(resolve_recorded(folder, cfg.runs_dir)) if cfg.runs_dir else cfg.runs_dir
-    return dataclasses.replace(cfg, out=str(Path(folder).absolute()), runs_dir=runs_dir)
 
 
 def folder_size(path: Path) -> int:

@@ -22,7 +22,6 @@ import math
 
 import pandas as pd
 
-from contracts.model_names import parse_model_name
 from contracts.paper import AVERAGE
 
 MARGIN = 10.0  # points above chance (0.1 NDCG@10 on the records' 0-100 scale)
@@ -47,19 +46,18 @@ COLUMNS = [
 ]
 
 
-def _objective(model: str) -> str:
-    """mlm, clm, clm+mlm or cpt (contracts.model_names); the model's name when outside the grammar."""
-    description = parse_model_name(model)
-    return description.objective if description is not None else model
-
-
 def learning_table(
-    cells: pd.DataFrame, chance: pd.DataFrame, pretrained: dict[str, str], random_init: dict[str, str]
+    cells: pd.DataFrame,
+    chance: pd.DataFrame,
+    pretrained: dict[str, str],
+    random_init: dict[str, str],
+    objectives: dict[str, str],
 ) -> pd.DataFrame:
     """`cells`: aggregated cells (analysis schema); `chance`: reproduce.local.chance_levels rows;
-    `pretrained` / `random_init`: model name -> size. One row per task (scope "task"), per size
-    and objective ("objective", named "<size> <objective>"), per size ("size") and for all sizes
-    ("all"); module docstring for what passes."""
+    `pretrained` / `random_init`: model name -> size; `objectives`: pretrained model -> mlm, clm,
+    clm+mlm or cpt (the plan's parsed names; a model not in it is grouped under its own name). One
+    row per task (scope "task"), per size and objective ("objective", named "<size> <objective>"),
+    per size ("size") and for all sizes ("all"); module docstring for what passes."""
     per_task = cells[cells["dataset"] != AVERAGE].pivot_table(index="model", columns="dataset", values="mean")
     rows = []
     for level in chance.itertuples():
@@ -87,11 +85,11 @@ def learning_table(
     for size in sizes:
         untrained = [m for m, s in random_init.items() if s == size]
         reference = scores.reindex(untrained).mean()  # per task
-        objectives: dict[str, list[str]] = {}
+        by_objective: dict[str, list[str]] = {}
         for model, model_size in pretrained.items():
             if model_size == size:
-                objectives.setdefault(_objective(model), []).append(model)
-        for objective, models in sorted(objectives.items()):
+                by_objective.setdefault(objectives.get(model, model), []).append(model)
+        for objective, models in sorted(by_objective.items()):
             ours = float(average.reindex(models).mean())
             theirs = float(average.reindex(untrained).mean())
             mean = scores.reindex(models).mean()

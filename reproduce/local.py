@@ -24,30 +24,20 @@ from reproduce.plan import (
     WORLD_VOCAB_SIZE,
     ReproduceConfig,
     ReproduceError,
+    StudyPlan,
+    build_plan,
     data_dir,
     finetune_dir,
-    finetune_jobs,
-    finetuned_models,
-    is_cpt_branch,
-    model_names,
-    model_path,
     out_dir,
-    pretraining_config,
     pretraining_dir,
-    pretraining_runs,
-    random_init_models,
-    random_init_seed,
     shard_cache_dir,
-    stand_ins,
-    study_checkpoints,
     task_data_root,
     tokenizer_path,
     world_dir,
     world_documents,
     write_if_changed,
+    write_study_config,
 )
-from reproduce.status_index import write_study_config
-from reproduce.studies import STUDIES
 from reproduce.workers import (
     _SHARED_POOL,
     CURRENT_STAGE,
@@ -63,7 +53,7 @@ STAGE_NAMES = ("data", "pretraining", "fine-tuning", "analysis")
 
 
 # --- stages ----------------------------------------------------------------------------------------
-def stage_data(cfg: ReproduceConfig) -> str:
+def stage_data(plan: StudyPlan) -> str:
     """The toy world (corpus, tokenizer, tasks; reproduce.world), its corpus packed into shards, and
     the untrained reference models (they need the world's tokenizer). The Slurm data job runs this
     stage too (`--stage data`)."""
@@ -72,9 +62,10 @@ def stage_data(cfg: ReproduceConfig) -> str:
     from pretraining.data.prepare import MANIFEST, PrepareConfig, prepare_data
     from reproduce.world import CORPUS_FILE, build_world
 
+    cfg = plan.config
     world = world_dir(cfg)
     build_world(world, world_documents(cfg), WORLD_VOCAB_SIZE)
-    untrained = _export_random_init(cfg)
+    untrained = _export_random_init(plan)
     untrained_note = f"; untrained references {', '.join(untrained)}" if untrained else ""
     out = data_dir(cfg)
     if (out / MANIFEST).exists():
@@ -93,40 +84,40 @@ def stage_data(cfg: ReproduceConfig) -> str:
     )
 
 
-def stage_pretraining(cfg: ReproduceConfig) -> str:
+def stage_pretraining(plan: StudyPlan) -> str:
     import yaml
 
     from pretraining.config import PretrainConfig
-    from pretraining.registry import RUNS
 
+    cfg = plan.config
     # runs from scratch; then CPT runs from their bases; then CPT decay branches from a main CPT run's kept state
     waves: tuple[list[dict], list[dict], list[dict]] = ([], [], [])
     bodies = {}
-    for name, run in pretraining_runs(cfg).items():
-        body = pretraining_config(cfg, name)
-        body["data"]["cache_dir"] = str(shard_cache_dir(cfg, name))  # the runs of a wave train side by side
-        config_from_dict(PretrainConfig, body, f"pretraining config of {name}")  # validate before any work
+    for run in plan.runs:
+        body = run.body()
+        body["data"]["cache_dir"] = str(shard_cache_dir(cfg, run.name))  # the runs of a wave train side by side
+        config_from_dict(PretrainConfig, body, f"pretraining config of {run.name}")  # validate before any work
         _check_finished_run(body)  # before anything is written
-        bodies[name] = (run, body)
+        bodies[run.name] = (run, body)
     for name, (run, body) in bodies.items():
         write_if_changed(
             out_dir(cfg) / "configs" / "pretraining" / f"{name}.yaml", yaml.safe_dump(body, sort_keys=False)
         )
-        waves[2 if is_cpt_branch(body) else int(RUNS[run].cpt_base is not None)].append(body)
+        waves[run.wave].append(body)
     results = []
     for wave in waves:
         finished = [b for b in wave if (Path(b["run_dir"]) / FINISHED_FILE).exists()]
         results += [_pretrain_one(body) for body in finished]  # reused (their export redone if lost)
         todo = sorted((b for b in wave if b not in finished), key=_pretraining_cost, reverse=True)
         results += _map(_pretrain_one, todo, cfg, "pretraining", "run") if todo else []  # the longest first
-    for name in model_names(cfg):
-        if not (model_path(cfg, name) / "config.json").is_file():
+    for name in plan.model_names:
+        if not (plan.model_path(name) / "config.json").is_file():
             raise ReproduceError(
-                f"{model_path(cfg, name)} (the export of {name}) is missing although its run "
+                f"{plan.model_path(name)} (the export of {name}) is missing although its run "
                 "finished: delete that run's folder and rerun to train it again"
             )
     done = sum(state == "done" for _, state in results)
-    freed = _drop_toy_resume_checkpoints(cfg) if cfg.scale == "toy" else 0
+    freed = _drop_toy_resume_checkpoints(plan) if cfg.scale == "toy" else 0
     freed_note = f" (resume checkpoints and shard copies of finished toy runs removed: {freed / 1e6:.0f} MB)"
     return f"pretraining: {done} trained, {len(results) - done} reused -> {pretraining_dir(cfg)}" + (
         freed_note if freed else ""
@@ -162,16 +153,16 @@ def _check_finished_run(body: dict) -> None:
         )
 
 
-def _check_reuse(cfg: ReproduceConfig, stages) -> None:
+def _check_reuse(plan: StudyPlan, stages) -> None:
     """Before anything is written: every finished pretraining run and every fine-tuning record the
     requested stages would reuse was made with this reproduction's settings (the stages check
     again as they go; an output folder made by an older version of this package is refused here)."""
     if "pretraining" in stages:
-        for name in pretraining_runs(cfg):
-            _check_finished_run(pretraining_config(cfg, name))
+        for run in plan.runs:
+            _check_finished_run(run.config)
     if "fine-tuning" in stages:
-        for job in finetune_jobs(cfg, check_models=False):
-            _has_record(job)
+        for job in plan.jobs:
+            _has_record(job.job)
 
 
 def _pretraining_cost(body: dict) -> tuple:
@@ -182,39 +173,44 @@ def _pretraining_cost(body: dict) -> tuple:
     return (body["train"]["max_steps"] * shape.layers * shape.hidden, body["objective"]["kind"] != "mlm")
 
 
-def _export_random_init(cfg: ReproduceConfig) -> list[str]:
-    """The untrained model of each size (`random_init_models`), with the seed of the runs of that
+def _export_random_init(plan: StudyPlan) -> list[str]:
+    """The untrained model of each size (the plan's `random_init`), with the seed of the runs of that
     size: exactly the weights they start from (pretraining.export.export_random_init)."""
     from pretraining.export import export_random_init
 
     names = []
-    for name, preset in random_init_models(cfg).items():
-        path = model_path(cfg, name)
+    for ref in plan.random_init:
+        path = plan.model_path(ref.name)
         if not (path / "config.json").is_file():
             shutil.rmtree(path, ignore_errors=True)  # a folder left by an interrupted export
-            seed = random_init_seed(cfg, preset)
-            export_random_init(preset, path, tokenizer=tokenizer_path(cfg), seed=seed)
-        names.append(name)
+            export_random_init(ref.size, path, tokenizer=tokenizer_path(plan.config), seed=ref.seed)
+        names.append(ref.name)
     return names
 
 
-def _drop_toy_resume_checkpoints(cfg: ReproduceConfig) -> int:
+def _drop_toy_resume_checkpoints(plan: StudyPlan) -> int:
     """A finished run is never resumed, and every later stage (CPT init, fine-tuning) reads its
     Hugging Face export: at toy scale its Composer resume checkpoints (weights + optimizer state,
     most of a toy study's disk) and its copy of the shards (`data.cache_dir`) are removed at once.
     At paper scale `make clean` removes the checkpoints (docs/reproduce.md, "Disk, locks and cleaning")."""
     freed = 0
-    for run in pretraining_runs(cfg):
-        if folder := finished_run_checkpoints(pretraining_dir(cfg) / run):
-            cache = shard_cache_dir(cfg, run)
+    for run in plan.run_names:
+        if folder := finished_run_checkpoints(pretraining_dir(plan.config) / run):
+            cache = shard_cache_dir(plan.config, run)
             for path in (folder, cache) if cache.is_dir() else (folder,):
                 freed += folder_size(path)
                 shutil.rmtree(path)
     return freed
 
 
-def stage_finetune(cfg: ReproduceConfig) -> str:
-    jobs = finetune_jobs(cfg)
+def stage_finetune(plan: StudyPlan) -> str:
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
+
+    cfg = plan.config
+    for job in {j.job["config"]["model"]: j for j in plan.jobs}.values():  # each model, as matrix.expand checks
+        check_model_path(job.job["config"]["model"])
+        check_remote_code(job.job["config"]["model"], job.job["config"]["trust_remote_code"])
+    jobs = plan.finetune_jobs()
     # Chunks of one (model, lr, seed): the IR runs of a chunk share its MS MARCO model.
     chunks: dict[tuple, list[dict]] = {}
     for job in jobs:
@@ -259,19 +255,16 @@ def _has_record(job: dict) -> bool:
         raise ReproduceError(str(exc)) from None
 
 
-def _planned_runs(cfg: ReproduceConfig) -> list[tuple[dict, Path]]:
+def _planned_runs(plan: StudyPlan) -> list[tuple[dict, Path]]:
     """(job, its run folder) of every planned fine-tuning run, sorted by record path."""
-    from benchmarks.run import RunConfig
-
     # the models need not exist: a pretraining run that left no export (cancelled, timed out, lost)
     # makes its runs missing, with that reason, not the whole analysis fail (issue 65)
-    jobs = finetune_jobs(cfg, check_models=False)
-    runs = [(j, config_from_dict(RunConfig, j["config"], j["id"]).run_dir) for j in jobs]
+    runs = [(j.job, j.run_dir) for j in plan.jobs]
     return sorted(runs, key=lambda run: str(run[1] / RECORD_FILE))
 
 
 def _missing_row(job: dict, run_dir: Path, made_by: dict[str, str] | None = None) -> dict:
-    """`made_by`: the pretraining run of each pretrained model (plan.study_checkpoints)."""
+    """`made_by`: the pretraining run of each pretrained model (StudyPlan.made_by)."""
     from benchmarks.run import run_model_name
     from reproduce.status import error_first_line
 
@@ -290,25 +283,26 @@ def _missing_row(job: dict, run_dir: Path, made_by: dict[str, str] | None = None
     return {"id": job["id"], "model": model, "task": c["task"], "lr": c["lr"], "seed": c["seed"], "why": why}
 
 
-def stage_analysis(cfg: ReproduceConfig) -> str:
+def stage_analysis(plan: StudyPlan) -> str:
     """Records -> runs.jsonl, cells.csv, tables/, audit/, figure/ (skipped when nothing changed)."""
     from analysis.aggregate import aggregate_runs
     from analysis.audit import audit_headline, run_audit
     from analysis.recipe import add_origin
     from analysis.tables import write_tables
     from benchmarks.run import run_model_name
-    from contracts.model_names import parse_model_name
     from contracts.run_record import RunRecord, write_run_records
     from reproduce.learning import learning_table, summary_line
     from reproduce.missing import MISSING_FILE, at_chance_section, missing_frame, missing_section, prepend
 
-    out, study = out_dir(cfg), STUDIES[cfg.study]
-    planned = _planned_runs(cfg)
+    cfg = plan.config
+    out = out_dir(cfg)
+    planned = _planned_runs(plan)
     files = [run_dir / RECORD_FILE for _, run_dir in planned]
     # a run that failed or never ran is listed on top of every report, not a reason to analyse nothing
     # (the Slurm analysis job runs afterany: issue 53)
-    made_by = {c.name: c.run_name for c in study_checkpoints(cfg)}
-    missing = missing_frame([_missing_row(job, d, made_by) for job, d in planned if not (d / RECORD_FILE).is_file()])
+    missing = missing_frame(
+        [_missing_row(job, d, plan.made_by) for job, d in planned if not (d / RECORD_FILE).is_file()]
+    )
     files = [f for f in files if f.is_file()]
     if not files:
         raise ReproduceError(
@@ -330,7 +324,7 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         out / "cells.csv",
         out / "tables" / "tables.md",
         out / "audit" / "audit.md",
-        *(out / "figure" / f"{name}.png" for name in figure_files(cfg)),
+        *(out / "figure" / f"{name}.png" for name in figure_files(plan)),
         *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
         *([out / "claims" / "claims.md"] if cfg.pretrain_replicates > 1 else []),
         *([out / "claims" / "arc.md"] if cfg.study == "data-efficiency" else []),
@@ -345,18 +339,18 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     records = [RunRecord.from_dict(read_json_object(f, LARGE), str(f)) for f in files]
     # The chance levels (seconds of IR metric calls) in a worker of the reproduction's pool, idle by
     # now, while this process aggregates, tabulates, audits and draws every figure but Figure 3.
-    chance_args = (cfg, _protocols_by_task(cfg, records), recorded_chance(records))
+    chance_args = (plan, _protocols_by_task(cfg, records), recorded_chance(records))
     pool = _SHARED_POOL.get("pool")
     pending_chance = pool.apply_async(_chance_table, chance_args) if pool is not None else None
     write_run_records(out / "runs.jsonl", records)
     cells = aggregate_runs(records, reps=cfg.reps)
     atomic_write_text(out / "cells.csv", cells.to_csv(index=False))
-    renamed = stand_ins(cfg)
+    renamed = plan.stand_ins
     source = f"{cfg.scale}-scale reproduction run records {out / 'runs.jsonl'}"
     if renamed:
         source += " (toy runs in the rows of the paper checkpoints they stand in for: Checkpoint = our run)"
     write_tables(
-        cells, out / "tables", source=source, only=study.tables, rename={paper: ours for ours, paper in renamed.items()}
+        cells, out / "tables", source=source, only=plan.tables, rename={paper: ours for ours, paper in renamed.items()}
     )
     origins: dict[str, set[str]] = {}
     for r in records:  # this study pretrained its models: auto reads the recipe question from them
@@ -367,21 +361,22 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
         lambda: pending_chance.get() if pending_chance is not None else _chance_table(*chance_args)
     )
 
-    figures = draw_figures(cfg, cells, records, out / "figure", [str(out / "runs.jsonl")], chance_table)
+    figures = draw_figures(plan, cells, records, out / "figure", [str(out / "runs.jsonl")], chance_table)
     chance = chance_table()
     learned = ""
     if chance is not None:
         atomic_write_text(out / "chance.csv", chance.to_csv(index=False))
-        sizes = {name: parse_model_name(name).size for name in model_names(cfg)}
-        table = learning_table(cells, chance, sizes, random_init_models(cfg))
+        pretrained = {c.name: c.size for c in plan.checkpoints}
+        objectives = {c.name: c.description.objective for c in plan.checkpoints}
+        table = learning_table(cells, chance, pretrained, plan.random_init_models, objectives)
         atomic_write_text(out / "learning.csv", table.to_csv(index=False))
         learned = f"; {summary_line(table)} ({out / 'learning.csv'})"
     if cfg.pretrain_replicates > 1:  # docs/reproduce.md, "Pretraining replicates"
-        learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(cfg, records, out / 'claims')}"
+        learned += f"; claims ({out / 'claims' / 'claims.md'}): {claims_report(plan, records, out / 'claims')}"
     if cfg.study == "data-efficiency":  # docs/reproduce.md, "Toy data efficiency"
         from reproduce.arc import write_arc_report
 
-        arc = write_arc_report(cells, out / "claims", cfg.scale == "toy", source, random_init_models(cfg))
+        arc = write_arc_report(cells, out / "claims", cfg.scale == "toy", source, plan.random_init_models)
         learned += f"; arc ({out / 'claims' / 'arc.md'}): {arc}"
     atomic_write_text(out / MISSING_FILE, missing.to_csv(index=False))
     section = missing_section(missing, planned_per_cell) + at_chance_section(cells)
@@ -397,15 +392,15 @@ def stage_analysis(cfg: ReproduceConfig) -> str:
     )
     return (
         f"analysis: {partial}{len(records)} records -> {len(cells)} cells; {', '.join(figures)}; tables "
-        f"{', '.join(map(str, study.tables)) or '(none: extra tables only)'}; audit: {audit_headline(summary)} "
+        f"{', '.join(map(str, plan.tables)) or '(none: extra tables only)'}; audit: {audit_headline(summary)} "
         f"-> {out}{learned}"
     )
 
 
-def chance_levels(cfg: ReproduceConfig, records):
+def chance_levels(plan: StudyPlan, records):
     """Per task of the runs: the chance level under their protocol, tokenizer and length
     (benchmarks.chance); None when the data come from the Hub (paper scale: not downloaded here)."""
-    return _chance_table(cfg, _protocols_by_task(cfg, records), recorded_chance(records))
+    return _chance_table(plan, _protocols_by_task(plan.config, records), recorded_chance(records))
 
 
 def recorded_chance(records) -> dict[tuple[str, str], dict]:
@@ -429,7 +424,7 @@ def _protocols_by_task(cfg: ReproduceConfig, records) -> dict[str, list[str]]:
     return {task: sorted({r.protocol for r in records if r.dataset == task}) for task in cfg.tasks}
 
 
-def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]], recorded: dict | None = None):
+def _chance_table(plan: StudyPlan, protocols: dict[str, list[str]], recorded: dict | None = None):
     import pandas as pd
 
     from benchmarks.chance import chance_score
@@ -437,15 +432,16 @@ def _chance_table(cfg: ReproduceConfig, protocols: dict[str, list[str]], recorde
     from benchmarks.run import RunConfig
     from benchmarks.tasks import get_task
 
+    cfg = plan.config
     data_root = task_data_root(cfg)
     if data_root is None or not any(protocols.values()):
         return None
     # every model shares the tokenizer and length: the first that has an export (one whose pretraining
     # run left none is a missing model, not a failed analysis: issue 65)
-    exported = [m for m in finetuned_models(cfg) if (model_path(cfg, m) / "config.json").is_file()]
+    exported = [m for m in plan.finetuned_models if (plan.model_path(m) / "config.json").is_file()]
     if not exported:
         return None
-    first_job = finetune_jobs(cfg, exported[0])[0]
+    first_job = plan.finetune_jobs(exported[0])[0]
     run_config = config_from_dict(RunConfig, first_job["config"], "fine-tuning job")
     tokenizer = load_tokenizer(run_config.model)
     rows = []
@@ -490,19 +486,21 @@ def _resources(out: Path) -> dict:
 
 
 def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
-    """Run (or resume) the stages here; returns {stage: seconds}. Writes `<out>/reproduce.yaml`."""
+    """Run (or resume) the stages here; returns {stage: seconds}. Writes `<out>/reproduce.yaml` and
+    the study plan beside it (`<out>/plan.json`), the one input of every stage."""
     if cfg.scale != "toy" and set(stages) != {"analysis"}:
         raise ReproduceError(
             f"scale {cfg.scale} pretrains on a cluster: use --slurm (or --dry-run) with "
             "--cluster FILE; only --stage analysis runs here"
         )
+    plan = build_plan(cfg)  # a selection outside the study fails here, before anything is written
     out = out_dir(cfg)
     timings = {}
     with output_lock(out), _worker_pool(cfg):  # a second reproduce on this folder refuses before writing
         CURRENT_STAGE["stage"] = next(name for name, _ in STAGES if name in stages)  # its imports come first
         import_stage_modules(stages)
-        _check_reuse(cfg, stages)
-        write_study_config(cfg)
+        _check_reuse(plan, stages)
+        write_study_config(plan)
         if "data" in stages and "pretraining" in stages:
             from pretraining.data.format import MANIFEST
 
@@ -514,7 +512,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
                 continue
             t0 = time.perf_counter()
             CURRENT_STAGE["stage"] = name
-            log(stage(cfg))
+            log(stage(plan))
             timings[name] = round(time.perf_counter() - t0, 2)
         resources = _resources(out)
         log(

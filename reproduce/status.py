@@ -31,17 +31,8 @@ from contracts.layout import ERROR_FILE, FINISHED_FILE, LOSS_LOG_FILE, RECORD_FI
 from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from contracts.provenance import atomic_write_bytes
 from reproduce.housekeeping import CONFIG_FILE, FINISHED_STUDY_FILE, LOCK_FILE
-from reproduce.plan import ReproduceError
+from reproduce.plan import ReproduceError, StudyPlan, load_study_config, study_plan_at
 from reproduce.slurm.view import SLURM_JOBS_HEADER, SlurmView, slurm_headline, slurm_jobs, slurm_run_state
-from reproduce.status_index import (  # noqa: F401 - the index's names, as other modules import them from here
-    STATUS_INDEX,
-    StudyPlan,
-    load_study_config,
-    plan_of,
-    read_status_index,
-    write_status_index,
-    write_study_config,
-)
 
 ETA_WINDOW = 50  # steps whose pace gives the ETA (of the latest stretch of training, after any resume)
 
@@ -250,7 +241,7 @@ def _head(path: Path, size: int = 4096) -> str:
 
 def pretraining_status(plan: StudyPlan, slurm: SlurmView | None = None) -> list[PretrainingRun]:
     runs = []
-    for name, run_dir, max_steps in plan.pretraining:
+    for name, run_dir, max_steps in ((r.name, r.run_dir, r.max_steps) for r in plan.runs):
         log = run_dir / LOSS_LOG_FILE
         rows = read_loss_rows(_read_or_empty(log, LARGE))
         if (run_dir / FINISHED_FILE).exists():
@@ -271,7 +262,7 @@ def pretraining_status(plan: StudyPlan, slurm: SlurmView | None = None) -> list[
 
 def finetune_status(plan: StudyPlan, since: _dt.datetime | None, slurm: SlurmView | None = None) -> list[FinetuneRun]:
     runs = []
-    for job_id, name, run_dir, group, index in plan.finetune:
+    for job_id, name, run_dir, group, index in ((j.id, j.model, j.run_dir, j.group, j.index) for j in plan.jobs):
         record, error = run_dir / RECORD_FILE, run_dir / ERROR_FILE
         body = _parsed(record) if record.exists() else None
         if record.exists() and body is None:  # truncated or not a file: not done (issue 56)
@@ -328,7 +319,7 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     if not (out / CONFIG_FILE).is_file():
         load_study_config(out)  # the one-line error naming the missing reproduce.yaml
     notes: list[str] = []
-    plan = read_status_index(out, notes) or plan_of(load_study_config(out))  # the index: no torch, no planning
+    plan = study_plan_at(out, notes)  # OUT/plan.json: no torch, no planning
     holder = read_holder(out / LOCK_FILE)
     slurm = SlurmView.read(out) if (out / "slurm").is_dir() and not holder.alive else None
     on_slurm = slurm is not None and bool(slurm.entries)

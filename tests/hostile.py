@@ -91,21 +91,18 @@ def snapshot(tree: Path, skip: Path | None = None) -> dict[str, tuple]:
     return out
 
 
-def study_with_status_index(out: Path, pretraining_rows: list) -> Path:
-    """A toy study folder (its reproduce.yaml) whose status_index.json matches it and lists
-    `pretraining_rows` ([name, folder, steps]); returns the folder."""
+def study_with_plan(out: Path, run_name, run_dir) -> Path:
+    """A toy study folder (reproduce.yaml and the plan.json written for it: one pretraining run, one
+    fine-tuning run) whose first pretraining run is renamed `run_name` at folder `run_dir` in
+    plan.json; returns the folder."""
     import json
 
-    from reproduce.plan import ReproduceConfig, write_reproduce_config
-    from reproduce.status import STATUS_INDEX
+    from reproduce.plan import PLAN_FILE, ReproduceConfig, build_plan, write_study_config
 
-    config = write_reproduce_config(ReproduceConfig(out=str(out), scale="toy"))
-    body = {
-        "reproduce_yaml_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
-        "study": "masking",
-        "scale": "toy",
-        "pretraining": pretraining_rows,
-        "finetune": [],
-    }
-    (out / STATUS_INDEX).write_text(json.dumps(body))
+    cfg = ReproduceConfig(out=str(out), scale="toy", sizes=("toy_s",), ratios=(0.4,), clm=False, tasks=("sst2",))
+    write_study_config(build_plan(cfg))
+    body = json.loads((out / PLAN_FILE).read_text())
+    body["runs"][0]["name"] = run_name
+    body["runs"][0]["config"]["run_dir"] = run_dir
+    (out / PLAN_FILE).write_text(json.dumps(body))
     return out

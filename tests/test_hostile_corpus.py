@@ -141,22 +141,22 @@ def mds_cache_source(sandbox, name, monkeypatch, prepared):
     return given, call, PreparedDataError, "index.json"
 
 
-def status_index(sandbox, name, monkeypatch):
-    """reproduce.status.read_status_index (`reproduce status`): a run name in status_index.json."""
-    from reproduce.status import STATUS_INDEX, read_status_index
+def status_plan(sandbox, name, monkeypatch):
+    """reproduce.plan.read_plan (`reproduce status`, `resubmit`): a run name in plan.json."""
+    from reproduce.plan import PLAN_FILE, read_plan
 
-    given = hostile.study_with_status_index(sandbox / "study", [[name, name if isinstance(name, str) else "x", 10]])
+    given = hostile.study_with_plan(sandbox / "study", name, name if isinstance(name, str) else "x")
 
-    class StatusIndexRefused(Exception):
+    class PlanRefused(Exception):
         pass
 
     def call():
         notes = []
-        plan = read_status_index(given, notes)
+        plan = read_plan(given, notes)
         assert plan is None, "a hostile run name was taken into the plan"
-        raise StatusIndexRefused(notes[0] if notes else f"{STATUS_INDEX}: unreadable, planned again")
+        raise PlanRefused(notes[0] if notes else f"{PLAN_FILE}: unreadable, planned again")
 
-    return given, call, StatusIndexRefused, STATUS_INDEX
+    return given, call, PlanRefused, PLAN_FILE
 
 
 def ledger_script(sandbox, name, monkeypatch):
@@ -179,7 +179,7 @@ READERS = {
     "mds-train": mds_for_training,
     "mds-verify": mds_verify,
     "mds-cache-source": mds_cache_source,
-    "status-index": status_index,
+    "status-plan": status_plan,
     "ledger-script": ledger_script,
 }
 NEEDS_DATA = {"mds-train", "mds-verify", "mds-cache-source"}

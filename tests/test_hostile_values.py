@@ -199,14 +199,14 @@ def test_clean_on_a_moved_study_cleans_that_study_and_no_other(tmp_path, monkeyp
     assert not moved.exists() and (other / "ba10-rank0.pt").is_file()
 
 
-def test_status_refuses_an_absolute_run_name_in_its_index(tmp_path):
-    """Issue 78: an absolute run name in status_index.json passed the index check (runs / name is
-    the name itself) and status showed a run outside the study."""
-    from reproduce.status import read_status_index
+def test_status_refuses_an_absolute_run_name_in_its_plan(tmp_path):
+    """Issue 78: an absolute run name in the study index passed its check (runs / name is the name
+    itself) and status showed a run outside the study; the same in plan.json (issue 79)."""
+    from reproduce.plan import read_plan
 
-    out = hostile.study_with_status_index(tmp_path / "study", [[str(tmp_path / "other"), str(tmp_path / "other"), 10]])
+    out = hostile.study_with_plan(tmp_path / "study", str(tmp_path / "other"), str(tmp_path / "other"))
     notes = []
-    assert read_status_index(out, notes) is None
+    assert read_plan(out, notes) is None
     assert len(notes) == 1 and "an absolute name" in notes[0]
 
 

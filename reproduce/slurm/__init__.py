@@ -10,7 +10,7 @@
   view.py       the Slurm view of `reproduce status`: the ledger's jobs and their states
 
 The local executor (reproduce/local.py, its processes in reproduce/workers.py) and `status`
-(reproduce/status.py, the study index it reads in reproduce/status_index.py) sit beside it.
+(reproduce/status.py, reading the study plan of reproduce/plan/) sit beside it.
 The names other modules use are imported here.
 """
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from contracts.paper import PAPER_CORPUS
-from reproduce.plan import ReproduceConfig, pretraining_config, pretraining_runs
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -93,7 +92,7 @@ def step_seconds_estimate(body: dict, cluster, mfu: float, gpu_tflops: float) ->
     return TOY_STEP_BOUND_S, f"at most {TOY_STEP_BOUND_S:g} s a step (10x the largest toy preset's measured step)"
 
 
-def requeue_time_problem(cfg: ReproduceConfig, cluster, mfu: float, gpu_tflops: float) -> str | None:
+def requeue_time_problem(plan, cluster, mfu: float, gpu_tflops: float) -> str | None:
     """One line when the pretraining time limit leaves no time for a checkpoint before the requeue
     signal: limit <= lead + start + one resume interval (of the slowest run) at the estimated step."""
     name, text = cluster.time_setting("pretraining")
@@ -101,8 +100,7 @@ def requeue_time_problem(cfg: ReproduceConfig, cluster, mfu: float, gpu_tflops: 
     if limit is None:
         return None
     worst = None
-    for run in pretraining_runs(cfg):
-        body = pretraining_config(cfg, run)
+    for run, body in ((r.name, r.config) for r in plan.runs):  # plan: a reproduce.plan.StudyPlan
         step_s, how = step_seconds_estimate(body, cluster, mfu, gpu_tflops)
         interval = min(body["train"]["resume_interval"], body["train"]["max_steps"])
         if worst is None or interval * step_s > worst[0]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.tasks import with_ir_training
-from contracts.model_names import parse_model_name
 from contracts.paper import (
     FINETUNE_LRS,
     FINETUNE_SEEDS,
@@ -40,14 +39,7 @@ from contracts.paper import (
     TOKENS_PER_STEP_TABLE1,
 )
 from paper_figures.flops import count_parameters, training_flops
-from reproduce.plan import (
-    ReproduceConfig,
-    ReproduceError,
-    finetuned_models,
-    is_cpt_branch,
-    pretraining_config,
-    pretraining_runs,
-)
+from reproduce.plan import ReproduceError, StudyPlan
 
 H100_BF16_TFLOPS = 989.0  # NVIDIA H100 SXM, dense bf16 (the 1,979 of the data sheet assume sparsity)
 DEFAULT_MFU = 0.4
@@ -88,17 +80,12 @@ def gpu_hours(flops: float, mfu: float, gpu_tflops: float) -> float:
     return flops / (mfu * gpu_tflops * 1e12) / 3600
 
 
-def pretraining_costs(cfg: ReproduceConfig) -> list[dict]:
+def pretraining_costs(plan: StudyPlan) -> list[dict]:
     """Per pretraining run of the reproduction: size, steps, tokens, FLOPs."""
-    from pretraining.registry import RUNS, cpt_branch_step
-
     out = []
-    for name, run in pretraining_runs(cfg).items():
-        body = pretraining_config(cfg, name)
-        size = body["model"]["preset"]
-        steps = body["train"]["max_steps"]
-        if is_cpt_branch(body):  # a decay branch trains only past the main run's step it continues from
-            steps -= cpt_branch_step(RUNS[run], cfg.scale, cfg.cpt_recipe)
+    for run in plan.runs:
+        name, body, size = run.name, run.config, run.size
+        steps = run.trained_steps  # a decay branch trains only past the main run's step it continues from
         per_step = body["train"]["global_batch_size"] * body["data"]["seq_len"]
         n = count_parameters(PAPER_SHAPES[size])["matmul"]
         out.append(
@@ -121,17 +108,17 @@ def finetune_flops(size: str, task: str, max_steps: int | None = None) -> float:
     return 6 * n * steps * FINETUNE_BATCH * cost.train_tokens + 2 * n * cost.eval_tokens
 
 
-def finetune_costs(cfg: ReproduceConfig) -> dict:
+def finetune_costs(plan: StudyPlan) -> dict:
     """Runs and FLOPs of the fine-tuning stage (every model x task x LR x seed)."""
+    cfg = plan.config
     tasks = with_ir_training(cfg.tasks)  # NQ and MLDR evaluate the model the MS MARCO runs train
     grid = len(cfg.lrs) * len(cfg.seeds)
     runs, flops = 0, 0.0
-    for model in finetuned_models(cfg):
-        size = parse_model_name(model).size
+    for size in plan.sizes.values():
         for task in tasks:
             runs += grid
             flops += grid * finetune_flops(size, task, cfg.finetune_steps)
-    return {"runs": runs, "models": len(finetuned_models(cfg)), "flops": flops}
+    return {"runs": runs, "models": len(plan.finetuned_models), "flops": flops}
 
 
 def paper_stage_flops(stage: str) -> float:
@@ -180,12 +167,12 @@ def paper_compute_lines(mfu: float, gpu_tflops: float, pretraining_flops: float,
     ]
 
 
-def cost_report(cfg: ReproduceConfig, mfu: float = DEFAULT_MFU, gpu_tflops: float = H100_BF16_TFLOPS) -> list[str]:
+def cost_report(plan: StudyPlan, mfu: float = DEFAULT_MFU, gpu_tflops: float = H100_BF16_TFLOPS) -> list[str]:
     """The lines a paper-scale dry run prints (module docstring)."""
     if not 0 < mfu <= 1 or gpu_tflops <= 0:
         raise ReproduceError(f"--mfu {mfu} must be in (0, 1] and --gpu-tflops {gpu_tflops} > 0")
     hours = lambda flops: gpu_hours(flops, mfu, gpu_tflops)  # noqa: E731
-    runs = pretraining_costs(cfg)
+    runs = pretraining_costs(plan)
     sizes: dict[str, list[dict]] = {}
     for run in runs:
         sizes.setdefault(run["size"], []).append(run)
@@ -193,7 +180,7 @@ def cost_report(cfg: ReproduceConfig, mfu: float = DEFAULT_MFU, gpu_tflops: floa
     per_size = ", ".join(
         f"{size} {len(rs)} x {hours(sum(r['flops'] for r in rs)) / len(rs):,.0f}" for size, rs in sizes.items()
     )
-    finetune = finetune_costs(cfg)
+    finetune = finetune_costs(plan)
     total = hours(pretraining) + hours(finetune["flops"])
     pre_u, fine_u = paper_utilisation("pretraining"), paper_utilisation("evaluation")
     at_paper = gpu_hours(pretraining, pre_u, gpu_tflops), gpu_hours(finetune["flops"], fine_u, gpu_tflops)

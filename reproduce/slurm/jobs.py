@@ -12,8 +12,8 @@ from pathlib import Path
 from contracts.layout import CHECKPOINT_PATTERN, CHECKPOINTS_DIR, FINISHED_FILE
 from reproduce.plan import (
     REPO_ROOT,
-    ReproduceConfig,
     ReproduceError,
+    StudyPlan,
     data_dir,
     out_dir,
     pretraining_dir,
@@ -35,9 +35,10 @@ def _q(text) -> str:
 class ScriptBase:
     """What every script of the study shares."""
 
-    def __init__(self, cfg: ReproduceConfig, cluster: ClusterConfig, container: bool = True):
-        self.cfg, self.cluster, self.container = cfg, cluster, container
-        self.dir = out_dir(cfg) / "slurm"
+    def __init__(self, plan: StudyPlan, cluster: ClusterConfig, container: bool = True):
+        self.plan, self.cluster, self.container = plan, cluster, container
+        self.cfg = plan.config
+        self.dir = out_dir(self.cfg) / "slurm"
         self.logs = self.dir / "slurm_logs"  # where the benchmarks.matrix scripts log too
 
     # what every job runs its commands through

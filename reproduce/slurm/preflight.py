@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 
 from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
-from reproduce.plan import ReproduceConfig, data_dir, pretraining_config, pretraining_runs, task_data_root
+from reproduce.plan import StudyPlan, data_dir, task_data_root
 
 
 def _data_problems(folder: Path, seq_len: int, prepare: str) -> list[str]:
@@ -177,15 +177,16 @@ def _tokenizer_problems(name: str, hf_cache: str) -> list[str]:
     ]
 
 
-def preflight(cfg: ReproduceConfig, cluster, container: bool = True) -> list[str]:
-    """What the Slurm jobs of `cfg` (paper scale) would miss, one line each; [] when ready."""
+def preflight(plan: StudyPlan, cluster, container: bool = True) -> list[str]:
+    """What the Slurm jobs of the plan (paper scale) would miss, one line each; [] when ready."""
     from benchmarks.datasets.fetch import mirror_problems
     from benchmarks.tasks import with_ir_training
 
+    cfg = plan.config
     problems = []
     if container:
         problems += image_problems(cluster.image)
-    bodies = [pretraining_config(cfg, name) for name in pretraining_runs(cfg)]
+    bodies = [run.config for run in plan.runs]
     if bodies:
         args = " ".join(shlex.quote(a) for a in cluster.prepare_data_args)
         seq_len = bodies[0]["data"]["seq_len"]

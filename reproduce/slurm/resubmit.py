@@ -92,9 +92,9 @@ def written_arrays(out: Path) -> dict:
 
 
 def _job_done(job: dict) -> bool:
-    from reproduce.status_index import _JobView
+    from reproduce.plan.study_plan import job_model_and_dir
 
-    return (_JobView(job["config"]).run_dir / RECORD_FILE).is_file()
+    return (job_model_and_dir(job["config"])[1] / RECORD_FILE).is_file()
 
 
 def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
@@ -102,19 +102,10 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     from benchmarks.matrix import GROUPS, read_jobs
     from pretraining.data.format import MANIFEST
     from reproduce.missing import analysis_has_every_run
-    from reproduce.plan import (
-        data_dir,
-        finetune_dir,
-        finetuned_models,
-        pretraining_dir,
-        pretraining_runs,
-        random_init_models,
-        starts_from,
-        study_checkpoints,
-    )
-    from reproduce.status_index import load_study_config
+    from reproduce.plan import data_dir, finetune_dir, pretraining_dir, study_plan_at
 
-    cfg = load_study_config(out)
+    study = study_plan_at(out)  # OUT/plan.json, as the study was written (planned again only when stale)
+    cfg = study.config
     entries, bad = read_ledger(out)
     if not entries:
         raise ReproduceError(
@@ -142,8 +133,8 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             plan.append(Submission("data", "data", "data", "data.sbatch"))
             waits["data"] = "data"
 
-    runs = pretraining_runs(cfg)
-    for i, name in enumerate(runs):
+    for i, run in enumerate(study.runs):
+        name = run.name
         if (pretraining_dir(cfg) / name / FINISHED_FILE).is_file():
             continue
         entry = jobs.get(("pretraining", name, ""))
@@ -151,7 +142,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             waits[name] = entry.job
             notes.append(f"pretraining {name}: job {entry.job} still queued or running")
             continue
-        source = starts_from(cfg, name)
+        source = run.starts_from
         after = waits.get(source) if source else waits.get("data")
         plan.append(
             Submission(
@@ -160,14 +151,13 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
         )
         waits[name] = f"pt{i}"
 
-    made_by = {c.name: c.run_name for c in study_checkpoints(cfg)}
-    made_by.update(dict.fromkeys(random_init_models(cfg), "data"))
+    made_by = {**study.made_by, **dict.fromkeys(study.random_init_models, "data")}
     array_entries = {(e.name, e.group): e for e in entries if e.tasks}
     arrays = written_arrays(out)
     lanes = arrays.get("lanes")
     lane_vars: list[list[str]] = []  # the new arrays of each model that has some, for the next in its lane
     last_arrays: list[str] = []
-    for j, model in enumerate(finetuned_models(cfg)):
+    for j, model in enumerate(study.finetuned_models):
         jobs_file = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
         if not jobs_file.is_file():
             raise ReproduceError(f"{jobs_file}: the job list of {model}'s arrays is missing: write the study again")

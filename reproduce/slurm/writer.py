@@ -13,16 +13,11 @@ from pathlib import Path
 from reproduce.plan import (
     ReproduceConfig,
     ReproduceError,
+    build_plan,
     finetune_dir,
-    finetune_jobs,
-    finetuned_models,
     out_dir,
-    pretraining_config,
-    pretraining_runs,
-    random_init_models,
-    starts_from,
-    study_checkpoints,
     write_if_changed,
+    write_study_config,
 )
 from reproduce.slurm.cluster import (
     CONFIG_DIR,
@@ -38,7 +33,6 @@ from reproduce.slurm.ledger import (
     ledger_shell_function,
     read_ledger,
 )
-from reproduce.status_index import write_study_config
 
 
 class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptBase):
@@ -51,10 +45,10 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
 
         from benchmarks import matrix
 
-        cfg, out = self.cfg, out_dir(self.cfg)
+        cfg, plan, out = self.cfg, self.plan, out_dir(self.cfg)
         self.check_paths()
         self.logs.mkdir(parents=True, exist_ok=True)
-        config_path = write_study_config(cfg)
+        config_path = write_study_config(plan)
         scripts = {"data": self.dir / "data.sbatch"}
         write_if_changed(scripts["data"], self.data_script(config_path))
         python = self.dir / "python.sh"
@@ -72,10 +66,10 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
             'ledger "$data" data data data.sbatch "" ""',
         ]
         after_finetune, n_runs, n_tasks = [], 0, 0
-        runs = pretraining_runs(cfg)
+        runs = plan.run_names
         run_var = {}
-        for i, name in enumerate(runs):
-            body = pretraining_config(cfg, name)
+        for i, run in enumerate(plan.runs):
+            name, body = run.name, run.body()
             if self.cluster.data_cache_dir:
                 body["data"]["cache_dir"] = f"{self.cluster.data_cache_dir}/{name}"
                 body["data"]["cache_limit"] = self.cluster.data_cache_limit
@@ -85,8 +79,7 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
             write_if_changed(pt, self.pretraining_script(name, run_config))
             # a CPT run starts from its base's final export, a CPT decay branch from the main CPT run's
             # kept state: after that run's job, not just the data
-            source = starts_from(cfg, name)
-            after = f'"${run_var[source]}"' if source else '"$data"'
+            after = f'"${run_var[run.starts_from]}"' if run.starts_from else '"$data"'
             run_var[name] = f"pt{i}"
             commands += [
                 f"pt{i}=$(sbatch --parsable --dependency=afterok:{after} {KILL_ON_INVALID_DEP} {pt.name})",
@@ -94,16 +87,16 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
                 f'ledger "$pt{i}" pretraining {name} {pt.name} "" ""',
             ]
         # the pretrained models after their run's job, the untrained references after the data job
-        made_by = {c.name: f'"${run_var[c.run_name]}"' for c in study_checkpoints(cfg)}
-        made_by.update(dict.fromkeys(random_init_models(cfg), '"$data"'))
-        models = finetuned_models(cfg)
-        throttle_n, lanes = self.finetune_lanes(len(models), finetune_jobs(cfg, models[0], check_models=False))
+        made_by = {model: f'"${run_var[run]}"' for model, run in plan.made_by.items()}
+        made_by.update(dict.fromkeys(plan.random_init_models, '"$data"'))
+        models = plan.finetuned_models
+        throttle_n, lanes = self.finetune_lanes(len(models), plan.finetune_jobs(models[0]))
         throttle = f"%{throttle_n}" if throttle_n else ""
         arrays = {"throttle": throttle_n, "lanes": lanes, "models": models}
         write_if_changed(out / ARRAYS_FILE, json.dumps(arrays, indent=1, sort_keys=True) + "\n")
         model_arrays: list[list[str]] = []  # the array variables of each model, for the next in its lane
         for j, model in enumerate(models):
-            jobs = finetune_jobs(cfg, model, check_models=False)
+            jobs = plan.finetune_jobs(model)
             jobs_path = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
             write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
             ft = self.dir / f"finetune_{model}.sh"
@@ -158,7 +151,7 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
                 [
                     "#!/bin/bash",
                     f"# Study {cfg.study} at scale {cfg.scale}: data -> {len(runs)} pretraining jobs -> "
-                    f"fine-tuning arrays of {len(finetuned_models(cfg))} models ({n_runs} runs) -> "
+                    f"fine-tuning arrays of {len(models)} models ({n_runs} runs) -> "
                     "analysis, chained with --dependency.",
                     "# Written by `python -m reproduce`; run with bash to submit (from a login node).",
                     "set -euo pipefail",
@@ -175,7 +168,7 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
             "submit": submit,
             "commands": commands,
             "pretraining_jobs": len(runs),
-            "checkpoints": len(finetuned_models(cfg)),
+            "checkpoints": len(models),
             "finetune_runs": n_runs,
             "finetune_array_tasks": n_tasks,
         }
@@ -234,13 +227,14 @@ def reproduce_slurm(
         runs_dir=cfg.runs_dir or cluster.runs_dir,
         data_root=cfg.data_root or cluster.task_data,
     )
+    plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
     paper = cfg.scale == "paper"
-    too_short = requeue_time_problem(cfg, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
+    too_short = requeue_time_problem(plan, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
     if too_short:  # before anything is written
         raise ReproduceError(f"{cluster_file}: {too_short}")
-    cost = cost_report(cfg, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
+    cost = cost_report(plan, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
     out_dir(cfg).mkdir(parents=True, exist_ok=True)
-    written = SlurmWriter(cfg, cluster, container).write()
+    written = SlurmWriter(plan, cluster, container).write()
     log(
         f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
         f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} "
@@ -250,7 +244,7 @@ def reproduce_slurm(
     for line in cost:
         log(line)
     # a toy study in container mode runs in the image too: its check always (issue 65)
-    problems = preflight(cfg, cluster, container) if paper else image_problems(cluster.image) if container else []
+    problems = preflight(plan, cluster, container) if paper else image_problems(cluster.image) if container else []
     note = image_commit_note(cluster.image) if container and not problems else None
     if note:
         log(note)

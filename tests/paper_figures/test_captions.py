@@ -99,12 +99,18 @@ def _toy_cfg(tmp_path, **kwargs):
     return ReproduceConfig(out=str(tmp_path / "out"), **kwargs)
 
 
+def build_plan(cfg):
+    from reproduce.plan import build_plan as build
+
+    return build(cfg)
+
+
 def test_toy_stand_in_labels_say_the_real_step_counts(tmp_path):
     from reproduce.figures import stand_in_labels
     from reproduce.plan import pretrain_length
 
     cfg = _toy_cfg(tmp_path)
-    title, caption = stand_in_labels(cfg, 3)
+    title, caption = stand_in_labels(build_plan(cfg), 3)
     assert "\n" not in title and len(title) <= 70
     assert "toy_s for 210M, toy_m for 610M, toy_l for 1B" in caption
     assert f"the paper's 42,000 pretraining steps are {pretrain_length(cfg):,} toy steps" in caption
@@ -112,7 +118,7 @@ def test_toy_stand_in_labels_say_the_real_step_counts(tmp_path):
     assert "Toy world" in caption
     assert f"{pretrain_length(cfg):,} toy steps are the early regime" in caption
     assert "make reproduce FIGURE=4" in caption
-    _, figure2 = stand_in_labels(cfg, 2)  # the CLM-ahead sentence is about Figure 3's dashed lines
+    _, figure2 = stand_in_labels(build_plan(cfg), 2)  # the CLM-ahead sentence is about Figure 3's dashed lines
     assert "make reproduce FIGURE=4" not in figure2 and "toy_s for 210M" in figure2
 
 
@@ -120,10 +126,10 @@ def test_toy_stand_in_labels_of_a_subset_and_of_other_studies(tmp_path):
     from reproduce.figures import stand_in_labels
     from reproduce.plan import pretrain_length
 
-    _, caption = stand_in_labels(_toy_cfg(tmp_path, sizes=("toy_s",), ratios=(0.2, 0.4)), 3)
+    _, caption = stand_in_labels(build_plan(_toy_cfg(tmp_path, sizes=("toy_s",), ratios=(0.2, 0.4))), 3)
     assert "toy_s for 210M;" in caption and "toy_m" not in caption
     biphasic = _toy_cfg(tmp_path, study="biphasic")
-    _, caption = stand_in_labels(biphasic, 6)
+    _, caption = stand_in_labels(build_plan(biphasic), 6)
     if pretrain_length(biphasic) is None:
         assert "every paper step count divided by 1,000" in caption
     else:
@@ -139,7 +145,7 @@ def test_toy_figure3_title_fits_and_its_caption_explains_the_stand_ins(tmp_path)
     fig, points = from_cells.figure_3(
         cells, chance={t: 10.0 for t in TASK_TYPES}, random_init={s: f"{s}-random-init" for s in PAPER_SIZES}
     )
-    label_stand_ins(_toy_cfg(tmp_path), 3, fig, points)
+    label_stand_ins(build_plan(_toy_cfg(tmp_path)), 3, fig, points)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()

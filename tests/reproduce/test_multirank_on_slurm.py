@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.plan import ReproduceConfig
+from reproduce.plan import ReproduceConfig, build_plan
 from reproduce.slurm import ClusterConfig, SlurmWriter
 from tests.pretraining.toy_runs import hold_spec, prepare_embedded_data, write_toy_mlm_config
 
@@ -73,7 +73,7 @@ def test_two_rank_pretraining_job_requeued_by_the_time_limit_signal_resumes_exac
         python=sys.executable,
     )
     reproduce_cfg = ReproduceConfig(out=str(tmp_path / "out"), scale="toy", runs_dir=str(tmp_path / "runs"))
-    writer = SlurmWriter(reproduce_cfg, cluster, container=False)
+    writer = SlurmWriter(build_plan(reproduce_cfg), cluster, container=False)
     writer.logs.mkdir(parents=True)
     script = writer.dir / "pretrain_toy.sbatch"
     # HoldAtStep lives in tests/, outside the packages a config may name without --trust-callbacks

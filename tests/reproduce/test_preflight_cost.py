@@ -18,7 +18,7 @@ from paper_figures.flops import count_parameters, training_flops
 from pretraining.assets import ASSETS_DIR
 from pretraining.data.prepare import PrepareConfig, prepare_data
 from reproduce import cli, slurm
-from reproduce.plan import ReproduceError
+from reproduce.plan import ReproduceError, build_plan
 from reproduce.slurm import cost, preflight
 from tests.hub_server import HubServer
 from tests.reproduce.slurm_study import stand_in_image
@@ -33,11 +33,11 @@ def _config(*argv):
 
 def test_the_estimate_is_the_figure_10_flop_count_over_the_assumed_utilisation():
     cfg = _config("--figure", "3")
-    runs = cost.pretraining_costs(cfg)
+    runs = cost.pretraining_costs(build_plan(cfg))
     assert len(runs) == 15 and {r["tokens"] for r in runs} == {42_000 * TOKENS_PER_STEP_TABLE1}
     n_610m = count_parameters(PAPER_SHAPES["610m"])["matmul"]
     assert next(r for r in runs if r["run"] == "610m-mlm40-42k")["flops"] == training_flops(42_000, n_610m)
-    lines = cost.cost_report(cfg, mfu=0.4)
+    lines = cost.cost_report(build_plan(cfg), mfu=0.4)
     total = sum(r["flops"] for r in runs)
     assert f"{total:.2e} FLOPs = {cost.gpu_hours(total, 0.4, 989):,.0f} GPU-h" in lines[3]
     assert cost.gpu_hours(total, 0.2, 989) == pytest.approx(2 * cost.gpu_hours(total, 0.4, 989))
@@ -46,20 +46,20 @@ def test_the_estimate_is_the_figure_10_flop_count_over_the_assumed_utilisation()
     # default), the main 22k run and the branch's 1,001 steps past step 999; NQ alone still trains
     # the MS MARCO model it evaluates
     two_k = ("--figure", "8", "--checkpoints", "610m-clm-dec42k-mlm40-44k")
-    separate = cost.pretraining_costs(_config(*two_k, "--cpt-recipe", "separate"))
+    separate = cost.pretraining_costs(build_plan(_config(*two_k, "--cpt-recipe", "separate")))
     assert [r["steps"] for r in separate] == [42_000, 2_000]
-    branched = cost.pretraining_costs(_config(*two_k))
+    branched = cost.pretraining_costs(build_plan(_config(*two_k)))
     assert [(r["run"], r["steps"]) for r in branched] == [
         ("610m-clm-42k", 42_000),
         ("610m-clm-dec42k-mlm40-64k", 22_000),
         ("610m-clm-dec42k-mlm40-44k", 1_001),
     ]
     nq = cost.finetune_costs(
-        _config("--figure", "3", "--sizes", "210m", "--no-clm", "--ratios", "0.4", "--tasks", "nq")
+        build_plan(_config("--figure", "3", "--sizes", "210m", "--no-clm", "--ratios", "0.4", "--tasks", "nq"))
     )
     assert nq["runs"] == 2 * 30
     with pytest.raises(ReproduceError, match="--mfu"):
-        cost.cost_report(cfg, mfu=1.5)
+        cost.cost_report(build_plan(cfg), mfu=1.5)
 
 
 def test_the_estimate_prints_the_papers_gpu_hours_and_the_utilisation_they_imply():
@@ -67,20 +67,20 @@ def test_the_estimate_prints_the_papers_gpu_hours_and_the_utilisation_they_imply
     about 9k evaluation). The 15 base runs' FLOPs (Figure 10's count) over 81k hours of a 191.5
     TFLOP/s GPU: about 11%, so an estimate at 40% MFU is 3.7x below the paper's hours."""
     cfg = _config("--figure", "3")
-    lines = cost.cost_report(cfg, mfu=0.4)
+    lines = cost.cost_report(build_plan(cfg), mfu=0.4)
     text = "\n".join(lines)
     assert "reports no GPU-hours" not in text
     assert "the paper (Section 2) reports 110,000 AMD MI250X GPU-hours on 192 GPUs: pretraining 81,000" in text
     assert "biphasic 16,000 (17 models, 120,000 steps at 610m), cpt 4,000" in text
     assert "evaluation 9,000 (42 models, 15,120 runs)" in text
-    base = sum(r["flops"] for r in cost.pretraining_costs(cfg))  # the masking study is the 15 base runs
+    base = sum(r["flops"] for r in cost.pretraining_costs(build_plan(cfg)))  # the masking study is the 15 base runs
     implied = base / (81_000 * 3600 * 191.5e12)
     assert cost.paper_utilisation("pretraining") == pytest.approx(implied) and 0.10 < implied < 0.115
     assert f"pretraining {implied:.1%}" in text and "this estimate assumes 40%, 3.7x the paper's pretraining" in text
     at_paper = cost.gpu_hours(base, implied, 989)
     assert f"at the paper's utilisation this DAG takes pretraining {at_paper:,.0f} GPU-h" in text
     # issue 53: the first line sums both budgets, the paper's utilisation first
-    fine = cost.finetune_costs(cfg)["flops"]
+    fine = cost.finetune_costs(build_plan(cfg))["flops"]
     fine_at_paper = cost.gpu_hours(fine, cost.paper_utilisation("evaluation"), 989)
     fine_at_mfu = cost.gpu_hours(fine, 0.4, 989)
     assert lines[0].startswith(f"cost: this DAG takes {at_paper + fine_at_paper:,.0f} GPU-h at the paper's utilisation")

@@ -31,9 +31,9 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
 
 def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path)]))
-    names = plan.model_names(cfg)
+    names = plan.build_plan(cfg).model_names
     assert len(names) == 15 and "toy_m-mlm30-250" in names and "toy_l-clm-250" in names
-    body = plan.pretraining_config(cfg, "toy_l-mlm50-250")
+    body = plan.build_plan(cfg).run("toy_l-mlm50-250").body()
     assert body["model"]["preset"] == "toy_l" and body["objective"]["mlm_ratio"] == 0.5
     assert body["train"]["max_steps"] == 250 and body["data"]["seq_len"] == 80
     assert body["train"]["global_batch_size"] == 26 and body["optimizer"]["lr"] == 1e-3
@@ -44,15 +44,15 @@ def test_default_dag_is_the_paper_grid_at_toy_scale(tmp_path):
     assert body["data"]["path"] == str(tmp_path / "data" / "world-80")
     assert body["tokenizer"] == str(tmp_path / "data" / "toy-world" / "tokenizer")
     assert plan.task_data_root(cfg) == str(tmp_path / "data" / "toy-world" / "tasks")
-    untrained = plan.random_init_models(cfg)
+    untrained = plan.build_plan(cfg).random_init_models
     assert untrained == {"toy_s-random-init": "toy_s", "toy_m-random-init": "toy_m", "toy_l-random-init": "toy_l"}
-    assert plan.model_path(cfg, "toy_m-random-init") == tmp_path / "pretraining" / "toy_m-random-init"
-    jobs = plan.finetune_jobs(cfg, check_models=False)  # no checkpoints yet
+    assert plan.build_plan(cfg).model_path("toy_m-random-init") == tmp_path / "pretraining" / "toy_m-random-init"
+    jobs = plan.build_plan(cfg).finetune_jobs()  # no checkpoints yet
     assert len(jobs) == (15 + 3) * 12 * len(cfg.lrs) * len(cfg.seeds)
     assert {j["config"]["model_name"] for j in jobs} == set(names) | set(untrained)
     assert {j["config"]["one_epoch"] for j in jobs} == {True}  # benchmarks/configs/toy_world.yaml
     no_untrained = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path), "--no-random-init"]))
-    assert plan.finetuned_models(no_untrained) == names
+    assert plan.build_plan(no_untrained).finetuned_models == names
 
 
 def test_loggers_reach_every_pretraining_and_fine_tuning_run_of_the_study(tmp_path):
@@ -60,12 +60,14 @@ def test_loggers_reach_every_pretraining_and_fine_tuning_run_of_the_study(tmp_pa
     argv = ["--out", str(tmp_path), "--sizes", "toy_s", "--loggers", "{tensorboard: {}, mlflow: {experiment_name: m}}"]
     cfg = cli.config_from_args(cli.build_parser().parse_args(argv))
     wanted = {"tensorboard": {}, "mlflow": {"experiment_name": "m"}}
-    assert all(plan.pretraining_config(cfg, name)["loggers"] == wanted for name in plan.pretraining_runs(cfg))
-    assert {str(j["config"]["loggers"]) for j in plan.finetune_jobs(cfg, check_models=False)} == {str(wanted)}
+    assert all(
+        plan.build_plan(cfg).run(name).body()["loggers"] == wanted for name in plan.build_plan(cfg).registry_runs
+    )
+    assert {str(j["config"]["loggers"]) for j in plan.build_plan(cfg).finetune_jobs()} == {str(wanted)}
     default = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path), "--sizes", "toy_s"]))
     # the toy default: no tracker
-    assert "loggers" not in plan.pretraining_config(default, f"toy_s-mlm40-{plan.TOY_PRETRAIN_STEPS}")
-    assert {str(j["config"]["loggers"]) for j in plan.finetune_jobs(default, check_models=False)} == {"{}"}
+    assert "loggers" not in plan.build_plan(default).run(f"toy_s-mlm40-{plan.TOY_PRETRAIN_STEPS}").body()
+    assert {str(j["config"]["loggers"]) for j in plan.build_plan(default).finetune_jobs()} == {"{}"}
 
 
 def test_figure3_accepts_toy_sizes_and_steps():
@@ -127,12 +129,12 @@ def test_figure3_draws_the_random_initialisation_of_each_size():
 def test_cpt_runs_read_the_data_after_their_base_run(tmp_path):
     """Table 14's CPT runs continue the base run's data stream (docs/data.md)."""
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--table", "14", "--out", str(tmp_path)]))
-    cpt = [name for name, run in plan.pretraining_runs(cfg).items() if "dec" in run]
+    cpt = [name for name, run in plan.build_plan(cfg).registry_runs.items() if "dec" in run]
     assert len(cpt) == 6
     for name in cpt:  # a decay branch too: its full state resumes the main CPT run's data position
-        body = plan.pretraining_config(cfg, name)
+        body = plan.build_plan(cfg).run(name).body()
         assert body["data"]["start_sample"] == 42 * body["train"]["global_batch_size"] == 42 * 26
-        if not plan.is_cpt_branch(body):
+        if plan.build_plan(cfg).run(name).wave != 2:  # not a decay branch
             assert body["init"]["path"].endswith("/hf/step-42")
 
 
@@ -142,22 +144,22 @@ def test_pretrain_replicates_add_runs_with_other_seeds(tmp_path):
     of its own replicate), and fine-tunes both."""
     args = ["--reduced", "--pretrain-replicates", "2", "--out", str(tmp_path)]
     cfg = cli.config_from_args(cli.build_parser().parse_args(args))
-    runs = plan.pretraining_runs(cfg)
+    runs = plan.build_plan(cfg).registry_runs
     first = [r for r in runs if not r.endswith("-rep2")]
     assert len(runs) == 2 * len(first) == 6 and all(f"{r}-rep2" in runs for r in first)
-    one, two = plan.pretraining_config(cfg, first[0]), plan.pretraining_config(cfg, f"{first[0]}-rep2")
+    one, two = plan.build_plan(cfg).run(first[0]).body(), plan.build_plan(cfg).run(f"{first[0]}-rep2").body()
     assert two["name"] == f"{first[0]}-rep2" and two["run_dir"].endswith("-rep2")
     assert two["train"]["seed"] != one["train"]["seed"]
     assert two["data"]["shuffle_seed"] != one["data"].get("shuffle_seed", 17)
     assert two["model"] == one["model"]
-    assert f"{first[0]}-rep2" in plan.finetuned_models(cfg)
-    assert plan.stand_ins(cfg)[f"{first[0]}-rep2"].endswith("-42k-rep2")
+    assert f"{first[0]}-rep2" in plan.build_plan(cfg).finetuned_models
+    assert plan.build_plan(cfg).stand_ins[f"{first[0]}-rep2"].endswith("-42k-rep2")
     cpt = cli.config_from_args(
         cli.build_parser().parse_args(["--table", "14", "--pretrain-replicates", "2", "--out", str(tmp_path / "c")])
     )
-    for name, run in plan.pretraining_runs(cpt).items():
+    for name, run in plan.build_plan(cpt).registry_runs.items():
         if "dec" in run and name.endswith("-rep2"):
-            assert "-rep2" in plan.pretraining_config(cpt, name)["init"]["path"]
+            assert "-rep2" in plan.build_plan(cpt).run(name).body()["init"]["path"]
     assert cli.main(["--out", str(tmp_path / "o"), "--pretrain-replicates", "0"]) == 2
 
 
@@ -171,12 +173,12 @@ def test_replicated_records_give_a_claims_report_with_the_estimated_sd(tmp_path)
     cfg = cli.config_from_args(cli.build_parser().parse_args(args))
     records = [
         make_record(model=model, task_type="SC", dataset=d, seed=s, val=60, test=60 + k + s / 10 + j)
-        for j, model in enumerate(plan.model_names(cfg))
+        for j, model in enumerate(plan.build_plan(cfg).model_names)
         for k in (0.5 if model.endswith("-rep2") else 0.0,)
         for d in ("sst2", "qqp", "mnli")
         for s in range(3)
     ]
-    line = claims_report(cfg, records, tmp_path / "claims")
+    line = claims_report(plan.build_plan(cfg), records, tmp_path / "claims")
     assert line.startswith("[toy] estimated pretraining SD SC: ") and "[" in line  # toy: tagged (issue 54)
     text = (tmp_path / "claims" / "claims.md").read_text()
     assert "estimated pretraining SD SC" in text

@@ -309,13 +309,17 @@ def test_a_global_limit_on_running_fine_tuning_tasks_runs_the_arrays_in_lanes(tm
         "finetune2": 'afterok:"$data",afterany:"$finetune0"',
     }
     assert "--kill-on-invalid-dep=yes finetune_toy_s-random-init.sh" in submit
-    writer = slurm.SlurmWriter(plan.ReproduceConfig(out=str(tmp_path / "x")), slurm.load_cluster_config(cluster))
+    writer = slurm.SlurmWriter(
+        plan.build_plan(plan.ReproduceConfig(out=str(tmp_path / "x"))), slurm.load_cluster_config(cluster)
+    )
     three_arrays = [{"group": g, "index": 0} for g in ("finetune", "ir_train", "ir_eval")]
     with pytest.raises(plan.ReproduceError, match="less than the 3 arrays one model runs at once"):
         writer.finetune_lanes(15, three_arrays)  # a model alone would run 3 tasks at once
     body.update(array_throttle=64, max_running_finetune_tasks=400)
     cluster.write_text(yaml.safe_dump(body))
-    writer = slurm.SlurmWriter(plan.ReproduceConfig(out=str(tmp_path / "x")), slurm.load_cluster_config(cluster))
+    writer = slurm.SlurmWriter(
+        plan.build_plan(plan.ReproduceConfig(out=str(tmp_path / "x"))), slurm.load_cluster_config(cluster)
+    )
     assert writer.finetune_lanes(15, three_arrays) == (64, 2)  # 2 x 3 x 64 = 384 <= 400
 
 

@@ -21,7 +21,7 @@ SMALL = ["--tasks", "sst2,conll2003", "--lrs", "5e-4", "--seeds", "0,1", "--reps
 def data(tmp_path_factory):
     """One prepared embedded corpus for the three reproductions (each would otherwise prepare its own)."""
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--out", str(tmp_path_factory.mktemp("data"))]))
-    local.stage_data(cfg)
+    local.stage_data(plan.build_plan(cfg))
     return plan.data_dir(cfg)
 
 
@@ -57,11 +57,11 @@ def biphasic(tmp_path_factory, data):
 def test_cpt_trains_the_base_then_continues_from_its_decayed_export(cpt):
     cfg, out, lines = cpt
     assert cfg.study == "cpt"
-    assert list(plan.pretraining_runs(cfg)) == ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-44"]
+    assert list(plan.build_plan(cfg).registry_runs) == ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-44"]
     body = yaml.safe_load((out / "configs" / "pretraining" / "toy_m-clm-dec42-mlm40-44.yaml").read_text())
     assert body["init"]["path"] == str(out / "pretraining" / "toy_m-clm-42" / "hf" / "step-42")
     assert body["train"]["max_steps"] == 2 and body["objective"]["kind"] == "mlm"
-    assert (plan.model_path(cfg, "toy_m-clm-dec42-mlm40-44") / "config.json").is_file()
+    assert (plan.build_plan(cfg).model_path("toy_m-clm-dec42-mlm40-44") / "config.json").is_file()
     records = list(iter_records_in([out / "finetune"]))
     assert len(records) == 2 * 2 * 1 * 2
     cpt_records = [r for r in records if r.model == "toy_m-clm-dec42-mlm40-44"]
@@ -98,8 +98,8 @@ def test_a_cpt_decay_branch_trains_after_its_main_run_from_the_kept_state(tmp_pa
     cfg = replace(cli.config_from_args(cli.build_parser().parse_args(argv)), data_dir=str(data))
     assert cfg.cpt_recipe == "branches"
     runs = ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-64", "toy_m-clm-dec42-mlm40-54"]
-    assert list(plan.pretraining_runs(cfg)) == runs
-    assert "3 trained, 0 reused" in local.stage_pretraining(cfg)
+    assert list(plan.build_plan(cfg).registry_runs) == runs
+    assert "3 trained, 0 reused" in local.stage_pretraining(plan.build_plan(cfg))
     main, branch = (yaml.safe_load((tmp_path / "configs" / "pretraining" / f"{r}.yaml").read_text()) for r in runs[1:])
     assert main["init"]["path"] == str(tmp_path / "pretraining" / runs[0] / "hf" / "step-42")
     assert main["train"]["branch_steps"] == [9] and main["train"]["max_steps"] == 22
@@ -107,9 +107,9 @@ def test_a_cpt_decay_branch_trains_after_its_main_run_from_the_kept_state(tmp_pa
     assert branch["init"] == {"path": str(kept), "kind": "full_state"} and branch["train"]["max_steps"] == 12
     losses = [json.loads(x) for x in (tmp_path / "pretraining" / runs[2] / "loss.jsonl").read_text().splitlines()]
     assert [row["step"] for row in losses] == [10, 11, 12]  # continues the main run's state after step 9
-    assert (plan.model_path(cfg, runs[2]) / "config.json").is_file()
+    assert (plan.build_plan(cfg).model_path(runs[2]) / "config.json").is_file()
     separate = replace(cfg, cpt_recipe="separate")
-    assert list(plan.pretraining_runs(separate)) == [runs[0], runs[2]]
+    assert list(plan.build_plan(separate).registry_runs) == [runs[0], runs[2]]
 
 
 @pytest.mark.e2e  # a toy study end to end
@@ -123,8 +123,8 @@ def test_cpt_literal_recipe_with_the_base_optimizer_continued(tmp_path, data):
     cfg = replace(cli.config_from_args(cli.build_parser().parse_args(argv)), data_dir=str(data))
     assert (cfg.cpt_recipe, cfg.cpt_optimizer) == ("literal", "continued")
     runs = ["toy_m-clm-42", "toy_m-clm-dec42-mlm40-64", "toy_m-clm-dec42-mlm40-54"]
-    assert list(plan.pretraining_runs(cfg)) == runs
-    assert "3 trained, 0 reused" in local.stage_pretraining(cfg)
+    assert list(plan.build_plan(cfg).registry_runs) == runs
+    assert "3 trained, 0 reused" in local.stage_pretraining(plan.build_plan(cfg))
     main, branch = (yaml.safe_load((tmp_path / "configs" / "pretraining" / f"{r}.yaml").read_text()) for r in runs[1:])
     base_state = tmp_path / "pretraining" / runs[0] / "checkpoints" / "ba42-rank0.pt"
     assert main["init"] == {"path": str(base_state), "kind": "weights_and_optimizer"}
@@ -134,15 +134,17 @@ def test_cpt_literal_recipe_with_the_base_optimizer_continued(tmp_path, data):
     assert rows[0]["step"] == 1 and rows[0]["lr"] == pytest.approx(main["optimizer"]["lr"])  # the peak at once
     assert [row["step"] for row in rows] == list(range(1, 23)) and rows[-1]["lr"] == 0.0
     assert not base_state.exists()  # the toy's finished runs keep no resume checkpoints ...
-    assert "0 trained, 3 reused" in local.stage_pretraining(cfg)  # ... and a rerun needs none
+    assert "0 trained, 3 reused" in local.stage_pretraining(plan.build_plan(cfg))  # ... and a rerun needs none
 
 
 @pytest.mark.e2e  # a toy study end to end
 def test_data_efficiency_fine_tunes_an_intermediate_export(data_efficiency):
     cfg, out, lines = data_efficiency
-    assert cfg.study == "data-efficiency" and list(plan.pretraining_runs(cfg)) == ["toy_m-mlm40-42"]
-    assert plan.model_path(cfg, "toy_m-mlm40-42-5") == out / "pretraining" / "toy_m-mlm40-42" / "hf" / "step-5"
-    assert (plan.model_path(cfg, "toy_m-mlm40-42-5") / "config.json").is_file()
+    assert cfg.study == "data-efficiency" and list(plan.build_plan(cfg).registry_runs) == ["toy_m-mlm40-42"]
+    assert (
+        plan.build_plan(cfg).model_path("toy_m-mlm40-42-5") == out / "pretraining" / "toy_m-mlm40-42" / "hf" / "step-5"
+    )
+    assert (plan.build_plan(cfg).model_path("toy_m-mlm40-42-5") / "config.json").is_file()
     records = [r for r in iter_records_in([out / "finetune"]) if r.model == "toy_m-mlm40-42-5"]
     assert len(records) == 4 and records[0].pretraining.checkpoint_step == 5
     assert not records[0].pretraining.decayed
@@ -254,17 +256,17 @@ def test_toy_data_efficiency_default_plan(tmp_path):
     cfg = cli.config_from_args(cli.build_parser().parse_args(["--figure", "4", "--out", str(tmp_path)]))
     assert cfg.pretrain_replicates == 2 and plan.pretrain_length(cfg) == 1000
     assert plan.world_documents(cfg) == 34_000
-    runs = list(plan.pretraining_runs(cfg))
+    runs = list(plan.build_plan(cfg).registry_runs)
     assert runs[:4] == ["toy_s-mlm40-1k", "toy_s-clm-1k", "toy_m-mlm40-1k", "toy_m-clm-1k"] and len(runs) == 8
-    body = plan.pretraining_config(cfg, "toy_m-clm-1k-rep2")
+    body = plan.build_plan(cfg).run("toy_m-clm-1k-rep2").body()
     assert body["train"]["max_steps"] == 1000 and body["train"]["checkpoint_steps"] == [119, 238, 476]
     assert body["schedule"]["warmup"] == body["schedule"]["decay"] == 48  # 2k of 42k
     assert body["data"]["allow_repeats"] is False and body["train"]["resume_interval"] == 100
-    models = plan.finetuned_models(cfg)
+    models = plan.build_plan(cfg).finetuned_models
     assert len(models) == 34 and models[-2:] == ["toy_s-random-init", "toy_m-random-init"]
-    assert plan.stand_ins(cfg)["toy_s-clm-1k-119-rep2"] == "210m-clm-42k-5000-rep2"
+    assert plan.build_plan(cfg).stand_ins["toy_s-clm-1k-119-rep2"] == "210m-clm-42k-5000-rep2"
     # any of the paper's seven checkpoints on request
     asked = cli.config_from_args(
         cli.build_parser().parse_args(["--figure", "4", "--out", str(tmp_path), "--checkpoints", "610m-clm-42k-1000"])
     )
-    assert plan.model_names(asked) == ["toy_m-clm-1k-24", "toy_m-clm-1k-24-rep2"]
+    assert plan.build_plan(asked).model_names == ["toy_m-clm-1k-24", "toy_m-clm-1k-24-rep2"]

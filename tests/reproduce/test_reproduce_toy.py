@@ -30,8 +30,8 @@ def test_reduced_mode_is_the_documented_slice(toy_study):
     cfg, *_ = toy_study
     assert cfg.sizes == ("toy_s",) and cfg.ratios == (0.2, 0.4) and cfg.clm
     assert cfg.seeds == (0,) and cfg.lrs == (2e-3,) and len(cfg.tasks) == 12
-    assert plan.model_names(cfg) == MODELS
-    assert plan.finetuned_models(cfg) == [*MODELS, "toy_s-random-init"]
+    assert plan.build_plan(cfg).model_names == MODELS
+    assert plan.build_plan(cfg).finetuned_models == [*MODELS, "toy_s-random-init"]
 
 
 def test_the_toy_toy_study_learns(toy_study):
@@ -92,17 +92,17 @@ def test_end_to_end_outputs(toy_study):
     assert set(timings) == {"data", "pretraining", "fine-tuning", "analysis"}
     # resolved configs: the toy_study, each pretraining run, each fine-tuning run
     assert (out / "reproduce.yaml").is_file()
-    for name in plan.model_names(cfg):
+    for name in plan.build_plan(cfg).model_names:
         assert (out / "configs" / "pretraining" / f"{name}.yaml").is_file()
         assert (out / "pretraining" / name / "config.yaml").is_file()
         assert (out / "pretraining" / name / "FINISHED.json").is_file()
-        assert (plan.model_path(cfg, name) / "config.json").is_file()
+        assert (plan.build_plan(cfg).model_path(name) / "config.json").is_file()
         # a finished toy run is never resumed: its resume checkpoints are removed (docs/reproduce.md)
         assert not (out / "pretraining" / name / "checkpoints").exists()
         assert not plan.shard_cache_dir(cfg, name).exists()  # nor its copy of the shards
     assert "resume checkpoints and shard copies of finished toy runs removed" in lines[1]
     # the untrained reference: the weights the toy_s runs start from, with the world's tokenizer
-    assert (plan.model_path(cfg, "toy_s-random-init") / "config.json").is_file()
+    assert (plan.build_plan(cfg).model_path("toy_s-random-init") / "config.json").is_file()
     # run records: 4 models x 12 tasks x 1 LR x 1 seed, each pretrained one with its description
     records = list(iter_records_in([out / "finetune"]))
     assert len(records) == RUNS
@@ -140,7 +140,7 @@ def test_end_to_end_outputs(toy_study):
     points = pd.read_csv(out / "figure" / "figure3_points.csv")
     chance_points = points[points["series"] == "chance"]
     points = points[(points["series"] != "chance") & (points["x_label"] != "random init")]
-    assert set(points["model"]) == set(plan.model_names(cfg))
+    assert set(points["model"]) == set(plan.build_plan(cfg).model_names)
     assert set(points["stand_in_for"]) == {"210m-mlm20-42k", "210m-mlm40-42k", "210m-clm-42k"}
     assert len(points) == 4 * 3 and points["mean"].notna().all()
     # chance levels: one per task under the runs' protocol (benchmarks.chance), their type means drawn
@@ -161,7 +161,7 @@ def test_chance_levels_from_the_pool_equal_those_computed_here(toy_study, tmp_pa
 
     cfg, out, _, _ = toy_study
     records = list(iter_records_in([out / "finetune"]))
-    here = local.chance_levels(cfg, records)
+    here = local.chance_levels(plan.build_plan(cfg), records)
     pooled = pd.read_csv(out / "chance.csv")
     assert list(pooled["dataset"]) == list(here["dataset"])
     assert pooled["chance"].tolist() == pytest.approx(here["chance"].tolist(), abs=1e-12)
@@ -173,7 +173,7 @@ def test_chance_levels_from_the_pool_equal_those_computed_here(toy_study, tmp_pa
         drawn_before_chance.extend(sorted(p.name for p in folder.glob("*.png")))
         return here
 
-    summaries = draw_figures(cfg, pd.read_csv(out / "cells.csv"), records, folder, ["runs"], chance)
+    summaries = draw_figures(plan.build_plan(cfg), pd.read_csv(out / "cells.csv"), records, folder, ["runs"], chance)
     assert [s.split()[0] for s in summaries] == ["figure2", "figure3", "figure5"]
     assert "figure2.png" in drawn_before_chance and "figure5.png" in drawn_before_chance
     assert "figure3.png" not in drawn_before_chance
@@ -225,7 +225,7 @@ def test_a_pretraining_run_without_its_export_is_a_missing_model_not_a_failed_an
     with the reason. On a copy of the finished study, the CLM run's export and records removed."""
     copy_cfg, copy = copy_toy_study(toy_study, tmp_path / "study")
     lost = "toy_s-clm-250"
-    export = plan.model_path(copy_cfg, lost)
+    export = plan.build_plan(copy_cfg).model_path(lost)
     shutil.rmtree(export.parent)  # the run's whole hf/ folder
     shutil.rmtree(copy / "finetune" / lost)
     lines = []
@@ -249,7 +249,7 @@ def test_second_run_is_cached_and_changes_nothing(toy_study):
         out / "finetune" / "jobs.jsonl",
         out / "reproduce.yaml",
     ]
-    watched += [out / "pretraining" / n / "FINISHED.json" for n in plan.model_names(cfg)]
+    watched += [out / "pretraining" / n / "FINISHED.json" for n in plan.build_plan(cfg).model_names]
     watched_before = [p.stat().st_mtime_ns for p in watched]
     lines = []
     timings = local.reproduce(cfg, log=lines.append)
@@ -268,7 +268,7 @@ def test_interrupted_run_resumes(toy_study, tmp_path):
     (lost.parent / "partial.bin").write_bytes(b"half")
     # a pretraining run killed before FINISHED.json and its export (here without resume checkpoints:
     # it trains again from step 0, deterministically)
-    name = plan.model_names(cfg)[0]
+    name = plan.build_plan(cfg).model_names[0]
     run_dir = out / "pretraining" / name
     (run_dir / "FINISHED.json").unlink()
     shutil.rmtree(run_dir / "hf")
@@ -280,7 +280,7 @@ def test_interrupted_run_resumes(toy_study, tmp_path):
     assert all(after[p] == t for p, t in before.items())  # the other records were not touched
     assert not (lost.parent / "partial.bin").exists()
     assert "1 trained, 2 reused" in lines[1] and f"1 runs done, {RUNS - 1} reused" in lines[2]
-    assert (run_dir / "FINISHED.json").is_file() and (plan.model_path(cfg, name) / "config.json").is_file()
+    assert (run_dir / "FINISHED.json").is_file() and (plan.build_plan(cfg).model_path(name) / "config.json").is_file()
     assert lines[3].startswith(f"analysis: {RUNS} records")
 
 

@@ -56,19 +56,19 @@ def test_a_paper_time_limit_is_judged_at_the_estimated_step_time_of_its_gpus(tmp
     lower MFU (slower steps) needs more time."""
     cfg = plan.ReproduceConfig(out=str(tmp_path / "out"), scale="paper", data_root=None, sizes=("610m",))
     cluster = slurm.load_cluster_config(slurm.CONFIG_DIR / "cluster.example.yaml")
-    assert slurm.requeue_time_problem(cfg, cluster, 0.4, 989.0) is None  # the example's 48 h
+    assert slurm.requeue_time_problem(plan.build_plan(cfg), cluster, 0.4, 989.0) is None  # the example's 48 h
     short = slurm.ClusterConfig(**{**cluster.__dict__, "pretraining_time": "00:10:00"})
-    line = slurm.requeue_time_problem(cfg, short, 0.4, 989.0)
+    line = slurm.requeue_time_problem(plan.build_plan(cfg), short, 0.4, 989.0)
     assert "at MFU 40% of 989 TFLOP/s on 192 GPUs" in line and "train.resume_interval 1,000 steps" in line, line
     minimum = line.split('set it to at least "')[1].rstrip('"')
     hours, minutes, _ = map(int, minimum.split(":"))
     fits = slurm.ClusterConfig(**{**cluster.__dict__, "pretraining_time": minimum})
-    assert slurm.requeue_time_problem(cfg, fits, 0.4, 989.0) is None
+    assert slurm.requeue_time_problem(plan.build_plan(cfg), fits, 0.4, 989.0) is None
     less = f"{hours:02d}:{minutes - 1:02d}:00" if minutes else f"{hours - 1:02d}:59:00"
     assert slurm.requeue_time_problem(
-        cfg, slurm.ClusterConfig(**{**cluster.__dict__, "pretraining_time": less}), 0.4, 989.0
+        plan.build_plan(cfg), slurm.ClusterConfig(**{**cluster.__dict__, "pretraining_time": less}), 0.4, 989.0
     )
-    assert slurm.requeue_time_problem(cfg, fits, 0.04, 989.0) is not None  # 10x slower steps
+    assert slurm.requeue_time_problem(plan.build_plan(cfg), fits, 0.04, 989.0) is not None  # 10x slower steps
 
 
 @pytest.fixture

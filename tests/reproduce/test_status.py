@@ -20,15 +20,15 @@ from contracts.locks import LOCK_FILE as RUN_LOCK_FILE
 from reproduce import cli
 from reproduce.housekeeping import LOCK_FILE
 from reproduce.plan import (
+    PLAN_FILE,
     TOY_PRETRAIN_STEPS,
     ReproduceConfig,
-    finetune_jobs,
-    pretraining_config,
+    build_plan,
     pretraining_dir,
-    pretraining_runs,
+    write_study_config,
 )
 from reproduce.slurm.view import SlurmView
-from reproduce.status import format_duration, parse_holder, seconds_per_step, write_study_config
+from reproduce.status import format_duration, parse_holder, seconds_per_step
 
 STEPS = TOY_PRETRAIN_STEPS  # the toy masking study's pretraining length
 STARTED = dt.datetime(2026, 11, 25, 3, 0, tzinfo=dt.timezone.utc)
@@ -84,13 +84,14 @@ def study(tmp_path):
         lrs=(1e-4,),
         seeds=(0,),
     )
-    write_study_config(cfg)
-    names = list(pretraining_runs(cfg))
+    plan = build_plan(cfg)
+    write_study_config(plan)
+    names = plan.run_names
     assert len(names) == 3
     finished, killed, pending = names
-    _write_run(pretraining_dir(cfg) / finished, pretraining_config(cfg, finished), _rows(STEPS), finished=True)
-    _write_run(pretraining_dir(cfg) / killed, pretraining_config(cfg, killed), _rows(60, resumed_at=41), finished=False)
-    jobs = finetune_jobs(cfg, check_models=False)
+    _write_run(pretraining_dir(cfg) / finished, plan.run(finished).body(), _rows(STEPS), finished=True)
+    _write_run(pretraining_dir(cfg) / killed, plan.run(killed).body(), _rows(60, resumed_at=41), finished=False)
+    jobs = plan.finetune_jobs()
     by_state = {"reused": jobs[0], "done": jobs[1], "failed": jobs[2], "interrupted": jobs[3]}
     from benchmarks.run import RunConfig
     from contracts.config import config_from_dict
@@ -176,52 +177,53 @@ def test_a_moved_study_is_read_relative_to_out_from_any_folder(study, capsys, tm
     assert total[1:7] == ["1", "1", "0", "1", "0", "1"]
 
 
-def test_status_reads_the_plan_index_and_plans_again_only_when_reproduce_yaml_changed(study, capsys, monkeypatch):
+def test_status_reads_plan_json_and_plans_again_only_when_reproduce_yaml_changed(study, capsys, monkeypatch):
     """Issue 53, item 1: planning a paper-scale study (5,400 runs; importing torch for the registry)
-    took 13 s of status's 13.3 s. The plan is indexed next to reproduce.yaml when it is written;
-    status reads the index while its sha256 of reproduce.yaml matches, and plans again otherwise."""
-    from reproduce import status
+    took 13 s of status's 13.3 s. Issue 79: the study plan is written as OUT/plan.json beside
+    reproduce.yaml; status reads it while its sha256 of reproduce.yaml matches, and plans again
+    otherwise, or when it names a folder the study does not (issue 66)."""
+    from reproduce.plan import builder, read_plan
 
     out = study["out"]
     assert cli.main(["status", str(out)]) == 0
     planned = capsys.readouterr().out
-    real_plan_of = status.plan_of
+    real_build = builder.build_plan
 
     def refuse(cfg):
-        raise AssertionError("planned again although the index matches")
+        raise AssertionError("planned again although plan.json matches")
 
-    monkeypatch.setattr(status, "plan_of", refuse)
+    monkeypatch.setattr(builder, "build_plan", refuse)
     assert cli.main(["status", str(out)]) == 0
     assert capsys.readouterr().out == planned
-    index = json.loads((out / status.STATUS_INDEX).read_text())
-    planned_index = json.loads((out / status.STATUS_INDEX).read_text())
-    assert len(index["finetune"]) == len(study["jobs"]) and not Path(index["finetune"][0][2]).is_absolute()
-    # an edited reproduce.yaml (one more comment line) makes the index stale: planned again, same answer
+    written = json.loads((out / PLAN_FILE).read_text())
+    assert len(written["jobs"]) == len(study["jobs"]) and written["jobs"][0]["config"]["out"] == "$OUT/finetune"
+    # an edited reproduce.yaml (one more comment line) makes plan.json stale: planned again, same answer
     config = out / "reproduce.yaml"
     config.write_text(config.read_text() + "# edited\n")
     calls = []
-    monkeypatch.setattr(status, "plan_of", lambda cfg: calls.append(cfg) or real_plan_of(cfg))
+    monkeypatch.setattr(builder, "build_plan", lambda cfg: calls.append(cfg) or real_build(cfg))
     assert cli.main(["status", str(out)]) == 0
     assert capsys.readouterr().out == planned and len(calls) == 1
-    # an index pointing out of the study is not followed
+    # a plan pointing out of the study is not followed
     config.write_text(config.read_text().removesuffix("# edited\n"))
-    index["finetune"][0][2] = "../../etc"
-    (out / status.STATUS_INDEX).write_text(json.dumps(index))
-    assert status.read_status_index(out) is None
+    edited = json.loads(json.dumps(written))
+    edited["jobs"][0]["config"]["out"] = "$OUT/../../etc"
+    (out / PLAN_FILE).write_text(json.dumps(edited))
+    assert read_plan(out) is None
     # issue 66: absolute folders of another study (its losses were shown): planned again, one line
     other = out.parent / "other-study"
-    index["finetune"][0][2] = str(other / "finetune" / "x")
-    (out / status.STATUS_INDEX).write_text(json.dumps(index))
+    edited["jobs"][0]["config"]["out"] = str(other / "finetune")
+    (out / PLAN_FILE).write_text(json.dumps(edited))
     assert cli.main(["status", str(out)]) == 0
     shown = capsys.readouterr().out
-    assert f"names a folder the study does not (fine-tuning run {index['finetune'][0][0]} at {other}" in shown
+    assert f"names a folder the study does not (fine-tuning run {edited['jobs'][0]['id']} at {other}" in shown
     assert shown.replace(shown.splitlines()[1] + "\n", "", 1) == planned and len(calls) == 2  # the plan's answer
-    index["finetune"][0][2] = planned_index["finetune"][0][2]
-    name = index["pretraining"][0][0]
-    index["pretraining"][0][1] = str(other / "pretraining" / name)
-    (out / status.STATUS_INDEX).write_text(json.dumps(index))
+    edited = json.loads(json.dumps(written))
+    name = edited["runs"][0]["name"]
+    edited["runs"][0]["config"]["run_dir"] = str(other / "pretraining" / name)
+    (out / PLAN_FILE).write_text(json.dumps(edited))
     notes = []
-    assert status.read_status_index(out, notes) is None and f"pretraining run {name} at {other}" in notes[0]
+    assert read_plan(out, notes) is None and f"pretraining run {name} at {other}" in notes[0]
 
 
 def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsys):

@@ -5,7 +5,7 @@ import pytest
 from analysis.published import load_published_raw
 from contracts.model_names import parse_model_name
 from pretraining import registry
-from reproduce import studies as st
+from reproduce.plan import studies as st
 
 
 @pytest.mark.parametrize(
@@ -119,17 +119,17 @@ def test_targets_list_every_reproducible_figure_and_table():
 
 
 def test_toy_runs_export_only_the_steps_their_study_fine_tunes(tmp_path):
-    from reproduce.plan import ReproduceConfig, pretraining_config
+    from reproduce.plan import ReproduceConfig, build_plan
 
     masking = ReproduceConfig(out=str(tmp_path / "m"), sizes=("toy_m",), ratios=(0.4,), clm=False)
     # the registry run 610m-mlm40-42k also exports 1k-40k for the data-efficiency study
     assert registry.RUNS["610m-mlm40-42k"].checkpoint_steps
-    assert pretraining_config(masking, "toy_m-mlm40-250")["train"]["checkpoint_steps"] == []  # the final one only
+    assert build_plan(masking).run("toy_m-mlm40-250").config["train"]["checkpoint_steps"] == []  # the final one only
     efficiency = ReproduceConfig(out=str(tmp_path / "d"), study="data-efficiency", checkpoints=("610m-mlm40-42k-5000",))
-    assert pretraining_config(efficiency, "toy_m-mlm40-1k")["train"]["checkpoint_steps"] == [119]  # 5k of 42k
+    assert build_plan(efficiency).run("toy_m-mlm40-1k").config["train"]["checkpoint_steps"] == [119]  # 5k of 42k
     paper = ReproduceConfig(
         out=str(tmp_path / "p"), scale="paper", sizes=("610m",), ratios=(0.4,), clm=False, data_root=None
     )
-    assert pretraining_config(paper, "610m-mlm40-42k")["train"]["checkpoint_steps"] == list(
+    assert build_plan(paper).run("610m-mlm40-42k").config["train"]["checkpoint_steps"] == list(
         registry.RUNS["610m-mlm40-42k"].checkpoint_steps
     )

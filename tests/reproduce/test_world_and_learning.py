@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.datasets import make_toy
+from contracts.model_names import parse_model_name
 from pretraining.tokenizer import load_tokenizer
 from reproduce.learning import MARGIN, PRETRAINING_SD, learning_table, summary_line
 from reproduce.world import MANIFEST, WorldError, build_world
@@ -17,6 +18,12 @@ from reproduce.world import MANIFEST, WorldError, build_world
 def world(tmp_path_factory):
     folder = tmp_path_factory.mktemp("world") / "toy-world"
     return folder, build_world(folder, documents=2000, vocab_size=1024)
+
+
+def _table(cells, chance, pretrained, random_init):
+    """learning_table with each pretrained model's objective read from its name (as the plan does)."""
+    objectives = {m: parse_model_name(m).objective for m in pretrained}
+    return learning_table(cells, chance, pretrained, random_init, objectives)
 
 
 def test_the_world_is_its_corpus_a_tokenizer_trained_on_it_and_the_world_tasks(world):
@@ -85,7 +92,7 @@ def test_learning_table_checks_every_task_against_chance_and_pretraining_against
         }
     )
     pretrained = {"toy_s-mlm40-150": "toy_s", "toy_s-clm-150": "toy_s"}
-    table = learning_table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
+    table = _table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
     assert table.loc[("task", "sst2"), "pretrained"] == 80.0 and table.loc[("task", "sst2"), "margin"] == 30.0
     assert table.loc[("task", "nq"), "margin"] == 11.0 and table.loc[("task", "nq"), "passes"]
     assert table.loc[("task", "nq"), "random_init"] == 40.0
@@ -102,11 +109,11 @@ def test_a_task_below_the_margin_or_a_pretraining_that_does_not_help_fails_its_c
     cells = _cells(
         {"m-mlm40-150": {"sst2": 50.0 + MARGIN - 0.1, "nq": 30.0}, "m-random-init": {"sst2": 90.0, "nq": 30.0}}
     )
-    table = learning_table(cells, CHANCE, {"m-mlm40-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
+    table = _table(cells, CHANCE, {"m-mlm40-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
     assert not table.loc[("task", "sst2"), "passes"] and table.loc[("task", "nq"), "passes"]
     assert not table.loc[("all", "all"), "passes"] and not table.loc[("size", "m"), "passes"]
     # no untrained models: only the task rows
-    alone = learning_table(cells, CHANCE, {"m-mlm40-150": "m"}, {})
+    alone = _table(cells, CHANCE, {"m-mlm40-150": "m"}, {})
     assert set(alone["scope"]) == {"task"} and alone["random_init"].isna().all()
 
 
@@ -124,7 +131,7 @@ def test_each_objective_is_checked_against_random_initialisation_on_average_and_
         }
     )
     pretrained = {m: "toy_s" for m in ("toy_s-mlm20-150", "toy_s-mlm40-150", "toy_s-clm-150")}
-    table = learning_table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
+    table = _table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"}).set_index(["scope", "name"])
     mlm, clm = table.loc[("objective", "toy_s mlm")], table.loc[("objective", "toy_s clm")]
     assert mlm["pretrained"] == pytest.approx(58.0) and mlm["margin"] == pytest.approx(12.0)
     # nq: 1 point behind, within IR's pretraining SD (2.46): not behind
@@ -145,11 +152,11 @@ def test_each_objective_is_checked_against_random_initialisation_on_average_and_
             "toy_s-random-init": {"sst2": 52.0, "nq": 40.0},
         }
     )
-    table = learning_table(cells, CHANCE, {"toy_s-mlm40-150": "toy_s"}, {"toy_s-random-init": "toy_s"})
+    table = _table(cells, CHANCE, {"toy_s-mlm40-150": "toy_s"}, {"toy_s-random-init": "toy_s"})
     mlm = table.set_index(["scope", "name"]).loc[("objective", "toy_s mlm")]
     assert (mlm["better_tasks"], mlm["not_behind_tasks"], mlm["passes"]) == (1, 1, False)
     assert ": 1 fail): " in summary_line(table)
     # a small gain on every task is not enough either
     cells = _cells({"m-clm-150": {"sst2": 53.0, "nq": 41.0}, "m-random-init": {"sst2": 52.0, "nq": 40.0}})
-    table = learning_table(cells, CHANCE, {"m-clm-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
+    table = _table(cells, CHANCE, {"m-clm-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
     assert table.loc[("objective", "m clm"), "better_tasks"] == 2 and not table.loc[("objective", "m clm"), "passes"]

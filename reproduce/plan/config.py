@@ -1,20 +1,18 @@
-"""The options of one reproduction (`ReproduceConfig`) and its DAG: which checkpoints, which
-pretraining runs (and their configs), where everything goes, which fine-tuning jobs. No stage runs
-here; reproduce.local runs the DAG in this process, reproduce.slurm writes it as Slurm jobs.
-"""
+"""The options of one reproduction (`ReproduceConfig`, saved as OUT/reproduce.yaml) and where its
+folders go. What the options select (checkpoints, pretraining runs, fine-tuning jobs) is the study
+plan, built once from them by reproduce.plan.builder; no stage runs here."""
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from contracts.config import config_to_dict
-from contracts.layout import branch_state, export_dir
 from contracts.loggers import check_logger_section
-from contracts.model_names import parse_model_name, replicate_name, split_replicate
 from contracts.paper import (
+    CPT_OPTIMIZERS,
+    CPT_RECIPES,
     DATASETS,
     FINETUNE_LRS,
     FINETUNE_SEEDS,
@@ -27,10 +25,11 @@ from contracts.paper import (
     WARMUP_STEPS,
 )
 from contracts.provenance import atomic_write_text, stable_hash
-from reproduce.studies import STUDIES, StudyError, checkpoints, runs_to_train, scale_steps, scaled_name
+from reproduce.plan.studies import STUDIES
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_FILE = "reproduce.yaml"  # the study's options, in its folder
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 ALL_TASKS = tuple(d.id for d in DATASETS)
 # `data_root` of the toy scale: the toy world's tasks, written by the data stage next to the world
 # corpus the toy models are pretrained on (benchmarks.datasets.make_toy, docs/reproduce.md).
@@ -168,8 +167,6 @@ class ReproduceConfig:
             raise ValueError(f"data_root {TOY_WORLD!r} is the toy world's task mirror: it needs scale toy")
         if self.workers < 1 or self.threads < 1:
             raise ValueError("workers and threads must be >= 1")
-        from pretraining.registry import CPT_OPTIMIZERS, CPT_RECIPES  # here: the package imports torch
-
         if self.cpt_recipe not in CPT_RECIPES:
             raise ValueError(f"cpt_recipe {self.cpt_recipe!r}: give one of {', '.join(CPT_RECIPES)}")
         if self.cpt_optimizer not in CPT_OPTIMIZERS:
@@ -179,11 +176,7 @@ class ReproduceConfig:
                 f"pretrain_replicates {self.pretrain_replicates} must be >= 1 (1: one run per configuration)"
             )
         check_logger_section(self.loggers)
-        try:
-            if not study_checkpoints(self):
-                raise ValueError("the options select no checkpoint of the study")
-        except StudyError as exc:
-            raise ValueError(str(exc)) from None
+        # which checkpoints the options select is checked where they are looked up, once: build_plan
 
 
 # --- paths -----------------------------------------------------------------------------------------
@@ -259,213 +252,6 @@ def finetune_dir(cfg: ReproduceConfig) -> Path:
     return out_dir(cfg) / "finetune"
 
 
-# --- the DAG ---------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=64)  # asked for once per model and run while writing the DAG; configs are frozen
-def study_checkpoints(cfg: ReproduceConfig) -> tuple:
-    """The study's checkpoints (reproduce.studies.Checkpoint) that this reproduction fine-tunes."""
-    chosen = checkpoints(STUDIES[cfg.study], cfg.scale, pretrain_length(cfg), cfg.checkpoints, study_sizes(cfg))
-    keep = list(chosen)
-    if cfg.study == "data-efficiency" and cfg.scale == "toy" and cfg.checkpoints is None:
-        keep = [c for c in chosen if parse_model_name(c.paper_name).checkpoint_step in TOY_DATA_EFFICIENCY_CHECKPOINTS]
-    if cfg.study == "masking":
-        keep = []
-        for ckpt in chosen:  # sizes are the scale's (toy_s or 210m), as the names are
-            desc = parse_model_name(ckpt.name)
-            wanted_ratio = cfg.clm if desc.objective == "clm" else desc.masking_ratio in (cfg.ratios or MASKING_RATIOS)
-            if (cfg.sizes is None or desc.size in cfg.sizes) and wanted_ratio:
-                keep.append(ckpt)
-    return tuple(keep) + tuple(
-        replace(
-            c,
-            name=replicate_name(c.name, k),
-            paper_name=replicate_name(c.paper_name, k),
-            run_name=replicate_name(c.run_name, k),
-        )
-        for k in range(2, cfg.pretrain_replicates + 1)
-        for c in keep
-    )
-
-
-def model_names(cfg: ReproduceConfig) -> list[str]:
-    """The pretrained models: `toy_s-mlm20-150`, `toy_m-clm-42-5`, ... (names contracts.model_names parses)."""
-    return [c.name for c in study_checkpoints(cfg)]
-
-
-RANDOM_INIT_SUFFIX = "-random-init"
-
-
-def random_init_models(cfg: ReproduceConfig) -> dict[str, str]:
-    """`toy_s-random-init` -> toy_s for every size of the study's models, when this reproduction
-    fine-tunes untrained models too (`random_init`; names outside the release grammar: their records
-    carry no pretraining description)."""
-    default = cfg.scale == "toy" and cfg.study in ("masking", "data-efficiency")  # the toy figures' reference
-    if not (cfg.random_init if cfg.random_init is not None else default):
-        return {}
-    sizes = dict.fromkeys(parse_model_name(c.name).size for c in study_checkpoints(cfg))
-    return {f"{size}{RANDOM_INIT_SUFFIX}": size for size in sizes}
-
-
-def random_init_seed(cfg: ReproduceConfig, size: str) -> int:
-    """The seed of the study's pretraining runs of `size`: their untrained model is exactly the
-    weights those runs start from."""
-    for run in pretraining_runs(cfg):
-        if parse_model_name(run).size == size:
-            return pretraining_config(cfg, run)["train"]["seed"]
-    raise ReproduceError(f"no pretraining run of size {size} in this reproduction: {', '.join(pretraining_runs(cfg))}")
-
-
-def finetuned_models(cfg: ReproduceConfig) -> list[str]:
-    """Every model the fine-tuning stage runs: the pretrained ones, then the untrained references."""
-    return model_names(cfg) + list(random_init_models(cfg))
-
-
-def _checkpoint(cfg: ReproduceConfig, name: str):
-    for ckpt in study_checkpoints(cfg):
-        if ckpt.name == name:
-            return ckpt
-    raise ReproduceError(f"{name} is not a model of this reproduction: {', '.join(finetuned_models(cfg))}")
-
-
-def pretraining_runs(cfg: ReproduceConfig) -> dict[str, str]:
-    """Run directory name at this scale -> registry run, CPT bases before their CPT runs; then the same
-    runs again per replicate (`-rep<k>`)."""
-    runs = runs_to_train(
-        [c for c in study_checkpoints(cfg) if split_replicate(c.name)[1] == 1], cfg.cpt_recipe, cfg.scale
-    )
-    return {
-        replicate_name(scaled_name(run, cfg.scale, pretrain_length(cfg)), k): run
-        for k in range(1, cfg.pretrain_replicates + 1)
-        for run in runs
-    }
-
-
-def is_cpt_branch(body: dict) -> bool:
-    """A run config that continues another run's kept full state (a CPT decay branch): it trains
-    after that run (reproduce.local's third wave; a Slurm dependency on that run's job)."""
-    return body["init"].get("kind") == "full_state" and body["init"].get("path") is not None
-
-
-def starts_from(cfg: ReproduceConfig, name: str) -> str | None:
-    """The run (directory name here, same replicate) whose output the run `name` starts from: a CPT
-    decay branch's main CPT run, another CPT run's base; None for a run from scratch."""
-    from pretraining import registry
-
-    run = registry.RUNS[pretraining_runs(cfg)[name]]
-    source = registry.cpt_branch_of(run, cfg.scale, cfg.cpt_recipe) or (
-        registry.RUNS[run.cpt_base] if run.cpt_base is not None else None
-    )
-    if source is None:
-        return None
-    return replicate_name(scaled_name(source.name, cfg.scale, pretrain_length(cfg)), split_replicate(name)[1])
-
-
-REPLICATE_SEED_STEP = 1000  # run k's init and data-order seeds: the registry's + 1000 (k - 1)
-
-
-def pretraining_config(cfg: ReproduceConfig, name: str) -> dict:
-    """The registry's config of the run `name` (e.g. `toy_m-mlm40-42`) at this scale, renamed so that
-    every run record carries its pretraining description (and shortened by --pretrain-steps)."""
-    from pretraining import registry
-    from pretraining.config import TrainConfig
-    from pretraining.data.config import DataConfig
-
-    runs = pretraining_runs(cfg)
-    if name not in runs:
-        raise ReproduceError(f"{name} is not a pretraining run of this reproduction: {', '.join(runs)}")
-    run = registry.RUNS[runs[name]]
-    body = registry.config_dict(
-        run,
-        cfg.scale,
-        runs_root=str(pretraining_dir(cfg)),
-        data_path=str(data_dir(cfg)),
-        tokenizer=tokenizer_path(cfg),
-        cpt_recipe=cfg.cpt_recipe,
-        cpt_optimizer=cfg.cpt_optimizer,
-    )
-    body["name"] = name  # toy: `toy_s-mlm40-150` rather than the registry's `210m-mlm40-42k-toy`
-    if cfg.loggers:
-        body["loggers"] = dict(cfg.loggers)
-    body["run_dir"] = str(pretraining_dir(cfg) / name)
-    replicate = split_replicate(name)[1]
-    if replicate > 1:  # another pretraining run of the configuration: other init and data order
-        body["train"]["seed"] = body["train"].get("seed", TrainConfig.seed) + REPLICATE_SEED_STEP * (replicate - 1)
-        body["data"]["shuffle_seed"] = body["data"].get(
-            "shuffle_seed", DataConfig.shuffle_seed
-        ) + REPLICATE_SEED_STEP * (replicate - 1)
-    length = pretrain_length(cfg)
-    source = starts_from(cfg, name)  # of the same replicate, under its name at this scale
-    if is_cpt_branch(body):  # the main CPT run's kept state
-        body["init"]["path"] = str(
-            branch_state(pretraining_dir(cfg) / source, registry.cpt_branch_step(run, cfg.scale, cfg.cpt_recipe))
-        )
-    elif source is not None:  # the decayed base's final export (or its last full state: continued optimizer)
-        steps = scale_steps(registry.RUNS[run.cpt_base].max_steps, cfg.scale, length)
-        body["init"] = registry.cpt_init(pretraining_dir(cfg) / source, steps, cfg.cpt_optimizer)
-        body["data"]["start_sample"] = steps * body["train"]["global_batch_size"]  # after the base's data
-    if length:  # the masking study's 42k runs, another length: the WSD phases keep their share
-        body["train"]["max_steps"] = length
-        body["train"]["checkpoint_steps"] = [s for s in body["train"]["checkpoint_steps"] if s < length]
-        body["schedule"]["warmup"] = body["schedule"]["decay"] = _toy_warmup(length)
-        if cfg.scale == "toy":  # each save writes weights and optimizer state (seconds over 15 runs)
-            body["train"]["resume_interval"] = max(TOY_RESUME_EVERY, length // 10)
-    exports = {c.step for c in study_checkpoints(cfg) if c.run_name == name} - {body["train"]["max_steps"]}
-    if cfg.scale == "toy":  # only the steps this study fine-tunes: each export is a full fp32 copy (disk)
-        body["train"]["checkpoint_steps"] = sorted(exports)
-        body["train"]["progress_bar"] = False  # one bar over the runs instead
-    else:  # the registry's steps too: a paper run's exports are kept for every study that reads them
-        body["train"]["checkpoint_steps"] = sorted(set(body["train"]["checkpoint_steps"]) | exports)
-    return body
-
-
-def model_path(cfg: ReproduceConfig, name: str) -> Path:
-    """The Hugging Face folder fine-tuned as `name`: a run's export, or an untrained model's."""
-    if name in random_init_models(cfg):
-        return pretraining_dir(cfg) / name
-    ckpt = _checkpoint(cfg, name)
-    return export_dir(pretraining_dir(cfg) / ckpt.run_name, ckpt.step)
-
-
-def finetune_jobs(cfg: ReproduceConfig, name: str | None = None, check_models: bool = True) -> list[dict]:
-    """benchmarks.matrix job dicts for every model (or `name`) x task x LR x seed."""
-    from benchmarks import matrix
-    from benchmarks.run import load_run_config
-
-    values = {
-        "model": "-",
-        "task": "-",
-        "lr": 1.0,
-        "seed": 0,
-        "out": str(finetune_dir(cfg)),
-        "data_root": task_data_root(cfg),
-        "max_steps": cfg.finetune_steps,
-        **({"loggers": dict(cfg.loggers)} if cfg.loggers else {}),
-    }
-    base = load_run_config(values, cfg.finetune_config)
-    jobs = []
-    for model in [name] if name else finetuned_models(cfg):
-        jobs += matrix.expand(
-            replace(base, model_name=model),
-            [str(model_path(cfg, model))],
-            list(cfg.tasks),
-            list(cfg.lrs),
-            list(cfg.seeds),
-            check_models=check_models,
-        )
-    return jobs
-
-
-def stand_ins(cfg: ReproduceConfig) -> dict[str, str]:
-    """Our model name -> the paper checkpoint it stands in for (toy scale; empty at paper scale)."""
-    return {c.name: c.paper_name for c in study_checkpoints(cfg) if c.name != c.paper_name}
-
-
-def cpt_run_dirs(cfg: ReproduceConfig) -> list[Path]:
-    """The CPT pretraining runs of this reproduction (their loss.jsonl is Figure 12)."""
-    from pretraining.registry import RUNS
-
-    return [pretraining_dir(cfg) / name for name, run in pretraining_runs(cfg).items() if RUNS[run].cpt_base]
-
-
 def write_if_changed(path: Path, text: str) -> None:
     """Write `text` to `path` unless it already holds it. What is there is read at most as far as
     the new text's size (issue 78: a FIFO hung `resubmit`'s remedy, a link to /dev/zero filled the
@@ -491,12 +277,24 @@ def write_if_changed(path: Path, text: str) -> None:
         atomic_write_text(path, text)
 
 
+def study_config_at(folder: Path, cfg: ReproduceConfig) -> ReproduceConfig:
+    """A study's recorded config read where the study is now: `out` is its folder, and a relative
+    `runs_dir` is resolved against that folder, never the current one (issue 78: `--clean` run from
+    the checkout on a moved study resolved its relative `out` there and cleaned another study)."""
+    import dataclasses
+
+    from contracts.paths import resolve_recorded
+
+    runs_dir = str(resolve_recorded(folder, cfg.runs_dir)) if cfg.runs_dir else cfg.runs_dir
+    return dataclasses.replace(cfg, out=str(Path(folder).absolute()), runs_dir=runs_dir)
+
+
 def write_reproduce_config(cfg: ReproduceConfig) -> Path:
     """`<out>/reproduce.yaml`: the resolved config (`--config` reads it back, e.g. in the analysis job)."""
     import yaml
 
     body = config_to_dict(cfg)
-    path = out_dir(cfg) / "reproduce.yaml"
+    path = out_dir(cfg) / CONFIG_FILE
     text = f"# python -m reproduce, config hash {stable_hash(body)}\n" + yaml.safe_dump(body, sort_keys=False)
     write_if_changed(path, text)
     return path

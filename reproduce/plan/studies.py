@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from contracts.description import PretrainingDescription
 from contracts.model_names import (
     biphasic_name,
     cpt_name,
@@ -142,28 +143,54 @@ def scale_steps(steps: int, scale: str, length_42k: int | None = None) -> int:
     return registry.scale_steps(steps, scale)
 
 
-def scaled_name(paper_name: str, scale: str, length_42k: int | None = None) -> str:
-    """`610m-mlm40-42k-1000` -> `toy_m-mlm40-42-1` at toy scale (unchanged at paper scale)."""
-    desc = parse_model_name(paper_name)
-    if desc is None:
-        raise StudyError(f"{paper_name!r} is not a release-style checkpoint name")
+class NameBook:
+    """The release-style names one plan looks up (contracts.model_names), each parsed once: the
+    plan's builder hands one book to every lookup (issue 79: the same names were parsed 2,340
+    times while one toy Figure 3 was planned, submitted and read)."""
+
+    def __init__(self):
+        self._parsed: dict[str, PretrainingDescription | None] = {}
+
+    def parse(self, name: str) -> PretrainingDescription | None:
+        if name not in self._parsed:
+            self._parsed[name] = parse_model_name(name)
+        return self._parsed[name]
+
+    def described(self, name: str) -> PretrainingDescription:
+        desc = self.parse(name)
+        if desc is None:
+            raise StudyError(f"{name!r} is not a release-style checkpoint name")
+        return desc
+
+
+def scaled_description(desc: PretrainingDescription, scale: str, length_42k: int | None = None):
+    """The description of a paper checkpoint at `scale`: the toy size, every step count scaled
+    (`scale_steps`); unchanged at paper scale."""
     if scale == "paper" and length_42k is None:
-        return paper_name
+        return desc
     s = lambda n: scale_steps(n, scale, length_42k)  # noqa: E731
     base = desc.checkpoint_step - desc.cpt_steps
     cpt = s(desc.checkpoint_step) - s(base) if desc.objective == "cpt" else 0
-    size = TOY_SIZE.get(desc.size, desc.size) if scale == "toy" else desc.size
-    return format_model_name(
-        replace(
-            desc,
-            size=size,
-            clm_steps=s(desc.clm_steps) if desc.clm_steps else 0,
-            mlm_steps=s(desc.mlm_steps) if desc.mlm_steps else 0,
-            cpt_steps=cpt,
-            schedule_steps=s(desc.schedule_steps),
-            checkpoint_step=s(desc.checkpoint_step),
-        )
+    scaled = replace(
+        desc,
+        size=TOY_SIZE.get(desc.size, desc.size) if scale == "toy" else desc.size,
+        clm_steps=s(desc.clm_steps) if desc.clm_steps else 0,
+        mlm_steps=s(desc.mlm_steps) if desc.mlm_steps else 0,
+        cpt_steps=cpt,
+        schedule_steps=s(desc.schedule_steps),
+        checkpoint_step=s(desc.checkpoint_step),
     )
+    if desc.objective in ("mlm", "clm"):  # as the scaled name reads: decayed at its schedule's end
+        scaled = replace(scaled, decayed=scaled.checkpoint_step == scaled.schedule_steps)
+    return scaled
+
+
+def scaled_name(paper_name: str, scale: str, length_42k: int | None = None, book: NameBook | None = None) -> str:
+    """`610m-mlm40-42k-1000` -> `toy_m-mlm40-42-1` at toy scale (unchanged at paper scale)."""
+    desc = (book or NameBook()).described(paper_name)
+    if scale == "paper" and length_42k is None:
+        return paper_name
+    return format_model_name(scaled_description(desc, scale, length_42k))
 
 
 @dataclass(frozen=True)
@@ -176,24 +203,30 @@ class Checkpoint:
     run: str  # registry run (paper name), e.g. 610m-mlm40-42k
     run_name: str  # its run directory name at this scale, e.g. toy_m-mlm40-42
     step: int
+    description: PretrainingDescription  # what `name` says (its size and steps at this scale)
+    paper_description: PretrainingDescription  # what `paper_name` says
+
+    @property
+    def size(self) -> str:
+        return self.description.size
 
 
-def at_size(paper_name: str, size: str) -> str:
+def at_size(paper_name: str, size: str, book: NameBook | None = None) -> str:
     """`610m-clm-42k-5000` -> `210m-clm-42k-5000`: a single-objective checkpoint at another paper size."""
-    desc = parse_model_name(paper_name)
+    desc = (book or NameBook()).parse(paper_name)
     if desc is None or desc.objective not in ("mlm", "clm"):
         raise StudyError(f"{paper_name!r} is not a single-objective checkpoint: it has no other sizes")
     return format_model_name(replace(desc, size=size))
 
 
-def _run_and_step(paper_name: str):
+def _run_and_step(paper_name: str, book: NameBook):
     """(registry run, step) of a checkpoint; a single-objective checkpoint the paper did not release
     (an intermediate step at another size) is that size's run of the same objective at that step."""
     from pretraining.registry import released_checkpoints, run_for
 
     if paper_name in released_checkpoints():
         return run_for(paper_name)
-    desc = parse_model_name(paper_name)
+    desc = book.parse(paper_name)
     if desc is not None and desc.objective in ("mlm", "clm"):
         objective = "clm" if desc.objective == "clm" else objective_token(desc.masking_ratio)
         final = single_objective_name(desc.size, objective, desc.schedule_steps)
@@ -208,20 +241,28 @@ def checkpoints(
     length_42k: int | None = None,
     only: tuple[str, ...] | None = None,
     sizes: tuple[str, ...] | None = None,
+    book: NameBook | None = None,
 ) -> list[Checkpoint]:
     """The study's checkpoints at `scale`; `only`: a subset, by paper or scaled name; `sizes` (paper
     sizes): the study's single-size checkpoints at each of these sizes instead (data-efficiency)."""
-    names = study.checkpoints if sizes is None else tuple(at_size(n, s) for s in sizes for n in study.checkpoints)
+    book = book or NameBook()
+    names = study.checkpoints
+    if sizes is not None:
+        names = tuple(at_size(n, s, book) for s in sizes for n in study.checkpoints)
     out = []
     for paper_name in names:
-        run, step = _run_and_step(paper_name)
+        run, step = _run_and_step(paper_name, book)
+        paper = book.described(paper_name)
+        ours = scaled_description(paper, scale, length_42k)
         out.append(
             Checkpoint(
-                scaled_name(paper_name, scale, length_42k),
+                paper_name if ours is paper else format_model_name(ours),
                 paper_name,
                 run.name,
-                scaled_name(run.name, scale, length_42k),
+                scaled_name(run.name, scale, length_42k, book),
                 scale_steps(step, scale, length_42k),
+                ours,
+                paper,
             )
         )
     if only is not None:
