@@ -89,6 +89,11 @@ def run_command(prog: str | None, command: Callable[[], int]) -> int:
         name = signal.Signals(signum).name
         print(f"{prefix}interrupted by {name} (exit {128 + signum}): {INTERRUPTED_NOTE}", file=sys.stderr)
         return 128 + signum
+    except BrokenPipeError:
+        # the reader went away (`reproduce status OUT | head`, issue 80: an error line and exit 2): end as
+        # a Unix tool killed by SIGPIPE does, quietly, with stdout to /dev/null so the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as exc:
         if not is_input_error(exc) or os.environ.get(TRACEBACK_VARIABLE):
             raise

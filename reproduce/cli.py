@@ -182,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="paper scale: peak bf16 TFLOP/s of one GPU for the estimate (default 989, an H100 SXM, dense)",
     )
     slurm.add_argument(
+        "--force",
+        action="store_true",
+        help="submit into a folder that holds another study once none of its jobs is queued or running "
+        "(its scripts, ledger and reproduce.yaml move to OUT/replaced-<time>/)",
+    )
+    slurm.add_argument(
         "--no-container",
         dest="container",
         action="store_false",
@@ -268,6 +274,7 @@ def _main(argv: list[str]) -> int:
                 container=args.container,
                 mfu=args.mfu,
                 gpu_tflops=args.gpu_tflops,
+                force=args.force,
             )
         else:
             CURRENT_STAGE.clear()

@@ -96,6 +96,8 @@ def learning_table(
             better = int((mean > reference).sum())
             not_behind = int((mean >= reference - noise).sum())
             gain = ours - theirs
+            # a group none of whose runs has a record (issue 80: all missing) is not a failed check: no runs
+            ran = not (math.isnan(ours) or math.isnan(theirs))
             rows.append(
                 {
                     "scope": "objective",
@@ -109,7 +111,7 @@ def learning_table(
                     "better_tasks": better,
                     "not_behind_tasks": not_behind,
                     "tasks": len(tasks),
-                    "passes": bool(gain >= MIN_GAIN and not_behind >= _needed(len(tasks))),
+                    "passes": bool(gain >= MIN_GAIN and not_behind >= _needed(len(tasks))) if ran else None,
                 }
             )
     groups = [
@@ -130,7 +132,7 @@ def learning_table(
                 "pretrained": ours,
                 "random_init": theirs,
                 "margin": ours - theirs,
-                "passes": bool(ours > theirs),
+                "passes": bool(ours > theirs) if not (math.isnan(ours) or math.isnan(theirs)) else None,
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS).astype(
@@ -140,6 +142,11 @@ def learning_table(
 
 def _needed(tasks: int) -> int:
     return math.ceil(MIN_BETTER_SHARE * tasks - 1e-9)
+
+
+def _ran(row) -> bool:
+    """Whether the row's check was made: both of its averages come from runs (NaN: none had a record)."""
+    return row["pretrained"] == row["pretrained"] and row["random_init"] == row["random_init"]
 
 
 def summary_line(table: pd.DataFrame) -> str:
@@ -155,10 +162,17 @@ def summary_line(table: pd.DataFrame) -> str:
         parts = [
             f"{row['name']} {row['margin']:+.1f} (ahead on {row['better_tasks']}/{row['tasks']}, "
             f"not behind by a pretraining SD on {row['not_behind_tasks']}/{row['tasks']} tasks)"
+            if _ran(row)
+            else f"{row['name']}: no runs of "
+            + ("its models" if row["pretrained"] != row["pretrained"] else "random initialisation")
             for _, row in objectives.iterrows()
         ]
-        failing = int((~objectives["passes"].astype(bool)).sum())
-        verdict = "all pass" if not failing else f"{failing} fail"
+        checked = objectives[[_ran(row) for _, row in objectives.iterrows()]]
+        failing = int((~checked["passes"].astype(bool)).sum())
+        unchecked = len(objectives) - len(checked)
+        verdict = ("all pass" if not failing else f"{failing} fail") + (
+            f", {unchecked} without runs" if unchecked else ""
+        )
         text += (
             f"; vs random initialisation (>= {MIN_GAIN:g} points and not behind by more than one pretraining SD "
             f"on {_needed(len(tasks))}/{len(tasks)} tasks: {verdict}): " + ", ".join(parts)
@@ -166,5 +180,8 @@ def summary_line(table: pd.DataFrame) -> str:
     overall = table[table["scope"] == "all"]
     if len(overall):
         row = overall.iloc[0]
-        text += f"; pretrained average {row['pretrained']:.1f} vs random initialisation {row['random_init']:.1f}"
+        if _ran(row):
+            text += f"; pretrained average {row['pretrained']:.1f} vs random initialisation {row['random_init']:.1f}"
+        else:
+            text += "; pretrained vs random initialisation: no runs of one side"
     return text

@@ -305,6 +305,8 @@ def stage_analysis(plan: StudyPlan) -> str:
     )
     files = [f for f in files if f.is_file()]
     if not files:
+        if planned:  # what is missing and why, for status and resubmit (issue 80: every pretraining job lost)
+            atomic_write_text(out / MISSING_FILE, missing.to_csv(index=False))
         raise ReproduceError(
             f"none of the {len(planned)} planned run records exists yet (e.g. {planned[0][1] / RECORD_FILE}): "
             "finish the fine-tuning stage first"

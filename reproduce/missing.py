@@ -26,6 +26,29 @@ def analysis_has_every_run(out: Path) -> bool:
         return False
 
 
+def analysis_is_current(out: Path, records: list[Path]) -> bool:
+    """Whether the last analysis of OUT had every planned run and is the analysis of the records as they
+    are now: OUT/analysis_inputs.json lists exactly the `records` (the planned runs' record files) with
+    their present size and time (issue 80: a rerun run's new record, then a lost analysis job, still
+    read as finished, and resubmit left the analysis out)."""
+    import json
+
+    from contracts.bounded import LARGE, BoundedReadError, read_text
+
+    if not analysis_has_every_run(out):
+        return False
+    try:
+        stamp = json.loads(read_text(Path(out) / "analysis_inputs.json", LARGE))
+        analysed = {str(path): (int(mtime), int(size)) for path, mtime, size in stamp["records"]}
+        present = {}
+        for record in records:
+            info = record.stat()
+            present[str(record)] = (info.st_mtime_ns, info.st_size)
+    except (OSError, BoundedReadError, ValueError, KeyError, TypeError):
+        return False
+    return present == analysed
+
+
 def missing_frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 

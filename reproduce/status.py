@@ -328,7 +328,7 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     if holder.alive:
         who = f"running: pid {holder.pid} on {holder.host} since {holder.since.isoformat()}"
     elif on_slurm:
-        who = slurm_headline(out, slurm, finetune)
+        who = slurm_headline(out, slurm, finetune, [job.run_dir / RECORD_FILE for job in plan.jobs])
     elif (out / FINISHED_STUDY_FILE).is_file():
         who = "finished (timings.json)"
     elif slurm is not None:
@@ -481,6 +481,11 @@ def main(argv: list[str]) -> int:
         return 2
     print("\n".join(lines))
     target = Path(args.png) if args.png else out / "status" / "loss.png"
+    if not any(run.rows for run in pretraining) and all(run.state == "pending" for run in finetune):
+        # nothing has started: no curve and no progress to draw (and no matplotlib import: issue 80, status
+        # of the 5,400-run paper study within 2 s of CPU)
+        print(f"\nloss curves: none yet (no run has started; {target} is drawn once one has)")
+        return 0
     try:
         png = draw_losses(pretraining, target, finetune)
     except OSError as exc:  # e.g. OUT/status is a file (issue 56): the table is printed, the PNG not

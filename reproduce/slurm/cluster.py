@@ -22,7 +22,9 @@ JOB_SETTINGS = ("partition", "time", "mem", "sbatch_options")
 # What sbatch accepts, checked before anything is written or submitted (issue 65: "4 hours" passed,
 # and submit.sh stopped at the first job that used it, with earlier jobs already queued).
 SLURM_TIME = re.compile(r"(\d+-\d{1,2}(:\d{1,2}){0,2}|\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE)", re.IGNORECASE)
-SLURM_MEMORY = re.compile(r"\d+[KMGT]?", re.IGNORECASE)
+# sbatch takes a size with an optional unit, and the unit with an optional B (issue 80: "16GB" ran on
+# Slurm 22.05.8 but was refused here)
+SLURM_MEMORY = re.compile(r"\d+([KMGT]B?)?", re.IGNORECASE)
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.,+-]+")  # partition (a comma-separated list), account, qos
 
 
@@ -37,7 +39,9 @@ def check_slurm_value(name: str, value) -> None:
             'days-hours:minutes:seconds ("2-00:00:00") or minutes ("30")'
         )
     if setting == "mem" and not SLURM_MEMORY.fullmatch(text):
-        raise ValueError(f"{name}: {text!r} is not a Slurm memory size; write a number with K, M, G or T (e.g. 64G)")
+        raise ValueError(
+            f"{name}: {text!r} is not a Slurm memory size; write a number with K, M, G or T (e.g. 64G or 64GB)"
+        )
     if setting in ("partition", "account", "qos") and not SLURM_NAME.fullmatch(text):
         raise ValueError(
             f"{name}: {text!r} is not a Slurm {setting} name (letters, digits and _ . , + - only); put other "

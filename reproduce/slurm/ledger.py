@@ -172,6 +172,7 @@ def current_tasks(entries: list[LedgerEntry]) -> dict[tuple[str, str, int], str]
 class SlurmState:
     state: str  # PENDING, RUNNING, COMPLETED, FAILED, ... (Slurm's words); ENDED when only gone from the queue
     reason: str = ""
+    user: str = ""  # who submitted it, where squeue says (a teammate's job of the study: issue 80)
 
 
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"})
@@ -193,44 +194,69 @@ def _expand(job_id: str) -> list[str]:
 
 
 def parse_states(text: str) -> dict[str, SlurmState]:
-    """Lines `JOBID|STATE|REASON` (squeue -h -r -o '%i|%T|%r', sacct -n -P -X -o JobID,State,ExitCode)
-    -> {"123": ..., "123_4": ...}. sacct's `CANCELLED by 0` is CANCELLED."""
+    """Lines `JOBID|STATE|REASON[|USER]` (squeue -h -r -o '%i|%T|%r|%u', sacct -n -P -X -o
+    JobID,State,ExitCode) -> {"123": ..., "123_4": ...}. sacct's `CANCELLED by 0` is CANCELLED."""
     states = {}
     for line in text.splitlines():
         parts = line.strip().split("|")
         if len(parts) < 2 or not re.fullmatch(r"\d+(_\d+|_\[[\d,\-%]+\])?", parts[0]):
             continue
-        state = SlurmState(parts[1].split()[0] if parts[1].strip() else "UNKNOWN", parts[2] if len(parts) > 2 else "")
+        state = SlurmState(
+            parts[1].split()[0] if parts[1].strip() else "UNKNOWN",
+            parts[2] if len(parts) > 2 else "",
+            parts[3].strip() if len(parts) > 3 else "",
+        )
         for key in _expand(parts[0]):
             states[key] = state
     return states
 
 
-def _run(command: list[str]) -> str | None:
+class Asked(list):
+    """The tools that answered (`"squeue"`, `"sacct"`), and in `problems` why one that is installed did
+    not (issue 80: an unreachable controller was reported as "no squeue here")."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.problems: list[str] = []
+
+
+def _run(command: list[str], problems: list[str]) -> str | None:
+    """What `command` printed; None when it is not installed, or failed (then one line in `problems`)."""
     if shutil.which(command[0]) is None:
         return None
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
-    except (subprocess.TimeoutExpired, OSError):
+    except subprocess.TimeoutExpired:
+        problems.append(f"{command[0]} gave no answer in {QUERY_TIMEOUT_S} s")
         return None
-    return result.stdout if result.returncode == 0 else None
+    except OSError as exc:
+        problems.append(f"{command[0]} could not start ({exc.strerror or type(exc).__name__})")
+        return None
+    if result.returncode != 0:
+        said = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "")
+        problems.append(f"{command[0]} failed (exit {result.returncode}{': ' + said[:200] if said else ''})")
+        return None
+    return result.stdout
 
 
 def query_slurm(job_ids: list[str]) -> tuple[dict[str, SlurmState], list[str]]:
     """The states of `job_ids` (and of their array tasks): squeue for the queued ones, then sacct for
     the rest where accounting is on. Returns the states and which tools answered."""
     ids = sorted(set(job_ids), key=int)
+    asked = Asked()
     if not ids:
-        return {}, []
+        return {}, asked
     states: dict[str, SlurmState] = {}
-    asked = []
-    sacct = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,State,ExitCode"])
+    # sacct fails where accounting is off, as on many clusters: not a problem worth a line
+    sacct = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,State,ExitCode"], [])
     if sacct is not None:
         states.update(parse_states(sacct))
         asked.append("sacct")
-    # every state (-t all: also the jobs that ended within MinJobAge) of this user's jobs, filtered
-    # here: `squeue -j` fails outright when one id has left slurmctld's memory
-    squeue = _run(["squeue", "-h", "-r", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T|%r"])
+    # every state (-t all: also the jobs that ended within MinJobAge) of every user's jobs, filtered
+    # here by the ledger's ids: `squeue -j` fails outright when one id has left slurmctld's memory, and
+    # the study owns its jobs, not the user asking (issue 80: `-u $USER` made a teammate's resubmit
+    # take every queued job of the study for gone and plan the whole DAG again)
+    squeue = _run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r|%u"], asked.problems)
     if squeue is not None:  # squeue last: the live view wins over accounting's lag
         wanted = set(ids)
         states.update({k: v for k, v in parse_states(squeue).items() if k.split("_")[0] in wanted})
@@ -247,6 +273,14 @@ def state_of(job: str, task: int | None, states: dict[str, SlurmState], asked: l
     if task is not None and job in states:
         return states[job]
     return SlurmState("ENDED") if "squeue" in asked else None
+
+
+def owner_note(state: SlurmState | None) -> str:
+    """' (submitted by bob)' for a job of the study that another user submitted; '' otherwise: such a
+    job is the study's as much as one's own, left alone while it runs, never resubmitted over."""
+    if state is None or not state.user or state.user == getpass.getuser():
+        return ""
+    return f" (submitted by {state.user})"
 
 
 def utc_now() -> str:

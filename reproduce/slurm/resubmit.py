@@ -33,6 +33,7 @@ from reproduce.slurm.ledger import (
     current_jobs,
     current_tasks,
     format_task_ids,
+    owner_note,
     query_slurm,
     read_ledger,
     state_of,
@@ -91,6 +92,21 @@ def written_arrays(out: Path) -> dict:
     return arrays
 
 
+def recorded_elsewhere(out: Path) -> Path | None:
+    """The folder OUT/reproduce.yaml records the study in when that is not OUT (an absolute `out`, as a
+    submission records it since issue 80), else None."""
+    from contracts.config import ConfigError, load_config
+    from reproduce.plan.config import CONFIG_FILE, ReproduceConfig
+
+    try:
+        recorded = load_config(ReproduceConfig, out / CONFIG_FILE).out
+    except (ConfigError, OSError):
+        return None  # the one-line error of an unreadable config comes from the plan
+    if not Path(recorded).is_absolute() or Path(recorded) == out.absolute():
+        return None
+    return Path(recorded)
+
+
 def _job_done(job: dict) -> bool:
     from reproduce.plan.study_plan import job_model_and_dir
 
@@ -101,9 +117,15 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     """What to submit again, and lines saying what is left alone (still queued or running) and why."""
     from benchmarks.matrix import GROUPS, read_jobs
     from pretraining.data.format import MANIFEST
-    from reproduce.missing import analysis_has_every_run
+    from reproduce.missing import analysis_is_current
     from reproduce.plan import data_dir, finetune_dir, pretraining_dir, study_plan_at
 
+    moved = recorded_elsewhere(out)
+    if moved is not None:  # its scripts and run configs write to the old folder (issue 80)
+        raise ReproduceError(
+            f"{out / 'reproduce.yaml'} records the study at {moved}, where its scripts and run configs write: "
+            f"nothing submitted; resubmit it from {moved} (move it back), or submit it anew under another --out"
+        )
     study = study_plan_at(out)  # OUT/plan.json, as the study was written (planned again only when stale)
     cfg = study.config
     entries, bad = read_ledger(out)
@@ -114,12 +136,21 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             "python -m reproduce --slurm ... (finished runs are kept)"
         )
     states, asked = query_slurm([e.job for e in entries])
+    if "squeue" not in asked:  # every job would look gone, and the whole study be submitted again
+        why = "; ".join(getattr(asked, "problems", ())) or "squeue is not installed here"
+        raise ReproduceError(
+            f"cannot tell which of the study's jobs are still queued or running ({why}); nothing submitted: "
+            "run resubmit where squeue answers (a login node of the cluster)"
+        )
     jobs, tasks = current_jobs(entries), current_tasks(entries)
     notes = [f"{bad} unreadable ledger line(s) skipped"] if bad else []
 
     def active(job: str | None, task: int | None = None) -> bool:
         state = state_of(job, task, states, asked) if job else None
         return state is not None and state.state in ACTIVE_STATES
+
+    def whose(job: str) -> str:
+        return owner_note(state_of(job, None, states, asked))
 
     plan: list[Submission] = []
     waits: dict[str, str] = {}  # what the new jobs of a thing wait for: a plan var or a live job id
@@ -128,7 +159,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     if not (data_dir(cfg) / MANIFEST).exists():
         if active(data_job.job if data_job else None):
             waits["data"] = data_job.job
-            notes.append(f"data: job {data_job.job} still queued or running")
+            notes.append(f"data: job {data_job.job}{whose(data_job.job)} still queued or running")
         else:
             plan.append(Submission("data", "data", "data", "data.sbatch"))
             waits["data"] = "data"
@@ -140,7 +171,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
         entry = jobs.get(("pretraining", name, ""))
         if active(entry.job if entry else None):
             waits[name] = entry.job
-            notes.append(f"pretraining {name}: job {entry.job} still queued or running")
+            notes.append(f"pretraining {name}: job {entry.job}{whose(entry.job)} still queued or running")
             continue
         source = run.starts_from
         after = waits.get(source) if source else waits.get("data")
@@ -155,7 +186,10 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     array_entries = {(e.name, e.group): e for e in entries if e.tasks}
     arrays = written_arrays(out)
     lanes = arrays.get("lanes")
-    lane_vars: list[list[str]] = []  # the new arrays of each model that has some, for the next in its lane
+    # the arrays of each model that has some queued, running or new: the next model of its lane waits for
+    # them (afterany), live ones included (issue 80: a lane whose earlier array was still queued got a
+    # second model at once, 3 tasks running against max_running_finetune_tasks 2)
+    lane_vars: list[list[str]] = []
     last_arrays: list[str] = []
     for j, model in enumerate(study.finetuned_models):
         jobs_file = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
@@ -163,7 +197,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             raise ReproduceError(f"{jobs_file}: the job list of {model}'s arrays is missing: write the study again")
         model_jobs = read_jobs(jobs_file)
         maker = waits.get(made_by.get(model, ""))
-        new_vars = {}
+        new_vars, model_live = {}, set()
         for group in GROUPS:
             todo, live = set(), set()
             for job in (jb for jb in model_jobs if jb["group"] == group):
@@ -174,8 +208,12 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
                 else:
                     todo.add(job["index"])
             last_arrays += sorted(live)
+            model_live |= live
             if live:
-                notes.append(f"fine-tuning {model} {group}: job(s) {', '.join(sorted(live))} still queued or running")
+                owners = "".join(dict.fromkeys(whose(job) for job in sorted(live)))
+                notes.append(
+                    f"fine-tuning {model} {group}: job(s) {', '.join(sorted(live))}{owners} still queued or running"
+                )
             if not todo:
                 continue
             entry = array_entries.get((model, group))
@@ -183,7 +221,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             after = [("afterok", maker)] if maker else []
             if group == "ir_eval" and "ir_train" in new_vars:
                 after = [("aftercorr", new_vars["ir_train"])]
-            elif lanes and len(lane_vars) >= lanes:  # after the arrays resubmitted for the model `lanes` before
+            elif lanes and len(lane_vars) >= lanes:  # after the arrays of the model `lanes` before, live or new
                 after += [("afterany", v) for v in lane_vars[-lanes]]
             throttle = f"%{arrays['throttle']}" if arrays.get("throttle") else ""
             plan.append(
@@ -200,13 +238,13 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             )
             new_vars[group] = var
             last_arrays.append(var)
-        if new_vars:
-            lane_vars.append(list(new_vars.values()))
+        if new_vars or model_live:
+            lane_vars.append(list(new_vars.values()) + sorted(model_live))
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
-    complete = analysis_has_every_run(out)
+    complete = analysis_is_current(out, [job.run_dir / RECORD_FILE for job in study.jobs])
     if active(analysis_entry.job if analysis_entry else None) and not plan:
-        notes.append(f"analysis: job {analysis_entry.job} still queued or running")
+        notes.append(f"analysis: job {analysis_entry.job}{whose(analysis_entry.job)} still queued or running")
     elif plan or not complete:
         plan.append(
             Submission(

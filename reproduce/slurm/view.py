@@ -21,6 +21,17 @@ class SlurmView:
     states: dict = dataclasses.field(default_factory=dict)
     asked: tuple = ()
     bad_lines: int = 0
+    problems: tuple = ()  # why squeue, installed here, did not answer (ledger.Asked.problems)
+    # the ledger's latest job of each thing and of each array task, built once from `entries` (issue 80:
+    # rebuilt for each of 5,400 runs, they took 10 s of status's CPU)
+    jobs: dict = dataclasses.field(default_factory=dict, init=False, compare=False)
+    tasks: dict = dataclasses.field(default_factory=dict, init=False, compare=False)
+
+    def __post_init__(self):
+        from reproduce.slurm.ledger import current_jobs, current_tasks
+
+        object.__setattr__(self, "jobs", current_jobs(list(self.entries)))
+        object.__setattr__(self, "tasks", current_tasks(list(self.entries)))
 
     @classmethod
     def read(cls, out: Path) -> SlurmView:
@@ -28,18 +39,18 @@ class SlurmView:
 
         entries, bad = read_ledger(out)
         states, asked = query_slurm([e.job for e in entries]) if entries else ({}, [])
-        return cls(out, tuple(entries), states, tuple(asked), bad)
+        return cls(out, tuple(entries), states, tuple(asked), bad, tuple(getattr(asked, "problems", ())))
 
     def job_state(self, kind: str, name: str):
-        from reproduce.slurm.ledger import current_jobs, state_of
+        from reproduce.slurm.ledger import state_of
 
-        entry = current_jobs(list(self.entries)).get((kind, name, ""))
+        entry = self.jobs.get((kind, name, ""))
         return (entry.job, state_of(entry.job, None, self.states, list(self.asked))) if entry else (None, None)
 
     def task_state(self, model: str, group: str, index: int):
-        from reproduce.slurm.ledger import current_tasks, state_of
+        from reproduce.slurm.ledger import state_of
 
-        job = current_tasks(list(self.entries)).get((model, group, index))
+        job = self.tasks.get((model, group, index))
         return (job, state_of(job, index, self.states, list(self.asked))) if job else (None, None)
 
     def log_tail(self, job: str, task: int | None = None, name: str = "") -> str:
@@ -76,15 +87,14 @@ SLURM_JOBS_HEADER = ["job", "kind", "runs", "tasks", "state"]
 def slurm_jobs(slurm: SlurmView) -> tuple[str, list[list[str]]]:
     """(the heading, one row per job of the ledger's latest submissions: its id, what it runs, its
     tasks' states), for status to draw as a table under SLURM_JOBS_HEADER."""
-    from reproduce.slurm.ledger import current_jobs, current_tasks, state_of
+    from reproduce.slurm.ledger import state_of
 
     asked = list(slurm.asked)
-    entries = list(slurm.entries)
     rows = []
-    for (kind, name, _), entry in current_jobs(entries).items():
+    for (kind, name, _), entry in slurm.jobs.items():
         state = state_of(entry.job, None, slurm.states, asked)
         rows.append([entry.job, kind, name, "-", state.state if state else "?"])
-    latest = current_tasks(entries)
+    latest = slurm.tasks
     arrays: dict[tuple[str, str, str], Counter] = {}
     for (model, group, index), job in latest.items():
         state = state_of(job, index, slurm.states, asked)
@@ -94,7 +104,8 @@ def slurm_jobs(slurm: SlurmView) -> tuple[str, list[list[str]]]:
         rows.append(
             [job, f"finetune {group}", model, str(tasks), ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
         )
-    source = " and ".join(asked) if asked else "nobody: squeue and sacct are not here"
+    nobody = "; ".join(slurm.problems) if slurm.problems else "squeue and sacct are not here"
+    source = " and ".join(asked) if asked else f"nobody: {nobody}"
     note = f" ({slurm.bad_lines} unreadable ledger lines skipped)" if slurm.bad_lines else ""
     heading = (
         f"Slurm jobs (ledger {slurm.out / 'slurm' / 'ledger.jsonl'}; states from {source}; ENDED: left the "
@@ -103,19 +114,22 @@ def slurm_jobs(slurm: SlurmView) -> tuple[str, list[list[str]]]:
     return heading, rows
 
 
-def slurm_headline(out: Path, slurm: SlurmView, finetune: list) -> str:
-    """The headline of a study submitted to Slurm (`finetune`: status's FinetuneRun rows)."""
+def slurm_headline(out: Path, slurm: SlurmView, finetune: list, records: list[Path]) -> str:
+    """The headline of a study submitted to Slurm (`finetune`: status's FinetuneRun rows; `records`:
+    the record file of every planned run, to tell an analysis of the records as they are from an older one)."""
     from reproduce.slurm.ledger import ACTIVE_STATES, FAILED_JOB_STATES
 
     live = Counter(s.state for s in slurm.states.values() if s.state in ACTIVE_STATES)
     if live:
         return "on Slurm: " + ", ".join(f"{n} {state.lower()}" for state, n in sorted(live.items()))
     if not slurm.asked:
+        if slurm.problems:  # installed, but no answer: the controller is down or unreachable
+            return f"submitted to Slurm ({'; '.join(slurm.problems)}: states read from the run folders only)"
         return "submitted to Slurm (no squeue here: states read from the run folders only)"
     lacking = sum(run.state not in ("done", "reused") for run in finetune)
-    from reproduce.missing import analysis_has_every_run
+    from reproduce.missing import analysis_is_current
 
-    analysed = analysis_has_every_run(out)
+    analysed = analysis_is_current(out, records)
     if not lacking and analysed:
         return "finished (every Slurm job ended; every run has its record; the analysis has them all)"
     # the analysis job itself failing is said apart from the runs (issue 65): its log has the cause

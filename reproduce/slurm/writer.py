@@ -188,16 +188,20 @@ def submit_volume_problems(written: dict, cap: int | None) -> list[str]:
     ]
 
 
-def half_submitted(out: Path, submit: Path, stderr: str, ledger_before: int) -> str:
+def half_submitted(out: Path, submit: Path, stderr: str, ledger_before: int, rewrite: str = "") -> str:
     """One line for a submit.sh that stopped: why (sbatch's last line), the jobs it queued before
-    (from the ledger, which it appends as each sbatch returns) and the two ways on (issue 65)."""
+    (from the ledger, which it appends as each sbatch returns) and the two ways on (issue 65); a cause
+    in the scripts (a setting of the cluster config) needs them written again first (`rewrite`, the
+    command that does it: issue 80)."""
     queued = [e.job for e in read_ledger(out)[0][ledger_before:]]
     why = ([line for line in stderr.strip().splitlines() if not line.startswith("submit.sh: ")] or ["(no message)"])[-1]
     if not queued:
         return f"submitting {submit} failed before any job was queued: {why}"
     return (
         f"submitting {submit} stopped after queuing {len(queued)} job(s) ({' '.join(queued)}): {why}; mend the "
-        f"cause, then python -m reproduce resubmit {out} submits the rest, or scancel {' '.join(queued)} withdraws them"
+        "cause (a setting of the cluster config: mend it, then write the scripts again with "
+        f"{rewrite or 'the same command and --dry-run'}), then python -m reproduce resubmit {out} submits the "
+        f"rest, or scancel {' '.join(queued)} withdraws them"
     )
 
 
@@ -209,31 +213,43 @@ def reproduce_slurm(
     log=print,
     mfu: float | None = None,
     gpu_tflops: float | None = None,
+    force: bool = False,
 ) -> dict:
     """Write the Slurm scripts of the DAG; submit them unless `dry_run` (then print the sbatch
-    commands). At paper scale, also print what it costs (reproduce.slurm.cost, at `mfu` of `gpu_tflops`)
-    and check that what the offline jobs read is in place (reproduce.slurm.preflight): a dry run lists
-    what is missing, a submission stops at it."""
+    commands). One study per folder (reproduce.slurm.folder): a folder holding another submitted or
+    finished study is refused, unless `force` and none of its jobs still runs. At paper scale, also
+    print what it costs (reproduce.slurm.cost, at `mfu` of `gpu_tflops`) and check that what the
+    offline jobs read is in place (reproduce.slurm.preflight): a dry run lists what is missing, a
+    submission stops at it."""
     import subprocess
 
     from benchmarks.matrix import not_ready
     from reproduce.slurm.cost import DEFAULT_MFU, H100_BF16_TFLOPS, cost_report
+    from reproduce.slurm.folder import check_study_folder, move_aside
     from reproduce.slurm.preflight import image_commit_note, image_problems, preflight
 
     cluster = load_cluster_config(cluster_file)
+    # every folder absolute: the jobs run from the checkout (issue 80: a relative --out given elsewhere
+    # made the data job write into the checkout and the analysis find no record)
+    absolute = lambda path: str(Path(path).absolute()) if path else path  # noqa: E731
     cfg = replace(
         cfg,
-        data_dir=cfg.data_dir or cluster.data_dir,
-        runs_dir=cfg.runs_dir or cluster.runs_dir,
-        data_root=cfg.data_root or cluster.task_data,
+        out=absolute(cfg.out),
+        data_dir=absolute(cfg.data_dir or cluster.data_dir),
+        runs_dir=absolute(cfg.runs_dir or cluster.runs_dir),
+        data_root=absolute(cfg.data_root or cluster.task_data),
+        finetune_config=absolute(cfg.finetune_config),
     )
     plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
+    replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
     paper = cfg.scale == "paper"
     too_short = requeue_time_problem(plan, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
     if too_short:  # before anything is written
         raise ReproduceError(f"{cluster_file}: {too_short}")
     cost = cost_report(plan, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
     out_dir(cfg).mkdir(parents=True, exist_ok=True)
+    if replaced:
+        log(f"slurm: the study this folder held moved to {move_aside(out_dir(cfg), replaced)} (--force)")
     written = SlurmWriter(plan, cluster, container).write()
     log(
         f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
@@ -272,7 +288,11 @@ def reproduce_slurm(
     before = len(read_ledger(out)[0])
     result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
     if result.returncode != 0:
-        raise ReproduceError(half_submitted(out, written["submit"], result.stderr, before))
+        rewrite = (
+            f"python -m reproduce --config {out / 'reproduce.yaml'} --slurm --cluster {Path(cluster_file).absolute()}"
+        )
+        rewrite += f"{'' if container else ' --no-container'} --dry-run"
+        raise ReproduceError(half_submitted(out, written["submit"], result.stderr, before, rewrite))
     log(result.stdout.strip())
     written["submitted"] = result.stdout.strip()
     return written

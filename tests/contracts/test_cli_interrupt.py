@@ -7,6 +7,7 @@ sent by the process to itself: delivered before the next bytecode, no waiting on
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
@@ -70,3 +71,25 @@ def test_composers_handler_is_recognised_in_process(capsys):
 
     assert run_command(None, lambda: sigterm_handler(signal.SIGTERM, None)) == 143
     assert capsys.readouterr().err.strip() == f"interrupted by SIGTERM (exit 143): {INTERRUPTED_NOTE}"
+
+
+def test_a_reader_that_goes_away_ends_the_cli_quietly_as_sigpipe_does():
+    """Issue 80: `reproduce status OUT | head` ended with 'error: [Errno 32] Broken pipe' and exit 2.
+    The writer here outlives its reader by design: head -c 1 exits after one byte, and the command
+    writes 1 MB (more than a pipe holds), so its next write after head exits fails."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from contracts.cli import run_command
+
+        def command():
+            for _ in range(1024):
+                print("x" * 1023)
+            return 0
+
+        sys.exit(run_command("reproduce status", command))
+        """
+    )
+    shell = f"{sys.executable} -c {shlex.quote(script)} | head -c 1 >/dev/null; echo ${{PIPESTATUS[0]}}"
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120)
+    assert done.stderr == "" and done.stdout.strip() == str(128 + signal.SIGPIPE), (done.stdout, done.stderr)

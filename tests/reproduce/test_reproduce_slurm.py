@@ -344,7 +344,7 @@ def test_a_value_sbatch_would_refuse_is_one_line_before_anything_is_written(tmp_
 def test_the_slurm_formats_sbatch_takes_pass():
     for value in ("30", "30:00", "04:00:00", "2-00", "2-12:00", "2-00:00:00", "UNLIMITED"):
         slurm.check_slurm_value("finetune_time", value)
-    for value in ("0", "64G", "500M", "1t", 4096):
+    for value in ("0", "64G", "500M", "1t", 4096, "16GB", "500mb"):  # issue 80: sbatch takes the B too
         slurm.check_slurm_value("jobs.data.mem", value)
     for value in ("gpu", "gpu,gpu-short", "a100_80g", "proj.123"):
         slurm.check_slurm_value("partition", value)
@@ -416,6 +416,11 @@ def test_a_submission_that_stops_half_way_names_the_queued_jobs_and_the_ways_on(
     assert len(err) == 1, err
     assert "stopped after queuing 3 job(s) (101 102 103): sbatch: error: Invalid --time specification" in err[0]
     assert f"python -m reproduce resubmit {out} submits the rest, or scancel 101 102 103 withdraws them" in err[0]
+    # issue 80: a cause in the scripts needs them written again first; the line says how, and that works
+    rewrite = err[0].split("write the scripts again with python -m reproduce ")[1].split(")")[0].split()
+    assert rewrite[:2] == ["--config", str(out / "reproduce.yaml")] and rewrite[-1] == "--dry-run", rewrite
+    assert cli.main(rewrite) == 0, capsys.readouterr().err
+    capsys.readouterr()
     # run by hand, submit.sh says the same at its end
     count.write_text("0")
     (out / "slurm" / "ledger.jsonl").unlink()

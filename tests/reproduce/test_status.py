@@ -367,13 +367,13 @@ def test_the_headline_says_when_the_analysis_job_itself_failed(tmp_path):
         LedgerEntry("9", "analysis", "analysis", "analysis.sbatch"),
     )
     ended = {"8": SlurmState("COMPLETED"), "9": SlurmState("FAILED")}
-    headline = slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
+    headline = slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [], [])
     assert headline == (
         "stopped on Slurm with 0 fine-tuning runs lacking a record and the analysis not done; the analysis job 9 "
         f"ended FAILED (its log is in {tmp_path / 'slurm' / 'slurm_logs'}): python -m reproduce resubmit {tmp_path}"
     )
     ended["9"] = SlurmState("COMPLETED")
-    assert "analysis job" not in slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [])
+    assert "analysis job" not in slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [], [])
 
 
 @pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "3 GB file"])

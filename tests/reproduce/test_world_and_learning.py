@@ -160,3 +160,28 @@ def test_each_objective_is_checked_against_random_initialisation_on_average_and_
     cells = _cells({"m-clm-150": {"sst2": 53.0, "nq": 41.0}, "m-random-init": {"sst2": 52.0, "nq": 40.0}})
     table = _table(cells, CHANCE, {"m-clm-150": "m"}, {"m-random-init": "m"}).set_index(["scope", "name"])
     assert table.loc[("objective", "m clm"), "better_tasks"] == 2 and not table.loc[("objective", "m clm"), "passes"]
+
+
+def test_an_objective_whose_runs_all_failed_has_no_runs_not_a_failed_check():
+    """Issue 80: with every run of a model missing (its pretraining job lost), the learning line read
+    `toy_s clm +nan` and counted a failed gate; it says the model has no runs and checks the rest."""
+    cells = _cells(
+        {
+            "toy_s-mlm40-150": {"sst2": 80.0, "nq": 45.0},
+            "toy_s-random-init": {"sst2": 52.0, "nq": 40.0},
+        }
+    )
+    pretrained = {"toy_s-mlm40-150": "toy_s", "toy_s-clm-150": "toy_s"}  # the CLM model: no cell at all
+    table = _table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"})
+    rows = table.set_index(["scope", "name"])
+    assert rows.loc[("objective", "toy_s clm"), "passes"] is None
+    assert rows.loc[("objective", "toy_s mlm"), "passes"]
+    line = summary_line(table)
+    assert "nan" not in line.lower() and "toy_s clm: no runs of its models" in line
+    assert ": all pass, 1 without runs): " in line
+    # nothing at all from random initialisation: no check is made, none fails
+    alone = _table(cells.query("model != 'toy_s-random-init'"), CHANCE, pretrained, {"toy_s-random-init": "toy_s"})
+    assert alone[alone["scope"] != "task"]["passes"].isna().all()
+    assert "nan" not in summary_line(alone).lower() and "toy_s mlm: no runs of random initialisation" in summary_line(
+        alone
+    )

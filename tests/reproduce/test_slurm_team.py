@@ -1,0 +1,310 @@
+"""A study on a shared cluster (issue 80): its jobs are the study's, whoever submitted them or asks;
+a Slurm that does not answer is said, and resubmit then submits nothing. Slurm is a stand-in here:
+`squeue` and `sacct` scripts on PATH that answer as Slurm 22.05 does (squeue's `-u` filter and `-o`
+fields, an unreachable controller's exit 1); tests/reproduce/test_resubmit_on_slurm.py runs the real one."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from reproduce import cli
+from reproduce.slurm.ledger import LedgerEntry, append_ledger, read_ledger
+from tests.reproduce.slurm_study import toy_cluster_body
+
+FAKE_SQUEUE = r"""#!{python}
+import json, sys
+args = sys.argv[1:]
+state = json.load(open({state!r}))
+if state.get("unreachable"):
+    print("slurm_load_jobs error: Unable to contact slurm controller (connect failure)", file=sys.stderr)
+    sys.exit(1)
+user = args[args.index("-u") + 1] if "-u" in args else None
+fields = args[args.index("-o") + 1].split("|")
+for job in state["jobs"]:
+    if user is None or job["user"] == user:
+        named = {{"%i": job["id"], "%T": job["state"], "%r": job["reason"], "%u": job["user"]}}
+        print("|".join(named[f] for f in fields))
+"""
+FAKE_SACCT = "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"
+
+
+def _study(tmp_path: Path, **cluster_settings) -> Path:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", **cluster_settings)))
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run", "--out", str(out)]
+    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--pretrain-steps", "8"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(argv) == 0
+    return out
+
+
+def _slurm_here(tmp_path: Path, monkeypatch, jobs: list[dict], unreachable: bool = False) -> None:
+    """squeue and sacct stand-ins first on PATH, answering with `jobs`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    state = tmp_path / "slurm_state.json"
+    state.write_text(json.dumps({"jobs": jobs, "unreachable": unreachable}))
+    (bin_dir / "squeue").write_text(FAKE_SQUEUE.format(python=sys.executable, state=str(state)))
+    (bin_dir / "sacct").write_text(FAKE_SACCT)
+    for tool in ("squeue", "sacct"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def _queued_by_alice(out: Path) -> list[dict]:
+    """Alice submitted the study: its data job runs, the rest waits; every job is in the ledger."""
+    jobs = []
+    for number, (kind, name, script, group, tasks) in enumerate(
+        [
+            ("data", "data", "data.sbatch", "", ""),
+            ("pretraining", "toy_s-mlm40-8", "pretrain_toy_s-mlm40-8.sbatch", "", ""),
+            ("pretraining", "toy_s-clm-8", "pretrain_toy_s-clm-8.sbatch", "", ""),
+            ("finetune", "toy_s-mlm40-8", "finetune_toy_s-mlm40-8.sh", "finetune", "0-0"),
+            ("finetune", "toy_s-clm-8", "finetune_toy_s-clm-8.sh", "finetune", "0-0"),
+            ("finetune", "toy_s-random-init", "finetune_toy_s-random-init.sh", "finetune", "0-0"),
+            ("analysis", "analysis", "analysis.sbatch", "", ""),
+        ],
+        start=500,
+    ):
+        append_ledger(out, LedgerEntry(str(number), kind, name, script, group, tasks))
+        shown = f"{number}_[0]" if tasks else str(number)
+        running = kind == "data"
+        jobs.append(
+            {"id": shown, "state": "RUNNING" if running else "PENDING", "reason": "" if running else "Dependency"}
+            | {"user": "alice"}
+        )
+    return jobs
+
+
+def test_a_teammates_resubmit_leaves_the_studys_queued_jobs_alone(tmp_path, monkeypatch, capsys):
+    """Issue 80, item 1: squeue was asked with `-u $USER`, so under another user name every queued job
+    of the study looked gone and resubmit planned the whole DAG again (a real run: duplicates)."""
+    out = _study(tmp_path)
+    _slurm_here(tmp_path, monkeypatch, _queued_by_alice(out))
+    monkeypatch.setenv("LOGNAME", "bob")  # getpass.getuser() reads LOGNAME first
+    monkeypatch.setenv("USER", "bob")
+    before = len(read_ledger(out)[0])
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    shown = capsys.readouterr().out
+    assert "resubmit: nothing to submit" in shown and "sbatch" not in shown, shown
+    assert "pretraining toy_s-mlm40-8: job 501 (submitted by alice) still queued or running" in shown
+    assert len(read_ledger(out)[0]) == before
+    # status reads the same states: Alice's jobs are on Slurm, not lost
+    assert cli.main(["status", str(out)]) == 0
+    assert "on Slurm: 6 pending, 1 running" in capsys.readouterr().out
+
+
+def test_a_slurm_that_does_not_answer_is_said_and_nothing_is_resubmitted(tmp_path, monkeypatch, capsys):
+    """Issue 80: an unreachable controller was reported as "no squeue here", and resubmit took every
+    job for gone."""
+    out = _study(tmp_path)
+    _slurm_here(tmp_path, monkeypatch, _queued_by_alice(out), unreachable=True)
+    assert cli.main(["status", str(out)]) == 0
+    headline = capsys.readouterr().out.splitlines()[0]
+    assert "squeue failed (exit 1: slurm_load_jobs error: Unable to contact slurm controller" in headline, headline
+    assert "no squeue here" not in headline
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell which of the study's jobs are still queued or running (squeue failed" in err
+    assert "nothing submitted" in err and len(err.strip().splitlines()) == 1
+
+
+def _argv(out: Path, cluster: Path, *extra: str) -> list[str]:
+    argv = ["--figure", "3", "--slurm", "--no-container", "--cluster", str(cluster), "--out", str(out)]
+    return argv + ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--pretrain-steps", "8", *extra]
+
+
+def test_one_study_per_folder(tmp_path, monkeypatch, capsys):
+    """Issue 80, item 3: the same study submitted twice queued a second DAG; another study into the
+    same folder replaced reproduce.yaml and mixed the ledgers. Now each is one line, nothing written;
+    --force replaces a study none of whose jobs runs, its files moved aside, none deleted."""
+    from tests.hostile import snapshot
+
+    out = _study(tmp_path)
+    cluster = tmp_path / "cluster.yaml"
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, jobs)
+    before = snapshot(out)
+    # the same study again: resubmit is the way (a dry run may write its scripts again)
+    assert cli.main(_argv(out, cluster)) == 2
+    err = capsys.readouterr().err
+    assert "holds this study, already submitted to Slurm (7 jobs in its ledger)" in err and "resubmit" in err
+    assert snapshot(out) == before
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(_argv(out, cluster, "--dry-run")) == 0
+    # another study: refused, even as a dry run; --force too while its jobs run
+    other = _argv(out, cluster, "--dry-run", "--seeds", "1")
+    for extra in ((), ("--force",)):
+        assert cli.main(other + list(extra)) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+        assert "holds another study" in err if not extra else "still queued or running: scancel them first" in err
+        assert snapshot(out) == before
+    # once every job has ended, --force replaces it: the old files kept under OUT/replaced-<time>/
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
+    assert cli.main([*other, "--force"]) == 0, capsys.readouterr().err
+    assert "moved to" in capsys.readouterr().out
+    (kept,) = out.glob("replaced-*")
+    assert (kept / "slurm" / "ledger.jsonl").is_file() and (kept / "reproduce.yaml").is_file()
+    assert "- 1" in (out / "reproduce.yaml").read_text() and not (out / "slurm" / "ledger.jsonl").exists()
+
+
+def _finished_on_slurm(out: Path) -> list[Path]:
+    """Every file a finished study's resubmit reads, as the jobs leave them: the prepared data's
+    manifest, each run's FINISHED.json, each planned run's record, and an analysis that had them all
+    (missing.csv with its header only, analysis_inputs.json naming each record). Returns the records."""
+    from contracts.layout import FINISHED_FILE, RECORD_FILE
+    from pretraining.data.format import MANIFEST
+    from reproduce.plan import data_dir, read_plan
+
+    plan = read_plan(out)
+    (data_dir(plan.config) / MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    (data_dir(plan.config) / MANIFEST).write_text("{}")
+    for run in plan.runs:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        (run.run_dir / FINISHED_FILE).write_text("{}")
+    records = []
+    for job in plan.jobs:
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        (job.run_dir / RECORD_FILE).write_text('{"a": 1}')
+        records.append(job.run_dir / RECORD_FILE)
+    (out / "missing.csv").write_text("id,model,task,lr,seed,why\n")
+    stamp = [[str(r), r.stat().st_mtime_ns, r.stat().st_size] for r in records]
+    (out / "analysis_inputs.json").write_text(json.dumps({"hash": "h", "records": stamp}))
+    return records
+
+
+def test_an_analysis_older_than_a_rerun_record_is_not_finished(tmp_path, monkeypatch, capsys):
+    """Issue 80: a run rerun after the analysis, then the analysis job lost: status said `finished`
+    and resubmit had nothing to submit. The analysis is current only if it read every planned record as
+    it is now (OUT/analysis_inputs.json)."""
+    from reproduce.missing import analysis_is_current
+
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
+    records = _finished_on_slurm(out)
+    assert analysis_is_current(out, records)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
+    assert "resubmit: nothing to submit" in capsys.readouterr().out
+    assert cli.main(["status", str(out)]) == 0
+    assert ": finished (every Slurm job ended" in capsys.readouterr().out.splitlines()[0]
+    records[0].write_text('{"a": 2, "rerun": true}')  # rerun after the analysis; the new analysis lost
+    assert not analysis_is_current(out, records)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "resubmit: 1 sbatch call(s):" in shown and "analysis.sbatch" in shown, shown
+    assert cli.main(["status", str(out)]) == 0
+    assert (
+        "stopped on Slurm with 0 fine-tuning runs lacking a record and the analysis not done" in capsys.readouterr().out
+    )
+
+
+def test_an_analysis_with_no_record_at_all_still_says_what_is_missing(tmp_path):
+    """Issue 80: with every pretraining job lost, the analysis job ended FAILED and wrote no
+    missing.csv, so neither status nor the reports said which runs were missing, or why."""
+    from reproduce.local import reproduce
+    from reproduce.plan import ReproduceConfig, ReproduceError
+
+    cfg = ReproduceConfig(out=str(tmp_path / "study"), sizes=("toy_s",), ratios=(0.4,), tasks=("sst2",))
+    try:
+        reproduce(cfg, log=lambda line: None, stages=("analysis",))
+    except ReproduceError as exc:
+        assert "none of the 3 planned run records exists yet" in str(exc)
+    else:
+        raise AssertionError("an analysis of no record passed")
+    missing = (tmp_path / "study" / "missing.csv").read_text().splitlines()
+    assert len(missing) == 1 + 3, missing
+    assert any("pretraining run toy_s-mlm40-250 has no export" in line for line in missing[1:])
+    assert any("the model has no export" in line for line in missing[1:])  # the untrained reference
+
+
+def test_status_builds_the_task_map_once_and_imports_no_model_code(tmp_path, monkeypatch, capsys):
+    """Issue 80, item 5: status of the 5,400-run paper study took 11-13 s of CPU: the ledger's task map
+    was built again for each run, and reading the study index imported transformers' modelling code.
+    Measured after the change: 1.1 s of CPU (docs/watching.md). Here: the map is built once however
+    many runs ask; the study plan is read with neither torch nor transformers imported; a study where
+    nothing has started draws no PNG (nothing to draw; matplotlib is 1.2 s of CPU)."""
+    import subprocess
+
+    from reproduce.slurm import ledger
+
+    out = _study(tmp_path)
+    _slurm_here(tmp_path, monkeypatch, _queued_by_alice(out))
+    built = []
+    real = ledger.current_tasks
+    monkeypatch.setattr(ledger, "current_tasks", lambda entries: built.append(1) or real(entries))
+    assert cli.main(["status", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert len(built) == 1 and said.count("pending") >= 3, (built, said)
+    assert "loss curves: none yet (no run has started" in said and not (out / "status" / "loss.png").exists()
+    probe = (
+        "import sys; from reproduce import cli; code = cli.main(['status', sys.argv[1]]); "
+        "heavy = sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules); "
+        "print('HEAVY', heavy); sys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "HEAVY []" in done.stdout, (done.stdout[-500:], done.stderr[-2000:])
+
+
+def test_resubmit_keeps_each_lane_behind_its_live_arrays(tmp_path, monkeypatch, capsys):
+    """Issue 80, item 4: with one lane (throttle 2, max_running_finetune_tasks 2) and the first model's
+    array still queued, resubmit gave the second model's new array no dependency on it: 3 tasks ran at
+    once against the cap of 2. Now the next model of the lane waits for the live array (afterany)."""
+    from contracts.layout import FINISHED_FILE
+    from pretraining.data.format import MANIFEST
+    from reproduce.plan import data_dir, read_plan
+
+    out = _study(tmp_path, array_throttle=2, max_running_finetune_tasks=2)
+    assert json.loads((out / "slurm" / "arrays.json").read_text())["lanes"] == 1
+    plan = read_plan(out)
+    (data_dir(plan.config) / MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    (data_dir(plan.config) / MANIFEST).write_text("{}")
+    for run in plan.runs:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        (run.run_dir / FINISHED_FILE).write_text("{}")
+    first = plan.finetuned_models[0]
+    append_ledger(out, LedgerEntry("510", "finetune", first, f"finetune_{first}.sh", "finetune", "0-0%2"))
+    _slurm_here(tmp_path, monkeypatch, [{"id": "510_[0]", "state": "PENDING", "reason": "Priority", "user": "me"}])
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    arrays = [line for line in capsys.readouterr().out.splitlines() if "--array=" in line]
+    assert len(arrays) == 2, arrays  # the second and third models; the first is queued
+    assert "afterany:510" in arrays[0], arrays  # behind the live array of its lane
+    assert "afterany:$finetune1" in arrays[1], arrays  # and the third behind the second
+
+
+def test_a_submission_records_its_folders_absolute_and_a_moved_study_is_not_resubmitted(tmp_path, monkeypatch, capsys):
+    """Issue 80, item 2: a relative --out given from another folder was recorded relative, and the jobs
+    (run from the checkout) wrote the data into the checkout; a moved study was resubmitted with scripts
+    that write to its old folder. Now every folder is recorded absolute, and resubmit refuses a study
+    whose reproduce.yaml records another folder, in one line, submitting nothing."""
+    import shutil
+
+    from contracts.bounded import load_yaml
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug")))
+    monkeypatch.chdir(elsewhere)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main([*_argv(Path("rel") / "study", cluster), "--dry-run"]) == 0
+    out = elsewhere / "rel" / "study"
+    recorded = load_yaml((out / "reproduce.yaml").read_text())
+    assert recorded["out"] == str(out) and Path(recorded["finetune_config"]).is_absolute()
+    assert f"--config {out / 'reproduce.yaml'}" in (out / "slurm" / "data.sbatch").read_text()
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)
+    append_ledger(moved, LedgerEntry("700", "data", "data", "data.sbatch"))
+    _slurm_here(tmp_path, monkeypatch, [])
+    assert cli.main(["resubmit", str(moved), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"records the study at {out}, where its scripts and run configs write" in err[0], err
