@@ -31,7 +31,8 @@ def _wait_for_ledger_jobs(local_slurm, out, kind="analysis"):
 
 
 def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
-    """(OUT, the reproduce argv) of the reduced toy DAG these tests submit to the local Slurm: toy_s
+    """(OUT, the reproduce argv, its --out relative to this test's folder) of the reduced toy DAG these
+    tests submit to the local Slurm: toy_s
     MLM-40, CLM and the untrained model on SST-2, QQP and MNLI, throttle 2, 30-minute limits. Three
     tasks are the least this DAG can have: Figure 3's SC point is the average of the three SC
     datasets (with two it is missing, measured)."""
@@ -47,8 +48,12 @@ def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
         data_time="00:30:00",
     )
     out = tmp_path / "out"
+    # given relative, from another folder than the checkout the jobs run in (issue 80: the data job wrote
+    # into the checkout and the analysis found no record)
+    (tmp_path / "launch").mkdir()
+    monkeypatch.chdir(tmp_path / "launch")
     argv = ["--figure", "3", "--scale", "toy", "--slurm", "--no-container", "--cluster", str(cluster)]
-    argv += ["--out", str(out), "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
+    argv += ["--out", "../out", "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp,mnli"]
     argv += ["--lrs", "5e-4", "--seeds", "0", "--pretrain-steps", "8", "--reps", "200"]
     return out, argv
 
@@ -158,6 +163,17 @@ def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
     entries, _ = read_ledger(out)
     lost = next(e for e in entries if e.kind == "pretraining" and e.name == "toy_s-clm-8")
     assert local_slurm.job_state(lost.job) == "PENDING"
+    # issue 80, on the cluster: while the study's jobs are queued, a teammate's resubmit plans nothing
+    # (squeue was asked with -u $USER: every job looked gone) and a second submission is refused
+    with pytest.MonkeyPatch.context() as teammate:
+        for variable in ("LOGNAME", "USER"):
+            teammate.setenv(variable, "teammate")
+        assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+        shown = capsys.readouterr().out
+        assert "resubmit: nothing to submit" in shown and f"pretraining toy_s-clm-8: job {lost.job}" in shown, shown
+    assert cli.main(argv[:-1]) == 2  # the same study again, not a dry run
+    assert "holds this study, already submitted to Slurm" in capsys.readouterr().err
+    assert len(read_ledger(out)[0]) == len(entries)  # nothing queued
     local_slurm.command("scancel", lost.job)
     for entry in entries:  # its array may already be cancelled (its dependency can never be met)
         if entry.job != lost.job:
