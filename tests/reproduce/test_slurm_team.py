@@ -157,11 +157,10 @@ def test_one_study_per_folder(tmp_path, monkeypatch, capsys):
     assert "- 1" in (out / "reproduce.yaml").read_text() and not (out / "slurm" / "ledger.jsonl").exists()
 
 
-def _finished_on_slurm(out: Path) -> list[Path]:
-    """Every file a finished study's resubmit reads, as the jobs leave them: the prepared data's
-    manifest, each run's FINISHED.json, each planned run's record, and an analysis that had them all
-    (missing.csv with its header only, analysis_inputs.json naming each record). Returns the records."""
-    from contracts.layout import FINISHED_FILE, RECORD_FILE
+def _pretrained(out: Path):
+    """The study's plan, with its data prepared and every pretraining run finished, as the jobs leave
+    them (the prepared data's manifest, each run's FINISHED.json)."""
+    from contracts.layout import FINISHED_FILE
     from pretraining.data.format import MANIFEST
     from reproduce.plan import data_dir, read_plan
 
@@ -171,6 +170,16 @@ def _finished_on_slurm(out: Path) -> list[Path]:
     for run in plan.runs:
         run.run_dir.mkdir(parents=True, exist_ok=True)
         (run.run_dir / FINISHED_FILE).write_text("{}")
+    return plan
+
+
+def _finished_on_slurm(out: Path) -> list[Path]:
+    """Every file a finished study's resubmit reads: `_pretrained`, each planned run's record, and an
+    analysis that had them all (missing.csv with its header only, analysis_inputs.json naming each
+    record). Returns the records."""
+    from contracts.layout import RECORD_FILE
+
+    plan = _pretrained(out)
     records = []
     for job in plan.jobs:
         job.run_dir.mkdir(parents=True, exist_ok=True)
@@ -259,18 +268,9 @@ def test_resubmit_keeps_each_lane_behind_its_live_arrays(tmp_path, monkeypatch, 
     """Issue 80, item 4: with one lane (throttle 2, max_running_finetune_tasks 2) and the first model's
     array still queued, resubmit gave the second model's new array no dependency on it: 3 tasks ran at
     once against the cap of 2. Now the next model of the lane waits for the live array (afterany)."""
-    from contracts.layout import FINISHED_FILE
-    from pretraining.data.format import MANIFEST
-    from reproduce.plan import data_dir, read_plan
-
     out = _study(tmp_path, array_throttle=2, max_running_finetune_tasks=2)
     assert json.loads((out / "slurm" / "arrays.json").read_text())["lanes"] == 1
-    plan = read_plan(out)
-    (data_dir(plan.config) / MANIFEST).parent.mkdir(parents=True, exist_ok=True)
-    (data_dir(plan.config) / MANIFEST).write_text("{}")
-    for run in plan.runs:
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        (run.run_dir / FINISHED_FILE).write_text("{}")
+    plan = _pretrained(out)
     first = plan.finetuned_models[0]
     append_ledger(out, LedgerEntry("510", "finetune", first, f"finetune_{first}.sh", "finetune", "0-0%2"))
     _slurm_here(tmp_path, monkeypatch, [{"id": "510_[0]", "state": "PENDING", "reason": "Priority", "user": "me"}])
