@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from reproduce.plan import (
+    TOY_WORLD,
     ReproduceConfig,
     ReproduceError,
     build_plan,
@@ -237,7 +238,7 @@ def reproduce_slurm(
         out=absolute(cfg.out),
         data_dir=absolute(cfg.data_dir or cluster.data_dir),
         runs_dir=absolute(cfg.runs_dir or cluster.runs_dir),
-        data_root=absolute(cfg.data_root or cluster.task_data),
+        data_root=cfg.data_root if cfg.data_root == TOY_WORLD else absolute(cfg.data_root or cluster.task_data),
         finetune_config=absolute(cfg.finetune_config),
     )
     plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here

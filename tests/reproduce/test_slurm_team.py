@@ -140,6 +140,7 @@ def test_one_study_per_folder(tmp_path, monkeypatch, capsys):
     assert snapshot(out) == before
     with contextlib.redirect_stdout(io.StringIO()):
         assert cli.main(_argv(out, cluster, "--dry-run")) == 0
+    before = snapshot(out)  # the same scripts, with a new `# written` time when a second has passed
     # another study: refused, even as a dry run; --force too while its jobs run
     other = _argv(out, cluster, "--dry-run", "--seeds", "1")
     for extra in ((), ("--force",)):
