@@ -16,6 +16,7 @@ image): a study moved since must be written again there first.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,7 @@ def recorded_elsewhere(out: Path) -> Path | None:
         recorded = load_config(ReproduceConfig, out / CONFIG_FILE).out
     except (ConfigError, OSError):
         return None  # the one-line error of an unreadable config comes from the plan
-    if not Path(recorded).is_absolute() or Path(recorded) == out.absolute():
+    if not Path(recorded).is_absolute() or os.path.abspath(recorded) == os.path.abspath(out):
         return None
     return Path(recorded)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -232,7 +233,8 @@ def reproduce_slurm(
     cluster = load_cluster_config(cluster_file)
     # every folder absolute: the jobs run from the checkout (issue 80: a relative --out given elsewhere
     # made the data job write into the checkout and the analysis find no record)
-    absolute = lambda path: str(Path(path).absolute()) if path else path  # noqa: E731
+    # (os.path.abspath: `../out` from another folder is recorded as the folder itself, `..` resolved)
+    absolute = lambda path: os.path.abspath(path) if path else path  # noqa: E731
     cfg = replace(
         cfg,
         out=absolute(cfg.out),

@@ -30,22 +30,25 @@ def _wait_for_ledger_jobs(local_slurm, out, kind="analysis"):
     return last.job
 
 
-def _toy_dag(tmp_path, local_slurm, monkeypatch) -> tuple:
+def _toy_dag(tmp_path, local_slurm, monkeypatch, **settings) -> tuple:
     """(OUT, the reproduce argv, its --out relative to this test's folder) of the reduced toy DAG these
-    tests submit to the local Slurm: toy_s
-    MLM-40, CLM and the untrained model on SST-2, QQP and MNLI, throttle 2, 30-minute limits. Three
+    tests submit to the local Slurm: toy_s MLM-40, CLM and the untrained model on SST-2, QQP and MNLI,
+    throttle 2 (or `settings`' cluster values), 30-minute limits. Three
     tasks are the least this DAG can have: Figure 3's SC point is the average of the three SC
     datasets (with two it is missing, measured)."""
     cluster = toy_cluster_config(
         tmp_path,
         local_slurm,
         monkeypatch,
-        array_throttle=2,
-        data_cache_dir=str(tmp_path / "node_cache"),
-        pretraining_time="00:30:00",
-        finetune_time="00:30:00",
-        analysis_time="00:30:00",
-        data_time="00:30:00",
+        **{
+            "array_throttle": 2,
+            "data_cache_dir": str(tmp_path / "node_cache"),
+            "pretraining_time": "00:30:00",
+            "finetune_time": "00:30:00",
+            "analysis_time": "00:30:00",
+            "data_time": "00:30:00",
+            **settings,
+        },
     )
     out = tmp_path / "out"
     # given relative, from another folder than the checkout the jobs run in (issue 80: the data job wrote
@@ -244,3 +247,57 @@ def test_a_submission_stopped_half_way_is_finished_by_resubmit(local_slurm, tmp_
     assert pd.read_csv(out / "missing.csv").empty
     assert "finished (every Slurm job ended" in _status(out, capsys)
     _assert_the_reduced_toy_study_is_complete(tmp_path, out)
+
+
+def _task_spans(local_slurm, jobs: list[str]) -> list[tuple[str, str, str]]:
+    """(task, StartTime, EndTime) of every array task of `jobs` that ran, as Slurm recorded them."""
+    spans = []
+    for job in jobs:
+        for record in local_slurm.job_records(job):
+            if record.get("StartTime", "Unknown") not in ("Unknown", "None") and record["JobState"] != "CANCELLED":
+                spans.append((record["JobId"], record["StartTime"], record["EndTime"]))
+    return spans
+
+
+def _most_at_once(spans) -> int:
+    """The most tasks whose [start, end) spans overlap (Slurm's times: whole seconds, ISO text)."""
+    events = sorted([(start, 1) for _, start, _ in spans] + [(end, -1) for _, _, end in spans])
+    running = peak = 0
+    for _, change in events:  # at one second an end (-1) sorts before a start (+1): not an overlap
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+@pytest.mark.slurm
+@pytest.mark.e2e
+def test_resubmit_holds_the_lanes_behind_arrays_still_queued(local_slurm, tmp_path, monkeypatch, capsys):
+    """Issue 80, item 4 on the cluster: one lane (max_running_finetune_tasks 1, throttle 1), the first
+    model's array still queued from the first submission and the others' arrays cancelled; resubmit
+    puts the second model's new array behind the queued one (afterany), so Slurm's own start and end
+    times show at most one fine-tuning task running at a time (the node runs two)."""
+    out, argv = _toy_dag(tmp_path, local_slurm, monkeypatch, array_throttle=1, max_running_finetune_tasks=1)
+    assert cli.main([*argv, "--dry-run"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert json.loads((out / "slurm" / "arrays.json").read_text())["lanes"] == 1
+    held = {**os.environ, "SBATCH_HOLD": "1"}
+    submitted = subprocess.run(["bash", str(out / "slurm" / "submit.sh")], capture_output=True, text=True, env=held)
+    assert submitted.returncode == 0, submitted.stderr
+    entries, _ = read_ledger(out)
+    arrays = [e for e in entries if e.kind == "finetune"]
+    first, others = arrays[0], arrays[1:]
+    for entry in others:  # lost; the first model's array stays queued
+        local_slurm.command("scancel", entry.job)
+    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert said.count("resubmitted finetune") == len(others), said
+    for entry in entries:
+        local_slurm.command("scontrol", "release", entry.job, check=False)
+    analysis = _wait_for_ledger_jobs(local_slurm, out)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-800:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
+    assert local_slurm.job_state(analysis) == "COMPLETED", logs
+    latest, _ = read_ledger(out)
+    spans = _task_spans(local_slurm, [first.job] + [e.job for e in latest[len(entries) :] if e.kind == "finetune"])
+    assert len(spans) == 3 * 3, spans  # 3 models x 3 tasks, each ran once
+    assert _most_at_once(spans) == 1, spans
+    assert pd.read_csv(out / "missing.csv").empty

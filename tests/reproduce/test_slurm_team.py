@@ -297,9 +297,10 @@ def test_a_submission_records_its_folders_absolute_and_a_moved_study_is_not_resu
     cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug")))
     monkeypatch.chdir(elsewhere)
     with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main([*_argv(Path("rel") / "study", cluster), "--dry-run"]) == 0
+        assert cli.main([*_argv(Path("..") / "elsewhere" / "rel" / "study", cluster), "--dry-run"]) == 0
     out = elsewhere / "rel" / "study"
     recorded = load_yaml((out / "reproduce.yaml").read_text())
+    # absolute and with `..` resolved (a recorded `elsewhere/../elsewhere/...` read as a moved study)
     assert recorded["out"] == str(out) and Path(recorded["finetune_config"]).is_absolute()
     assert f"--config {out / 'reproduce.yaml'}" in (out / "slurm" / "data.sbatch").read_text()
     moved = tmp_path / "moved"
