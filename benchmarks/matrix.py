@@ -60,6 +60,15 @@ def _check_distinct_names(base: RunConfig, models: Sequence[str]) -> None:
         seen[name] = model
 
 
+def check_local_models(models: Sequence[str], trust_remote_code: bool) -> None:
+    """Each model is one a run can load (a Hugging Face folder or id; remote code only when trusted)."""
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
+
+    for model in models:
+        check_model_path(model)
+        check_remote_code(model, trust_remote_code)
+
+
 def expand(
     base: RunConfig,
     models: Sequence[str],
@@ -73,7 +82,6 @@ def expand(
     `check_models=False` accepts local model folders that do not exist yet (a job list written
     before the pretraining jobs that produce them, e.g. by `python -m reproduce --scale paper`).
     """
-    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
     from benchmarks.tasks import get_task, with_ir_training
 
     tasks = [d.id for d in DATASETS] if tasks is None else list(tasks)
@@ -87,9 +95,8 @@ def expand(
     for lr in lrs:
         if not lr > 0:
             raise MatrixError(f"learning rate {lr} in the LR grid is not > 0")
-    for model in models if check_models else ():
-        check_model_path(model)
-        check_remote_code(model, base.trust_remote_code)
+    if check_models:
+        check_local_models(models, base.trust_remote_code)
     # Absolute local paths: Slurm tasks run from the repository, maybe on another node.
     models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))
     _check_distinct_names(base, models)

@@ -97,7 +97,7 @@ def learning_table(
             not_behind = int((mean >= reference - noise).sum())
             gain = ours - theirs
             # a group none of whose runs has a record (issue 80: all missing) is not a failed check: no runs
-            ran = not (math.isnan(ours) or math.isnan(theirs))
+            ran = _measured(ours, theirs)
             rows.append(
                 {
                     "scope": "objective",
@@ -132,7 +132,7 @@ def learning_table(
                 "pretrained": ours,
                 "random_init": theirs,
                 "margin": ours - theirs,
-                "passes": bool(ours > theirs) if not (math.isnan(ours) or math.isnan(theirs)) else None,
+                "passes": bool(ours > theirs) if _measured(ours, theirs) else None,
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS).astype(
@@ -144,9 +144,14 @@ def _needed(tasks: int) -> int:
     return math.ceil(MIN_BETTER_SHARE * tasks - 1e-9)
 
 
+def _measured(ours: float, theirs: float) -> bool:
+    """Whether both averages come from runs (NaN: none of the group's runs had a record)."""
+    return not (math.isnan(ours) or math.isnan(theirs))
+
+
 def _ran(row) -> bool:
-    """Whether the row's check was made: both of its averages come from runs (NaN: none had a record)."""
-    return row["pretrained"] == row["pretrained"] and row["random_init"] == row["random_init"]
+    """Whether the row's check was made (`_measured` of its two averages)."""
+    return _measured(row["pretrained"], row["random_init"])
 
 
 def summary_line(table: pd.DataFrame) -> str:

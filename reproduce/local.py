@@ -204,12 +204,12 @@ def _drop_toy_resume_checkpoints(plan: StudyPlan) -> int:
 
 
 def stage_finetune(plan: StudyPlan) -> str:
-    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
+    from benchmarks.matrix import check_local_models
 
     cfg = plan.config
-    for job in {j.job["config"]["model"]: j for j in plan.jobs}.values():  # each model, as matrix.expand checks
-        check_model_path(job.job["config"]["model"])
-        check_remote_code(job.job["config"]["model"], job.job["config"]["trust_remote_code"])
+    # the plan's jobs were expanded before the models existed: checked here, as matrix.expand does
+    (trusted,) = {j.job["config"]["trust_remote_code"] for j in plan.jobs}  # one fine-tuning config for all
+    check_local_models([str(plan.model_path(m)) for m in plan.finetuned_models], trusted)
     jobs = plan.finetune_jobs()
     # Chunks of one (model, lr, seed): the IR runs of a chunk share its MS MARCO model.
     chunks: dict[tuple, list[dict]] = {}

@@ -328,7 +328,7 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     if holder.alive:
         who = f"running: pid {holder.pid} on {holder.host} since {holder.since.isoformat()}"
     elif on_slurm:
-        who = slurm_headline(out, slurm, finetune, [job.run_dir / RECORD_FILE for job in plan.jobs])
+        who = slurm_headline(out, slurm, finetune, plan.record_files)
     elif (out / FINISHED_STUDY_FILE).is_file():
         who = "finished (timings.json)"
     elif slurm is not None:

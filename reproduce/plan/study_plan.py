@@ -19,7 +19,7 @@ from pathlib import Path
 
 from contracts.bounded import LARGE, read_text
 from contracts.description import PretrainingDescription
-from contracts.layout import export_dir, finetune_run_dir
+from contracts.layout import RECORD_FILE, export_dir, finetune_run_dir
 from reproduce.plan.config import (
     CONFIG_FILE,
     ReproduceConfig,
@@ -159,6 +159,11 @@ class StudyPlan:
     def cpt_run_dirs(self) -> list[Path]:
         """The CPT pretraining runs (their loss.jsonl is Figure 12)."""
         return [r.run_dir for r in self.runs if r.wave > 0]
+
+    @property
+    def record_files(self) -> list[Path]:
+        """Where each planned fine-tuning run's record goes."""
+        return [job.run_dir / RECORD_FILE for job in self.jobs]
 
     def run(self, name: str) -> PretrainingRun:
         for run in self.runs:

@@ -44,7 +44,7 @@ def check_study_folder(cfg: ReproduceConfig, dry_run: bool, force: bool) -> list
     of the old study's jobs still queued or running, what of the old study to move aside (else [])."""
     from reproduce.housekeeping import FINISHED_STUDY_FILE
     from reproduce.plan import PLAN_FILE
-    from reproduce.slurm.ledger import query_slurm, read_ledger
+    from reproduce.slurm.ledger import is_active, query_slurm, read_ledger
 
     out = out_dir(cfg)
     entries, _ = read_ledger(out)
@@ -72,7 +72,7 @@ def check_study_folder(cfg: ReproduceConfig, dry_run: bool, force: bool) -> list
                 f"{out}: --force needs to know that none of the old study's jobs still runs, and Slurm does not "
                 f"answer ({'; '.join(getattr(asked, 'problems', ())) or 'no squeue here'}): nothing written"
             )
-        live = sorted({e.job for e in entries for t in (e.task_ids() or [None]) if _active(e.job, t, states, asked)})
+        live = sorted({e.job for e in entries for t in (e.task_ids() or [None]) if is_active(e.job, t, states, asked)})
         if live:
             raise ReproduceError(
                 f"{out}: the old study's jobs {' '.join(live)} are still queued or running: scancel them first, "
@@ -80,13 +80,6 @@ def check_study_folder(cfg: ReproduceConfig, dry_run: bool, force: bool) -> list
             )
     held = [out / "slurm", out / CONFIG_FILE, out / PLAN_FILE, out / FINISHED_STUDY_FILE]
     return [path for path in held if path.exists()]
-
-
-def _active(job: str, task, states, asked) -> bool:
-    from reproduce.slurm.ledger import ACTIVE_STATES, state_of
-
-    state = state_of(job, task, states, asked)
-    return state is not None and state.state in ACTIVE_STATES
 
 
 def move_aside(out: Path, paths: list[Path]) -> Path:

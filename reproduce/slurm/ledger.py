@@ -275,6 +275,12 @@ def state_of(job: str, task: int | None, states: dict[str, SlurmState], asked: l
     return SlurmState("ENDED") if "squeue" in asked else None
 
 
+def is_active(job: str | None, task: int | None, states: dict[str, SlurmState], asked: list[str]) -> bool:
+    """Whether Slurm holds the job (or array task) queued or running."""
+    state = state_of(job, task, states, asked) if job else None
+    return state is not None and state.state in ACTIVE_STATES
+
+
 def owner_note(state: SlurmState | None) -> str:
     """' (submitted by bob)' for a job of the study that another user submitted; '' otherwise: such a
     job is the study's as much as one's own, left alone while it runs, never resubmitted over."""

@@ -24,7 +24,6 @@ from pathlib import Path
 from contracts.layout import FINISHED_FILE, RECORD_FILE
 from reproduce.plan import ReproduceError
 from reproduce.slurm.ledger import (
-    ACTIVE_STATES,
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
     LEDGER_FILE,
@@ -34,6 +33,7 @@ from reproduce.slurm.ledger import (
     current_jobs,
     current_tasks,
     format_task_ids,
+    is_active,
     owner_note,
     query_slurm,
     read_ledger,
@@ -147,8 +147,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     notes = [f"{bad} unreadable ledger line(s) skipped"] if bad else []
 
     def active(job: str | None, task: int | None = None) -> bool:
-        state = state_of(job, task, states, asked) if job else None
-        return state is not None and state.state in ACTIVE_STATES
+        return is_active(job, task, states, asked)
 
     def whose(job: str) -> str:
         return owner_note(state_of(job, None, states, asked))
@@ -243,7 +242,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             lane_vars.append(list(new_vars.values()) + sorted(model_live))
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
-    complete = analysis_is_current(out, [job.run_dir / RECORD_FILE for job in study.jobs])
+    complete = analysis_is_current(out, study.record_files)
     if active(analysis_entry.job if analysis_entry else None) and not plan:
         notes.append(f"analysis: job {analysis_entry.job}{whose(analysis_entry.job)} still queued or running")
     elif plan or not complete:
