@@ -170,7 +170,8 @@ def table_coverage(
 
 def format_coverage(table: pd.DataFrame, noise: NoiseModel) -> str:
     lines = [
-        "simulated coverage of the tables' 95% intervals (nominal 95%; the printed bootstrap intervals must be 93-97%)",
+        "simulated coverage of the tables' intervals (the paper's rule, and the two bootstrap intervals called 95%, "
+        "which must cover 93-97%)",
         f"noise: seed SD {noise.seed_sd}, {noise.instances} to {noise.instances + MODELS_PER_BATCH - 1} instances "
         f"per test set (difficulty SD "
         f"{noise.difficulty_sd}, model x instance {noise.interaction_sd}, run x instance {noise.noise_sd}), points",

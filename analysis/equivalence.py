@@ -55,6 +55,39 @@ class Comparison:
     verdict: str
     note: str
     seeds_to_decide: int | None  # inconclusive only: seeds of ours that would decide it
+    runs_to_decide: int | None = None  # inconclusive recipe rows with replicates: pretraining runs that would
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """What replicate pretraining runs measure of a cell (analysis.claims.pretraining_variance):
+    `mean_square`, the between-run mean square of the run means (an unbiased estimate of tau^2 plus a
+    run mean's seed variance, with `df` = sum over configurations of runs - 1), and `seed_part`, the
+    mean seed variance of one run's mean (V)."""
+
+    mean_square: float
+    df: float
+    seed_part: float
+
+
+def replicate_se_df(mean_square, df, runs, seed_part, se_pub2):
+    """Standard error and Welch df of ours - published for a recipe with replicates (issue 81).
+
+    Our value is the mean of `runs` run means, each with variance tau^2 + v; the paper's is one more
+    run, with variance tau^2 + se_pub^2. So Var(diff) = (1 + 1/runs)(tau^2 + v) + (se_pub^2 - v), and
+    the between-run mean square estimates tau^2 + v without clipping anything at 0: the test is the
+    prediction interval of one more run (Student t with the mean square's df) when the paper's seed
+    noise equals ours. Where the paper's seed variance of its mean exceeds ours (se_pub^2 > V) the
+    excess is added; where it is smaller nothing is subtracted (conservative). The df are the mean
+    square's alone: Welch's df, mixing the excess's n_pub - 1 into a 1-df spread, said 'differs' to
+    a margin-sized miss 5.8% of the time at 2 runs.
+    Clipping tau^2 = max(0, MS - V) at 0 and taking it as known (the rule before) called an
+    identical recipe 'reproduced' or a margin-sized miss 'differs' 6-10% of the time at 2 runs.
+    Arrays broadcast (the simulation of tests/analysis/test_audit_recipe.py applies this rule)."""
+    runs = np.asarray(runs, dtype=float)
+    spread = (1.0 + 1.0 / runs) * np.asarray(mean_square, dtype=float)
+    excess = np.maximum(0.0, np.asarray(se_pub2, dtype=float) - np.asarray(seed_part, dtype=float))
+    return np.sqrt(spread + excess), np.broadcast_to(np.asarray(df, dtype=float), spread.shape)
 
 
 def _quantile(level: float, df):
@@ -91,6 +124,7 @@ def compare_means(
     runs: int = 1,
     pretraining_sd: float = 0.0,
     pretraining_df: float = math.inf,
+    spread: RunSpread | None = None,
 ) -> Comparison:
     """The three-way verdict for one cell; half-widths are the paper's (1.96 x SD / sqrt(n)).
 
@@ -98,11 +132,15 @@ def compare_means(
     only. The recipe question (`pretraining_sd` > 0, issue 63): our mean is the mean over `runs`
     pretraining runs of the recipe (`ours_halfwidth` the pooled per-run seed interval of
     `n_ours` seeds per run), the paper's value one run, so the difference gains the variance
-    tau^2 / runs + tau^2, with `pretraining_df` the df of tau (inf: assumed, known).
+    tau^2 / runs + tau^2, with `pretraining_df` the df of tau (inf: assumed, known). With replicate
+    runs (`spread`, issue 81) the difference's variance comes from their between-run mean square
+    instead (replicate_se_df), and an undecided row says how many runs would decide it.
     """
     if not margin > 0:
         raise ValueError(f"margin must be > 0, got {margin}")
     diff = ours_mean - pub_mean
+    if spread is not None:
+        return _compare_replicates(diff, pub_halfwidth / Z_95, margin, runs, spread)
     if n_ours < 2 or not math.isfinite(ours_halfwidth):
         return Comparison(
             diff, math.nan, math.nan, (math.nan,) * 2, (math.nan,) * 2, math.nan, "inconclusive",
@@ -144,6 +182,74 @@ def compare_means(
             per_run = " per pretraining run" if runs > 1 else ""
             note = f"{seeds} seeds of ours{per_run} would decide it if the difference and SDs held"
     return Comparison(diff, se, df, ci90, ci95, float(2 * tail), verdict, note, seeds)
+
+
+RUNS_SEARCHED = 100  # runs_to_decide looks up to this many pretraining runs of ours
+
+
+def _compare_replicates(diff: float, se_pub: float, margin: float, runs: int, spread: RunSpread):
+    """compare_means for a recipe whose runs estimate their own spread (replicate_se_df)."""
+    se, df = (float(x) for x in replicate_se_df(spread.mean_square, spread.df, runs, spread.seed_part, se_pub**2))
+    basis = f"{runs} run(s) of ours estimate the pretraining SD with {spread.df:g} df" + (
+        " (pooled over configurations)" if spread.df != runs - 1 else ""
+    )
+    if se == 0:  # identical runs and a point-valued paper cell
+        verdict = "reproduced" if abs(diff) < margin else "differs"
+        return Comparison(diff, 0.0, df, (diff, diff), (diff, diff), 0.0 if diff else 1.0, verdict, basis, None)
+    ci90 = tuple(float(x) for x in _bounds(diff, se, df, 0.90))
+    ci95 = tuple(float(x) for x in _bounds(diff, se, df, 0.95))
+    tail = stats.t.sf(abs(diff) / se, df) if math.isfinite(df) else stats.norm.sf(abs(diff) / se)
+    p = float(2 * tail)
+    verdict = VERDICTS[int(classify(diff, se, df, margin))]
+    note, runs_needed = f"{basis}; p = {p:.3g}", None
+    if verdict == "inconclusive":
+        more = np.arange(runs + 1, RUNS_SEARCHED + 1)
+        se_more, df_more = replicate_se_df(
+            spread.mean_square, spread.df + (more - runs), more, spread.seed_part, se_pub**2
+        )
+        decided = np.flatnonzero(classify(diff, se_more, df_more, margin) != 1)
+        if decided.size:
+            runs_needed = int(more[decided[0]])
+            note += f"; {runs_needed} pretraining runs of ours would decide it if the difference and spread held"
+        else:
+            note += (
+                f"; no number of our runs decides it at margin {margin:g}: the paper's one run carries the "
+                f"spread of a run (SD {math.sqrt(spread.mean_square):.2f}) whatever we average"
+            )
+    return Comparison(diff, se, df, ci90, ci95, p, verdict, note, None, runs_needed)
+
+
+def verdict_holds_up_to(
+    ours_mean: float,
+    ours_halfwidth: float,
+    n_ours: int,
+    pub_mean: float,
+    pub_halfwidth: float,
+    n_pub: int,
+    margin: float,
+    runs: int,
+    verdict: str,
+    largest: float,
+) -> float | None:
+    """The largest pretraining SD (taken as known, on a grid of 1/400 of `largest`) up to which
+    compare_means still gives `verdict` (`reproduced` or `differs`), or None when `verdict` is
+    neither or the cell has no interval; `largest` when it holds over the whole grid. How far a
+    verdict that rests on an assumed pretraining SD can trust its assumption (issue 81)."""
+    if verdict not in ("reproduced", "differs") or n_ours < 2 or not math.isfinite(ours_halfwidth):
+        return None
+    taus = np.linspace(0.0, largest, 401)
+    se_ours2 = float(halfwidth_sd(ours_halfwidth, n_ours)) ** 2 / (n_ours * runs)
+    se_pub2 = (pub_halfwidth / Z_95) ** 2
+    pretraining = taus**2 * (1.0 / runs + 1.0)
+    variance = se_ours2 + se_pub2 + pretraining
+    den = se_ours2**2 / (runs * (n_ours - 1)) + (se_pub2**2 / (n_pub - 1) if n_pub > 1 else 0.0)
+    df = variance**2 / den if den > 0 else np.full_like(taus, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        codes = classify(ours_mean - pub_mean, np.sqrt(variance), df, margin)
+    changed = np.flatnonzero(codes != VERDICTS.index(verdict))
+    if not changed.size:
+        return float(largest)
+    return float(taus[changed[0] - 1]) if changed[0] > 0 else 0.0
 
 
 def recipe_variance(pretraining_sd: float, runs: int) -> float:

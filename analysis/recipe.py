@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.equivalence import RunSpread
 from analysis.intervals import Z_95, halfwidth_sd
 from analysis.options import QUESTIONS
 from contracts.model_names import split_replicate
@@ -139,6 +140,12 @@ class PretrainingNoise:
     sd: float
     df: float  # inf: assumed (known)
     source: str
+    spread: RunSpread | None = None  # replicates: the between-run mean square the test uses (issue 81)
+
+    @property
+    def assumed(self) -> bool:
+        """No replicate measured it: the verdict rests on an assumed pretraining SD."""
+        return self.spread is None
 
 
 def estimated_pretraining_sds(ours: pd.DataFrame, margin_key) -> dict[str, PretrainingNoise]:
@@ -164,6 +171,7 @@ def estimated_pretraining_sds(ours: pd.DataFrame, margin_key) -> dict[str, Pretr
             float(estimate.df),
             f"estimated from {estimate.runs} runs of {estimate.configurations} configuration(s) "
             f"({estimate.sd:.2f} [{estimate.low:.2f}, {estimate.high:.2f}], df {estimate.df})",
+            RunSpread(estimate.mean_square, float(estimate.df), estimate.seed_part),
         )
     return out
 

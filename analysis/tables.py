@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.intervals import SEEDS_CI_LABEL, paper_rule_label
 from analysis.options import FORMATS
 from analysis.published import load_published_raw
 from contracts.paper import AVERAGE, datasets_of
@@ -150,6 +151,41 @@ def render_table(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(body, columns=["Setup", "Checkpoint", *(d for _, d in layout.columns)])
 
 
+def render_intervals(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame | None:
+    """The calibrated interval of each cell of `render_table` ("[low, high]", SEEDS_CI_LABEL: the
+    t-calibrated seeds bootstrap, covering 93-97% at 3, 5 and 10 seeds), or None when no cell of
+    the table has one (the published values: the paper printed its rule only)."""
+    if "seed_boot_low" not in cells.columns:
+        return None
+    cells = cells[cells["task_type"] == layout.task_type]
+    lookup = {}
+    for row in cells.itertuples():
+        if pd.notna(row.seed_boot_low) and pd.notna(row.seed_boot_high):
+            lookup.setdefault((row.model, row.dataset), f"[{row.seed_boot_low:.2f}, {row.seed_boot_high:.2f}]")
+    if not any((model, dataset) in lookup for _, model in layout.rows for dataset, _ in layout.columns):
+        return None
+    body = [[lookup.get((model, dataset), MISSING) for dataset, _ in layout.columns] for _, model in layout.rows]
+    return pd.DataFrame(body, columns=[display for _, display in layout.columns])
+
+
+def beside(frame: pd.DataFrame, intervals: pd.DataFrame | None, joined: bool) -> pd.DataFrame:
+    """The paper-rule cells with the calibrated intervals beside them: in the same cell (`joined`,
+    Markdown: "78.72 ± 0.20 [78.41, 79.02]") or as a column after each dataset's (CSV)."""
+    if intervals is None:
+        return frame
+    out = frame.copy()
+    if joined:
+        for column in intervals.columns:
+            out[column] = [
+                cell if interval == MISSING else f"{cell} {interval}"
+                for cell, interval in zip(frame[column], intervals[column])
+            ]
+        return out
+    for column in intervals.columns:
+        out.insert(out.columns.get_loc(column) + 1, f"{column}: {SEEDS_CI_LABEL}", list(intervals[column]))
+    return out
+
+
 def _markdown(frame: pd.DataFrame) -> str:
     lines = [
         "| " + " | ".join(frame.columns) + " |",
@@ -233,30 +269,35 @@ def write_tables(
             replace(t, rows=tuple((label, rename.get(model, model)) for label, model in t.rows)) for t in layouts
         ]
     layouts += extra_layouts(cells, layouts)
-    rendered = [(layout, render_table(layout, cells)) for layout in layouts]
+    rendered = [(layout, render_table(layout, cells), render_intervals(layout, cells)) for layout in layouts]
+    calibrated = any(intervals is not None for _, _, intervals in rendered)
     written = []
     if "md" in formats:
         title = "Tables 2-17" if only is None else ", ".join(f"Table {n}" for n in only) or "Extra tables"
+        what = f"Cells are mean ± half-width by {paper_rule_label()}, which reproduces the printed cells"
+        if calibrated:
+            what += f"; [low, high] beside it is the {SEEDS_CI_LABEL}, which covers 93-97% at 3, 5 and 10 seeds"
         parts = [
             f"# {title} in the paper's layout",
             "",
-            f"Source: {source}. Cells are mean ± 95% half-width (1.96 sd/sqrt(n) over seeds); "
-            f"{MISSING} = no data for this cell.",
+            f"Source: {source}. {what}; {MISSING} = no data for this cell.",
             "",
         ]
-        for layout, frame in rendered:
-            parts += [f"## {layout.caption}", "", _markdown(frame), ""]
+        for layout, frame, intervals in rendered:
+            parts += [f"## {layout.caption}", "", _markdown(beside(frame, intervals, joined=True)), ""]
             if layout.note:
                 parts += [f"Note: {layout.note}", ""]
         written.append(atomic_write_text(out_dir / "tables.md", "\n".join(parts)))
     if "csv" in formats:
-        for layout, frame in rendered:
-            written.append(atomic_write_text(out_dir / f"{layout.name}.csv", frame.to_csv(index=False)))
+        for layout, frame, intervals in rendered:
+            table = beside(frame, intervals, joined=False)
+            written.append(atomic_write_text(out_dir / f"{layout.name}.csv", table.to_csv(index=False)))
     if "tex" in formats:
         text = (
             "% Requires \\usepackage{booktabs}. "
-            + f"Source: {source}\n\n"
-            + "\n\n".join(_latex(layout, frame) for layout, frame in rendered)
+            + f"Source: {source}\n"
+            + f"% Cells: mean \\pm half-width by {paper_rule_label()}\n\n"
+            + "\n\n".join(_latex(layout, frame) for layout, frame, _ in rendered)
             + "\n"
         )
         written.append(atomic_write_text(out_dir / "tables.tex", text))

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from contracts.model_names import format_steps as _k
 from contracts.model_names import single_objective_name
 from contracts.paper import PRETRAIN_STEPS, TASK_TYPES
-from paper_figures.from_cells import ERROR_BARS_SLOT, RANDOM_INIT, _chance_row, _finish, _legend
+from paper_figures.from_cells import ERROR_BARS, ERROR_BARS_SLOT, RANDOM_INIT, _chance_row, _finish, _legend
 from paper_figures.lookup import CellIndex, point
 from paper_figures.plotting import SIZE_LABELS, line_panel, note_missing, task_panels
 
@@ -33,7 +33,7 @@ def figure_4_sizes(
     step_labels: dict[int, str] | None = None,
     random_init: dict[str, str] | None = None,
     chance: dict[str, float] | None = None,
-    bars: str = "Bars: 95% CI half-width.",
+    bars: str = ERROR_BARS,
     note: str = "",
     bars_column: str = "ci_halfwidth",
 ) -> tuple[Figure, pd.DataFrame]:

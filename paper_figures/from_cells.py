@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.intervals import paper_rule_label
 from contracts.model_names import biphasic_name, cpt_name, objective_token, single_objective_name
 from contracts.model_names import format_steps as _k
 from contracts.paper import (
@@ -41,7 +42,8 @@ from paper_figures.plotting import (
     task_panels,
 )
 
-ERROR_BARS = "Error bars = 95% CI half-width."
+# The cells' ci_halfwidth is the paper's rule (the printed cells), named as such (issue 81).
+ERROR_BARS = f"Error bars = half-width by {paper_rule_label()}."
 ERROR_BARS_SLOT = "{error_bars}"  # where a caption says whether the figure has error bars
 NO_ERROR_BARS = "No error bars: one fine-tuning seed per point (no interval)."
 NO_INTERVAL = "No error bars: the source gives no interval for the drawn points."
@@ -49,7 +51,7 @@ NO_INTERVAL = "No error bars: the source gives no interval for the drawn points.
 
 def error_bar_sentence(points: pd.DataFrame, sentence: str = ERROR_BARS) -> str:
     """`sentence` when at least one drawn point (a finite mean, not a reference line) has a finite
-    95% CI half-width, hence an error bar; otherwise why there is none (one fine-tuning seed per
+    half-width (the paper's rule), hence an error bar; otherwise why there is none (one fine-tuning seed per
     point, or no interval in the source), in the case of `sentence`'s first letter."""
     drawn = points[points["mean"].notna()]
     if "reference" in drawn:  # reference levels (CLM, random init, chance) are lines without bars
@@ -126,7 +128,7 @@ def figure_2(cells: pd.DataFrame, sizes=PAPER_SIZES) -> tuple[Figure, pd.DataFra
         fig,
         rows,
         "Category averages of the 42k-step MLM-40 and CLM models per size (Tables 2-5); " + ERROR_BARS_SLOT,
-        error_bars="error bars = 95% CI half-width (seed variance).",
+        error_bars=f"error bars = half-width by {paper_rule_label()}.",
     )
 
 

@@ -132,6 +132,7 @@ def _toy_figure_4(plan: StudyPlan, cells, chance):
     from analysis.claims.arc import replicate_mean_cells
     from contracts.steps import format_steps
     from paper_figures.data_efficiency import figure_4_sizes
+    from paper_figures.from_cells import ERROR_BARS
     from reproduce.arc import arc_sentence
     from reproduce.plan import study_sizes
 
@@ -144,7 +145,7 @@ def _toy_figure_4(plan: StudyPlan, cells, chance):
     bars = (
         f"Bars: half the range of the {runs} pretraining runs of each point (not a confidence interval)."
         if runs > 1
-        else "Bars: 95% CI half-width."
+        else ERROR_BARS
     )
     return figure_4_sizes(
         replicate_mean_cells(cells),

@@ -588,6 +588,7 @@ POWER_NOTE = (
     "with the released pretraining runs; and, at the planning pretraining SD, pretraining runs per "
     "configuration x seeds per run (the cheapest: fewest runs). Power of the whole decision: every claim "
     "re-run at that design, each component's t test simulated at its observed estimate, every component "
-    "needed and Holm across the claims, as the verdicts are made (P(supported) now: the same at the "
-    "design as it is); the claim's own tests alone (no Holm) need the 'alone' designs of the CSV."
+    "needed and Holm across the claims, as the verdicts are made (power at the observed effects: the same "
+    "at the design as it is; post hoc, biased upward for a claim that has just passed); the claim's own "
+    "tests alone (no Holm) need the 'alone' designs of the CSV."
 )

@@ -11,7 +11,9 @@ one-way random-effects layout, e.g. Searle, Casella & McCulloch 1992, ch. 3):
     MS = sum_c sum_r (y_cr - ybar_c)^2 / df,  df = sum_c (R_c - 1),
     V  = sum_c (R_c - 1) mean_r(v_cr) / df,
     tau^2 = max(0, MS - V),
-with the 95% interval of tau^2 + V from MS ~ (tau^2 + V) chi^2_df / df, V subtracted (its seeds
+(the SD printed; a test that needs the variance of a mean of runs uses MS itself, unclipped, with its
+df: analysis.equivalence.replicate_se_df), with the 95% interval of tau^2 + V from
+MS ~ (tau^2 + V) chi^2_df / df, V subtracted (its seeds
 give it far more df than the runs give MS; ends clipped at 0). Pure numpy/scipy: no Composer,
 no statsmodels fit needed for a balanced one-way layout.
 """
@@ -41,6 +43,7 @@ class PretrainingSD:
     runs: int
     seed_part: float  # V: the mean seed variance of a run's task-type mean
     one_seed: bool = False  # some cell has 1 fine-tuning seed: V unknown (taken as 0), sd an upper bound
+    mean_square: float = math.nan  # MS: the between-run mean square of the run means (tau^2 + V), unclipped
 
     def describe(self) -> str:
         caveat = "; 1 fine-tuning seed per cell: includes the fine-tuning noise, an upper bound"
@@ -105,6 +108,7 @@ def estimate_pretraining_sd(cells: pd.DataFrame, confidence: float = 0.95) -> di
             len(group),
             v,
             bool(group["one_seed"].any()),
+            ms,
         )
     return out
 

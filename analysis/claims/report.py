@@ -31,8 +31,10 @@ VERDICT_RULE = (
     "largest component p (intersection-union: every component must hold; no adjustment needed), "
     "its p against the smallest component p the other way times the number of components "
     "(Bonferroni). Both are Holm-adjusted over the pre-registered family of every confirmatory claim "
-    "(primary: the abstract's findings; secondary: the other finding sentences), so false support is at most "
-    "5% report-wide; a sensitivity claim (another reading) as if it alone were added to that family. "
+    "(primary: the abstract's findings; secondary: the other finding sentences), as two families (support, "
+    "contradiction): false *supported* is at most 5% report-wide, false *contradicted* at most 5% report-wide, "
+    "so any wrong conclusive word at most 10%; a sensitivity claim (another reading) as if it alone were added "
+    "to that family. "
     f"*supported*: p_holm < {ALPHA}; "
     f"*contradicted*: p_against_holm < {ALPHA}; otherwise *{LEANS_AGAINST}* when some component's estimate "
     "lies on the wrong side of its boundary (the data point against the sentence, without significance), "
@@ -262,7 +264,8 @@ def claims_markdown(
             "to 50 points; '—' for inconclusive claims, which more variance cannot settle). A verdict whose "
             "tipping SD is below the planning SD is fragile. " + POWER_NOTE,
             "",
-            "| claim | verdict | cells | tipping pretraining SD | planning SD | P(supported) now | seeds for 80% "
+            "| claim | verdict | cells | tipping pretraining SD | planning SD | power at the observed effects | "
+            "seeds for 80% "
             "| runs x seeds for 80% |",
             "|---|---|---:|---:|---:|---:|---|---|",
         ]
@@ -292,12 +295,13 @@ def claims_markdown(
             "## Power of each sentence at the paper's effects",
             "",
             "If the true effects were the estimates above, with the paper's "
-            f"{PUBLISHED_SEEDS} seeds per cell: **P(verdict supported)**, the chance that this report says "
-            "supported (every component, Holm across the family as run; simulated, the figure to size seeds "
-            "from), and, labelled apart, the power of the claim's own test alone (no Holm), which is higher; "
+            f"{PUBLISHED_SEEDS} seeds per cell: **power at the observed effects (with Holm)**, the chance that "
+            "this report says supported (every component, Holm across the family as run; simulated, the figure to "
+            "size seeds from; post hoc: biased upward for a claim that has just passed), and, labelled apart, the "
+            "power of the claim's own test alone (no Holm), which is higher; "
             f'below {SENTENCE_POWER_TARGET:.0%}, why (docs/claims.md, "Power at the paper\'s effects").',
             "",
-            "| claim | P(verdict supported) | power alone (no Holm) | why below 50% |",
+            "| claim | power at the observed effects (with Holm) | power alone (no Holm) | why below 50% |",
             "|---|---:|---:|---|",
         ]
         lines += [
@@ -528,6 +532,60 @@ def readme_tables(report: pd.DataFrame) -> tuple[str, str]:
     return "\n".join(verdicts), "\n".join(robust)
 
 
+def docs_claims_table(report: pd.DataFrame) -> str:
+    """docs/claims.md's table of the verdicts on the published numbers ("On the published numbers"),
+    generated here and compared with the page by tests/docs/test_claims_doc.py, so it cannot go stale."""
+    roles = {"sensitivity": " (sensitivity, exploratory)", "secondary": " (secondary)"}
+    lines = [
+        "| claim | headline | estimate [95% CI] | weakest (deciding)* | qualifying | p | p (Holm) | verdict |",
+        "|---|---|---:|---|---|---:|---:|---|",
+    ]
+    for r in report.to_dict("records"):
+        role = roles.get(r.get("role"), "")
+        if r["verdict"] == NOT_TESTABLE:
+            lines.append(f"| `{r['claim']}`{role} | — | — | — | — | — | — | **{NOT_TESTABLE}** |")
+            continue
+        fragile = " (fragile)" if _is_fragile(r) else ""
+        lines.append(
+            f"| `{r['claim']}`{role} | {_shown(r)} | {_estimate(r)} | {_weakest(r)} | {_text(r.get('qualifying'))} "
+            f"| {_p(r['p_value'])} | {_p(r['p_holm'])} | **{r['verdict']}**{fragile} |"
+        )
+    return "\n".join(lines)
+
+
+def docs_verdict_sentence(report: pd.DataFrame) -> str:
+    """docs/claims.md's sentence naming the claims of each undecided verdict on the published numbers
+    (generated, tested against the page: issue 81 found it listing a claim under the wrong word)."""
+    parts = []
+    for verdict in (CONTRADICTED, LEANS_AGAINST, INCONCLUSIVE):
+        claims = [f"`{c}`" for c in report.loc[report["verdict"] == verdict, "claim"]]
+        parts.append(f"{verdict}: {', '.join(claims) if claims else 'none'}")
+    return "On the published numbers, " + "; ".join(parts) + "."
+
+
+DOC_BLOCKS = {"published-verdicts": docs_claims_table, "verdict-sentence": docs_verdict_sentence}
+
+
+def check_doc_markers(text: str, where: str = "the page") -> None:
+    """Raise ValueError (one line) unless every generated block's two markers are in `text`, in order."""
+    for name in DOC_BLOCKS:
+        start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+        if start not in text or end not in text.partition(start)[2]:
+            raise ValueError(f"{where} has no '{start}' ... '{end}' block; add both markers where {name} goes")
+
+
+def regenerate_doc(text: str, report: pd.DataFrame) -> str:
+    """docs/claims.md with each generated block (between `<!-- generated: NAME -->` and
+    `<!-- end generated: NAME -->`) rewritten from `report`."""
+    check_doc_markers(text)
+    for name, make in DOC_BLOCKS.items():
+        start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+        head, _, rest = text.partition(start)
+        tail = rest.partition(end)[2]
+        text = f"{head}{start}\n{make(report)}\n{end}{tail}"
+    return text
+
+
 def verdict_table(report: pd.DataFrame) -> str:
     """What is printed on the terminal: the verdicts, then the pretraining-run sentence and one
     line per claim that does not cover every cell it needs."""
@@ -547,7 +605,7 @@ def verdict_table(report: pd.DataFrame) -> str:
                 "" if pd.isna(u) else f"{int(u)}/{int(n)}" for u, n in zip(report["cells_used"], report["cells_needed"])
             ],
             "tipping SD": [_sd(v) for v in report["tipping_pretraining_sd"]],
-            "P(supported) now": [_num(p) for p in report["decision_power"]],
+            "power at observed effects": [_num(p) for p in report["decision_power"]],
             "seeds for 80%": report["seeds_for_80"].map(_text),
             "runs x seeds (planning SD)": [
                 f"{_text(d)} ({_sd(t)})" if _text(d) else ""

@@ -28,6 +28,7 @@ def test_released_mldr_runs_reproduce_the_cell_all_three_tables_print(tmp_path, 
         "differs": 0,
         "missing": n_datasets - 1,
         "exact": 1,
+        "assumed": dict.fromkeys(("reproduced", "inconclusive", "undecidable", "differs", "missing"), 0),
     }
     (mldr,) = [c for c in summary["cell_details"] if c["verdict"] != "missing"]
     assert mldr["tables"] == [5, 13, 17] and mldr["diff"] == pytest.approx(0, abs=0.005)

@@ -47,3 +47,29 @@ def test_runs_fill_only_their_cells(tmp_path, mldr_records):
     extra_table = pd.read_csv(tmp_path / "extra_SC.csv", keep_default_na=False)
     assert extra_table.loc[0, "Checkpoint"] == "toy-encoder" and extra_table.loc[0, "SST-2"] == "51.00 ± 1.13"
     assert "## Extra (SC)" in (tmp_path / "tables.md").read_text()
+
+
+def test_each_interval_is_named_for_what_it_is(tmp_path, mldr_records):
+    """Issue 81: the paper-layout tables name the paper's rule as the paper's (with its coverage),
+    and cells regenerated from runs carry the calibrated 95% CI beside it: in the Markdown cell,
+    and as a column after the dataset's in the CSV. The published tables carry the paper's rule only."""
+    from analysis.intervals import SEEDS_CI_LABEL, paper_rule_label
+
+    cells = aggregate_runs(mldr_records, reps=200)
+    write_tables(cells, tmp_path / "runs", formats=("md", "csv"), source="runs")
+    markdown = (tmp_path / "runs" / "tables.md").read_text()
+    assert paper_rule_label() in markdown and SEEDS_CI_LABEL in markdown
+    assert "95% half-width" not in markdown
+    mldr = cells[(cells["dataset"] == "mldr_en")].iloc[0]
+    interval = f"[{mldr.seed_boot_low:.2f}, {mldr.seed_boot_high:.2f}]"
+    assert f"| 60.25 ± 0.76 {interval} |" in markdown
+    table5 = pd.read_csv(tmp_path / "runs" / "table_05.csv", keep_default_na=False).set_index("Checkpoint")
+    columns = list(table5.columns)
+    assert columns[columns.index("MLDR") + 1] == f"MLDR: {SEEDS_CI_LABEL}"
+    assert table5.loc["610m-mlm40-42k", f"MLDR: {SEEDS_CI_LABEL}"] == interval
+    published = tmp_path / "published"
+    write_tables(load_published_cells(), published, source="published")
+    text = (published / "tables.md").read_text()
+    assert paper_rule_label() in text and SEEDS_CI_LABEL not in text
+    assert not any(": 95% CI" in c for c in pd.read_csv(published / "table_05.csv").columns)
+    assert "not a 95% interval" in (published / "tables.tex").read_text()

@@ -38,6 +38,17 @@ def test_the_simulation_detects_the_intervals_that_undercover(coverage):
     assert list(paper.sort_values("seeds")["coverage"]) == sorted(paper["coverage"])
 
 
+def test_the_paper_rule_label_states_its_simulated_coverage(coverage):
+    """Issue 81: the label every table and figure prints for the paper's rule gives its coverage at
+    3, 5 and 10 seeds (P(|t(n-1)| < 1.96)); the simulation agrees within 3 binomial SEs."""
+    from analysis.intervals import paper_rule_coverage, paper_rule_label
+
+    rows = coverage[(coverage["level"] == "dataset") & coverage["interval"].str.startswith("paper")]
+    for r in rows.itertuples():
+        assert abs(r.coverage - paper_rule_coverage(r.seeds)) <= 3 * r.binomial_se, (r.seeds, r.coverage)
+    assert "81% / 88% / 92% at 3 / 5 / 10 seeds: not a 95% interval" in paper_rule_label()
+
+
 def test_the_calibrated_interval_is_no_wider_than_it_needs_to_be(coverage):
     # Not too wide either: at 10 seeds the printed seeds interval is within 15% of the paper's
     # width times t(9) / 1.96 = 1.15 (the exact t interval's width).
@@ -52,7 +63,7 @@ def test_cli_prints_and_writes_the_table(tmp_path, capsys):
         main(["coverage", "--cells", "9", "--reps", "50", "--seed-sd", "0.6", "--md", str(md), "--csv", str(csv)]) == 0
     )
     out = capsys.readouterr().out
-    assert "simulated coverage of the tables' 95% intervals" in out and "| 5 | dataset |" in out
+    assert "simulated coverage of the tables' intervals" in out and "| 5 | dataset |" in out
     assert md.read_text().startswith("simulated coverage")
     table = pd.read_csv(csv)
     assert set(table["seeds"]) == {3, 5, 10} and set(table["seed_sd"]) == {0.6}

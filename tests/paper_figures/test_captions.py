@@ -12,7 +12,7 @@ from contracts.paper import AVERAGE, MASKING_RATIOS, PAPER_SIZES, TASK_TYPES
 from paper_figures import from_cells
 from paper_figures.plotting import CAPTION_GID, add_caption, extend_caption
 
-ERROR_BAR_CLAIM = "error bars = 95% ci half-width"
+ERROR_BAR_CLAIM = "error bars = half-width by the paper's rule"
 NO_BARS = "one fine-tuning seed per point (no interval)"
 CELL_FIGURES_WITH_BARS = ("figure_2", "figure_3", "figure_4", "figure_6", "figure_8", "figure_9")
 
@@ -60,7 +60,10 @@ def test_figure3_from_one_seed_runs_says_no_error_bars():
     assert "Error bars = 95% CI" not in points.attrs["caption"]
     assert "No error bars: one fine-tuning seed per point (no interval)." in points.attrs["caption"]
     _, with_ci = from_cells.figure_3(_masking_cells(ci=1.5, n_seeds=3))
-    assert "Error bars = 95% CI half-width." in with_ci.attrs["caption"]
+    assert (
+        "Error bars = half-width by the paper's rule, 1.96 SD/sqrt(n) over seeds (covers about 81% / 88% / 92%"
+        in with_ci.attrs["caption"]
+    )
     assert "No error bars" not in with_ci.attrs["caption"]
 
 

@@ -640,10 +640,12 @@ def test_power_table_leads_with_the_verdicts_power_with_holm(published_report):
     the report's decision with Holm (decision_power), and the power alone (no Holm) labelled apart;
     Holm never raises a claim's power above its test's alone."""
     text = claims_markdown(published_report, None, None)
-    assert "| claim | P(verdict supported) | power alone (no Holm) | why below 50% |" in text
+    assert "| claim | power at the observed effects (with Holm) | power alone (no Holm) | why below 50% |" in text
     row = published_report.set_index("claim").loc["clm_competitive_tc"]
     lines = text.splitlines()
-    table = lines[lines.index("| claim | P(verdict supported) | power alone (no Holm) | why below 50% |") :]
+    table = lines[
+        lines.index("| claim | power at the observed effects (with Holm) | power alone (no Holm) | why below 50% |") :
+    ]
     line = next(x for x in table if x.startswith("| `clm_competitive_tc` |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[1] == f"{row.decision_power:.2f}" and cells[2] == f"{row.power_alone:.2f}"
