@@ -6,14 +6,18 @@ the randomly split windows of each block (or their documents, `--scope document`
 loss at labelled positions only, backward, grad-norm clip 1.0, torch AdamW, WSD multiplier.
 `--plain` needs only torch + transformers (no Composer), for GPU machines without it.
 
-FLOPs per step (reported with MFU when the peak is known):
-  6N:        6 x N x tokens, N = every parameter except the input embedding (the LM head counted
-             at every position, although MLM applies it only at the masked ones)
-  attention: 12 x layers x hidden x (query, key) pairs that attend (QK^T and AV, forward +
-             backward; PaLM appendix B convention): per row the sum of its segments' squared
-             lengths (the windows, or their documents under --scope document), 2/3 of the full
-             seq_len^2 square in expectation for two random windows; the dense-mask kernel computes
-             the whole square, the useful work is the segments'
+FLOPs per step (reported with MFU when the peak is known), both counts of pretraining.flops:
+  model FLOPs (`mfu_model`): 6N + attention, N = every parameter except the input embedding (the
+             LM head counted at every position, although MLM applies it only at the masked ones);
+             what other trainers' MFU usually means
+  needed FLOPs (`mfu_needed`): 6 N_body x tokens + 6 x head x labelled tokens + attention: the work
+             the step must do (the masked positions under MLM, every target under CLM); what the
+             live MFU of the training logs and the GPU goals use
+  attention: 12 x layers x (heads x head_dim) x (query, key) pairs that attend (QK^T and AV,
+             forward + backward; PaLM appendix B convention): per row the sum of its segments'
+             squared lengths (the windows, or their documents under --scope document), 2/3 of the
+             full seq_len^2 square in expectation for two random windows; the dense-mask kernel
+             computes the whole square, the useful work is the segments'
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ import torch
 from pretraining.compiling import compile_blocks
 from pretraining.data.windows import attention_segments, window_ids
 from pretraining.flops import attention_pairs as attended_pairs  # the count SpeedMonitor's MFU uses
+from pretraining.flops import counted_flops, flop_shape
 from pretraining.kernels import apply_block_kernels, lm_loss, resolve
 from pretraining.modeling import MlmClmForLM
-from pretraining.objectives import SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
+from pretraining.objectives import IGNORE_INDEX, SAMPLE_INDEX, WINDOW_IDS, clm_labels, mask_for_mlm, sample_generators
 from pretraining.presets import closed_form_parameter_count, config_from_preset
 from pretraining.schedule import wsd_multiplier
 
@@ -177,7 +182,8 @@ def run_plain(args) -> dict:
         loop.step()
     loop.sync()
     seconds = time.perf_counter() - start
-    return _report(args, loop.cfg, loop.device, loop.bf16, "plain", seconds, pairs, loop.kernels)
+    labelled = timed_labelled_tokens(loop.batches, args, loop.cfg.vocab_size)
+    return _report(args, loop.cfg, loop.device, loop.bf16, "plain", seconds, pairs, loop.kernels, labelled)
 
 
 def run_composer(args) -> dict:
@@ -229,8 +235,8 @@ def run_composer(args) -> dict:
     )
     trainer.fit()
     close_trainer(trainer)  # also drops Composer's atexit reference, so the model can be freed
-    pairs = _timed_pairs(batches, args)
-    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"], pairs, kernels)
+    pairs, labelled = _timed_pairs(batches, args), timed_labelled_tokens(batches, args, cfg.vocab_size)
+    return _report(args, cfg, device, bf16, "composer", timing["end"] - timing["start"], pairs, kernels, labelled)
 
 
 def _effective_attention(requested: str, device: str) -> str:
@@ -248,12 +254,25 @@ def _timed_pairs(batches: list[dict], args) -> int:
     return sum(attended_pairs(attention_segments(b[WINDOW_IDS], b["document_ids"], args.scope)) for b in timed)
 
 
-def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels) -> dict:
+def timed_labelled_tokens(batches: list[dict], args, vocab: int) -> int:
+    """Positions the LM head runs at over the timed steps: the labels apply_objective gives each
+    timed batch (the same seeded masks the step draws: pretraining.objectives.sample_generators)."""
+    total = 0
+    for raw in batches[args.warmup_steps :]:
+        labels = apply_objective(raw, args.objective, args.mlm_ratio, vocab, args.scope)["labels"]
+        total += int((labels != IGNORE_INDEX).sum())
+    return total
+
+
+def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels, labelled: int) -> dict:
     counts = closed_form_parameter_count(cfg)
+    shape = flop_shape(cfg)
     tokens = args.steps * args.batch_size * args.seq_len
     n = counts["total"] - counts["embedding"]
     flops_6n = 6 * n * tokens
-    flops_attn = 12 * cfg.num_hidden_layers * cfg.hidden_size * pairs
+    flops_attn = counted_flops(shape, 0, 0, pairs)
+    flops_model = counted_flops(shape, tokens, tokens, pairs)  # == 6N + attention
+    flops_needed = counted_flops(shape, tokens, labelled, pairs)
     row = {
         "path": path + ("+compile" if args.compile else ""),
         "preset": args.preset,
@@ -274,6 +293,10 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels) -> dict
         "params_N": n,
         "flops_6N_per_s": flops_6n / seconds,
         "flops_attention_per_s": flops_attn / seconds,
+        "flops_model_per_s": flops_model / seconds,
+        "flops_needed_per_s": flops_needed / seconds,
+        "needed_over_model": round(flops_needed / flops_model, 4),
+        "labelled_share": round(labelled / tokens, 4),  # positions the LM head runs at
         "attended_share": round(pairs / (tokens * args.seq_len), 4),  # of the full seq_len^2 square
     }
     if device == "cuda":  # torch's allocator peak since the model was built (weights, states, activations)
@@ -284,7 +307,8 @@ def _report(args, cfg, device, bf16, path, seconds, pairs: int, kernels) -> dict
     if peak:
         row["peak_flops"] = peak
         row["mfu_6N"] = round(flops_6n / seconds / peak, 4)
-        row["mfu_6N_plus_attention"] = round((flops_6n + flops_attn) / seconds / peak, 4)
+        row["mfu_model"] = round(flops_model / seconds / peak, 4)  # 6N + attention
+        row["mfu_needed"] = round(flops_needed / seconds / peak, 4)
     return row
 
 

@@ -158,12 +158,57 @@ def composer_loggers(loggers: dict, run_dir: str | Path, where: str = "loggers",
 
 def monitor_callbacks(window: int, peak_flops: float | None = None) -> list:
     """Composer's SpeedMonitor (throughput over `window` steps; MFU where the model counts its FLOPs
-    and the device peak is known: Composer's table of GPUs, or `peak_flops`), LRMonitor, and
-    MemoryMonitor where there is a CUDA device (it reads CUDA's allocator statistics)."""
+    and the device peak is known: Composer's table of GPUs, or `peak_flops`), the same MFU in model
+    FLOPs (model_flops_monitor), LRMonitor, and MemoryMonitor where there is a CUDA device (it reads
+    CUDA's allocator statistics)."""
     import torch
     from composer.callbacks import LRMonitor, MemoryMonitor, SpeedMonitor
 
-    callbacks = [SpeedMonitor(window_size=window, gpu_flops_available=peak_flops), LRMonitor()]
+    callbacks = [
+        SpeedMonitor(window_size=window, gpu_flops_available=peak_flops),
+        model_flops_monitor(window, peak_flops),
+        LRMonitor(),
+    ]
     if torch.cuda.is_available():
         callbacks.append(MemoryMonitor())
     return callbacks
+
+
+def model_flops_monitor(window: int, peak_flops: float | None = None):
+    """SpeedMonitor's FLOP/s and MFU over the same window, in model FLOPs (6N + attention, the LM
+    head at every position: pretraining.flops.model_flops) where SpeedMonitor counts the needed ones
+    (issue 82): `throughput/device/model_flops_per_sec` and `throughput/device/mfu_model_flops`.
+    Logs nothing for a model without `model_flops_per_batch` (the fine-tuning task models)."""
+    from collections import deque
+
+    import torch
+    from composer.callbacks.speed_monitor import get_gpu_flops_available
+    from composer.core import Callback
+    from composer.utils import dist
+
+    class ModelFlopsMonitor(Callback):
+        def __init__(self):
+            self.peak = peak_flops
+            self.flops: deque[float] = deque(maxlen=window + 1)
+            self.wct: deque[float] = deque(maxlen=window + 1)
+
+        def init(self, state, logger) -> None:
+            if self.peak is None:
+                self.peak = get_gpu_flops_available(state)
+
+        def batch_end(self, state, logger) -> None:
+            model = state.model.module if hasattr(state.model, "module") else state.model
+            count = getattr(model, "model_flops_per_batch", None)
+            if count is None:
+                return
+            flops = state.device.tensor_to_device(torch.tensor(float(count(state.batch))))
+            dist.all_reduce(flops, reduce_operation="SUM")  # every rank's batch, as SpeedMonitor
+            self.flops.append(flops.item())
+            self.wct.append(state.timestamp.total_wct.total_seconds())
+            if len(self.flops) == self.flops.maxlen:
+                per_device = (sum(self.flops) - self.flops[0]) / (self.wct[-1] - self.wct[0]) / dist.get_world_size()
+                logger.log_metrics({"throughput/device/model_flops_per_sec": per_device})
+                if self.peak:
+                    logger.log_metrics({"throughput/device/mfu_model_flops": per_device / self.peak})
+
+    return ModelFlopsMonitor()

@@ -63,7 +63,7 @@ from pretraining.export import (
     guard_composer_loads,
     save_hf_directory,
 )
-from pretraining.flops import flop_shape, step_flops
+from pretraining.flops import flop_shape, model_flops, needed_flops
 from pretraining.kernels import KernelError, ResolvedKernels, apply_block_kernels, lm_loss, resolve
 from pretraining.modeling import Block, MlmClmForLM
 from pretraining.monitoring import LoggerSetupError, composer_loggers, monitor_callbacks
@@ -106,9 +106,14 @@ class ComposerLM(ComposerModel):
         self._flop_shape = flop_shape(model.config)
 
     def flops_per_batch(self, batch: dict) -> float:
-        """Model FLOPs of this rank's batch as trained (Composer's SpeedMonitor reads it for
+        """Needed FLOPs of this rank's batch as trained (Composer's SpeedMonitor reads it for
         FLOP/s and MFU): attention over the batch's segments, the LM head at its labels."""
-        return step_flops(self._flop_shape, batch[SEGMENT_IDS], batch["labels"])
+        return needed_flops(self._flop_shape, batch[SEGMENT_IDS], batch["labels"])
+
+    def model_flops_per_batch(self, batch: dict) -> float:
+        """Model FLOPs (6N + attention, the head at every position) of the same batch: the MFU other
+        trainers usually report (pretraining.monitoring.model_flops_monitor)."""
+        return model_flops(self._flop_shape, batch[SEGMENT_IDS])
 
     def forward(self, batch: dict) -> Any:
         inputs = {"input_ids": batch["input_ids"], "segment_ids": batch.get(SEGMENT_IDS), "labels": batch["labels"]}

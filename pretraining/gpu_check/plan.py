@@ -72,8 +72,10 @@ BENCH_ROW_METRICS = (
     "tokens_per_s",
     "params_N",
     "mfu_6n_spec",  # 6N FLOPs against the device's spec bf16 peak
-    "mfu_spec",  # 6N + attention FLOPs against the spec peak
-    "mfu_measured",  # 6N + attention FLOPs against the matmul TFLOP/s measured in `environment`
+    "mfu_spec",  # model FLOPs (6N + attention) against the spec peak
+    "mfu_measured",  # model FLOPs against the matmul TFLOP/s measured in `environment`
+    "mfu_needed_spec",  # needed FLOPs (the LM head at labelled positions only) against the spec peak
+    "mfu_needed_measured",  # needed FLOPs against the measured matmul TFLOP/s
     "peak_gpu_memory_gib",
 )
 PARITY_METRICS = (
@@ -491,11 +493,12 @@ def add_measured_mfu(result: dict) -> dict:
     measured = (env.get("metrics") or {}).get("matmul_tflops")
     bench = (result.get("steps") or {}).get("bench") or {}
     for row in bench.get("rows") or []:
-        flops = row.get("flops_per_s")
-        if not is_number(flops):
-            continue
-        if is_number(measured) and measured > 0:
-            row["mfu_measured"] = round(flops / (measured * 1e12), 4)
-        else:
-            row["mfu_measured"] = error("no matmul TFLOP/s measured (environment step)")
+        for flops_key, mfu_key in (("flops_per_s", "mfu_measured"), ("needed_flops_per_s", "mfu_needed_measured")):
+            flops = row.get(flops_key)
+            if not is_number(flops):
+                continue
+            if is_number(measured) and measured > 0:
+                row[mfu_key] = round(flops / (measured * 1e12), 4)
+            else:
+                row[mfu_key] = error("no matmul TFLOP/s measured (environment step)")
     return result

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from pretraining.__main__ import main as cli
 
 
@@ -69,3 +71,35 @@ def test_the_spec_peak_is_the_named_parts_not_the_first_partial_match():
     assert spec_peak_bf16("NVIDIA H100 NVL") == 835e12
     assert spec_peak_bf16("NVIDIA H200") == 989e12
     assert spec_peak_bf16("NVIDIA GeForce RTX 4090") is None
+
+
+def test_mfu_is_reported_in_model_and_needed_flops(tmp_path):
+    """Issue 82, item 1: the bench gives both counts. Under MLM-40 the LM head runs at the masked
+    positions only, so needed FLOPs are below the model FLOPs (6N + attention) by the head's work at
+    the unmasked ones; under CLM every position but each window's last is a target."""
+    from pretraining.flops import counted_flops, flop_shape
+    from pretraining.presets import config_from_preset
+
+    rows = {}
+    for objective in ("mlm", "clm"):
+        out = tmp_path / f"{objective}.json"
+        args = ["bench", "--plain", "--preset", "toy_s", "--seq-len", "32", "--batch-size", "2", "--steps", "2"]
+        args += ["--warmup-steps", "1", "--vocab-size", "64", "--doc-len", "8", "--objective", objective]
+        assert cli(args + ["--peak-tflops", "1", "--json", str(out)]) == 0
+        (rows[objective],) = json.loads(out.read_text())
+    mlm, clm = rows["mlm"], rows["clm"]
+    for row in (mlm, clm):
+        assert row["mfu_model"] == round(row["flops_model_per_s"] / 1e12, 4)
+        assert row["mfu_needed"] == round(row["flops_needed_per_s"] / 1e12, 4)
+        # model FLOPs are the 6N + attention of before
+        assert row["flops_model_per_s"] == pytest.approx(row["flops_6N_per_s"] + row["flops_attention_per_s"])
+    assert 0.25 < mlm["labelled_share"] < 0.55 and clm["labelled_share"] > 0.8
+    assert mlm["needed_over_model"] < clm["needed_over_model"] <= 1.0
+    # the needed count is the one formula of pretraining.flops at the labelled share
+    shape = flop_shape(config_from_preset("toy_s", vocab_size=64))
+    tokens = 2 * 2 * 32
+    pairs = mlm["attended_share"] * tokens * 32
+    expected = counted_flops(shape, tokens, round(mlm["labelled_share"] * tokens), pairs) / counted_flops(
+        shape, tokens, tokens, pairs
+    )
+    assert abs(mlm["needed_over_model"] - expected) < 2e-3

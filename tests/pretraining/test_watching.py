@@ -21,7 +21,7 @@ import yaml
 
 from contracts.config import ConfigError
 from contracts.loggers import DEFAULT_PROJECT, check_logger_section, logger_arguments
-from pretraining.flops import FlopShape, attention_pairs, step_flops
+from pretraining.flops import FlopShape, attention_pairs, model_flops, needed_flops
 from pretraining.train import PretrainError, train
 from tests.fake_wandb import fake_wandb, logged_metrics, wandb_calls  # noqa: F401 (fixture)
 from tests.pretraining.conftest import TOY_IDS, toy_dataloader, toy_run_config
@@ -74,6 +74,13 @@ def test_mfu_is_logged_against_a_configured_peak(tmp_path):
     mfu, flops = logged["throughput/device/mfu"], logged["throughput/device/flops_per_sec"]
     assert sorted(mfu) == sorted(flops) == list(range(4, 25))  # a window of 3 steps, then each step
     assert [mfu[s] for s in sorted(mfu)] == pytest.approx([flops[s] / 1e9 for s in sorted(mfu)])
+    # issue 82: the same MFU in model FLOPs (the head at every position), over the same window; the
+    # MLM step's head runs at its masked positions only, so the model count is the larger
+    model_mfu = logged["throughput/device/mfu_model_flops"]
+    model_flops_s = logged["throughput/device/model_flops_per_sec"]
+    assert sorted(model_mfu) == sorted(model_flops_s) == list(range(4, 25))
+    assert [model_mfu[s] for s in sorted(mfu)] == pytest.approx([model_flops_s[s] / 1e9 for s in sorted(mfu)])
+    assert all(model_mfu[s] > mfu[s] for s in mfu)
 
 
 @pytest.mark.usefixtures("fake_wandb")
@@ -186,7 +193,9 @@ def test_flops_count_attention_over_the_windows_not_the_block():
     assert attention_pairs(segments) == (9 + 1) + (1 + 4 + 1)
     labels = torch.tensor([[5, -100, -100, 7], [-100, -100, 3, -100]])
     expected = 6 * 100 * 8 + 6 * 50 * 3 + 12 * 2 * 8 * 16
-    assert step_flops(shape, segments, labels) == expected
+    assert needed_flops(shape, segments, labels) == expected
+    # the model-FLOPs count (6N + attention): the head at all 8 positions, not the 3 labelled
+    assert model_flops(shape, segments) == expected + 6 * 50 * (8 - 3)
     whole = torch.zeros(2, 4, dtype=torch.long)  # one window per block: the dense count
     assert attention_pairs(whole) == 2 * 16
 
