@@ -342,18 +342,32 @@ def main(args) -> int:
     ):
         if value < least:
             raise BenchArgumentError(f"{option} {value}: must be at least {least}")
+    peers = [p.strip() for p in (getattr(args, "peers", "") or "").split(",") if p.strip()]
+    from pretraining.peers import PEERS, run_peer
+
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise BenchArgumentError(f"--peers {','.join(unknown)}: not a peer; choose from {', '.join(PEERS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    runs = {"plain": [], "composer": []}
-    for _ in range(args.repeats):  # interleaved, so load changes hit both paths alike
+    runs = {"plain": [], "composer": [], **{p: [] for p in peers}}
+    for _ in range(args.repeats):  # interleaved, so load changes hit every path alike
         runs["plain"].append(run_plain(args))
         _release_memory()
         if not args.plain:
             runs["composer"].append(run_composer(args))
             _release_memory()
+        for peer in peers:
+            runs[peer].append(run_peer(peer, args))
+            _release_memory()
     rows = [_median_row(r) for r in runs.values() if r]
-    if len(rows) == 2:
+    ours = rows[1] if not args.plain else rows[0]
+    if not args.plain:
         rows[1]["composer_overhead"] = round(rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"], 3)
+    for row in rows[len(rows) - len(peers) :] if peers else []:
+        # ours: the Composer row (the plain loop's with --plain)
+        row["ours_over_peer"] = round(ours["tokens_per_s"] / row["tokens_per_s"], 3)
+        row["ours_path"] = ours["path"]
     for row in rows:
         print(json.dumps(row))
     if args.json:

@@ -29,6 +29,12 @@ def add_bench_arguments(parser) -> None:
     parser.add_argument("--scope", choices=["window", "document"], default="window", help="attention segments")
     parser.add_argument("--plain", action="store_true", help="plain PyTorch loop only (no Composer)")
     parser.add_argument(
+        "--peers",
+        default="",
+        help="comma-separated trainers to time on the same step: hf (the Hugging Face Trainer, "
+        "pretraining/peers.py); each row gets its tokens/s ratio to ours",
+    )
+    parser.add_argument(
         "--compile",
         action="store_true",
         help="torch.compile the transformer blocks in both paths, as train.compile (the head stays eager)",

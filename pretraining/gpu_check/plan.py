@@ -15,6 +15,7 @@ from dataclasses import dataclass
 STEPS = ("environment", "profile", "bench", "parity", "resume", "finetune")
 SCHEMA_VERSION = 2  # 2: the profile step, kernel bundles in the bench, the fast parity and the resume floor
 BENCH_PATHS = ("plain", "composer")
+PEER_PATHS = {"hf": "hf-trainer"}  # pretraining.peers.PEERS -> the path its bench row names
 # Kernel bundles (pretraining.kernels; train.loss_kernel, model.block_kernels, optimizer.fused).
 # `fast` keeps the reference block modules: compiled, Inductor fuses their elementwise work itself;
 # `fast_blocks` adds Liger's RMSNorm/SwiGLU/RoPE (on a CPU: Liger's fallbacks, chunked and torch).
@@ -143,15 +144,22 @@ class BenchCase:
     compiled: bool
     kernels: str = "reference"  # a KERNEL_BUNDLES key
     batch: int | None = None  # None: the mode's bench_batch
+    peers: tuple[str, ...] = ()  # other trainers timed on the same step (pretraining.peers.PEERS)
 
     @property
     def name(self) -> str:
         name = f"{self.preset}-{self.objective}-{self.attn}-{'compiled' if self.compiled else 'eager'}"
         name += "" if self.kernels == "reference" else f"-{self.kernels}"
-        return name + ("" if self.batch is None else f"-b{self.batch}")
+        name += "" if self.batch is None else f"-b{self.batch}"
+        return name + "".join(f"-vs-{p}" for p in self.peers)
 
     def path_label(self, path: str) -> str:
         return path + ("+compile" if self.compiled else "")
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Its bench paths: ours (BENCH_PATHS), then each peer's (PEER_PATHS)."""
+        return (*BENCH_PATHS, *(PEER_PATHS[p] for p in self.peers))
 
 
 @dataclass(frozen=True)
@@ -245,6 +253,9 @@ GPU = Mode(
         BenchCase("610m", "clm", "flex_attention", True, "fast"),
         BenchCase("610m", "mlm", "flex_attention", True, "fast", 16),
         BenchCase("610m", "clm", "flex_attention", True, "fast", 16),
+        # issue 82: the Hugging Face Trainer on the same step (SDPA, compiled, bf16), ours beside it
+        BenchCase("610m", "mlm", "sdpa", True, "reference", None, ("hf",)),
+        BenchCase("610m", "clm", "sdpa", True, "reference", None, ("hf",)),
         BenchCase("210m", "mlm", "flex_attention", True, "fast", 16),
         BenchCase("210m", "clm", "flex_attention", True, "fast", 16),
         BenchCase("610m", "mlm", "sdpa", False),
@@ -304,6 +315,8 @@ CPU = Mode(
         BenchCase("toy_s", "clm", "sdpa", False, "fast_blocks", 4),
         BenchCase("toy_m", "mlm", "sdpa", False),
         BenchCase("toy_m", "clm", "sdpa", False),
+        BenchCase("toy_s", "mlm", "sdpa", False, "reference", None, ("hf",)),
+        BenchCase("toy_s", "clm", "sdpa", False, "reference", None, ("hf",)),
     ),
     profile_cases=(
         BenchCase("toy_s", "mlm", "sdpa", False),
@@ -344,7 +357,7 @@ def step_deadlines(mode: Mode, budget_s: float, steps=STEPS) -> dict[str, float]
 
 
 def bench_row_names(mode: Mode, flash_attn: bool = False) -> list[tuple[BenchCase, str]]:
-    return [(case, path) for case in mode.bench_cases(flash_attn) for path in BENCH_PATHS]
+    return [(case, path) for case in mode.bench_cases(flash_attn) for path in case.paths]
 
 
 def is_number(value) -> bool:

@@ -56,6 +56,46 @@ def _best_line(rows: list[dict], preset: str, objective: str, kernels: str | Non
     )
 
 
+PEER_GOAL = 1.3  # issue 82: ours through Composer at least 1.3x the Hugging Face Trainer's tokens/s
+PEER_NAMES = {"hf-trainer": "Hugging Face Trainer"}
+
+
+def peer_rows(rows: list[dict]) -> list[tuple[dict, dict | None, dict | None]]:
+    """(peer row, our Composer row of the same case, our best Composer row of the preset and
+    objective) for every measured peer row."""
+    out = []
+    for peer in rows:
+        if str(peer.get("path", "")).split("+")[0] not in PEER_NAMES or not plan.is_number(peer.get("tokens_per_s")):
+            continue
+        same = [
+            r
+            for r in rows
+            if r["case"] == peer["case"] and r["path"].startswith("composer") and plan.is_number(r.get("tokens_per_s"))
+        ]
+        best = best_composer_row(rows, peer["preset"], peer["objective"])
+        out.append((peer, same[0] if same else None, best))
+    return out
+
+
+def _ratio(ours: dict | None, peer: dict) -> str:
+    if ours is None:
+        return "—"
+    return f"{ours['tokens_per_s'] / peer['tokens_per_s']:.2f}x"
+
+
+def _peer_line(peer: dict, same: dict | None, best: dict | None) -> str:
+    name = PEER_NAMES[peer["path"].split("+")[0]]
+    verdict = ""
+    if best is not None and peer["preset"] == "610m":
+        met = "met" if best["tokens_per_s"] / peer["tokens_per_s"] >= PEER_GOAL else "not met"
+        verdict = f" (goal >= {PEER_GOAL}x: {met})"
+    return (
+        f"- {peer['preset']} {peer['objective'].upper()}, {name} `{peer['case']}`: {cell(peer['tokens_per_s'], 0)} "
+        f"tokens/s; ours through Composer on the same case {_ratio(same, peer)} of it, our best Composer row "
+        f"{_ratio(best, peer)}{verdict}"
+    )
+
+
 def headline(result: dict) -> list[str]:
     steps = result["steps"]
     lines = []
@@ -64,6 +104,7 @@ def headline(result: dict) -> list[str]:
         for objective in dict.fromkeys(r["objective"] for r in rows if r["preset"] == preset):
             lines.append(_best_line(rows, preset, objective, "reference", "reference kernels, best"))
             lines.append(_best_line(rows, preset, objective, None, "best of all"))
+    lines += [_peer_line(*found) for found in peer_rows(rows)]
     p = steps["parity"]["metrics"]
     lines.append(
         f"- bf16 vs fp32 ({cell(p['steps'], 0)} MLM steps): largest relative loss difference "
@@ -192,6 +233,27 @@ def render(result: dict) -> str:
                     cell(r["seconds"], 2),
                 ]
                 for r in steps["bench"]["rows"]
+            ],
+        ),
+        "",
+        "## Peers: the same step through another trainer (issue 82)",
+        "",
+        "The Hugging Face Trainer on the same model class, batches, batch size, sequence and precision "
+        "(pretraining/peers.py says what is the same and what is the Trainer's own); the ratio is our "
+        "tokens/s over the peer's, on the same case and for our best Composer row of that preset and objective.",
+        "",
+        *table(
+            ["peer case", "peer tokens/s", "MFU model (spec)", "MFU needed (spec)", "ours, same case", "ours, best"],
+            [
+                [
+                    f"{p['case']} ({p['path']})",
+                    cell(p["tokens_per_s"], 0),
+                    cell(p["mfu_spec"], percent=True),
+                    cell(p.get("mfu_needed_spec", NOT_RECORDED), percent=True),
+                    _ratio(same, p),
+                    _ratio(best, p),
+                ]
+                for p, same, best in peer_rows(steps["bench"]["rows"])
             ],
         ),
         "",

@@ -291,6 +291,7 @@ def bench(ctx: StepContext) -> None:
     import torch
 
     from pretraining import bench as bench_module
+    from pretraining.peers import run_peer
 
     for name in ("recompile_limit", "cache_size_limit"):  # one process compiles several cases
         if hasattr(torch._dynamo.config, name):
@@ -300,8 +301,10 @@ def bench(ctx: StepContext) -> None:
     ctx.result = {"status": "running", "rows": rows}
     for case in ctx.mode.bench_cases(flash):
         args = bench_args(case, ctx.mode)
-        for path, run in (("plain", bench_module.run_plain), ("composer", bench_module.run_composer)):
-            label = case.path_label(path)
+        runs = {"plain": bench_module.run_plain, "composer": bench_module.run_composer}
+        runs.update({plan.PEER_PATHS[p]: (lambda a, p=p: run_peer(p, a)) for p in case.peers})
+        for path in case.paths:
+            run, label = runs[path], case.path_label(path)
             if ctx.left() < MIN_CASE_S[ctx.mode.device]:
                 rows.append({"case": case.name, "path": label, "case_error": "skipped: the bench budget was spent"})
                 continue

@@ -347,3 +347,41 @@ def test_the_documented_device_command_fits_the_device_tool():
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     size = sum((ROOT / p).stat().st_size for p in tracked.decode().split("\0") if p and (ROOT / p).is_file())
     assert size + 40 * 2**20 <= 64 * 2**20  # the wheels' limit (container.device_wheels.LIMIT_MIB) fits beside it
+
+
+def test_the_peers_are_in_the_plan_and_the_report_gives_their_ratio_to_ours():
+    """Issue 82, item 2: the GPU plan times the Hugging Face Trainer on 610m MLM-40 and CLM (SDPA,
+    compiled) beside ours, the CPU plan on toy_s (so the e2e CPU run keeps the peer working); the
+    report gives our tokens/s over the peer's, same case and best row, against the 1.3x goal."""
+    peers = [c for c in plan.GPU.bench_cases() if c.peers]
+    assert {(c.preset, c.objective, c.attn, c.compiled, c.peers) for c in peers} == {
+        ("610m", o, "sdpa", True, ("hf",)) for o in ("mlm", "clm")
+    }
+    assert {(c.preset, c.objective) for c in plan.CPU.bench_cases() if c.peers} == {("toy_s", "mlm"), ("toy_s", "clm")}
+    (case,) = [c for c in peers if c.objective == "mlm"]
+    assert case.paths == ("plain", "composer", "hf-trainer")
+    assert (case, "hf-trainer") in plan.bench_row_names(plan.GPU)
+
+    def row(path, tokens):
+        return {"case": case.name, "path": case.path_label(path), "tokens_per_s": tokens, "seconds": 1.0}
+
+    result = {
+        "steps": {
+            "environment": {"status": "ok", "info": {}, "metrics": {"matmul_tflops": 700.0}},
+            "bench": {
+                "status": "ok",
+                "rows": [row("plain", 1350.0), row("composer", 1300.0), row("hf-trainer", 1000.0)],
+            },
+        }
+    }
+    done = plan.complete_result(result, plan.GPU)
+    (hf,) = [r for r in done["steps"]["bench"]["rows"] if r["case"] == case.name and r["path"].startswith("hf")]
+    hf.update(preset="610m", objective="mlm", mfu_spec=0.3, mfu_needed_spec=0.27)
+    for r in done["steps"]["bench"]["rows"]:
+        if r["case"] == case.name:
+            r.update(preset="610m", objective="mlm")
+    text = report.render({**done, "mode": "gpu", "command": "x", "finished": "now", "git_sha": "abc",
+                          "budget_s": 480, "elapsed_s": 100, "matmul_dtype": "bfloat16"})  # fmt: skip
+    assert "## Peers: the same step through another trainer (issue 82)" in text
+    assert f"| {case.name} (hf-trainer+compile) | 1,000 | 30.0 % | 27.0 % | 1.30x | 1.30x |" in text
+    assert "Hugging Face Trainer" in text and "(goal >= 1.3x: met)" in text
