@@ -123,8 +123,9 @@ def _random_init(args) -> int:
 
 def _bench(args) -> int:
     from pretraining.bench import main
+    from pretraining.peers import run_peer
 
-    return main(args)
+    return main(args, run_peer)
 
 
 TRUST_HELP = (

@@ -332,7 +332,9 @@ class BenchArgumentError(ValueError):
     pass
 
 
-def main(args) -> int:
+def main(args, run_peer=None) -> int:
+    """The bench; `run_peer(name, args)` (pretraining.peers.run_peer, passed by the CLI so that this
+    module does not import the peers, which import it) times each of `--peers`."""
     for option, value, least in (
         ("--steps", args.steps, 1),
         ("--warmup-steps", args.warmup_steps, 0),
@@ -342,12 +344,14 @@ def main(args) -> int:
     ):
         if value < least:
             raise BenchArgumentError(f"{option} {value}: must be at least {least}")
-    peers = [p.strip() for p in (getattr(args, "peers", "") or "").split(",") if p.strip()]
-    from pretraining.peers import PEERS, run_peer
+    from pretraining.options import PEERS
 
+    peers = [p.strip() for p in (getattr(args, "peers", "") or "").split(",") if p.strip()]
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         raise BenchArgumentError(f"--peers {','.join(unknown)}: not a peer; choose from {', '.join(PEERS)}")
+    if peers and run_peer is None:
+        raise BenchArgumentError("--peers: no peer runner given (python -m pretraining bench passes one)")
     if args.threads:
         torch.set_num_threads(args.threads)
     runs = {"plain": [], "composer": [], **{p: [] for p in peers}}

@@ -11,6 +11,9 @@ LOSS_KERNELS = ("reference", "chunked", "liger")
 BLOCK_KERNELS = ("reference", "torch", "liger")
 
 
+PEERS = ("hf-trainer",)  # `pretraining bench --peers`: the trainers pretraining/peers.py runs
+
+
 def add_bench_arguments(parser) -> None:
     parser.add_argument("--preset", default="toy_m", help="model preset (toy_s/m/l, 210m, 610m, 1b)")
     parser.add_argument("--seq-len", type=int, default=128)
@@ -31,7 +34,7 @@ def add_bench_arguments(parser) -> None:
     parser.add_argument(
         "--peers",
         default="",
-        help="comma-separated trainers to time on the same step: hf (the Hugging Face Trainer, "
+        help="comma-separated trainers to time on the same step: hf-trainer (the Hugging Face Trainer, "
         "pretraining/peers.py); each row gets its tokens/s ratio to ours",
     )
     parser.add_argument(

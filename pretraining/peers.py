@@ -1,7 +1,7 @@
 """The pretraining step through the trainer a user would pick instead of ours (issue 82, item 2):
 the Hugging Face `Trainer` on the same model class, batches, sequence, batch size and precision as
 `pretraining bench` (pretraining/bench.py), timed over the same steps, reported in the bench's row
-format (both MFU counts, pretraining.flops) so that `--peers hf` prints it beside ours.
+format (both MFU counts, pretraining.flops) so that `--peers hf-trainer` prints it beside ours.
 
 What is the same: MlmClmForLM of the preset, its seeded initial weights, the bench's synthetic
 packed batches with their two random windows per block (segment_ids passed to the model, as our
@@ -37,13 +37,12 @@ from pretraining.bench import BOS, EOS, MASK, _report, _setup, _sync, build_benc
 from pretraining.data.windows import attention_segments
 from pretraining.flops import attention_pairs
 from pretraining.objectives import IGNORE_INDEX, WINDOW_IDS, clm_labels
-
-PEERS = ("hf",)  # `pretraining bench --peers`
+from pretraining.options import PEERS
 
 
 def run_peer(name: str, args) -> dict:
-    """The bench row of peer `name` (one of PEERS)."""
-    if name == "hf":
+    """The bench row of peer `name` (one of pretraining.options.PEERS)."""
+    if name == "hf-trainer":
         return run_hf_trainer(args)
     raise ValueError(f"unknown peer {name!r}; choose from {', '.join(PEERS)}")
 

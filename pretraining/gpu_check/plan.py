@@ -15,7 +15,6 @@ from dataclasses import dataclass
 STEPS = ("environment", "profile", "bench", "parity", "resume", "finetune")
 SCHEMA_VERSION = 2  # 2: the profile step, kernel bundles in the bench, the fast parity and the resume floor
 BENCH_PATHS = ("plain", "composer")
-PEER_PATHS = {"hf": "hf-trainer"}  # pretraining.peers.PEERS -> the path its bench row names
 # Kernel bundles (pretraining.kernels; train.loss_kernel, model.block_kernels, optimizer.fused).
 # `fast` keeps the reference block modules: compiled, Inductor fuses their elementwise work itself;
 # `fast_blocks` adds Liger's RMSNorm/SwiGLU/RoPE (on a CPU: Liger's fallbacks, chunked and torch).
@@ -144,7 +143,7 @@ class BenchCase:
     compiled: bool
     kernels: str = "reference"  # a KERNEL_BUNDLES key
     batch: int | None = None  # None: the mode's bench_batch
-    peers: tuple[str, ...] = ()  # other trainers timed on the same step (pretraining.peers.PEERS)
+    peers: tuple[str, ...] = ()  # other trainers timed on the same step (pretraining.options.PEERS)
 
     @property
     def name(self) -> str:
@@ -158,8 +157,8 @@ class BenchCase:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        """Its bench paths: ours (BENCH_PATHS), then each peer's (PEER_PATHS)."""
-        return (*BENCH_PATHS, *(PEER_PATHS[p] for p in self.peers))
+        """Its bench paths: ours (BENCH_PATHS), then each peer's (its row's path is its name)."""
+        return (*BENCH_PATHS, *self.peers)
 
 
 @dataclass(frozen=True)
@@ -254,8 +253,8 @@ GPU = Mode(
         BenchCase("610m", "mlm", "flex_attention", True, "fast", 16),
         BenchCase("610m", "clm", "flex_attention", True, "fast", 16),
         # issue 82: the Hugging Face Trainer on the same step (SDPA, compiled, bf16), ours beside it
-        BenchCase("610m", "mlm", "sdpa", True, "reference", None, ("hf",)),
-        BenchCase("610m", "clm", "sdpa", True, "reference", None, ("hf",)),
+        BenchCase("610m", "mlm", "sdpa", True, "reference", None, ("hf-trainer",)),
+        BenchCase("610m", "clm", "sdpa", True, "reference", None, ("hf-trainer",)),
         BenchCase("210m", "mlm", "flex_attention", True, "fast", 16),
         BenchCase("210m", "clm", "flex_attention", True, "fast", 16),
         BenchCase("610m", "mlm", "sdpa", False),
@@ -315,8 +314,8 @@ CPU = Mode(
         BenchCase("toy_s", "clm", "sdpa", False, "fast_blocks", 4),
         BenchCase("toy_m", "mlm", "sdpa", False),
         BenchCase("toy_m", "clm", "sdpa", False),
-        BenchCase("toy_s", "mlm", "sdpa", False, "reference", None, ("hf",)),
-        BenchCase("toy_s", "clm", "sdpa", False, "reference", None, ("hf",)),
+        BenchCase("toy_s", "mlm", "sdpa", False, "reference", None, ("hf-trainer",)),
+        BenchCase("toy_s", "clm", "sdpa", False, "reference", None, ("hf-trainer",)),
     ),
     profile_cases=(
         BenchCase("toy_s", "mlm", "sdpa", False),

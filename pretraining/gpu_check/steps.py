@@ -302,7 +302,7 @@ def bench(ctx: StepContext) -> None:
     for case in ctx.mode.bench_cases(flash):
         args = bench_args(case, ctx.mode)
         runs = {"plain": bench_module.run_plain, "composer": bench_module.run_composer}
-        runs.update({plan.PEER_PATHS[p]: (lambda a, p=p: run_peer(p, a)) for p in case.peers})
+        runs.update({p: (lambda a, p=p: run_peer(p, a)) for p in case.peers})
         for path in case.paths:
             run, label = runs[path], case.path_label(path)
             if ctx.left() < MIN_CASE_S[ctx.mode.device]:

@@ -355,7 +355,7 @@ def test_the_peers_are_in_the_plan_and_the_report_gives_their_ratio_to_ours():
     report gives our tokens/s over the peer's, same case and best row, against the 1.3x goal."""
     peers = [c for c in plan.GPU.bench_cases() if c.peers]
     assert {(c.preset, c.objective, c.attn, c.compiled, c.peers) for c in peers} == {
-        ("610m", o, "sdpa", True, ("hf",)) for o in ("mlm", "clm")
+        ("610m", o, "sdpa", True, ("hf-trainer",)) for o in ("mlm", "clm")
     }
     assert {(c.preset, c.objective) for c in plan.CPU.bench_cases() if c.peers} == {("toy_s", "mlm"), ("toy_s", "clm")}
     (case,) = [c for c in peers if c.objective == "mlm"]

@@ -16,7 +16,7 @@ TOY += ["--vocab-size", "64", "--doc-len", "8", "--peak-tflops", "1"]
 @pytest.mark.parametrize("objective", ["mlm", "clm"])
 def test_the_hf_trainer_peer_runs_the_same_step_and_is_compared_with_ours(tmp_path, capsys, objective):
     out = tmp_path / "bench.json"
-    assert cli(["bench", *TOY, "--objective", objective, "--peers", "hf", "--json", str(out)]) == 0
+    assert cli(["bench", *TOY, "--objective", objective, "--peers", "hf-trainer", "--json", str(out)]) == 0
     plain, composer, peer = json.loads(out.read_text())
     assert len(capsys.readouterr().out.strip().splitlines()) == 3  # the Trainer's own log lines are off
     assert peer["path"] == "hf-trainer" and peer["objective"] == objective and peer["tokens_per_s"] > 0
@@ -34,9 +34,9 @@ def test_the_hf_trainer_peer_runs_the_same_step_and_is_compared_with_ours(tmp_pa
 
 
 def test_an_unknown_peer_is_refused_before_anything_runs(capsys):
-    assert cli(["bench", *TOY, "--peers", "hf,optimus"]) == 2
+    assert cli(["bench", *TOY, "--peers", "hf-trainer,optimus"]) == 2
     err = capsys.readouterr().err
-    assert "--peers optimus: not a peer; choose from hf" in err and err.count("\n") == 1
+    assert "--peers optimus: not a peer; choose from hf-trainer" in err and err.count("\n") == 1
 
 
 def test_the_collator_masks_the_ratio_and_never_a_special_id():
