@@ -314,8 +314,6 @@ CPU = Mode(
         BenchCase("toy_s", "clm", "sdpa", False, "fast_blocks", 4),
         BenchCase("toy_m", "mlm", "sdpa", False),
         BenchCase("toy_m", "clm", "sdpa", False),
-        BenchCase("toy_s", "mlm", "sdpa", False, "reference", None, ("hf-trainer",)),
-        BenchCase("toy_s", "clm", "sdpa", False, "reference", None, ("hf-trainer",)),
     ),
     profile_cases=(
         BenchCase("toy_s", "mlm", "sdpa", False),

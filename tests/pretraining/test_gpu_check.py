@@ -357,7 +357,6 @@ def test_the_peers_are_in_the_plan_and_the_report_gives_their_ratio_to_ours():
     assert {(c.preset, c.objective, c.attn, c.compiled, c.peers) for c in peers} == {
         ("610m", o, "sdpa", True, ("hf-trainer",)) for o in ("mlm", "clm")
     }
-    assert {(c.preset, c.objective) for c in plan.CPU.bench_cases() if c.peers} == {("toy_s", "mlm"), ("toy_s", "clm")}
     (case,) = [c for c in peers if c.objective == "mlm"]
     assert case.paths == ("plain", "composer", "hf-trainer")
     assert (case, "hf-trainer") in plan.bench_row_names(plan.GPU)
