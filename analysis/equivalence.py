@@ -97,6 +97,14 @@ def _quantile(level: float, df):
     return np.where(finite, stats.t.ppf(0.5 + level / 2, np.where(finite, df, 1.0)), stats.norm.ppf(0.5 + level / 2))
 
 
+def _intervals(diff: float, se: float, df: float):
+    """The 90% and 95% intervals of a difference and its two-sided p-value (t, or normal at df inf)."""
+    ci90 = tuple(float(x) for x in _bounds(diff, se, df, 0.90))
+    ci95 = tuple(float(x) for x in _bounds(diff, se, df, 0.95))
+    tail = stats.t.sf(abs(diff) / se, df) if math.isfinite(df) else stats.norm.sf(abs(diff) / se)
+    return ci90, ci95, float(2 * tail)
+
+
 def _bounds(diff, se, df, level: float):
     q = _quantile(level, df)
     return diff - q * se, diff + q * se
@@ -155,9 +163,7 @@ def compare_means(
     if se == 0:  # both intervals are points: the numbers are equal or not
         verdict = "reproduced" if abs(diff) < margin else "differs"
         return Comparison(diff, 0.0, df, (diff, diff), (diff, diff), 0.0 if diff else 1.0, verdict, "", None)
-    ci90 = tuple(float(x) for x in _bounds(diff, se, df, 0.90))
-    ci95 = tuple(float(x) for x in _bounds(diff, se, df, 0.95))
-    tail = stats.t.sf(abs(diff) / se, df) if math.isfinite(df) else stats.norm.sf(abs(diff) / se)
+    ci90, ci95, p_difference = _intervals(diff, se, df)
     verdict = VERDICTS[int(classify(diff, se, df, margin))]
     note, seeds = "", None
     if verdict == "reproduced" and (ci95[0] > 0 or ci95[1] < 0):
@@ -181,7 +187,7 @@ def compare_means(
         else:
             per_run = " per pretraining run" if runs > 1 else ""
             note = f"{seeds} seeds of ours{per_run} would decide it if the difference and SDs held"
-    return Comparison(diff, se, df, ci90, ci95, float(2 * tail), verdict, note, seeds)
+    return Comparison(diff, se, df, ci90, ci95, p_difference, verdict, note, seeds)
 
 
 RUNS_SEARCHED = 100  # runs_to_decide looks up to this many pretraining runs of ours
@@ -196,12 +202,10 @@ def _compare_replicates(diff: float, se_pub: float, margin: float, runs: int, sp
     if se == 0:  # identical runs and a point-valued paper cell
         verdict = "reproduced" if abs(diff) < margin else "differs"
         return Comparison(diff, 0.0, df, (diff, diff), (diff, diff), 0.0 if diff else 1.0, verdict, basis, None)
-    ci90 = tuple(float(x) for x in _bounds(diff, se, df, 0.90))
-    ci95 = tuple(float(x) for x in _bounds(diff, se, df, 0.95))
-    tail = stats.t.sf(abs(diff) / se, df) if math.isfinite(df) else stats.norm.sf(abs(diff) / se)
-    p = float(2 * tail)
+    ci90, ci95, p_difference = _intervals(diff, se, df)
+
     verdict = VERDICTS[int(classify(diff, se, df, margin))]
-    note, runs_needed = f"{basis}; p = {p:.3g}", None
+    note, runs_needed = f"{basis}; p = {p_difference:.3g}", None
     if verdict == "inconclusive":
         more = np.arange(runs + 1, RUNS_SEARCHED + 1)
         se_more, df_more = replicate_se_df(
@@ -216,7 +220,7 @@ def _compare_replicates(diff: float, se_pub: float, margin: float, runs: int, sp
                 f"; no number of our runs decides it at margin {margin:g}: the paper's one run carries the "
                 f"spread of a run (SD {math.sqrt(spread.mean_square):.2f}) whatever we average"
             )
-    return Comparison(diff, se, df, ci90, ci95, p, verdict, note, None, runs_needed)
+    return Comparison(diff, se, df, ci90, ci95, p_difference, verdict, note, None, runs_needed)
 
 
 def verdict_holds_up_to(
