@@ -19,7 +19,7 @@ from contracts.config import CONFIG_BYTES_LIMIT, config_from_dict, config_to_dic
 from contracts.layout import ERROR_FILE, FINISHED_FILE, RECORD_FILE
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
 from reproduce.figures import claims_report, draw_figures, figure_files
-from reproduce.housekeeping import finished_run_checkpoints, folder_size, output_lock
+from reproduce.housekeeping import finished_checkpoint_dirs, folder_size, output_lock
 from reproduce.plan import (
     WORLD_VOCAB_SIZE,
     ReproduceConfig,
@@ -33,6 +33,7 @@ from reproduce.plan import (
     shard_cache_dir,
     task_data_root,
     tokenizer_path,
+    with_absolute_folders,
     world_dir,
     world_documents,
     write_if_changed,
@@ -194,12 +195,12 @@ def _drop_toy_resume_checkpoints(plan: StudyPlan) -> int:
     most of a toy study's disk) and its copy of the shards (`data.cache_dir`) are removed at once.
     At paper scale `make clean` removes the checkpoints (docs/reproduce.md, "Disk, locks and cleaning")."""
     freed = 0
-    for run in plan.run_names:
-        if folder := finished_run_checkpoints(pretraining_dir(plan.config) / run):
-            cache = shard_cache_dir(plan.config, run)
-            for path in (folder, cache) if cache.is_dir() else (folder,):
-                freed += folder_size(path)
-                shutil.rmtree(path)
+    # the study's own finished runs that no other unfinished study plans (issue 88: a shared runs folder)
+    for folder in finished_checkpoint_dirs(plan):
+        cache = shard_cache_dir(plan.config, folder.parent.name)
+        for path in (folder, cache) if cache.is_dir() else (folder,):
+            freed += folder_size(path)
+            shutil.rmtree(path)
     return freed
 
 
@@ -495,6 +496,7 @@ def reproduce(cfg: ReproduceConfig, log=print, stages=STAGE_NAMES) -> dict:
             f"scale {cfg.scale} pretrains on a cluster: use --slurm (or --dry-run) with "
             "--cluster FILE; only --stage analysis runs here"
         )
+    cfg = with_absolute_folders(cfg)  # recorded absolute, as on Slurm (issue 88: a relative --runs-dir)
     plan = build_plan(cfg)  # a selection outside the study fails here, before anything is written
     out = out_dir(cfg)
     timings = {}

@@ -101,8 +101,28 @@ def study_with_plan(out: Path, run_name, run_dir) -> Path:
 
     cfg = ReproduceConfig(out=str(out), scale="toy", sizes=("toy_s",), ratios=(0.4,), clm=False, tasks=("sst2",))
     write_study_config(build_plan(cfg))
-    body = json.loads((out / PLAN_FILE).read_text())
-    body["runs"][0]["name"] = run_name
-    body["runs"][0]["config"]["run_dir"] = run_dir
-    (out / PLAN_FILE).write_text(json.dumps(body))
+
+    def forge(body):
+        old = body["runs"][0]["config"]["run_dir"]
+        body["runs"][0]["name"] = run_name
+        body["runs"][0]["config"]["run_dir"] = run_dir
+        for item in body["inventory"]:  # the forger keeps the inventory and digest consistent
+            if item["path"] == old:
+                item.update(path=run_dir, shared=not str(run_dir).startswith("$OUT"))
+
+    forge_plan(out, forge)
     return out
+
+
+def forge_plan(out: Path, change) -> None:
+    """Rewrite OUT/plan.json with `change(body)` applied and its digest made again (a forger who
+    knows the format: the checks beyond the digest must refuse it)."""
+    import json
+
+    from reproduce.plan import PLAN_FILE
+    from reproduce.plan.study_plan import sign_plan_text
+
+    body = json.loads((out / PLAN_FILE).read_text())
+    body.pop("plan_sha256")
+    change(body)
+    (out / PLAN_FILE).write_text(sign_plan_text(json.dumps(body, separators=(",", ":"))))

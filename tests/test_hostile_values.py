@@ -183,13 +183,23 @@ def test_clean_on_a_moved_study_cleans_that_study_and_no_other(tmp_path, monkeyp
     current folder: run from the checkout, it deleted another study's checkpoints."""
     from reproduce.housekeeping import clean_checkpoints
 
+    import yaml
+
+    from reproduce.plan import ReproduceConfig, build_plan, write_study_config
+
     def finished_study(folder: Path, recorded_out: str) -> Path:
-        (folder / "pretraining" / "run" / "checkpoints").mkdir(parents=True)
-        (folder / "pretraining" / "run" / "checkpoints" / "ba10-rank0.pt").write_bytes(b"x" * 10)
-        (folder / "pretraining" / "run" / "FINISHED.json").write_text("{}")
-        (folder / "reproduce.yaml").write_text(f"out: {recorded_out}\nstudy: masking\nscale: toy\n")
+        plan = build_plan(ReproduceConfig(out=str(folder), sizes=("toy_s",), ratios=(0.4,), clm=False))
+        write_study_config(plan)
+        run = plan.runs[0]
+        (run.run_dir / "checkpoints").mkdir(parents=True)
+        (run.run_dir / "checkpoints" / "ba10-rank0.pt").write_bytes(b"x" * 10)
+        (run.run_dir / "FINISHED.json").write_text("{}")
+        (run.run_dir / "config.yaml").write_text(yaml.safe_dump({"config": run.body()}))
+        (folder / "reproduce.yaml").write_text(
+            f"out: {recorded_out}\nstudy: masking\nscale: toy\nsizes: [toy_s]\nratios: [0.4]\nclm: false\n"
+        )
         (folder / "timings.json").write_text("{}")
-        return folder / "pretraining" / "run" / "checkpoints"
+        return run.run_dir / "checkpoints"
 
     checkout = tmp_path / "checkout"
     other = finished_study(checkout / "outputs" / "masking", "outputs/masking")

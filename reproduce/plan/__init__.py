@@ -27,6 +27,7 @@ from reproduce.plan.config import (  # noqa: F401 - the options and folders, as 
     study_sizes,
     task_data_root,
     tokenizer_path,
+    with_absolute_folders,
     world_dir,
     world_documents,
     write_if_changed,

@@ -277,16 +277,59 @@ def write_if_changed(path: Path, text: str) -> None:
         atomic_write_text(path, text)
 
 
+RECORDED_FOLDERS = ("runs_dir", "data_dir", "data_root", "finetune_config")  # besides `out`
+
+
+def with_absolute_folders(cfg: ReproduceConfig, **defaults: str | None) -> ReproduceConfig:
+    """`cfg` with every folder it records absolute (issue 88: one rule, locally as on Slurm): `out`,
+    and each of RECORDED_FOLDERS (`defaults` fill those not given, e.g. a cluster's runs_dir), each
+    against the current folder (os.path.abspath: `../out` given elsewhere is recorded as the folder
+    itself); the toy world's `data_root` is a name, kept."""
+    import dataclasses
+    import os
+
+    def absolute(key: str, value: str | None) -> str | None:
+        value = value or defaults.get(key)
+        return value if not value or (key == "data_root" and value == TOY_WORLD) else os.path.abspath(value)
+
+    return dataclasses.replace(
+        cfg, out=os.path.abspath(cfg.out), **{key: absolute(key, getattr(cfg, key)) for key in RECORDED_FOLDERS}
+    )
+
+
 def study_config_at(folder: Path, cfg: ReproduceConfig) -> ReproduceConfig:
-    """A study's recorded config read where the study is now: `out` is its folder, and a relative
-    `runs_dir` is resolved against that folder, never the current one (issue 78: `--clean` run from
-    the checkout on a moved study resolved its relative `out` there and cleaned another study)."""
+    """A study's recorded config read where the study is now: `out` is its folder. A study records its
+    folders absolute (with_absolute_folders); an older one's relative entry is read by one rule
+    (docs/reproduce.md, "Folders a study records"): against the study's folder, never the current one
+    (issue 78: `--clean` run from the checkout on a moved study resolved its relative `out` there and
+    cleaned another study)."""
     import dataclasses
 
     from contracts.paths import resolve_recorded
 
-    runs_dir = str(resolve_recorded(folder, cfg.runs_dir)) if cfg.runs_dir else cfg.runs_dir
-    return dataclasses.replace(cfg, out=str(Path(folder).absolute()), runs_dir=runs_dir)
+    def read(key: str, value: str | None) -> str | None:
+        kept = not value or (key == "data_root" and value == TOY_WORLD)
+        return value if kept else str(resolve_recorded(folder, value))
+
+    return dataclasses.replace(
+        cfg, out=str(Path(folder).absolute()), **{key: read(key, getattr(cfg, key)) for key in RECORDED_FOLDERS}
+    )
+
+
+def relative_folder_notes(folder: Path, recorded: ReproduceConfig) -> list[str]:
+    """Lines for the folders an older study recorded relative (`recorded`: its reproduce.yaml as
+    written) that do not exist where the one rule puts them: said, never replaced by another folder."""
+    notes = []
+    for key in ("runs_dir", "data_dir"):
+        value = getattr(recorded, key)
+        if value and not Path(value).is_absolute():
+            where = study_config_at(folder, recorded)
+            if not Path(getattr(where, key)).exists():
+                notes.append(
+                    f"{Path(folder) / CONFIG_FILE}: {key} {value!r} is relative, read against the study's folder "
+                    f"as {getattr(where, key)}, which does not exist: write the folder's absolute path there"
+                )
+    return notes
 
 
 def write_reproduce_config(cfg: ReproduceConfig) -> Path:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts.bounded import LARGE, read_text
+from contracts.bounded import LARGE, BoundedReadError, read_text, short_repr
 from contracts.description import PretrainingDescription
 from contracts.layout import RECORD_FILE, export_dir, finetune_run_dir
 from reproduce.plan.config import (
@@ -31,10 +32,10 @@ from reproduce.plan.config import (
     write_if_changed,
     write_reproduce_config,
 )
+from reproduce.plan.inventory import PLAN_FILE, check_no_links, inventory_json, record_planned_runs
 from reproduce.plan.studies import Checkpoint
 
-PLAN_FILE = "plan.json"
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: the study's inventory and the plan's own digest (issue 88)
 OUT_MARK = "$OUT"  # a folder under the study folder, in plan.json
 
 
@@ -227,7 +228,9 @@ def _unmarked(text: str, out: str) -> str:
 
 def plan_to_json(plan: StudyPlan, config_text: str) -> str:
     """plan.json: the plan of the study whose reproduce.yaml is `config_text` (its sha256 kept, so
-    a changed reproduce.yaml is planned again rather than read from a stale plan)."""
+    a changed reproduce.yaml is planned again rather than read from a stale plan), the study's
+    inventory (reproduce.plan.inventory) and the sha256 of the rest of its own text (`plan_sha256`:
+    an edited or truncated plan.json is planned again, never obeyed)."""
     body = {
         "version": PLAN_VERSION,
         "reproduce_yaml_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
@@ -261,8 +264,25 @@ def plan_to_json(plan: StudyPlan, config_text: str) -> str:
         "jobs": [j.job for j in plan.jobs],
         "figures": list(plan.figures),
         "tables": list(plan.tables),
+        "inventory": inventory_json(plan),
     }
-    return _marked(json.dumps(body, separators=(",", ":")), str(out_dir(plan.config))) + "\n"
+    return sign_plan_text(_marked(json.dumps(body, separators=(",", ":")), str(out_dir(plan.config))))
+
+
+def sign_plan_text(text: str) -> str:
+    """plan.json's text: `text` (a JSON object, its folders under OUT marked `$OUT`, so a moved study's
+    plan keeps its digest) with `plan_sha256`, the sha256 of `text`, as its last key."""
+    return text[:-1] + f',"plan_sha256":"{hashlib.sha256(text.encode()).hexdigest()}"}}\n'
+
+
+def _digest_problem(text: str) -> str | None:
+    """Why plan.json's text is not the one its `plan_sha256` was computed for (None: it is)."""
+    head, sep, tail = text.rstrip("\n").rpartition(',"plan_sha256":"')
+    if not sep or len(tail) != 66 or not tail.endswith('"}'):
+        return "no digest of its own (written by an older version, or cut short)"
+    if hashlib.sha256((head + "}").encode()).hexdigest() != tail[:64]:
+        return "its content does not match its digest (edited or damaged since it was written)"
+    return None
 
 
 def _description(data) -> PretrainingDescription:
@@ -300,6 +320,19 @@ def _int(value) -> int:
     return value
 
 
+def _finite(value) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise TypeError(f"{value!r} where plan.json has a finite number")
+    return value
+
+
+def _run_config(value) -> dict:
+    """A pretraining run's config: a mapping with its folder and length (what status and the stages read)."""
+    config = _mapping(value, "a run config")
+    _str(config["run_dir"]), _int(_mapping(config["train"], "a run's train section")["max_steps"])
+    return config
+
+
 def _optional(value, kind):
     return None if value is None else kind(value)
 
@@ -308,6 +341,9 @@ def plan_from_json(text: str, cfg: ReproduceConfig) -> tuple[StudyPlan, str]:
     """(the plan, the sha256 of the reproduce.yaml it was written for) from plan.json's text, its
     folders under the study folder of `cfg` (where the study is now). Only the columns written by
     `plan_to_json`; a missing or mistyped one raises KeyError, TypeError or ValueError."""
+    problem = _digest_problem(text)
+    if problem:
+        raise ValueError(problem)
     body = _mapping(json.loads(_unmarked(text, str(out_dir(cfg)))), "plan.json")
     if body["version"] != PLAN_VERSION:
         raise ValueError(f"plan version {body['version']!r}")
@@ -333,7 +369,7 @@ def plan_from_json(text: str, cfg: ReproduceConfig) -> tuple[StudyPlan, str]:
             _int(r["wave"]),
             _optional(r["starts_from"], _str),
             _int(r["trained_steps"]),
-            _mapping(r["config"], "a run config"),
+            _run_config(r["config"]),
         )
         for r in map(lambda r: _mapping(r, "a run"), body["runs"])
     )
@@ -344,6 +380,7 @@ def plan_from_json(text: str, cfg: ReproduceConfig) -> tuple[StudyPlan, str]:
     jobs = []
     for job in body["jobs"]:
         config = _mapping(_mapping(job, "a job")["config"], "a job config")
+        _int(config["seed"]), _finite(config["lr"])  # int() of Infinity is an OverflowError (issue 88)
         model, run_dir = job_model_and_dir(config)
         group, index = _optional(job["group"], _str), _optional(job["index"], _int)
         jobs.append(FinetuneJob(_str(job["id"]), model, Path(run_dir), group, index, job))
@@ -356,13 +393,17 @@ def plan_from_json(text: str, cfg: ReproduceConfig) -> tuple[StudyPlan, str]:
         tuple(_int(n) for n in body["figures"]),
         tuple(_int(n) for n in body["tables"]),
     )
+    if body["inventory"] != inventory_json(plan):
+        raise ValueError("its inventory is not the one its own plan gives")
     return plan, _str(body["reproduce_yaml_sha256"])
 
 
 def write_study_config(plan: StudyPlan) -> Path:
     """OUT/reproduce.yaml (reproduce.plan.config.write_reproduce_config) and OUT/plan.json beside it."""
+    check_no_links(plan)  # before anything is written (issue 88)
     path = write_reproduce_config(plan.config)
     write_if_changed(out_dir(plan.config) / PLAN_FILE, plan_to_json(plan, path.read_text()))
+    record_planned_runs(plan)
     return path
 
 
@@ -373,6 +414,12 @@ def _folders_problem(plan: StudyPlan) -> str | None:
     from contracts.paths import name_problem, show_name
 
     runs, finetune = pretraining_dir(plan.config), finetune_dir(plan.config).absolute()
+    named = [("model", m) for m in plan.finetuned_models] + [("checkpoint run", c.run_name) for c in plan.checkpoints]
+    for kind, name in named:
+        # a model names its job list (finetune/jobs/<name>.jsonl) and its folder: one part (issue 88)
+        problem = name_problem(name) or ("a '/' in the name" if "/" in name else None)
+        if problem:
+            return f"{kind} name {show_name(name)} ({problem})"
     for run in plan.runs:
         # a run name is one part (issue 78: an absolute name made runs / name the name itself)
         problem = name_problem(run.name) or ("a '/' in a run name" if "/" in run.name else None)
@@ -407,19 +454,28 @@ def _folders_problem(plan: StudyPlan) -> str | None:
 
 
 def read_plan(out: Path, notes: list[str] | None = None) -> StudyPlan | None:
-    """OUT/plan.json when it was written for OUT/reproduce.yaml as it is; None when absent, stale,
-    unreadable or naming folders the study does not (`notes` gets a line for the last)."""
+    """OUT/plan.json when it was written for OUT/reproduce.yaml as it is; None when absent, stale
+    (reproduce.yaml changed since), or not to be obeyed: unreadable, edited since it was written (its
+    digest), its inventory not its plan's, or naming folders the study does not (`notes` gets a line
+    for each of those: the plan is made again from reproduce.yaml)."""
+    problem = None
     try:
         text = read_text(out / CONFIG_FILE, LARGE)
         plan, written_for = plan_from_json(read_text(out / PLAN_FILE, LARGE), load_study_config(out))
         if written_for != hashlib.sha256(text.encode()).hexdigest():
             return None
         problem = _folders_problem(plan)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError, ReproduceError):
+        if problem:
+            problem = f"names a folder the study does not ({problem})"
+    except FileNotFoundError:
         return None
+    except ReproduceError:
+        return None  # no reproduce.yaml: the caller's own one-line error says so
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError, BoundedReadError) as exc:
+        problem = f"cannot be used ({type(exc).__name__}: {short_repr(str(exc), 120)})"
     if problem:
         if notes is not None:
-            notes.append(f"status: {out / PLAN_FILE} names a folder the study does not ({problem}): planned again")
+            notes.append(f"{out / PLAN_FILE} {problem}: planned again from {CONFIG_FILE}")
         return None
     return plan
 

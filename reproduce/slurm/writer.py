@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from dataclasses import replace
 from pathlib import Path
 
 from reproduce.plan import (
-    TOY_WORLD,
     ReproduceConfig,
     ReproduceError,
     build_plan,
     finetune_dir,
     out_dir,
+    with_absolute_folders,
     write_if_changed,
     write_study_config,
 )
@@ -233,16 +231,7 @@ def reproduce_slurm(
     cluster = load_cluster_config(cluster_file)
     # every folder absolute: the jobs run from the checkout (issue 80: a relative --out given elsewhere
     # made the data job write into the checkout and the analysis find no record)
-    # (os.path.abspath: `../out` from another folder is recorded as the folder itself, `..` resolved)
-    absolute = lambda path: os.path.abspath(path) if path else path  # noqa: E731
-    cfg = replace(
-        cfg,
-        out=absolute(cfg.out),
-        data_dir=absolute(cfg.data_dir or cluster.data_dir),
-        runs_dir=absolute(cfg.runs_dir or cluster.runs_dir),
-        data_root=cfg.data_root if cfg.data_root == TOY_WORLD else absolute(cfg.data_root or cluster.task_data),
-        finetune_config=absolute(cfg.finetune_config),
-    )
+    cfg = with_absolute_folders(cfg, data_dir=cluster.data_dir, runs_dir=cluster.runs_dir, data_root=cluster.task_data)
     plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
     replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
     paper = cfg.scale == "paper"

@@ -1,15 +1,25 @@
 """One reproduce per output folder (an flock), and `make clean` (python -m reproduce --clean)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from reproduce import cli
 from reproduce.housekeeping import LOCK_FILE, output_lock
-from reproduce.plan import ReproduceConfig, ReproduceError, write_reproduce_config
+from reproduce.housekeeping import clean_checkpoints
+from reproduce.plan import (
+    ReproduceConfig,
+    ReproduceError,
+    build_plan,
+    with_absolute_folders,
+    write_reproduce_config,
+    write_study_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,28 +62,107 @@ def test_the_lock_holds_across_processes_and_dies_with_its_holder(tmp_path):
         pass
 
 
-def _study(root: Path, name: str, finished: bool) -> Path:
-    out = root / name
-    write_reproduce_config(ReproduceConfig(out=str(out)))
-    for run, run_finished in (("toy_s-mlm40-42", True), ("toy_s-clm-42", False)):
-        run_dir = out / "pretraining" / run
-        (run_dir / "checkpoints").mkdir(parents=True)
-        (run_dir / "checkpoints" / "ba42-rank0.pt").write_bytes(b"x" * 1000)
-        (run_dir / "hf" / "step-42").mkdir(parents=True)
-        (run_dir / "hf" / "step-42" / "model.safetensors").write_bytes(b"w" * 10)
-        if run_finished:
-            (run_dir / "FINISHED.json").write_text("{}")
+SMALL = {"sizes": ("toy_s",), "ratios": (0.4,), "tasks": ("sst2",), "random_init": False}  # MLM-40 and CLM
+
+
+def _trained(run, finished: bool = True) -> Path:
+    """A pretraining run's folder as training leaves it: its config, a resume checkpoint, an export,
+    FINISHED.json when `finished`; returns its checkpoints folder."""
+    (run.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (run.run_dir / "checkpoints" / "ba250-rank0.pt").write_bytes(b"x" * 1000)
+    (run.run_dir / "hf" / "step-250").mkdir(parents=True, exist_ok=True)
+    (run.run_dir / "hf" / "step-250" / "model.safetensors").write_bytes(b"w" * 10)
+    (run.run_dir / "config.yaml").write_text(yaml.safe_dump({"config": run.body()}))
+    if finished:
+        (run.run_dir / "FINISHED.json").write_text("{}")
+    return run.run_dir / "checkpoints"
+
+
+def _study(out: Path, finished: bool, runs_dir: str | None = None, train=("toy_s-mlm40-250",)):
+    """A study written as reproduce writes it (reproduce.yaml, plan.json, the runs record), its runs
+    `train` finished and the others started; timings.json when `finished`. Returns its plan."""
+    plan = build_plan(with_absolute_folders(ReproduceConfig(out=str(out), runs_dir=runs_dir, **SMALL)))
+    write_study_config(plan)
+    for run in plan.runs:
+        _trained(run, finished=run.name in train)
     if finished:
         (out / "timings.json").write_text(json.dumps({"seconds": {}}))
-    return out
+    return plan
 
 
 def test_clean_removes_only_resume_checkpoints_of_finished_runs_of_finished_studies(tmp_path, capsys):
-    done, running = _study(tmp_path, "masking", True), _study(tmp_path, "cpt", False)
+    done, running = _study(tmp_path / "masking", True), _study(tmp_path / "cpt", False)
     assert cli.main(["--clean", "--out-root", str(tmp_path)]) == 0
     assert "freed 0.0 MB" in capsys.readouterr().out  # 1000 bytes
-    assert not (done / "pretraining" / "toy_s-mlm40-42" / "checkpoints").exists()
-    assert (done / "pretraining" / "toy_s-mlm40-42" / "hf" / "step-42" / "model.safetensors").is_file()
-    assert (done / "pretraining" / "toy_s-clm-42" / "checkpoints" / "ba42-rank0.pt").is_file()  # unfinished run
-    assert (running / "pretraining" / "toy_s-mlm40-42" / "checkpoints" / "ba42-rank0.pt").is_file()
-    assert cli.main(["--clean", "--out", str(done)]) == 0  # one study folder; nothing left to remove
+    mlm, clm = done.run("toy_s-mlm40-250").run_dir, done.run("toy_s-clm-250").run_dir
+    assert not (mlm / "checkpoints").exists()
+    assert (mlm / "hf" / "step-250" / "model.safetensors").is_file()
+    assert (clm / "checkpoints" / "ba250-rank0.pt").is_file()  # unfinished run
+    assert (running.run("toy_s-mlm40-250").run_dir / "checkpoints" / "ba250-rank0.pt").is_file()
+    assert cli.main(["--clean", "--out", str(tmp_path / "masking")]) == 0  # one study; nothing left to remove
+
+
+def test_clean_of_one_study_keeps_what_another_study_still_plans_in_a_shared_runs_folder(tmp_path):
+    """Issue 88: with the shared runs folder --help recommends, cleaning one finished study removed the
+    resume checkpoints of another study's runs (a continued CPT needs its base's last checkpoint)."""
+    shared = str(tmp_path / "runs")
+    first = _study(tmp_path / "first", True, runs_dir=shared)
+    _study(tmp_path / "second", False, runs_dir=shared)  # plans the same runs, not finished
+    checkpoints = first.run("toy_s-mlm40-250").run_dir / "checkpoints"
+    lines = []
+    assert clean_checkpoints(tmp_path / "first", log=lines.append) == 0
+    assert (checkpoints / "ba250-rank0.pt").is_file()
+    assert any(f"kept {checkpoints}: also planned by {tmp_path / 'second'}, not finished" in line for line in lines)
+    (tmp_path / "second" / "timings.json").write_text("{}")  # once the other study is finished too
+    assert clean_checkpoints(tmp_path / "first", log=lines.append) == 1000 and not checkpoints.exists()
+
+
+def test_clean_acts_on_the_plans_runs_not_on_a_folder_walk(tmp_path):
+    """Issue 88: --clean walked every finished run folder under the runs folder, whatever made it, and
+    followed links; it cleaned studies moved aside by --force (`replaced-*`)."""
+    out = tmp_path / "study"
+    plan = _study(out, True)
+    stranger_checkpoints = out / "pretraining" / "someone-elses-run" / "checkpoints"  # not in the plan
+    stranger_checkpoints.mkdir(parents=True)
+    (stranger_checkpoints / "ba250-rank0.pt").write_bytes(b"x")
+    (stranger_checkpoints.parent / "FINISHED.json").write_text("{}")
+    aside = _study(out / "replaced-20261129T000000Z", True)
+    lines = []
+    clean_checkpoints(tmp_path, log=lines.append)  # the folder of studies
+    assert not (plan.run("toy_s-mlm40-250").run_dir / "checkpoints").exists()
+    assert (stranger_checkpoints / "ba250-rank0.pt").is_file()
+    assert (aside.run("toy_s-mlm40-250").run_dir / "checkpoints" / "ba250-rank0.pt").is_file()
+
+
+def test_clean_keeps_a_run_of_another_config_and_refuses_a_link_naming_it(tmp_path):
+    """Issue 88: `runs_dir: ../..` and linked run folders led --clean outside the study."""
+    victim = _study(tmp_path / "victim", False)
+    # a study whose runs folder is another study's (as `runs_dir: ../..` can make it): same names
+    other = _study(tmp_path / "other", True, runs_dir=str(tmp_path / "victim" / "pretraining"), train=())
+    run = victim.run("toy_s-mlm40-250")
+    body = run.body()
+    body["train"]["max_steps"] = 500  # the victim's run computes something else
+    (run.run_dir / "config.yaml").write_text(yaml.safe_dump({"config": body}))
+    lines = []
+    assert clean_checkpoints(tmp_path / "other", log=lines.append) == 0
+    assert (run.run_dir / "checkpoints" / "ba250-rank0.pt").is_file()
+    assert any("not this study's run (train.max_steps 500 there, 250 here)" in line for line in lines), lines
+    # a linked checkpoints folder of a finished run of the study: refused, naming the link
+    out = tmp_path / "linked"
+    plan = _study(out, True)
+    checkpoints = plan.run("toy_s-mlm40-250").run_dir / "checkpoints"
+    shutil.rmtree(checkpoints)
+    checkpoints.symlink_to(run.run_dir / "checkpoints", target_is_directory=True)
+    assert cli.main(["--clean", "--out", str(out)]) == 2
+    assert (run.run_dir / "checkpoints" / "ba250-rank0.pt").is_file()
+    assert other.run_names == victim.run_names
+
+
+def test_clean_skips_a_linked_study_in_a_folder_of_studies(tmp_path):
+    real = _study(tmp_path / "elsewhere" / "study", True)
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "study").symlink_to(tmp_path / "elsewhere" / "study", target_is_directory=True)
+    lines = []
+    assert clean_checkpoints(tmp_path / "outputs", log=lines.append) == 0
+    assert (real.run("toy_s-mlm40-250").run_dir / "checkpoints" / "ba250-rank0.pt").is_file()
+    assert any("skipped" in line and "a link" in line for line in lines)
