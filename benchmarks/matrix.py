@@ -133,8 +133,13 @@ def _absolute(path: str) -> str:
     return str(Path(path).expanduser().absolute())  # not resolve(): a symlinked model keeps its name
 
 
+def job_list_text(jobs: Sequence[dict]) -> str:
+    """A job list's text: one job per line, keys sorted (what the array scripts read by line)."""
+    return "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs)
+
+
 def write_jobs(jobs: Sequence[dict], path: Path) -> Path:
-    return atomic_write_text(path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
+    return atomic_write_text(path, job_list_text(jobs))
 
 
 def read_jobs(path: Path) -> list[dict]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from contracts.layout import CHECKPOINTS_DIR, FINISHED_FILE
 from contracts.locks import FolderInUse, folder_lock
 from reproduce.plan.config import CONFIG_FILE, ReproduceError, out_dir, pretraining_dir
-from reproduce.plan.inventory import FINISHED_STUDY_FILE, LOCK_FILE, PLANNED_BY, absolute, link_on_the_way
+from reproduce.plan.inventory import FINISHED_STUDY_FILE, LOCK_FILE, PLANNED_BY, link_on_the_way
 
 
 @contextmanager

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import shutil
 import sys
 import time
@@ -18,7 +17,7 @@ from contracts.bounded import LARGE, read_json_object, read_yaml
 from contracts.config import CONFIG_BYTES_LIMIT, config_from_dict, config_to_dict
 from contracts.layout import ERROR_FILE, FINISHED_FILE, RECORD_FILE
 from contracts.provenance import atomic_write_json, atomic_write_text, stable_hash, utc_now
-from reproduce.figures import claims_report, draw_figures, figure_files
+from reproduce.figures import claims_report, draw_figures
 from reproduce.housekeeping import finished_checkpoint_dirs, folder_size, output_lock
 from reproduce.plan import (
     WORLD_VOCAB_SIZE,
@@ -205,7 +204,7 @@ def _drop_toy_resume_checkpoints(plan: StudyPlan) -> int:
 
 
 def stage_finetune(plan: StudyPlan) -> str:
-    from benchmarks.matrix import check_local_models
+    from benchmarks.matrix import check_local_models, job_list_text
 
     cfg = plan.config
     # the plan's jobs were expanded before the models existed: checked here, as matrix.expand does
@@ -219,7 +218,7 @@ def stage_finetune(plan: StudyPlan) -> str:
         chunks.setdefault((c["model_name"], c["lr"], c["seed"]), []).append(job)
     recorded = {job["id"]: _has_record(job) for job in jobs}  # every record checked before anything is written
     todo = [c for c in chunks.values() if not all(recorded[j["id"]] for j in c)]
-    jobs_text = "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs)
+    jobs_text = job_list_text(jobs)
     write_if_changed(finetune_dir(cfg) / "jobs.jsonl", jobs_text)  # the `benchmarks matrix` job list
     todo.sort(key=lambda chunk: _model_width(chunk[0]["config"]["model"]), reverse=True)  # the longest first
     skipped = len(jobs) - sum(len(c) for c in todo)
@@ -293,7 +292,15 @@ def stage_analysis(plan: StudyPlan) -> str:
     from benchmarks.run import run_model_name
     from contracts.run_record import RunRecord, write_run_records
     from reproduce.learning import learning_table, summary_line
-    from reproduce.missing import MISSING_FILE, at_chance_section, missing_frame, missing_section, prepend
+    from reproduce.missing import (
+        ANALYSIS_STAMP,
+        MISSING_FILE,
+        analysis_outputs,
+        at_chance_section,
+        missing_frame,
+        missing_section,
+        prepend,
+    )
 
     cfg = plan.config
     out = out_dir(cfg)
@@ -321,18 +328,8 @@ def stage_analysis(plan: StudyPlan) -> str:
         "config": config_to_dict(cfg),
         "records": [[str(f), f.stat().st_mtime_ns, f.stat().st_size] for f in files],
     }
-    stamp = out / "analysis_inputs.json"
-    expected = [
-        out / "runs.jsonl",
-        out / "cells.csv",
-        out / "tables" / "tables.md",
-        out / "audit" / "audit.md",
-        *(out / "figure" / f"{name}.png" for name in figure_files(plan)),
-        *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
-        *([out / "claims" / "claims.md"] if cfg.pretrain_replicates > 1 else []),
-        *([out / "claims" / "arc.md"] if cfg.study == "data-efficiency" else []),
-        out / MISSING_FILE,
-    ]
+    stamp = out / ANALYSIS_STAMP
+    expected = analysis_outputs(plan)
     if (
         stamp.exists()
         and read_json_object(stamp, LARGE).get("hash") == stable_hash(inputs)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from contracts.provenance import atomic_write_text
+from reproduce.plan.inventory import ANALYSIS_STAMP, MISSING_FILE  # noqa: F401 - as local.py imports it
 
-MISSING_FILE = "missing.csv"
 COLUMNS = ("id", "model", "task", "lr", "seed", "why")
 
 
@@ -26,26 +26,46 @@ def analysis_has_every_run(out: Path) -> bool:
         return False
 
 
-def analysis_is_current(out: Path, records: list[Path]) -> bool:
-    """Whether the last analysis of OUT had every planned run and is the analysis of the records as they
-    are now: OUT/analysis_inputs.json lists exactly the `records` (the planned runs' record files) with
-    their present size and time (issue 80: a rerun run's new record, then a lost analysis job, still
-    read as finished, and resubmit left the analysis out)."""
+def analysis_outputs(plan) -> list[Path]:
+    """What the analysis of the study of `plan` writes (every one must exist for it to count as done)."""
+    from reproduce.figures import figure_files
+    from reproduce.plan import out_dir, task_data_root
+
+    out, cfg = out_dir(plan.config), plan.config
+    return [
+        out / "runs.jsonl",
+        out / "cells.csv",
+        out / "tables" / "tables.md",
+        out / "audit" / "audit.md",
+        *(out / "figure" / f"{name}.png" for name in figure_files(plan)),
+        *([out / "chance.csv", out / "learning.csv"] if task_data_root(cfg) else []),
+        *([out / "claims" / "claims.md"] if cfg.pretrain_replicates > 1 else []),
+        *([out / "claims" / "arc.md"] if cfg.study == "data-efficiency" else []),
+        out / MISSING_FILE,
+    ]
+
+
+def analysis_is_current(out: Path, plan) -> bool:
+    """Whether the last analysis of OUT had every planned run, is the analysis of the records as they
+    are now, and its outputs are all there: OUT/analysis_inputs.json lists exactly the planned runs'
+    record files with their present size and time (issue 80: a rerun run's new record, then a lost
+    analysis job, still read as finished), and every file `analysis_outputs` names exists (issue 88:
+    with cells.csv and tables/ deleted, status said finished and resubmit submitted nothing)."""
     import json
 
     from contracts.bounded import LARGE, BoundedReadError, read_text
 
-    if not analysis_has_every_run(out):
+    if not analysis_has_every_run(out) or not all(path.is_file() for path in analysis_outputs(plan)):
         return False
     try:
-        stamp = json.loads(read_text(Path(out) / "analysis_inputs.json", LARGE))
+        stamp = json.loads(read_text(Path(out) / ANALYSIS_STAMP, LARGE))
         analysed = {str(path): (int(mtime), int(size)) for path, mtime, size in stamp["records"]}
         present = {}
-        for record in records:
+        for record in plan.record_files:
             info = record.stat()
             present[str(record)] = (info.st_mtime_ns, info.st_size)
-    except (OSError, BoundedReadError, ValueError, KeyError, TypeError):
-        return False
+    except (OSError, BoundedReadError, ValueError, KeyError, TypeError, OverflowError, RecursionError):
+        return False  # an unreadable stamp (Infinity, deep nesting: issue 88) is no analysis
     return present == analysed
 
 

@@ -328,7 +328,7 @@ def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[P
     if holder.alive:
         who = f"running: pid {holder.pid} on {holder.host} since {holder.since.isoformat()}"
     elif on_slurm:
-        who = slurm_headline(out, slurm, finetune, plan.record_files)
+        who = slurm_headline(out, slurm, finetune, plan)
     elif (out / FINISHED_STUDY_FILE).is_file():
         who = "finished (timings.json)"
     elif slurm is not None:
@@ -486,6 +486,15 @@ def main(argv: list[str]) -> int:
         # of the 5,400-run paper study within 2 s of CPU)
         print(f"\nloss curves: none yet (no run has started; {target} is drawn once one has)")
         return 0
+    from reproduce.plan.inventory import link_on_the_way
+
+    link = None if args.png else link_on_the_way(target, out)
+    if link is not None:  # issue 88: the PNG went through a linked OUT/status
+        print(
+            f"reproduce status: error: {link} is a link: the PNG is not written through it: pass --png PATH",
+            file=sys.stderr,
+        )
+        return 2
     try:
         png = draw_losses(pretraining, target, finetune)
     except OSError as exc:  # e.g. OUT/status is a file (issue 56): the table is printed, the PNG not

@@ -3,7 +3,7 @@ the paper's studies as checkpoints (studies.py), and the `StudyPlan` that `build
 computes from the options once: every run, folder, job and figure, the one input of the executors,
 written as OUT/plan.json (study_plan.py) for `status`, `resubmit` and a moved study to read."""
 
-from reproduce.plan.builder import build_plan, study_plan_at  # noqa: F401 - the registry: imported in them
+from reproduce.plan.builder import acting_plan, build_plan, study_plan_at  # noqa: F401 - the registry: imported in them
 from reproduce.plan.config import (  # noqa: F401 - the options and folders, as the stages import them
     CONFIG_DIR,
     DEFAULT_LRS,

@@ -27,12 +27,14 @@ from reproduce.plan.config import (
 )
 from reproduce.plan.studies import STUDIES, NameBook, StudyError, checkpoints, runs_to_train, scale_steps, scaled_name
 from reproduce.plan.study_plan import (
+    PLAN_FILE,
     FinetuneJob,
     PretrainingRun,
     RandomInit,
     StudyPlan,
     job_model_and_dir,
     load_study_config,
+    plan_to_json,
     read_plan,
 )
 
@@ -218,6 +220,19 @@ def _finetune_jobs(plan: StudyPlan) -> tuple[FinetuneJob, ...]:
             name, run_dir = job_model_and_dir(job["config"])
             jobs.append(FinetuneJob(job["id"], name, Path(run_dir), job.get("group"), job.get("index"), job))
     return tuple(jobs)
+
+
+def acting_plan(out: Path, notes: list[str] | None = None) -> StudyPlan:
+    """The plan of the study in `out` for a command that changes it (resubmit, --force, --clean):
+    always planned from OUT/reproduce.yaml, never taken from plan.json (issue 88: a forged plan.json with
+    `runs: []` made resubmit queue arrays with no pretraining); `notes` gets a line when plan.json is
+    not that plan (it is then not used by anything)."""
+    plan = build_plan(load_study_config(out))
+    written = read_plan(out, notes)
+    if written is not None and plan_to_json(written, "") != plan_to_json(plan, ""):
+        if notes is not None:
+            notes.append(f"{out / PLAN_FILE} is not the plan of {out / 'reproduce.yaml'}: acting on the latter")
+    return plan
 
 
 def study_plan_at(out: Path, notes: list[str] | None = None) -> StudyPlan:

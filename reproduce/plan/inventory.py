@@ -129,8 +129,8 @@ def link_on_the_way(path: Path, top: Path) -> Path | None:
         try:
             if stat.S_ISLNK(os.lstat(here).st_mode):
                 return here
-        except FileNotFoundError:
-            return None  # nothing further down exists: no link
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # nothing further down exists: no link (a write there fails on its own)
         except OSError:
             return here
     return None

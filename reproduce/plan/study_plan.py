@@ -277,10 +277,11 @@ def sign_plan_text(text: str) -> str:
 
 def _digest_problem(text: str) -> str | None:
     """Why plan.json's text is not the one its `plan_sha256` was computed for (None: it is)."""
-    head, sep, tail = text.rstrip("\n").rpartition(',"plan_sha256":"')
-    if not sep or len(tail) != 66 or not tail.endswith('"}'):
+    body = json.loads(text)
+    digest = body.pop("plan_sha256", None) if isinstance(body, dict) else None
+    if not isinstance(digest, str):
         return "no digest of its own (written by an older version, or cut short)"
-    if hashlib.sha256((head + "}").encode()).hexdigest() != tail[:64]:
+    if hashlib.sha256(json.dumps(body, separators=(",", ":")).encode()).hexdigest() != digest:
         return "its content does not match its digest (edited or damaged since it was written)"
     return None
 

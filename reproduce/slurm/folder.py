@@ -1,9 +1,11 @@
 """One study per folder (issue 80, item 3): a submission into a folder that already holds a submitted
 or finished study is refused in one line, before anything is written: the same study is resubmitted
 (`python -m reproduce resubmit OUT`), another goes to another `--out`. `--force` replaces a study
-none of whose jobs is queued or running any more: its Slurm folder (scripts, ledger, logs), its
-reproduce.yaml, plan.json and finished marker are moved into `OUT/replaced-<time>/`, so two studies'
-ledgers never mix and nothing is deleted."""
+none of whose jobs is queued or running any more: every path of its inventory inside OUT
+(reproduce.plan.inventory: Slurm folder, reproduce.yaml, plan.json, job lists, run folders, tables,
+figures, audit, status, data) is moved into one new `OUT/replaced-<time>/`, or nothing is (issue 88:
+tables, figures and job lists were overwritten in place), so two studies never mix and nothing is
+deleted. Folders outside OUT (a shared runs or data folder) are never moved."""
 
 from __future__ import annotations
 
@@ -43,7 +45,6 @@ def check_study_folder(cfg: ReproduceConfig, dry_run: bool, force: bool) -> list
     already submitted (unless `dry_run`, which writes the same scripts again); with `force`, and none
     of the old study's jobs still queued or running, what of the old study to move aside (else [])."""
     from reproduce.housekeeping import FINISHED_STUDY_FILE
-    from reproduce.plan import PLAN_FILE
     from reproduce.slurm.ledger import is_active, query_slurm, read_ledger
 
     out = out_dir(cfg)
@@ -78,16 +79,62 @@ def check_study_folder(cfg: ReproduceConfig, dry_run: bool, force: bool) -> list
                 f"{out}: the old study's jobs {' '.join(live)} are still queued or running: scancel them first, "
                 "then --force; nothing written"
             )
-    held = [out / "slurm", out / CONFIG_FILE, out / PLAN_FILE, out / FINISHED_STUDY_FILE]
-    return [path for path in held if path.exists()]
+    held = old_study_paths(out)
+    if dry_run:  # the new study's scripts would be written over the old study's: neither happens
+        raise ReproduceError(
+            f"{out}: --force would move the {len(held)} files and folders of the study it holds to "
+            f"{out}/replaced-<time>/ and write this one; a dry run moves and writes nothing: run without --dry-run, "
+            "or dry-run into another --out"
+        )
+    return held
+
+
+def old_study_paths(out: Path) -> list[Path]:
+    """What of the study in `out` --force moves: its inventory's paths inside OUT that exist (planned
+    from its own reproduce.yaml); one line, nothing moved, when it cannot be planned, a path is or
+    lies behind a link, or another unfinished study still plans one of its runs."""
+    import os
+
+    from reproduce.housekeeping import other_studies_planning
+    from reproduce.plan import acting_plan
+    from reproduce.plan.inventory import check_no_links, inventory
+
+    try:
+        old = acting_plan(out)
+    except ReproduceError as exc:
+        raise ReproduceError(
+            f"{out}: --force cannot tell what the study there owns ({exc}); move it aside by hand; nothing moved"
+        ) from None
+    check_no_links(old)
+    held = [item for item in inventory(old) if not item.shared and os.path.lexists(item.path)]
+    for item in held:
+        if item.what == "pretraining run":
+            others = other_studies_planning(old, item.path.name, log=lambda line: None)
+            if others:
+                raise ReproduceError(
+                    f"{item.path}: --force would move this run, which {others[0]} still plans; nothing moved"
+                )
+    return [item.path for item in held]
 
 
 def move_aside(out: Path, paths: list[Path]) -> Path:
-    """`paths` (the old study's, in `out`) moved into `out/replaced-<UTC time>/`; that folder."""
+    """`paths` (the old study's, in `out`) moved into a new folder `out/replaced-<UTC time>[-k]/`
+    (whatever is planted under those names: mkdir never reuses one), each at its place relative to
+    `out`; that folder."""
     from reproduce.slurm.ledger import utc_now
 
-    target = out / f"replaced-{utc_now().replace(':', '')}"
-    target.mkdir()
+    stem = out / f"replaced-{utc_now().replace(':', '')}"
+    for k in range(1, 1000):
+        target = stem if k == 1 else stem.with_name(f"{stem.name}-{k}")
+        try:
+            target.mkdir()  # a planted file, folder or link of that name: FileExistsError, the next name
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise ReproduceError(f"{out}: no free replaced-<time> name after 999 tries; nothing moved")
     for path in paths:
-        path.rename(target / path.name)
+        place = target / path.relative_to(out)
+        place.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(place)
     return target

@@ -114,12 +114,34 @@ def _job_done(job: dict) -> bool:
     return (job_model_and_dir(job["config"])[1] / RECORD_FILE).is_file()
 
 
+def check_job_list(path: Path, model: str, jobs: list[dict]) -> None:
+    """The job list an array reads its tasks from is the one the study's plan gives (as the writer wrote
+    it): a missing, edited or damaged one is one line before any sbatch (issue 88: a malformed line was a
+    traceback, a forged one ran other jobs)."""
+    from benchmarks.matrix import job_list_text
+    from contracts.bounded import LARGE, BoundedReadError, read_text
+
+    again = "write the study again (python -m reproduce --config OUT/reproduce.yaml --slurm ... --dry-run)"
+    try:
+        if path.is_symlink():
+            raise BoundedReadError(f"{path}: a link")
+        text = read_text(path, LARGE)
+    except FileNotFoundError:
+        raise ReproduceError(f"{path}: the job list of {model}'s arrays is missing: {again}") from None
+    except (OSError, BoundedReadError) as exc:
+        raise ReproduceError(f"{path}: the job list of {model}'s arrays cannot be read ({exc}): {again}") from None
+    if text != job_list_text(jobs):
+        raise ReproduceError(f"{path}: not the job list of {model} the study's plan gives (changed since): {again}")
+
+
 def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
-    """What to submit again, and lines saying what is left alone (still queued or running) and why."""
-    from benchmarks.matrix import GROUPS, read_jobs
+    """What to submit again, and lines saying what is left alone (still queued or running) and why, after
+    any note on the study's plan.json."""
+    from benchmarks.matrix import GROUPS
     from pretraining.data.format import MANIFEST
     from reproduce.missing import analysis_is_current
-    from reproduce.plan import data_dir, finetune_dir, pretraining_dir, study_plan_at
+    from reproduce.plan import acting_plan, data_dir, finetune_dir, pretraining_dir
+    from reproduce.plan.inventory import check_no_links
 
     moved = recorded_elsewhere(out)
     if moved is not None:  # its scripts and run configs write to the old folder (issue 80)
@@ -127,8 +149,9 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             f"{out / 'reproduce.yaml'} records the study at {moved}, where its scripts and run configs write: "
             f"nothing submitted; resubmit it from {moved} (move it back), or submit it anew under another --out"
         )
-    study = study_plan_at(out)  # OUT/plan.json, as the study was written (planned again only when stale)
+    study = acting_plan(out, plan_notes := [])  # from reproduce.yaml: a forged plan.json is never obeyed
     cfg = study.config
+    check_no_links(study, [out / LEDGER_FILE, out / ARRAYS_FILE, out / SCRIPTS_FILE])  # before any sbatch
     entries, bad = read_ledger(out)
     if not entries:
         raise ReproduceError(
@@ -192,10 +215,8 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     lane_vars: list[list[str]] = []
     last_arrays: list[str] = []
     for j, model in enumerate(study.finetuned_models):
-        jobs_file = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
-        if not jobs_file.is_file():
-            raise ReproduceError(f"{jobs_file}: the job list of {model}'s arrays is missing: write the study again")
-        model_jobs = read_jobs(jobs_file)
+        model_jobs = study.finetune_jobs(model)
+        check_job_list(finetune_dir(cfg) / "jobs" / f"{model}.jsonl", model, model_jobs)
         maker = waits.get(made_by.get(model, ""))
         new_vars, model_live = {}, set()
         for group in GROUPS:
@@ -242,7 +263,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             lane_vars.append(list(new_vars.values()) + sorted(model_live))
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
-    complete = analysis_is_current(out, study.record_files)
+    complete = analysis_is_current(out, study)
     if active(analysis_entry.job if analysis_entry else None) and not plan:
         notes.append(f"analysis: job {analysis_entry.job}{whose(analysis_entry.job)} still queued or running")
     elif plan or not complete:
@@ -251,7 +272,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
                 "analysis", "analysis", "analysis", "analysis.sbatch", after=[("afterany", a) for a in last_arrays]
             )
         )
-    return plan, notes
+    return plan, [f"note: {line}" for line in plan_notes] + [f"left alone: {line}" for line in notes]
 
 
 def check_scripts(out: Path, plan: list[Submission]) -> None:
@@ -341,7 +362,7 @@ def main(argv: list[str]) -> int:
     try:
         plan, notes = plan_resubmission(out)
         for line in notes:
-            print(f"left alone: {line}")
+            print(line)
         if not plan:
             print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
             return 0

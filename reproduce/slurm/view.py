@@ -114,9 +114,9 @@ def slurm_jobs(slurm: SlurmView) -> tuple[str, list[list[str]]]:
     return heading, rows
 
 
-def slurm_headline(out: Path, slurm: SlurmView, finetune: list, records: list[Path]) -> str:
-    """The headline of a study submitted to Slurm (`finetune`: status's FinetuneRun rows; `records`:
-    the record file of every planned run, to tell an analysis of the records as they are from an older one)."""
+def slurm_headline(out: Path, slurm: SlurmView, finetune: list, plan) -> str:
+    """The headline of a study submitted to Slurm (`finetune`: status's FinetuneRun rows; `plan`: the
+    study's, whose record files tell an analysis of the records as they are from an older one)."""
     from reproduce.slurm.ledger import ACTIVE_STATES, FAILED_JOB_STATES
 
     live = Counter(s.state for s in slurm.states.values() if s.state in ACTIVE_STATES)
@@ -129,7 +129,7 @@ def slurm_headline(out: Path, slurm: SlurmView, finetune: list, records: list[Pa
     lacking = sum(run.state not in ("done", "reused") for run in finetune)
     from reproduce.missing import analysis_is_current
 
-    analysed = analysis_is_current(out, records)
+    analysed = analysis_is_current(out, plan)
     if not lacking and analysed:
         return "finished (every Slurm job ended; every run has its record; the analysis has them all)"
     # the analysis job itself failing is said apart from the runs (issue 65): its log has the cause

@@ -19,6 +19,7 @@ from reproduce.plan import (
     write_if_changed,
     write_study_config,
 )
+from reproduce.plan.inventory import check_no_links
 from reproduce.slurm.cluster import (
     CONFIG_DIR,
     load_cluster_config,
@@ -98,7 +99,7 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
         for j, model in enumerate(models):
             jobs = plan.finetune_jobs(model)
             jobs_path = finetune_dir(cfg) / "jobs" / f"{model}.jsonl"
-            write_if_changed(jobs_path, "".join(json.dumps(j, sort_keys=True) + "\n" for j in jobs))
+            write_if_changed(jobs_path, matrix.job_list_text(jobs))
             ft = self.dir / f"finetune_{model}.sh"
             write_if_changed(
                 ft,
@@ -234,6 +235,7 @@ def reproduce_slurm(
     cfg = with_absolute_folders(cfg, data_dir=cluster.data_dir, runs_dir=cluster.runs_dir, data_root=cluster.task_data)
     plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
     replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
+    check_no_links(plan)  # no write through a link inside the study (issue 88)
     paper = cfg.scale == "paper"
     too_short = requeue_time_problem(plan, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
     if too_short:  # before anything is written

@@ -10,14 +10,12 @@ import pytest
 import yaml
 
 from reproduce import cli
-from reproduce.housekeeping import LOCK_FILE, output_lock
-from reproduce.housekeeping import clean_checkpoints
+from reproduce.housekeeping import LOCK_FILE, clean_checkpoints, output_lock
 from reproduce.plan import (
     ReproduceConfig,
     ReproduceError,
     build_plan,
     with_absolute_folders,
-    write_reproduce_config,
     write_study_config,
 )
 

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from reproduce import cli
@@ -46,15 +47,20 @@ def _study(tmp_path: Path, **cluster_settings) -> Path:
     return out
 
 
-def _slurm_here(tmp_path: Path, monkeypatch, jobs: list[dict], unreachable: bool = False) -> None:
-    """squeue and sacct stand-ins first on PATH, answering with `jobs`."""
+FAKE_SBATCH = "#!/bin/sh\necho $$\n"  # a new job id (the shell's pid) per call
+
+
+def _slurm_here(tmp_path: Path, monkeypatch, jobs: list[dict], unreachable: bool = False, sbatch=False) -> None:
+    """squeue and sacct stand-ins first on PATH, answering with `jobs` (and an sbatch with `sbatch`)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     state = tmp_path / "slurm_state.json"
     state.write_text(json.dumps({"jobs": jobs, "unreachable": unreachable}))
     (bin_dir / "squeue").write_text(FAKE_SQUEUE.format(python=sys.executable, state=str(state)))
     (bin_dir / "sacct").write_text(FAKE_SACCT)
-    for tool in ("squeue", "sacct"):
+    if sbatch:
+        (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    for tool in ("squeue", "sacct", "sbatch")[: 3 if sbatch else 2]:
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
@@ -149,13 +155,34 @@ def test_one_study_per_folder(tmp_path, monkeypatch, capsys):
         assert len(err.strip().splitlines()) == 1, err
         assert "holds another study" in err if not extra else "still queued or running: scancel them first" in err
         assert snapshot(out) == before
-    # once every job has ended, --force replaces it: the old files kept under OUT/replaced-<time>/
-    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
-    assert cli.main([*other, "--force"]) == 0, capsys.readouterr().err
+    # once every job has ended: --force with --dry-run moves and writes nothing (issue 88: it moved the study)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    assert cli.main([*other, "--force"]) == 2
+    assert "a dry run moves and writes nothing" in capsys.readouterr().err and snapshot(out) == before
+    # --force replaces it: every file of the old study kept under one OUT/replaced-<time>/, none overwritten
+    # (issue 88: its job lists and configs were overwritten in place); the runs folder's record stays
+    old = {k: v for k, v in snapshot(out).items() if v[0] == "file" and ".planned-by" not in k}
+    assert cli.main([*_argv(out, cluster, "--seeds", "1"), "--force"]) == 0, capsys.readouterr().err
     assert "moved to" in capsys.readouterr().out
     (kept,) = out.glob("replaced-*")
-    assert (kept / "slurm" / "ledger.jsonl").is_file() and (kept / "reproduce.yaml").is_file()
-    assert "- 1" in (out / "reproduce.yaml").read_text() and not (out / "slurm" / "ledger.jsonl").exists()
+    assert {k: v for k, v in snapshot(kept).items() if v[0] == "file"} == old
+    assert len(old) > 10 and any(k.startswith("finetune/jobs/") for k in old)
+    assert "- 1" in (out / "reproduce.yaml").read_text() and len(read_ledger(out)[0]) == 7  # the new study's
+
+
+def test_force_moves_into_a_fresh_folder_whatever_is_planted(tmp_path, monkeypatch):
+    """Issue 88: a planted `replaced-<time>` name blocked --force with a raw [Errno 17]."""
+    from reproduce.slurm import folder
+
+    out = tmp_path / "out"
+    (out / "slurm").mkdir(parents=True)
+    (out / "slurm" / "ledger.jsonl").write_text("old\n")
+    monkeypatch.setattr("reproduce.slurm.ledger.utc_now", lambda: "2026-11-29T00:00:00Z")
+    (out / "replaced-2026-11-29T000000Z").symlink_to(tmp_path, target_is_directory=True)  # planted: a link
+    (out / "replaced-2026-11-29T000000Z-2").write_text("planted file")
+    target = folder.move_aside(out, [out / "slurm"])
+    assert target == out / "replaced-2026-11-29T000000Z-3"
+    assert (target / "slurm" / "ledger.jsonl").read_text() == "old\n" and not (tmp_path / "slurm").exists()
 
 
 def _pretrained(out: Path):
@@ -186,10 +213,40 @@ def _finished_on_slurm(out: Path) -> list[Path]:
         job.run_dir.mkdir(parents=True, exist_ok=True)
         (job.run_dir / RECORD_FILE).write_text('{"a": 1}')
         records.append(job.run_dir / RECORD_FILE)
+    from reproduce.missing import analysis_outputs
+
+    for output in analysis_outputs(plan):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("written by the analysis\n")
     (out / "missing.csv").write_text("id,model,task,lr,seed,why\n")
     stamp = [[str(r), r.stat().st_mtime_ns, r.stat().st_size] for r in records]
     (out / "analysis_inputs.json").write_text(json.dumps({"hash": "h", "records": stamp}))
-    return records
+    return plan, records
+
+
+@pytest.mark.parametrize("damage", ["cells.csv deleted", "tables/ deleted", "stamp of Infinity", "stamp nested deep"])
+def test_an_analysis_whose_outputs_are_gone_or_stamp_damaged_is_not_finished(tmp_path, monkeypatch, capsys, damage):
+    """Issue 88: analysis_is_current trusted analysis_inputs.json without checking the outputs exist (with
+    cells.csv and tables/ deleted, status said finished and resubmit submitted nothing); a stamp holding
+    Infinity or nested deep was a traceback."""
+    import shutil
+
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
+    _finished_on_slurm(out)
+    if damage == "cells.csv deleted":
+        (out / "cells.csv").unlink()
+    elif damage == "tables/ deleted":
+        shutil.rmtree(out / "tables")
+    else:
+        stamp = '{"records": [["x", Infinity, 1]]}' if "Infinity" in damage else '{"records": ' + "[" * 50_000
+        (out / "analysis_inputs.json").write_text(stamp)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "resubmit: 1 sbatch call(s):" in shown and "analysis.sbatch" in shown, shown
+    assert cli.main(["status", str(out)]) == 0
+    assert "and the analysis not done" in capsys.readouterr().out
 
 
 def test_an_analysis_older_than_a_rerun_record_is_not_finished(tmp_path, monkeypatch, capsys):
@@ -201,14 +258,14 @@ def test_an_analysis_older_than_a_rerun_record_is_not_finished(tmp_path, monkeyp
     out = _study(tmp_path)
     jobs = _queued_by_alice(out)
     _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
-    records = _finished_on_slurm(out)
-    assert analysis_is_current(out, records)
+    plan, records = _finished_on_slurm(out)
+    assert analysis_is_current(out, plan)
     assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
     assert "resubmit: nothing to submit" in capsys.readouterr().out
     assert cli.main(["status", str(out)]) == 0
     assert ": finished (every Slurm job ended" in capsys.readouterr().out.splitlines()[0]
     records[0].write_text('{"a": 2, "rerun": true}')  # rerun after the analysis; the new analysis lost
-    assert not analysis_is_current(out, records)
+    assert not analysis_is_current(out, plan)
     assert cli.main(["resubmit", str(out), "--dry-run"]) == 0
     shown = capsys.readouterr().out
     assert "resubmit: 1 sbatch call(s):" in shown and "analysis.sbatch" in shown, shown

@@ -183,6 +183,7 @@ def test_status_reads_plan_json_and_plans_again_only_when_reproduce_yaml_changed
     reproduce.yaml; status reads it while its sha256 of reproduce.yaml matches, and plans again
     otherwise, or when it names a folder the study does not (issue 66)."""
     from reproduce.plan import builder, read_plan
+    from reproduce.plan.study_plan import sign_plan_text
 
     out = study["out"]
     assert cli.main(["status", str(out)]) == 0
@@ -204,26 +205,40 @@ def test_status_reads_plan_json_and_plans_again_only_when_reproduce_yaml_changed
     monkeypatch.setattr(builder, "build_plan", lambda cfg: calls.append(cfg) or real_build(cfg))
     assert cli.main(["status", str(out)]) == 0
     assert capsys.readouterr().out == planned and len(calls) == 1
-    # a plan pointing out of the study is not followed
+    # a plan pointing out of the study is not followed, even with its digest made again (a forger
+    # who knows the format); without it, it is not read at all (issue 88)
     config.write_text(config.read_text().removesuffix("# edited\n"))
     edited = json.loads(json.dumps(written))
     edited["jobs"][0]["config"]["out"] = "$OUT/../../etc"
     (out / PLAN_FILE).write_text(json.dumps(edited))
+    notes = []
+    assert read_plan(out, notes) is None and "content does not match its digest" in notes[0]
+    del edited["plan_sha256"]
+    (out / PLAN_FILE).write_text(sign_plan_text(json.dumps(edited, separators=(",", ":"))))
     assert read_plan(out) is None
     # issue 66: absolute folders of another study (its losses were shown): planned again, one line
     other = out.parent / "other-study"
     edited["jobs"][0]["config"]["out"] = str(other / "finetune")
-    (out / PLAN_FILE).write_text(json.dumps(edited))
+    (out / PLAN_FILE).write_text(sign_plan_text(json.dumps(edited, separators=(",", ":"))))
     assert cli.main(["status", str(out)]) == 0
     shown = capsys.readouterr().out
     assert f"names a folder the study does not (fine-tuning run {edited['jobs'][0]['id']} at {other}" in shown
     assert shown.replace(shown.splitlines()[1] + "\n", "", 1) == planned and len(calls) == 2  # the plan's answer
     edited = json.loads(json.dumps(written))
+    del edited["plan_sha256"]
     name = edited["runs"][0]["name"]
     edited["runs"][0]["config"]["run_dir"] = str(other / "pretraining" / name)
-    (out / PLAN_FILE).write_text(json.dumps(edited))
+    (out / PLAN_FILE).write_text(sign_plan_text(json.dumps(edited, separators=(",", ":"))))
+    notes = []  # its inventory still names the study's own folder: not the one its plan gives
+    assert read_plan(out, notes) is None and "its inventory is not the one its own plan gives" in notes[0]
+    for item in edited["inventory"]:
+        if item["path"] == f"$OUT/pretraining/{name}":
+            item.update(path=str(other / "pretraining" / name), shared=True)
+    (out / PLAN_FILE).write_text(sign_plan_text(json.dumps(edited, separators=(",", ":"))))
     notes = []
     assert read_plan(out, notes) is None and f"pretraining run {name} at {other}" in notes[0]
+    (out / PLAN_FILE).write_text(json.dumps(written, separators=(",", ":")))  # as it was, for the other tests
+    assert read_plan(out) is not None
 
 
 def test_runs_whose_folder_a_live_job_holds_are_running_with_an_eta(study, capsys):
@@ -359,21 +374,23 @@ def test_many_failed_or_missing_runs_are_summarised_per_model_and_all_lists_each
 
 def test_the_headline_says_when_the_analysis_job_itself_failed(tmp_path):
     """Issue 65: the status header did not say that the analysis job failed (it wrote no report)."""
+    from reproduce.plan import ReproduceConfig, build_plan
     from reproduce.slurm.ledger import LedgerEntry, SlurmState
     from reproduce.slurm.view import SlurmView, slurm_headline
 
+    plan = build_plan(ReproduceConfig(out=str(tmp_path), sizes=("toy_s",), ratios=(0.4,), clm=False))
     entries = (
         LedgerEntry("8", "data", "data", "data.sbatch"),
         LedgerEntry("9", "analysis", "analysis", "analysis.sbatch"),
     )
     ended = {"8": SlurmState("COMPLETED"), "9": SlurmState("FAILED")}
-    headline = slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [], [])
+    headline = slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [], plan)
     assert headline == (
         "stopped on Slurm with 0 fine-tuning runs lacking a record and the analysis not done; the analysis job 9 "
         f"ended FAILED (its log is in {tmp_path / 'slurm' / 'slurm_logs'}): python -m reproduce resubmit {tmp_path}"
     )
     ended["9"] = SlurmState("COMPLETED")
-    assert "analysis job" not in slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [], [])
+    assert "analysis job" not in slurm_headline(tmp_path, SlurmView(tmp_path, entries, ended, ("squeue",)), [], plan)
 
 
 @pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "3 GB file"])

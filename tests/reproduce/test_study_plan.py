@@ -141,22 +141,31 @@ def _written_study(tmp_path: Path) -> tuple[Path, Path]:
     return out, cluster
 
 
-def test_status_and_resubmit_read_plan_json_without_planning(tmp_path, monkeypatch, capsys):
+def test_status_reads_plan_json_without_planning_and_resubmit_never_obeys_it(tmp_path, monkeypatch, capsys):
+    """Status reads plan.json (no torch, no planning: issue 79); resubmit, which submits, plans from
+    reproduce.yaml (issue 88: a forged plan.json with `runs: []`, its digest made again, made it queue
+    fine-tuning arrays with no pretraining) and says that plan.json is not that plan."""
     from reproduce.plan import builder
     from reproduce.slurm import resubmit
     from reproduce.slurm.ledger import LedgerEntry, SlurmState, append_ledger
+    from tests.hostile import forge_plan
 
     out, _ = _written_study(tmp_path)
     append_ledger(out, LedgerEntry("101", "data", "data", "data.sbatch"))
     monkeypatch.setattr(resubmit, "query_slurm", lambda jobs: ({"101": SlurmState("RUNNING")}, ["squeue"]))
+    runs_gone = {"runs": [], "inventory": lambda items: [i for i in items if i["what"] != "pretraining run"]}
+    forge_plan(out, lambda body: body.update(runs=[], inventory=runs_gone["inventory"](body["inventory"])))
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    shown = capsys.readouterr().out
+    assert "pretrain_toy_s-mlm40-8.sbatch" in shown and "afterok:101" in shown
+    assert f"{out / PLAN_FILE} is not the plan of {out / 'reproduce.yaml'}: acting on the latter" in shown
 
     def refuse(cfg):
         raise AssertionError("planned again although plan.json matches reproduce.yaml")
 
+    (tmp_path / "second").mkdir()
+    out, _ = _written_study(tmp_path / "second")
     monkeypatch.setattr(builder, "build_plan", refuse)
-    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
-    shown = capsys.readouterr().out
-    assert "pretrain_toy_s-mlm40-8.sbatch" in shown and "afterok:101" in shown
     assert cli.main(["status", str(out)]) == 0
     assert "toy_s-mlm40-8" in capsys.readouterr().out
 
@@ -185,9 +194,13 @@ def test_a_moved_study_reads_its_plan_where_it_is_now(tmp_path, monkeypatch, cap
 
 def test_a_plan_json_of_another_shape_is_not_read(tmp_path):
     """plan.json decodes only as the columns written: text where a number is, a list where a
-    mapping is, another study's plan or version: not read (status plans again)."""
+    mapping is, another study's plan or version: not read (status plans again), its digest made
+    again for each (issue 88: the digest alone refuses an edit, the shape check a forger's)."""
+    from reproduce.plan.study_plan import sign_plan_text
+
     out, _ = _written_study(tmp_path)
     body = json.loads((out / PLAN_FILE).read_text())
+    del body["plan_sha256"]
     assert read_plan(out) is not None
     for path, value in (
         (("runs", 0, "wave"), "0"),
@@ -195,15 +208,20 @@ def test_a_plan_json_of_another_shape_is_not_read(tmp_path):
         (("checkpoints", 0, "description"), []),
         (("jobs", 0, "config"), "x"),
         (("study",), "cpt"),
-        (("version",), 2),
+        (("version",), 1),
+        (("version",), 3),
+        (("runs", 0, "config", "train"), None),  # issue 88: a run config without `train` was a traceback
+        (("jobs", 0, "config", "seed"), float("inf")),  # issue 88: a seed of Infinity, an OverflowError
     ):
         edited = json.loads(json.dumps(body))
         holder = edited
         for key in path[:-1]:
             holder = holder[key]
         holder[path[-1]] = value
-        (out / PLAN_FILE).write_text(json.dumps(edited))
-        assert read_plan(out) is None, path
+        (out / PLAN_FILE).write_text(sign_plan_text(json.dumps(edited, separators=(",", ":"))))
+        notes = []
+        assert read_plan(out, notes) is None and "cannot be used" in notes[0], path
+        assert cli.main(["status", str(out)]) == 0  # planned again, no traceback
 
 
 def test_a_moved_local_study_reads_its_runs_under_its_new_folder(tmp_path):
