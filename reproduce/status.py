@@ -313,12 +313,24 @@ def run_lines(runs: list[FinetuneRun], every_run: bool, out: Path) -> list[str]:
     return lines
 
 
+def recorded_folder_notes(out: Path) -> list[str]:
+    """Lines for an older study's relative runs or data folder that is not where the one rule reads it
+    (reproduce.plan.config.relative_folder_notes): said, never replaced by another folder (issue 88)."""
+    from contracts.config import ConfigError, load_config
+    from reproduce.plan.config import ReproduceConfig, relative_folder_notes
+
+    try:
+        return relative_folder_notes(out, load_config(ReproduceConfig, out / CONFIG_FILE))
+    except (ConfigError, OSError):
+        return []  # the plan's own one-line error says why
+
+
 def status_report(out: Path, every_run: bool = False) -> tuple[list[str], list[PretrainingRun], list[FinetuneRun]]:
     """The lines `reproduce status` prints, and the pretraining and fine-tuning runs (for the PNG).
     `every_run`: list each failed or missing run, however many."""
     if not (out / CONFIG_FILE).is_file():
         load_study_config(out)  # the one-line error naming the missing reproduce.yaml
-    notes: list[str] = []
+    notes: list[str] = recorded_folder_notes(out)
     plan = study_plan_at(out, notes)  # OUT/plan.json: no torch, no planning
     holder = read_holder(out / LOCK_FILE)
     slurm = SlurmView.read(out) if (out / "slurm").is_dir() and not holder.alive else None

@@ -143,7 +143,11 @@ def check_no_links(plan, paths: list[Path] | None = None) -> None:
     A shared run folder is checked below its runs folder, which the user gave."""
     out = out_dir(plan.config)
     runs = pretraining_dir(plan.config)
-    for item in inventory(plan) if paths is None else [Owned(Path(p), "", False) for p in paths]:
+    if paths is None:  # the inventory, and the ledger inside its Slurm folder (appended to by submit.sh)
+        items = [*inventory(plan), Owned(out / LEDGER, "file", False)]
+    else:
+        items = [Owned(Path(p), "", False) for p in paths]
+    for item in items:
         top = out if item.path.is_relative_to(out) else runs if item.path.is_relative_to(runs) else item.path.parent
         link = link_on_the_way(item.path, top)
         if link is not None:

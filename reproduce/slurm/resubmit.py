@@ -151,7 +151,8 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
         )
     study = acting_plan(out, plan_notes := [])  # from reproduce.yaml: a forged plan.json is never obeyed
     cfg = study.config
-    check_no_links(study, [out / LEDGER_FILE, out / ARRAYS_FILE, out / SCRIPTS_FILE])  # before any sbatch
+    check_no_links(study)  # its folders and ledger, before any sbatch
+    check_no_links(study, [out / ARRAYS_FILE, out / SCRIPTS_FILE])
     entries, bad = read_ledger(out)
     if not entries:
         raise ReproduceError(

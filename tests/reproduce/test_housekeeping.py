@@ -164,3 +164,47 @@ def test_clean_skips_a_linked_study_in_a_folder_of_studies(tmp_path):
     assert clean_checkpoints(tmp_path / "outputs", log=lines.append) == 0
     assert (real.run("toy_s-mlm40-250").run_dir / "checkpoints" / "ba250-rank0.pt").is_file()
     assert any("skipped" in line and "a link" in line for line in lines)
+
+
+def test_a_local_study_made_with_a_relative_runs_dir_reads_as_finished_and_cleans_only_its_own(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 88: the local executor recorded a relative --runs-dir as given (relative to the folder it ran
+    from) and status and --clean read it against the study folder: finished runs showed as pending,
+    plan.json was blamed, and --clean freed nothing or another folder's checkpoints. Now every folder is
+    recorded absolute, locally as on Slurm; an older study's relative entry is read against its own
+    folder, and one that does not exist there is said."""
+    from reproduce.plan import read_plan
+
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    monkeypatch.chdir(launch)
+    argv = ["--figure", "3", "--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--out", "../study"]
+    assert cli.main([*argv, "--runs-dir", "runs", "--stage", "analysis"]) == 2  # no records yet: stops there
+    study = tmp_path / "study"
+    recorded = yaml.safe_load((study / "reproduce.yaml").read_text())
+    assert recorded["out"] == str(study) and recorded["runs_dir"] == str(launch / "runs")
+    plan = read_plan(study)
+    for run in plan.runs:
+        _trained(run)
+    decoy = study / "runs" / plan.runs[0].name / "checkpoints"  # where the old reading looked
+    decoy.mkdir(parents=True)
+    (decoy / "ba250-rank0.pt").write_bytes(b"x")
+    (decoy.parent / "FINISHED.json").write_text("{}")
+    (study / "timings.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["status", str(study)]) == 0
+    shown = capsys.readouterr().out
+    rows = [line.split() for line in shown.split("pretraining:")[1].split("fine-tuning")[0].splitlines()[3:] if line]
+    assert {row[1] for row in rows} == {"finished"} and len(rows) == len(plan.runs), shown
+    assert "planned again" not in shown
+    assert cli.main(["--clean", "--out", str(study)]) == 0
+    assert all(not (run.run_dir / "checkpoints").exists() for run in plan.runs) and (decoy / "ba250-rank0.pt").is_file()
+    # an older study's relative runs_dir, read against its folder where nothing is: said in status
+    text = (study / "reproduce.yaml").read_text().replace(f"runs_dir: {launch / 'runs'}", "runs_dir: lost-runs")
+    (study / "reproduce.yaml").write_text(text)
+    assert cli.main(["status", str(study)]) == 0
+    assert f"runs_dir 'lost-runs' is relative, read against the study's folder as {study / 'lost-runs'}" in (
+        capsys.readouterr().out
+    )
