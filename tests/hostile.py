@@ -95,9 +95,8 @@ def study_with_plan(out: Path, run_name, run_dir) -> Path:
     """A toy study folder (reproduce.yaml and the plan.json written for it: one pretraining run, one
     fine-tuning run) whose first pretraining run is renamed `run_name` at folder `run_dir` in
     plan.json; returns the folder."""
-    import json
 
-    from reproduce.plan import PLAN_FILE, ReproduceConfig, build_plan, write_study_config
+    from reproduce.plan import ReproduceConfig, build_plan, write_study_config
 
     cfg = ReproduceConfig(out=str(out), scale="toy", sizes=("toy_s",), ratios=(0.4,), clm=False, tasks=("sst2",))
     write_study_config(build_plan(cfg))

@@ -181,10 +181,9 @@ def test_the_ledger_caps_task_ids_over_all_its_lines(tmp_path):
 def test_clean_on_a_moved_study_cleans_that_study_and_no_other(tmp_path, monkeypatch):
     """Issue 78: `reproduce --clean` resolved a moved study's recorded relative `out:` against the
     current folder: run from the checkout, it deleted another study's checkpoints."""
-    from reproduce.housekeeping import clean_checkpoints
-
     import yaml
 
+    from reproduce.housekeeping import clean_checkpoints
     from reproduce.plan import ReproduceConfig, build_plan, write_study_config
 
     def finished_study(folder: Path, recorded_out: str) -> Path:
