@@ -47,7 +47,7 @@ def _study(tmp_path: Path, **cluster_settings) -> Path:
     return out
 
 
-FAKE_SBATCH = "#!/bin/sh\necho $$\n"  # a new job id (the shell's pid) per call
+FAKE_SBATCH = '#!/bin/sh\necho "$@" >> "$(dirname "$0")/sbatch.calls"\necho $$\n'  # a job id (its pid) per call
 
 
 def _slurm_here(tmp_path: Path, monkeypatch, jobs: list[dict], unreachable: bool = False, sbatch=False) -> None:
@@ -168,6 +168,29 @@ def test_one_study_per_folder(tmp_path, monkeypatch, capsys):
     assert {k: v for k, v in snapshot(kept).items() if v[0] == "file"} == old
     assert len(old) > 10 and any(k.startswith("finetune/jobs/") for k in old)
     assert "- 1" in (out / "reproduce.yaml").read_text() and len(read_ledger(out)[0]) == 7  # the new study's
+
+
+@pytest.mark.parametrize("damage", ["a malformed line", "a forged job", "missing", "a link"])
+def test_a_damaged_job_list_is_one_line_before_any_sbatch(tmp_path, monkeypatch, capsys, damage):
+    """Issue 88: a malformed job-list line was a traceback in resubmit; a forged one ran other jobs."""
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    path = out / "finetune" / "jobs" / "toy_s-clm-8.jsonl"
+    if damage == "a malformed line":
+        path.write_text(path.read_text() + "{not json\n")
+    elif damage == "a forged job":
+        path.write_text(path.read_text().replace('"seed": 0', '"seed": 7'))
+    elif damage == "missing":
+        path.unlink()
+    else:
+        (tmp_path / "elsewhere.jsonl").write_text(path.read_text())
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere.jsonl")
+    assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(path) in err and "write the study again" in err, err
+    assert not (tmp_path / "bin" / "sbatch.calls").exists()
 
 
 def test_force_moves_into_a_fresh_folder_whatever_is_planted(tmp_path, monkeypatch):
