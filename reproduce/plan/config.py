@@ -197,10 +197,15 @@ def world_dir(cfg: ReproduceConfig) -> Path:
     return data_dir(cfg).parent / TOY_WORLD
 
 
+def shard_cache_root(cfg: ReproduceConfig) -> Path:
+    """Toy scale: where each pretraining run's copy of the shards goes (shard_cache_dir)."""
+    return data_dir(cfg).parent / "cache"
+
+
 def shard_cache_dir(cfg: ReproduceConfig, run: str) -> Path:
     """Toy scale: the copy of the shards that pretraining run `run` reads (`data.cache_dir`):
     streaming allows one reader of a local folder at a time, and toy runs train side by side."""
-    return data_dir(cfg).parent / "cache" / run
+    return shard_cache_root(cfg) / run
 
 
 def tokenizer_path(cfg: ReproduceConfig) -> str | None:

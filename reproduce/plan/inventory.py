@@ -22,6 +22,7 @@ from reproduce.plan.config import (
     data_dir,
     out_dir,
     pretraining_dir,
+    shard_cache_root,
     world_dir,
 )
 
@@ -46,8 +47,6 @@ STUDY_FILES = (
 # pretraining configs, and the analysis's reports
 STUDY_FOLDERS = ("slurm", "status", "finetune", "configs", "tables", "audit", "figure", "claims")
 LEDGER = Path("slurm") / "ledger.jsonl"
-
-
 PLANNED_BY = ".planned-by"  # in a runs folder: one file per study that plans runs there (issue 88)
 
 
@@ -106,7 +105,7 @@ def inventory(plan) -> tuple[Owned, ...]:
     items += [owned(out / name, "folder") for name in STUDY_FOLDERS]
     items += [owned(run.run_dir, "pretraining run") for run in plan.runs]
     items += [owned(pretraining_dir(cfg) / ref.name, "untrained model") for ref in plan.random_init]
-    data = [data_dir(cfg)] + ([world_dir(cfg), data_dir(cfg).parent / "cache"] if cfg.scale == "toy" else [])
+    data = [data_dir(cfg)] + ([world_dir(cfg), shard_cache_root(cfg)] if cfg.scale == "toy" else [])
     items += [owned(path, "data") for path in data]
     return tuple(items)
 
