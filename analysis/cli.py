@@ -403,6 +403,9 @@ def _cmd_coverage(args) -> int:
         raise UsageError("--cells must be >= 3 (one simulated model has 3 datasets)")
     if not args.seed_sd or any(not (sd > 0 and math.isfinite(sd)) for sd in args.seed_sd):
         raise UsageError("--seed-sd: give one or more finite SDs > 0 (points)")
+    repeated = [sd for sd in dict.fromkeys(args.seed_sd) if args.seed_sd.count(sd) > 1]
+    if repeated:  # the same table twice, its rows twice in --csv (issue 88)
+        raise UsageError(f"--seed-sd: {', '.join(map(str, repeated))} given more than once; give each SD once")
     parts, tables = [], []
     for seed_sd in args.seed_sd:
         noise = NoiseModel(seed_sd=seed_sd)
