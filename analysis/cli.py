@@ -337,13 +337,46 @@ def _cmd_claims_coverage(args) -> int:
     return 0
 
 
+PAGE_FIX = "give the Markdown page whose generated blocks claims-doc rewrites (e.g. docs/claims.md); nothing written"
+
+
+def _check_page_kind(path: Path, writes: bool) -> None:
+    """A page claims-doc may read (a regular file, a link to one) and, when it `writes`, replace: a
+    link would become a file and leave the page it points to stale, so it is refused."""
+    import stat
+
+    if not path.exists():
+        raise UsageError(f"{path}: no such file (or a dangling link); {PAGE_FIX}")
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise UsageError(f"{path}: not a regular file (a FIFO, device or folder); {PAGE_FIX}")
+    if writes and path.is_symlink():
+        raise UsageError(
+            f"{path}: a link, which the rewrite would replace by a file; give the page itself, {path.resolve()}; "
+            "nothing written"
+        )
+
+
+def _read_page(path: Path, writes: bool) -> str:
+    """The page, bounded (issue 88: it was read whole: a FIFO hung the command, /dev/zero ended in a
+    MemoryError traceback); docs/claims.md is about 80 kB, the bound 1 MiB."""
+    from contracts.bounded import SMALL, BoundedReadError, read_text
+
+    _check_page_kind(path, writes)
+    try:
+        return read_text(path, SMALL, errors="strict")  # the text is written back: no byte replaced
+    except BoundedReadError as exc:
+        raise UsageError(f"{exc}; {PAGE_FIX}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); {PAGE_FIX}") from None
+
+
 def _cmd_claims_doc(args) -> int:
     from analysis.claims import evaluate_claims, inputs_from_published
     from analysis.claims.report import check_doc_markers, regenerate_doc
     from contracts.provenance import atomic_write_text
 
     path = Path(args.page)
-    text = path.read_text(encoding="utf-8")
+    text = _read_page(path, writes=not args.check)
     check_doc_markers(text, str(path))  # before the claims are computed
     new = regenerate_doc(text, evaluate_claims(inputs_from_published(), reps=10000, rng_seed=0))
     if new == text:
@@ -354,6 +387,7 @@ def _cmd_claims_doc(args) -> int:
             f"error: {path}: the generated blocks are stale; run python -m analysis claims-doc {path}", file=sys.stderr
         )
         return 1
+    _check_page_kind(path, writes=True)  # again: the claims took seconds, the page may have been replaced
     atomic_write_text(path, new)
     print(f"{path}: generated blocks rewritten from `python -m analysis claims --published --reps 10000 --rng-seed 0`")
     return 0
@@ -369,6 +403,9 @@ def _cmd_coverage(args) -> int:
         raise UsageError("--cells must be >= 3 (one simulated model has 3 datasets)")
     if not args.seed_sd or any(not (sd > 0 and math.isfinite(sd)) for sd in args.seed_sd):
         raise UsageError("--seed-sd: give one or more finite SDs > 0 (points)")
+    repeated = [sd for sd in dict.fromkeys(args.seed_sd) if args.seed_sd.count(sd) > 1]
+    if repeated:  # the same table twice, its rows twice in --csv (issue 88)
+        raise UsageError(f"--seed-sd: {', '.join(map(str, repeated))} given more than once; give each SD once")
     parts, tables = [], []
     for seed_sd in args.seed_sd:
         noise = NoiseModel(seed_sd=seed_sd)

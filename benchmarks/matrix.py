@@ -90,6 +90,15 @@ def expand(
     for name, values in (("models", models), ("tasks", tasks), ("LR grid", lrs), ("seeds", seeds)):
         if not values:
             raise MatrixError(f"empty {name}: give at least one value")
+    # A repeated LR or seed listed the same run twice (issue 88): two array tasks on one run folder.
+    # Models and tasks are made distinct below, as one may be named in two ways (a trailing slash).
+    for name, values in (("LR grid", lrs), ("seeds", seeds)):
+        repeated = [v for v in dict.fromkeys(values) if values.count(v) > 1]
+        if repeated:
+            raise MatrixError(
+                f"{name} {','.join(map(str, values))}: {', '.join(map(str, repeated))} given more than once; "
+                "give each once"
+            )
     for task in tasks:
         get_task(task)
     for lr in lrs:

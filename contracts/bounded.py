@@ -17,9 +17,10 @@ class BoundedReadError(ValueError):
     """A file that is not a regular file, or is larger than its reader allows."""
 
 
-def read_text(path: str | Path, limit: int = SMALL) -> str:
+def read_text(path: str | Path, limit: int = SMALL, *, errors: str = "replace") -> str:
     """The text of a regular file of at most `limit` bytes (a link is followed to check its target:
-    a link to a device, a FIFO or a folder is refused before it is opened)."""
+    a link to a device, a FIFO or a folder is refused before it is opened). `errors="strict"`: a
+    UnicodeDecodeError for bytes that are not UTF-8, for a reader that writes the text back."""
     path = Path(path)
     info = os.stat(path)
     if not stat.S_ISREG(info.st_mode):
@@ -30,7 +31,7 @@ def read_text(path: str | Path, limit: int = SMALL) -> str:
         data = handle.read(limit + 1)
     if len(data) > limit:  # grew while read
         raise BoundedReadError(f"{path}: more than the {limit:,} bytes this file may hold")
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors=errors)
 
 
 def read_tail(path: str | Path, size: int = 4096) -> str:

@@ -66,8 +66,13 @@ def smooth(values: pd.Series, alpha: float) -> pd.Series:
 def figure_12(runs: list[str | Path], alpha: float = 0.1) -> tuple[Figure, pd.DataFrame]:
     """MLM loss vs CPT step of each CPT run (a run folder named like `610m-clm-dec42k-mlm40-64k`)."""
     rows = []
+    seen: dict[Path, Path] = {}  # loss log -> the argument that named it
     for run in runs:
         run = Path(run)
+        log_file = (run / LOSS_LOG_FILE if run.is_dir() else run).resolve()
+        if log_file in seen:  # its points were drawn and written twice (issue 88)
+            raise LossLogError(f"{run}: the same loss log as {seen[log_file]}, given before it; give each CPT run once")
+        seen[log_file] = run
         name = run.name if run.is_dir() else run.parent.name
         desc = parse_model_name(name)
         if desc is None or desc.objective != "cpt":

@@ -122,6 +122,9 @@ def _random_init(args) -> int:
 
 
 def _bench(args) -> int:
+    from pretraining.options import parse_peers
+
+    args.peers = parse_peers(args.peers)  # a bad or repeated name: one line before torch is imported
     from pretraining.bench import main
     from pretraining.peers import run_peer
 

@@ -344,12 +344,9 @@ def main(args, run_peer=None) -> int:
     ):
         if value < least:
             raise BenchArgumentError(f"{option} {value}: must be at least {least}")
-    from pretraining.options import PEERS
+    from pretraining.options import parse_peers
 
-    peers = [p.strip() for p in (getattr(args, "peers", "") or "").split(",") if p.strip()]
-    unknown = [p for p in peers if p not in PEERS]
-    if unknown:
-        raise BenchArgumentError(f"--peers {','.join(unknown)}: not a peer; choose from {', '.join(PEERS)}")
+    peers = parse_peers(getattr(args, "peers", ""))  # the CLI parsed them already; a library caller's
     if peers and run_peer is None:
         raise BenchArgumentError("--peers: no peer runner given (python -m pretraining bench passes one)")
     if args.threads:

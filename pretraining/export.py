@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from contracts.bounded import LARGE, BoundedReadError, read_json_object_or, read_yaml
+from contracts.bounded import LARGE, BoundedReadError, read_json_object_or, read_yaml, short_repr
 from contracts.config import CONFIG_BYTES_LIMIT
 from contracts.layout import RUN_CONFIG_FILE, latest_checkpoint
 from contracts.provenance import atomic_write_json, atomic_write_text
@@ -214,16 +214,51 @@ def guard_composer_loads(trust: bool) -> None:
         os.environ[COMPOSER_VALIDATION_VARIABLE] = f"{__name__}.{validate_composer_checkpoint.__name__}"
 
 
+NOT_OURS_FIX = "give a checkpoint that `python -m pretraining train` wrote (RUN/checkpoints/*.pt)"
+
+
 def read_composer_checkpoint(path: Path, *, trust: bool = False) -> tuple[dict[str, torch.Tensor], int]:
     """(model weights with the prefix removed, optimizer step) of a Composer checkpoint written
-    by pretraining.train."""
+    by pretraining.train. Any other `torch.save` file is a CheckpointError naming what it lacks
+    (issue 88: `torch.save({"state": {"model": ...}})` was a `KeyError: 'timestamp'` traceback)."""
     state = load_checkpoint_file(path, trust=trust)
-    try:
-        model_state = state["state"]["model"]
-    except (KeyError, TypeError):
-        raise CheckpointError(f"{path}: not a Composer checkpoint (no state.model)") from None
-    step = int(state["state"]["timestamp"]["Timestamp"]["batch"])  # Composer's Timestamp state dict
+    inner = state.get("state") if isinstance(state, dict) else None
+    model_state = inner.get("model") if isinstance(inner, dict) else None
+    if not isinstance(model_state, dict) or not model_state:
+        raise CheckpointError(f"{path}: not a Composer checkpoint (no state.model); {NOT_OURS_FIX}")
+    odd = next((k for k, v in model_state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)), None)
+    if odd is not None:
+        what = f"of type {type(model_state[odd]).__name__}" if isinstance(odd, str) else "a key that is not a name"
+        raise CheckpointError(
+            f"{path}: not a Composer checkpoint (state.model[{short_repr(odd, 80)}] is {what}, not a tensor of "
+            f"weights); {NOT_OURS_FIX}"
+        )
+    try:  # Composer's Timestamp state dict
+        step = int(inner["timestamp"]["Timestamp"]["batch"])
+    except (KeyError, TypeError, ValueError, OverflowError, RuntimeError):  # absent, not a number, a tensor of 2
+        raise CheckpointError(
+            f"{path}: not a Composer checkpoint (no state.timestamp.Timestamp.batch, the step it was saved at); "
+            f"{NOT_OURS_FIX}"
+        ) from None
     return {k.removeprefix("model."): v for k, v in model_state.items()}, step
+
+
+def check_weights_fit(path: Path, weights: dict[str, torch.Tensor], model: torch.nn.Module, preset: str) -> None:
+    """CheckpointError in one line when `weights` are not `model`'s (another preset, or no model of
+    ours), before load_state_dict's many-line RuntimeError."""
+    ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    missing = sorted(ours.keys() - weights.keys())
+    unexpected = sorted(weights.keys() - ours.keys())
+    differ = sorted(k for k in ours.keys() & weights.keys() if tuple(weights[k].shape) != ours[k])
+    if not (missing or unexpected or differ):
+        return
+    problems = [f"{len(missing)} of its {len(ours)} weights missing ({', '.join(missing[:2])}, ...)"] if missing else []
+    problems += [f"{len(unexpected)} not its own ({', '.join(unexpected[:2])}, ...)"] if unexpected else []
+    problems += [f"{k} {tuple(weights[k].shape)} in the file, {ours[k]} in the model" for k in differ[:2]]
+    raise CheckpointError(
+        f"{path}: its weights are not those of model preset {preset!r}: {'; '.join(problems)}; pass the preset "
+        f"it was trained with (--preset), or {NOT_OURS_FIX}"
+    )
 
 
 def check_checkpoint_fits(path: str | Path, model: torch.nn.Module, model_fields: dict, *, trust: bool = False) -> None:
@@ -397,8 +432,15 @@ def export_checkpoint(
     if preset is None:
         raise CheckpointError(f"{checkpoint}: no run config.yaml beside it; pass --preset")
     weights, step = read_composer_checkpoint(checkpoint, trust=trust_checkpoint)
-    cfg = config_from_preset(preset, vocab_size=weights["model.embed_tokens.weight"].shape[0])
+    embeddings = weights.get("model.embed_tokens.weight")
+    if embeddings is None or embeddings.dim() != 2:  # the vocabulary size comes from its rows
+        raise CheckpointError(
+            f"{checkpoint}: no model.embed_tokens.weight matrix in state.model: not a checkpoint of this "
+            f"project's model; {NOT_OURS_FIX}"
+        )
+    cfg = config_from_preset(preset, vocab_size=embeddings.shape[0])
     model = MlmClmForLM(cfg)
+    check_weights_fit(checkpoint, weights, model, preset)
     model.load_state_dict(weights, strict=True)
     tok = None
     if tokenizer is not None:

@@ -14,6 +14,25 @@ BLOCK_KERNELS = ("reference", "torch", "liger")
 PEERS = ("hf-trainer",)  # `pretraining bench --peers`: the trainers pretraining/peers.py runs
 
 
+class PeersError(ValueError):
+    """A `--peers` value naming a trainer that is not a peer, or one peer twice."""
+
+
+def parse_peers(value) -> tuple[str, ...]:
+    """`--peers` (comma-separated text, or names already split) as known peers, each named once: a
+    repeated name was timed twice into one row, and the ratio went to the row before it, our own
+    (`ours_over_peer: 1.0`, issue 88). Checked before torch is imported."""
+    names = value.split(",") if isinstance(value, str) else list(value or ())
+    names = [str(name).strip() for name in names if str(name).strip()]
+    unknown = [name for name in names if name not in PEERS]
+    if unknown:
+        raise PeersError(f"--peers {','.join(unknown)}: not a peer; choose from {', '.join(PEERS)}")
+    repeated = [name for name in dict.fromkeys(names) if names.count(name) > 1]
+    if repeated:
+        raise PeersError(f"--peers {','.join(names)}: {', '.join(repeated)} named more than once; name each peer once")
+    return tuple(names)
+
+
 def add_bench_arguments(parser) -> None:
     parser.add_argument("--preset", default="toy_m", help="model preset (toy_s/m/l, 210m, 610m, 1b)")
     parser.add_argument("--seq-len", type=int, default=128)

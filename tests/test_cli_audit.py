@@ -43,6 +43,7 @@ ENTRY_POINTS = {
     "reproduce-resubmit": ("reproduce", ["resubmit", "--dry-run", "{path}"], "folder"),
     "analysis-import-released": ("analysis", ["import-released", "-o", "{sandbox}/runs.jsonl", "{path}"], "folder"),
     "analysis-claims-released": ("analysis", ["claims", "--released", "{path}", "--reps", "10"], "folder"),
+    "analysis-claims-doc": ("analysis", ["claims-doc", "{path}"], "file"),  # issue 88: it read the page whole
 }
 # Check commands answer "the input fails the check" with exit 1 (as `verify-data` and `fetch-model
 # --check` document in their help); every other command exits 2 on bad input.

@@ -157,6 +157,16 @@ class ReproduceConfig:
             raise ValueError(f"lrs {list(self.lrs)}: give learning rates > 0")
         if not self.seeds or any(s < 0 for s in self.seeds):
             raise ValueError(f"seeds {list(self.seeds)}: give seeds >= 0")
+        # A value given twice planned its runs twice (issue 88: `--sizes toy_s,toy_s` of the
+        # data-efficiency study planned 780 fine-tuning runs for 204)
+        for name in ("sizes", "ratios", "checkpoints", "tasks", "lrs", "seeds"):
+            values = list(getattr(self, name) or ())
+            repeated = [v for v in dict.fromkeys(values) if values.count(v) > 1]
+            if repeated:
+                raise ValueError(
+                    f"{name} {','.join(map(str, values))}: {', '.join(map(str, repeated))} given more than once; "
+                    "give each once"
+                )
         if self.finetune_steps is not None and self.finetune_steps < 1:
             raise ValueError(f"finetune_steps {self.finetune_steps} must be >= 1")
         if self.pretrain_steps is not None and self.pretrain_steps < 4:

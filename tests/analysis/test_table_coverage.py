@@ -74,3 +74,5 @@ def test_cli_refuses_bad_settings(capsys):
     assert "--cells must be >= 3" in capsys.readouterr().err
     assert main(["coverage", "--seed-sd", "0"]) == 2
     assert "--seed-sd" in capsys.readouterr().err
+    assert main(["coverage", "--seed-sd", "0.6", "3", "0.60", "--cells", "3", "--reps", "1"]) == 2  # issue 88
+    assert capsys.readouterr().err == "error: --seed-sd: 0.6 given more than once; give each SD once\n"

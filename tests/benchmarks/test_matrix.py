@@ -84,6 +84,8 @@ def test_ir_evaluation_implies_its_training_run(model, tmp_path):
         ({"seeds": []}, "empty seeds"),
         ({"lrs": [0.0]}, "not > 0"),
         ({"tasks": ["sst2", "nope"]}, "unknown task 'nope'"),
+        ({"lrs": [1e-5, 0.00001]}, "LR grid 1e-05,1e-05: 1e-05 given more than once; give each once"),  # issue 88
+        ({"seeds": [0, 1, 0]}, "seeds 0,1,0: 0 given more than once; give each once"),
     ],
 )
 def test_bad_matrices_are_refused(model, tmp_path, kwargs, message):
@@ -296,3 +298,15 @@ def test_a_newline_in_an_sbatch_option_is_refused_before_anything_is_written(mod
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--sbatch-option '--constraint=a100\\ntouch PWNED': holds a newline" in err[0], err
     assert not script.exists() and (tmp_path / "out" / "jobs.jsonl").stat().st_mtime_ns == jobs
+
+
+def test_a_repeated_seed_is_refused_before_anything_is_written(model, tmp_path, capsys):
+    """Issue 88: `--seeds 0,0` listed each run twice (two array tasks on one run folder)."""
+    from benchmarks.__main__ import main
+
+    argv = ["matrix", "--models", str(model), "--tasks", "sst2", "--data-root", str(TOY_DATA_ROOT)]
+    argv += ["--out", str(tmp_path / "out"), "--slurm-script", str(tmp_path / "submit.sh"), "--seeds", "0,0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: seeds 0,0: 0 given more than once; give each once"], err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "submit.sh").exists()

@@ -44,3 +44,49 @@ def test_claims_doc_refuses_a_page_without_markers_in_one_line(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "has no '<!-- generated: published-verdicts -->'" in err and err.count("\n") == 1
     assert page.read_text() == "# no markers\n"
+
+
+@pytest.fixture
+def never_computed(monkeypatch):
+    """The claims computation fails the test: a refused page is refused before it."""
+
+    def computed(*args, **kwargs):
+        raise AssertionError("the claims were computed for a page that is refused")
+
+    monkeypatch.setattr(analysis.claims, "evaluate_claims", computed)
+
+
+@pytest.mark.parametrize("kind", ["oversized", "not-utf8", "dangling-link"])
+def test_claims_doc_refuses_a_page_it_cannot_read_whole_in_one_line(tmp_path, capsys, never_computed, kind):
+    """Issue 88: the page was read unbounded (the FIFO and /dev/zero cases are tests/test_cli_audit.py's);
+    a page over 1 MiB, bytes that are not UTF-8 (they would be written back replaced) or a dangling
+    link are one line naming the page and the fix, exit 2, nothing written."""
+    page = tmp_path / "claims.md"
+    if kind == "oversized":
+        page.write_text("<!-- generated: published-verdicts -->\n" + "x" * (1 << 20))
+    elif kind == "not-utf8":
+        page.write_bytes(DOC.read_bytes() + b"\xff\xfe")
+    else:
+        page.symlink_to(tmp_path / "nowhere.md")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["claims-doc", str(page)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {page}: ") and err.count("\n") == 1, err
+    assert "give the Markdown page" in err and "nothing written" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_claims_doc_refuses_to_rewrite_a_page_through_a_link(tmp_path, capsys, never_computed):
+    """Issue 88: the atomic rewrite replaces the path it is given: a link to the page would have become
+    a file of its own and the page it points to stayed stale. Refused before the claims are computed;
+    `--check` writes nothing, so it reads through the link."""
+    target = tmp_path / "claims.md"
+    target.write_text("# no markers\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(target)
+    assert main(["claims-doc", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert f"{link}: a link" in err and str(target) in err and err.count("\n") == 1, err
+    assert link.is_symlink() and target.read_text() == "# no markers\n"
+    assert main(["claims-doc", str(link), "--check"]) == 2  # read through the link: its markers are missing
+    assert "has no '<!-- generated: published-verdicts -->'" in capsys.readouterr().err

@@ -88,6 +88,17 @@ def test_figure12_refuses_a_run_that_is_not_cpt(tmp_path, capsys):
     assert main(["figure12", "--logs", str(tmp_path / "absent"), "--out", str(tmp_path / "f")]) == 2
 
 
+def test_figure12_refuses_a_run_given_twice(tmp_path, capsys):
+    """Issue 88: the run's points were drawn and written twice (as its folder and its loss.jsonl too)."""
+    run = _loss_log(tmp_path / "610m-clm-dec42k-mlm40-44k", [3.0, 2.0])
+    for again in (run, run / "loss.jsonl"):
+        assert main(["figure12", "--logs", str(run), str(again), "--out", str(tmp_path / "f")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"{again}: the same loss log as {run}, given before it; give each CPT run once" in err
+        assert not (tmp_path / "f").exists()
+
+
 def test_runs_source_needs_runs(capsys):
     with pytest.raises(SystemExit):
         main(["figure2", "--source", "runs"])

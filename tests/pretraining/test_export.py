@@ -98,6 +98,51 @@ def test_export_round_trip_gives_the_same_logits(tmp_path, capsys):
     assert "refusing to overwrite" in capsys.readouterr().err
 
 
+def _toy_s_state(vocab_size: int = 96) -> dict:
+    """The `state` of a Composer checkpoint of a toy_s run, as pretraining.train saves it."""
+    model = MlmClmForLM(config_from_preset("toy_s", vocab_size=vocab_size))
+    weights = {f"model.{k}": v for k, v in model.state_dict().items()}  # Composer's HuggingFaceModel wrapper
+    return {"model": weights, "timestamp": {"Timestamp": {"batch": 4}}}
+
+
+NOT_OURS = {  # (what torch.save wrote, what the one line says it lacks)
+    "a-dict": ({"a": 1}, "(no state.model)"),
+    "a-list": ([1, 2], "(no state.model)"),
+    "no-timestamp": ({"state": {"model": _toy_s_state()["model"]}}, "(no state.timestamp.Timestamp.batch"),
+    "step-not-a-number": ({"state": {**_toy_s_state(), "timestamp": {"Timestamp": {"batch": "x"}}}}, "Timestamp"),
+    "not-tensors": ({"state": {**_toy_s_state(), "model": {"model.model.embed_tokens.weight": 3}}}, "of type int"),
+    "no-embeddings": (
+        {"state": {**_toy_s_state(), "model": {"model.other.weight": torch.zeros(2)}}},
+        "no model.embed_tokens.weight matrix",
+    ),
+    "another-preset": ({"state": _toy_s_state()}, "not those of model preset 'toy_m': "),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_OURS))
+def test_export_of_a_torch_save_file_that_is_not_our_checkpoint_is_one_line(tmp_path, capsys, case):
+    """Issue 88: `export` of a `torch.save` file that is no Composer checkpoint of ours was a traceback
+    (`KeyError: 'timestamp'`, `KeyError: 'model.embed_tokens.weight'`, load_state_dict's many-line
+    RuntimeError): one line naming the file, what it lacks and the fix, exit 2, nothing written."""
+    saved, lacks = NOT_OURS[case]
+    checkpoint = tmp_path / "file.pt"
+    torch.save(saved, checkpoint)
+    preset = "toy_m" if case == "another-preset" else "toy_s"
+    assert cli(["export", str(checkpoint), str(tmp_path / "out"), "--preset", preset]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"export: {checkpoint}: ") and err.count("\n") == 1, err
+    assert lacks in err and ("(--preset)" if case == "another-preset" else "pretraining train` wrote") in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.pt"]
+
+
+def test_export_of_a_checkpoint_of_the_preset_it_names_is_written(tmp_path, capsys):
+    """The check above refuses nothing a toy_s run saves (the round trip above is the real run's)."""
+    checkpoint = tmp_path / "file.pt"
+    torch.save({"state": _toy_s_state()}, checkpoint)
+    assert cli(["export", str(checkpoint), str(tmp_path / "out"), "--preset", "toy_s"]) == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["vocab_size"] == 96
+
+
 # --- self-contained exports: loading where this package is not installed ------------------------
 
 # Run with `python -I` from an empty folder, this loads an export through the three Auto classes

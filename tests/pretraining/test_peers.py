@@ -39,6 +39,31 @@ def test_an_unknown_peer_is_refused_before_anything_runs(capsys):
     assert "--peers optimus: not a peer; choose from hf-trainer" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("peers", ["hf-trainer,hf-trainer", "hf-trainer, hf-trainer ,"])
+def test_a_peer_named_twice_is_refused_before_anything_runs(capsys, monkeypatch, peers):
+    """Issue 88: the peer was timed twice into one row, and the ratio went to the row before it, our
+    own (`ours_over_peer: 1.0`). Refused in one line as --peers is parsed; nothing is timed."""
+    import pretraining.bench
+
+    def timed(args):
+        raise AssertionError("a path was timed")
+
+    monkeypatch.setattr(pretraining.bench, "run_plain", timed)
+    assert cli(["bench", *TOY, "--peers", peers]) == 2
+    err = capsys.readouterr().err
+    assert err == "bench: error: --peers hf-trainer,hf-trainer: hf-trainer named more than once; name each peer once\n"
+
+
+def test_a_library_caller_of_the_bench_gets_the_same_check():
+    from argparse import Namespace
+
+    from pretraining.bench import main
+    from pretraining.options import PeersError
+
+    with pytest.raises(PeersError, match="named more than once"):
+        main(Namespace(steps=1, warmup_steps=0, repeats=1, batch_size=1, seq_len=2, peers=["hf-trainer"] * 2))
+
+
 def test_the_collator_masks_the_ratio_and_never_a_special_id():
     import torch
 

@@ -20,6 +20,9 @@ def test_help(cli):
         (["--pretrain-steps", "2"], "pretrain_steps"),
         (["--loggers", "{tensorbord: {}}"], "loggers.tensorbord: unknown logger"),
         (["--loggers", "{wandb: {api_key: x}}"], "loggers.wandb.api_key: secrets are never written"),
+        # issue 88: a value given twice planned its runs twice (780 fine-tuning runs for 204)
+        (["--figure", "4", "--sizes", "toy_s,toy_s", "--dry-run"], "sizes toy_s,toy_s: toy_s given more than once"),
+        (["--seeds", "0,1,0", "--dry-run"], "seeds 0,1,0: 0 given more than once; give each once"),
     ],
 )
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, field):
