@@ -45,9 +45,9 @@ def finished_run_checkpoints(run_dir: Path) -> Path | None:
 
 
 def other_studies_planning(plan, run: str, log=print) -> list[Path]:
-    """The study folders other than `plan`'s that plan run `run` in the same runs folder and are not
-    finished (they may still resume from, or continue, its checkpoints): each one's own plan is read
-    and must list the run at this folder; a record of a study gone or changed since counts for nothing."""
+    """The study folders other than `plan`'s that plan run `run` in the same runs folder (they may resume
+    from, or continue, its checkpoints): each one's own plan is read and must list the run at this
+    folder; a record of a study gone or changed since counts for nothing."""
     from contracts.bounded import BoundedReadError, read_json_object
     from reproduce.plan import study_plan_at
 
@@ -63,7 +63,7 @@ def other_studies_planning(plan, run: str, log=print) -> list[Path]:
             other = Path(body["out"])
             if not isinstance(body["out"], str) or not other.is_absolute() or other == own:
                 continue
-            if run not in body["runs"] or (other / FINISHED_STUDY_FILE).is_file():
+            if run not in body["runs"]:
                 continue
             if not (other / CONFIG_FILE).is_file():
                 continue  # that study's folder is gone: its record is stale
@@ -75,10 +75,11 @@ def other_studies_planning(plan, run: str, log=print) -> list[Path]:
     return planners
 
 
-def finished_checkpoint_dirs(plan, log=print) -> Iterator[Path]:
+def finished_checkpoint_dirs(plan, log=print, cleaned: frozenset[Path] = frozenset()) -> Iterator[Path]:
     """`checkpoints/` of every finished pretraining run (FINISHED.json) the study of `plan` owns:
     its plan's runs only (never a folder walk), each under its runs folder through no link, made by
-    this plan's run (its saved config computes what the plan's does), planned by no other unfinished study."""
+    this plan's run (its saved config computes what the plan's does), planned by no other study but
+    those in `cleaned` (the finished studies the same clean acts on)."""
     import yaml
 
     from contracts.bounded import BoundedReadError, read_yaml
@@ -103,9 +104,12 @@ def finished_checkpoint_dirs(plan, log=print) -> Iterator[Path]:
         if differences:  # a run of the same name made by another config (another study, `runs_dir: ../..`)
             log(f"clean: kept {folder}: not this study's run ({describe_differences(differences)})")
             continue
-        others = other_studies_planning(plan, run.name, log)
+        others = [other for other in other_studies_planning(plan, run.name, log) if other not in cleaned]
         if others:
-            log(f"clean: kept {folder}: also planned by {', '.join(map(str, others))}, not finished")
+            log(
+                f"clean: kept {folder}: also planned by {', '.join(map(str, others))} (a clean of that study too, "
+                "finished, removes it: --out-root their common folder)"
+            )
             continue
         yield folder
 
@@ -134,7 +138,7 @@ def clean_checkpoints(target: Path, dry_run: bool = False, log=print) -> int:
     (reproduce.plan.inventory); every folder is checked before any is removed. Returns bytes freed."""
     from reproduce.plan import build_plan, load_study_config
 
-    chosen = []
+    plans = []
     for study in study_folders(Path(target), log):
         if not (study / FINISHED_STUDY_FILE).is_file():
             log(f"clean: skipped {study}: the study is not finished ({FINISHED_STUDY_FILE})")
@@ -143,7 +147,9 @@ def clean_checkpoints(target: Path, dry_run: bool = False, log=print) -> int:
         if cfg.runs_dir and not Path(cfg.runs_dir).is_dir():
             log(f"clean: skipped {study}: its runs folder {cfg.runs_dir} does not exist")
             continue
-        chosen += list(finished_checkpoint_dirs(build_plan(cfg), log))  # the study's plan, from its config
+        plans.append(build_plan(cfg))  # the study's plan, from its config
+    cleaned = frozenset(out_dir(plan.config) for plan in plans)  # a run they all plan goes with them
+    chosen = list(dict.fromkeys(folder for plan in plans for folder in finished_checkpoint_dirs(plan, log, cleaned)))
     freed = 0
     for folder in chosen:
         size = folder_size(folder)

@@ -194,7 +194,7 @@ def _drop_toy_resume_checkpoints(plan: StudyPlan) -> int:
     most of a toy study's disk) and its copy of the shards (`data.cache_dir`) are removed at once.
     At paper scale `make clean` removes the checkpoints (docs/reproduce.md, "Disk, locks and cleaning")."""
     freed = 0
-    # the study's own finished runs that no other unfinished study plans (issue 88: a shared runs folder)
+    # the study's own finished runs that no other study plans (issue 88: a shared runs folder)
     for folder in finished_checkpoint_dirs(plan):
         cache = shard_cache_dir(plan.config, folder.parent.name)
         for path in (folder, cache) if cache.is_dir() else (folder,):

@@ -7,7 +7,7 @@ Inside the study folder OUT: its fixed files and sub-folders (STUDY_FILES, STUDY
 pretraining run folders and untrained models when the runs folder is OUT/pretraining, its prepared
 data when under OUT. Outside OUT (a runs or data folder shared between studies, `--runs-dir`): the
 study's own run folders there, marked `shared`: never moved by `--force`, cleaned only when no other
-study still plans them (reproduce.housekeeping)."""
+study plans them, or with every finished study that does (reproduce.housekeeping)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def check_study_folder(cfg: ReproduceConfig, dry_run: bool, force: bool) -> list
 def old_study_paths(out: Path) -> list[Path]:
     """What of the study in `out` --force moves: its inventory's paths inside OUT that exist (planned
     from its own reproduce.yaml); one line, nothing moved, when it cannot be planned, a path is or
-    lies behind a link, or another unfinished study still plans one of its runs."""
+    lies behind a link, or another study still plans one of its runs."""
     import os
 
     from reproduce.housekeeping import other_studies_planning

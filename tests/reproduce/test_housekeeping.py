@@ -100,19 +100,24 @@ def test_clean_removes_only_resume_checkpoints_of_finished_runs_of_finished_stud
     assert cli.main(["--clean", "--out", str(tmp_path / "masking")]) == 0  # one study; nothing left to remove
 
 
-def test_clean_of_one_study_keeps_what_another_study_still_plans_in_a_shared_runs_folder(tmp_path):
+def test_clean_of_one_study_keeps_what_another_study_still_plans_in_a_shared_runs_folder(tmp_path, capsys):
     """Issue 88: with the shared runs folder --help recommends, cleaning one finished study removed the
-    resume checkpoints of another study's runs (a continued CPT needs its base's last checkpoint)."""
+    resume checkpoints of another study's runs (a continued CPT needs its base's last checkpoint). Now a
+    run another study plans is kept, finished or not, until a clean takes both studies together."""
     shared = str(tmp_path / "runs")
     first = _study(tmp_path / "first", True, runs_dir=shared)
-    _study(tmp_path / "second", False, runs_dir=shared)  # plans the same runs, not finished
+    _study(tmp_path / "second", False, runs_dir=shared, train=("toy_s-clm-250",))  # also plans first's runs
     checkpoints = first.run("toy_s-mlm40-250").run_dir / "checkpoints"
     lines = []
     assert clean_checkpoints(tmp_path / "first", log=lines.append) == 0
     assert (checkpoints / "ba250-rank0.pt").is_file()
-    assert any(f"kept {checkpoints}: also planned by {tmp_path / 'second'}, not finished" in line for line in lines)
-    (tmp_path / "second" / "timings.json").write_text("{}")  # once the other study is finished too
-    assert clean_checkpoints(tmp_path / "first", log=lines.append) == 1000 and not checkpoints.exists()
+    assert any(f"kept {checkpoints}: also planned by {tmp_path / 'second'}" in line for line in lines), lines
+    (tmp_path / "second" / "timings.json").write_text("{}")  # finished: still planned by it
+    assert clean_checkpoints(tmp_path / "first", log=lines.append) == 0 and checkpoints.is_dir()
+    # a clean of both studies (make clean OUT=<their folder>) frees what only they plan, each folder once
+    assert cli.main(["--clean", "--out-root", str(tmp_path)]) == 0
+    assert not checkpoints.exists() and not (first.run("toy_s-clm-250").run_dir / "checkpoints").exists()
+    assert capsys.readouterr().out.count("removing") == 2
 
 
 def test_clean_acts_on_the_plans_runs_not_on_a_folder_walk(tmp_path):
