@@ -29,22 +29,17 @@ from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
 from contracts.hub import (
     DOWNLOAD_STATE_DIR,
     MODEL_MANIFEST,
-    DeadlinePassed,
     HubError,
     bytes_to_download,
     check_fetched_model,
     check_free_space,
     check_writable,
-    deadline_error,
     differing_files,
     download,
+    download_to_cache,
     endpoint,
-    file_deadline,
-    quiet_retries,
-    raise_hub_error,
     resolve,
     sha256_file,
-    total_deadline,
     verify_file,
 )
 from contracts.provenance import atomic_write_json, utc_now
@@ -228,30 +223,15 @@ def _payload(folder: Path) -> list[Path]:
 
 
 def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
-    """Into the Hugging Face cache with `snapshot_download`, which also records the revision asked
-    for (refs/main -> the commit), so that `from_pretrained(repo_id)` finds it offline."""
-    from huggingface_hub import constants, snapshot_download
+    """Into the Hugging Face cache (`contracts.hub.download_to_cache`), with the revision asked for
+    recorded (refs/main -> the commit), so that `from_pretrained(repo_id)` finds it offline."""
+    from huggingface_hub import constants
 
     check_free_space(Path(constants.HF_HUB_CACHE), size, f"{snapshot.repo_id}@{snapshot.sha[:12]}")
     log(
         f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
     )
-    seconds = file_deadline(size)
-    try:
-        with quiet_retries(), total_deadline(seconds):
-            folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
-    except DeadlinePassed:
-        raise deadline_error(
-            seconds, snapshot.repo_id, snapshot.repo_type, f"the download of {len(files)} files"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - one line naming the repo
-        raise_hub_error(exc, snapshot.repo_id)
-    if folder.name != snapshot.sha:
-        raise HubError(f"{snapshot.repo_id}: {snapshot.requested} moved to {folder.name[:12]} during the fetch; rerun")
-    for path in files:
-        problem = verify_file(folder / path, snapshot.files[path])
-        if problem:
-            raise HubError(f"{snapshot.repo_id}: {path} in the cache is {problem}; delete it and rerun")
+    download_to_cache(snapshot, files)
     return {"repo": snapshot.repo_id, "revision": snapshot.sha, "cache": constants.HF_HUB_CACHE, "files": files}
 
 

@@ -17,7 +17,8 @@ Errors come as the Hub sends them (status + `X-Error-Code`: RepoNotFound, Revisi
 EntryNotFound), so the clients raise their own exception types. Faults for tests, deterministic:
 `fail_after(repo, file, n)` closes the connection after n bytes of the next GET of that file;
 `fail_with(repo, file, status[, head=True])` answers the next GET (HEAD) of that file with an HTTP error;
-`fail_api(repo, status)` answers the repo-info call with that status. Every request is logged in
+`fail_api(repo, status)` answers the repo-info call with that status; `trickle(repo, file)` sends the
+next GET of that file one byte at a time, slowly, for ever. Every request is logged in
 `requests` (method, path, Range and Authorization headers, status), so a test can assert what the
 client asked for.
 
@@ -94,6 +95,8 @@ class HubServer:
         self._api_faults: dict[str, list[int]] = {}  # repo id -> [status, times left]
         self._status_faults: dict[str, list[int]] = {}  # repo/file -> [status, times left]
         self._head_status_faults: dict[str, list[int]] = {}  # the same, for HEAD requests
+        self._trickles: dict[str, list[float]] = {}  # repo/file -> [seconds between bytes, times left]
+        self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -121,6 +124,12 @@ class HubServer:
         """Repo-info calls for `repo_id` answer `status` (`times` times)."""
         self._api_faults[repo_id] = [status, times]
 
+    def trickle(self, repo_id: str, path: str, every: float = 0.2, times: int = 1) -> None:
+        """The next `times` GETs of the file send their headers (the whole size), then one byte every
+        `every` seconds until the server stops or the client hangs up: every read gets a byte in
+        time, so a per-read timeout never fires (issue 88)."""
+        self._trickles[f"{repo_id}/{path}"] = [every, times]
+
     def count(self, method: str, suffix: str) -> int:
         return sum(1 for r in self.requests if r["method"] == method and r["path"].endswith(suffix))
 
@@ -146,6 +155,7 @@ class HubServer:
         return self
 
     def stop(self) -> None:
+        self._stopped.set()  # ends the trickles
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -319,6 +329,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
         body = data[start : end + 1]
         headers["Content-Length"] = str(len(body))
+        every = None if head else self.server_hub._take(self.server_hub._trickles, f"{repo.repo_id}/{path}")
+        if every is not None:
+            return self._trickle(status, headers, body, every)
         cut = None if head else self.server_hub._take(self.server_hub._file_faults, f"{repo.repo_id}/{path}")
         if cut is not None and cut < len(body):
             self._log(status, cut)
@@ -332,3 +345,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
             return
         self._send(status, body, headers, head=head)
+
+    def _trickle(self, status: int, headers: dict, body: bytes, every: float) -> None:
+        self._log(status)
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.close_connection = True
+        for byte in body:
+            if self.server_hub._stopped.wait(every):
+                return
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:  # the client hung up
+                return

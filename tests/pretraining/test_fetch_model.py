@@ -43,7 +43,7 @@ def hub(tmp_path_factory):
         yield server
 
 
-def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False):
+def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False, env: dict | None = None):
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1" if offline else "0",
@@ -51,6 +51,7 @@ def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False):
         "HF_ENDPOINT": hub.url,
         "HF_HOME": str(home / "hf"),
         "OMP_NUM_THREADS": "1",
+        **(env or {}),
     }
     command = ["-c", code, *map(str, argv)] if code else ["-m", "pretraining", "fetch-model", *map(str, argv)]
     return subprocess.run([sys.executable, *command], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -169,3 +170,15 @@ def test_a_mirror_listing_a_name_outside_out_is_refused_and_nothing_beside_out_c
     line = one_error(result)
     assert "the file listing of model repo org/hostile" in line and "refused" in line
     assert victim.read_text() == "the user's own file\n"
+
+
+def test_fetching_into_the_cache_from_a_trickling_hub_ends_at_the_minimum_rate(hub, tmp_path):
+    """Issue 88: `--cache` fetched with snapshot_download, whose files download in worker threads:
+    against a server that trickles a file the deadline fired in the main thread, which then waited
+    for the worker for ever. Each file now downloads in the command's thread, under its deadline."""
+    hub.add("model", "org/trickled", {"config.json": "{}\n", "model.safetensors": b"\0" * 100_000})
+    hub.trickle("org/trickled", "model.safetensors")
+    env = {"MLM_VS_CLM_HUB_TIMEOUT": "5", "MLM_VS_CLM_HUB_DEADLINE": "2"}
+    result = run(hub, tmp_path, "org/trickled", "--cache", "--no-progress", env=env)
+    assert result.returncode == 2, result.stderr
+    assert "model repo org/trickled: the download of model.safetensors got" in one_error(result)
