@@ -5,8 +5,9 @@ fetch-model` (pretraining.fetch_model). Everything goes through huggingface_hub:
 resolved to its commit sha once (`resolve`) and every download pins that sha; `download` is
 `hf_hub_download` of each file into a local folder (resumable: an interrupted file continues from
 its `.incomplete` part on the next call; progress bars are huggingface_hub's), after which every file
-is checked against the Hub's own hashes (sha256 of LFS files, the git blob sha1 of the others).
-Every call has a total deadline, in any thread (`total_deadline`).
+is checked against the Hub's own hashes (sha256 of LFS files, the git blob sha1 of the others)
+and, given a staging folder, only then moved into place. Every call has a total deadline, in any
+thread (`total_deadline`).
 Failures become one-line `HubError`s naming the repo and the fix; a full disk is DiskFullError.
 """
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from contracts.paths import UnsafeNameError, check_name, contained
+from contracts.paths import UnsafeNameError, check_name, contained, move_inside
 from contracts.provenance import DiskFullError, disk_full_cause
 
 # Where a local_dir download keeps its resume state (huggingface_hub's layout).
@@ -416,25 +417,29 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} bytes"
 
 
-def bytes_to_download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> tuple[int, int]:
-    """(bytes still to download, bytes already downloaded) of `paths` into `local_dir`: a finished
-    file counts whole, an interrupted one by its `.incomplete` part, which the next
-    `hf_hub_download` continues (huggingface_hub's local-folder layout; the part is named by the
-    file's ETag, which the Hub sets to the sha256 of an LFS file and the git blob id of others)."""
+def bytes_to_download(
+    snapshot: Snapshot, paths: list[str], local_dir: Path, staging: Path | None = None
+) -> tuple[int, int]:
+    """(bytes still to download, bytes already downloaded) of `paths` into `local_dir` (through
+    `staging`, see `download`): a finished file counts whole, an interrupted one by its `.incomplete`
+    part, which the next `hf_hub_download` continues (huggingface_hub's local-folder layout; the part
+    is named by the file's ETag, which the Hub sets to the sha256 of an LFS file and the git blob id
+    of others)."""
     from huggingface_hub._local_folder import get_local_download_paths
 
     local_dir = Path(local_dir)
+    writer = Path(staging) if staging is not None else local_dir
     remaining = have = 0
     for path in paths:
         remote = snapshot.files[path]
         size = remote.size or 0
-        if (local_dir / path).is_file():
+        if (local_dir / path).is_file() or (writer / path).is_file():
             have += size
             continue
         part = 0
         etag = remote.sha256 or remote.git_sha1
-        if etag and local_dir.is_dir():
-            incomplete = get_local_download_paths(local_dir, path).incomplete_path(etag)
+        if etag and writer.is_dir():
+            incomplete = get_local_download_paths(writer, path).incomplete_path(etag)
             part = min(incomplete.stat().st_size, size) if incomplete.is_file() else 0
         have += part
         remaining += size - part
@@ -474,45 +479,64 @@ def verify_file(path: Path, remote: RemoteFile) -> str | None:
     return None
 
 
-def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
+def download(snapshot: Snapshot, paths: list[str], local_dir: Path, staging: Path | None = None) -> Path:
     """The files `paths` of the snapshot into `local_dir` (same relative paths), one
     `hf_hub_download` each at the pinned sha (resumable, with its progress bar; a file already
     there is not fetched again), then checked against the Hub's hashes: a file that does not match
-    is deleted and named."""
+    is deleted and named.
+
+    With `staging` (a folder of the package's own), huggingface_hub writes there and each file is
+    moved into `local_dir` only once it matches, through `contracts.paths.move_inside`: a folder of
+    `local_dir` swapped for a link during the download is refused, and no file goes through it
+    (issue 88); a file already in `local_dir` that matches the Hub's is kept as it is."""
     from huggingface_hub import hf_hub_download
 
     local_dir = Path(local_dir)
+    writer = Path(staging) if staging is not None else local_dir
     source = f"the file listing of {snapshot.repo_type} repo {snapshot.repo_id} on {endpoint()}"
     targets = {}
     for path in paths:  # every name checked before the first byte is written
         try:
-            targets[path] = contained(local_dir, path, source)
+            targets[path] = (contained(local_dir, path, source), contained(writer, path, source))
         except UnsafeNameError as exc:
             raise HubError(str(exc)) from None
     timeout = hub_setting("MLM_VS_CLM_HUB_TIMEOUT")
     for path in paths:
-        seconds = file_deadline(snapshot.files[path].size)
+        target, written = targets[path]
+        remote = snapshot.files[path]
+        if staging is not None and verify_file(target, remote) is None:
+            continue
+        seconds = file_deadline(remote.size)
         try:
-            with quiet_retries(), total_deadline(seconds, bytes_under(local_dir / DOWNLOAD_STATE_DIR)):
+            with quiet_retries(), total_deadline(seconds, bytes_under(writer / DOWNLOAD_STATE_DIR)):
                 hf_hub_download(
                     snapshot.repo_id,
                     path,
                     repo_type=snapshot.repo_type,
                     revision=snapshot.sha,
-                    local_dir=local_dir,
+                    local_dir=writer,
                     etag_timeout=timeout,  # the metadata call; the body's read: HF_HUB_DOWNLOAD_TIMEOUT
                 )
         except DeadlinePassed as passed:
             raise deadline_error(passed, snapshot.repo_id, snapshot.repo_type, f"the download of {path}") from None
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
             raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
-        problem = verify_file(targets[path], snapshot.files[path])
+        try:  # where huggingface_hub wrote it, a link on the way swapped in meanwhile included
+            contained(writer, path, source)
+        except UnsafeNameError as exc:
+            raise HubError(f"{exc} (during the download: nothing was kept)") from None
+        problem = verify_file(written, remote)
         if problem:
-            targets[path].unlink(missing_ok=True)
+            written.unlink(missing_ok=True)
             raise HubError(
                 f"{snapshot.repo_type} repo {snapshot.repo_id}@{snapshot.sha[:12]}: {path} downloaded but "
                 f"{problem}; it was removed, rerun to fetch it again"
             )
+        if staging is not None:
+            try:
+                move_inside(written, local_dir, path, source)
+            except UnsafeNameError as exc:
+                raise HubError(f"{exc} (during the download: nothing was kept)") from None
     return local_dir
 
 

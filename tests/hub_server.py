@@ -18,7 +18,8 @@ EntryNotFound), so the clients raise their own exception types. Faults for tests
 `fail_after(repo, file, n)` closes the connection after n bytes of the next GET of that file;
 `fail_with(repo, file, status[, head=True])` answers the next GET (HEAD) of that file with an HTTP error;
 `fail_api(repo, status)` answers the repo-info call with that status; `trickle(repo, file)` sends the
-next GET of that file one byte at a time, slowly, for ever. Every request is logged in
+next GET of that file one byte at a time, slowly, for ever; `before_get(repo, file, action)` runs
+`action()` before the next GET of that file is answered. Every request is logged in
 `requests` (method, path, Range and Authorization headers, status), so a test can assert what the
 client asked for.
 
@@ -96,6 +97,7 @@ class HubServer:
         self._status_faults: dict[str, list[int]] = {}  # repo/file -> [status, times left]
         self._head_status_faults: dict[str, list[int]] = {}  # the same, for HEAD requests
         self._trickles: dict[str, list[float]] = {}  # repo/file -> [seconds between bytes, times left]
+        self._actions: dict[str, list] = {}  # repo/file -> [callable, times left]
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -129,6 +131,11 @@ class HubServer:
         `every` seconds until the server stops or the client hangs up: every read gets a byte in
         time, so a per-read timeout never fires (issue 88)."""
         self._trickles[f"{repo_id}/{path}"] = [every, times]
+
+    def before_get(self, repo_id: str, path: str, action, times: int = 1) -> None:
+        """`action()` runs (in the server's thread) before the next `times` GETs of the file are
+        answered: a test changes the disk while the client downloads."""
+        self._actions[f"{repo_id}/{path}"] = [action, times]
 
     def count(self, method: str, suffix: str) -> int:
         return sum(1 for r in self.requests if r["method"] == method and r["path"].endswith(suffix))
@@ -315,6 +322,9 @@ class _Handler(BaseHTTPRequestHandler):
         status = self.server_hub._take(faults, f"{repo.repo_id}/{path}")
         if status is not None:
             return self._error(status, "Forbidden", f"simulated error {status} for {path}", head)
+        action = None if head else self.server_hub._take(self.server_hub._actions, f"{repo.repo_id}/{path}")
+        if action is not None:
+            action()
         data = repo.files[path]
         headers = {"X-Repo-Commit": sha, "ETag": f'"{repo.etag(path)}"', "Accept-Ranges": "bytes"}
         if repo.is_lfs(path):
