@@ -194,6 +194,7 @@ def fetch_model(
         if not damaged:
             log(f"fetch-model: {out}: up to date ({source})")
             return existing
+        _check_only_listed(out, existing)
         log(f"fetch-model: {out}: {len(damaged)} file(s) differ from its manifest ({damaged[0][1]}); refetching")
         _reopen(out, partial, snapshot)
     if out.exists() and any(out.iterdir()):
@@ -253,10 +254,28 @@ def _check_partial_is_ours(partial: Path, repo: str, sha: str) -> None:
         )
 
 
+def _check_only_listed(out: Path, manifest: dict) -> None:
+    """Refuse to refetch a folder holding files its manifest does not list (a user's notes, an
+    adapter): the refetch would delete them (issue 88). Nothing is changed."""
+    listed = {*manifest["files"], MANIFEST_FILE}
+    extra = sorted(
+        rel
+        for p in out.rglob("*")
+        if (p.is_file() or p.is_symlink()) and (rel := p.relative_to(out).as_posix()) not in listed
+    )
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        raise FetchModelError(
+            f"{out} needs a refetch but holds files its {MANIFEST_FILE} does not list ({shown}), which a refetch "
+            "would delete: move them out of the folder and rerun; nothing was deleted"
+        )
+
+
 def _reopen(out: Path, partial: Path, snapshot) -> None:
     """Turn a fetched folder back into its `.partial`, keeping only the files that are the Hub's
     (the damaged ones go, and so do the manifest and what bundling wrote, which is redone), so that
-    the fetch downloads the rest again and renames it back."""
+    the fetch downloads the rest again and renames it back. The folder holds only files its
+    manifest lists (`_check_only_listed`)."""
     if partial.exists() or partial.is_symlink():
         raise FetchModelError(f"{out} is damaged and {partial} exists too: delete one of them and rerun")
     os.replace(out, partial)

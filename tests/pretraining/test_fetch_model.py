@@ -246,6 +246,27 @@ def test_a_folder_swapped_for_a_link_during_the_download_receives_nothing_and_th
     assert _tree(victim) == before and not out.exists()
 
 
+def test_a_refetch_never_deletes_a_file_its_manifest_does_not_list(hub, tmp_path):
+    """Issue 88: refetching a damaged model folder deleted every file the Hub listing does not name
+    (the user's notes, an adapter). It now names them and stops; nothing is deleted."""
+    out = tmp_path / "610m-mlm40-42k"
+    assert run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress").returncode == 0
+    (out / "notes.txt").write_text("my notes\n")
+    (out / "adapter").mkdir()
+    (out / "adapter" / "adapter_model.safetensors").write_bytes(b"lora")
+    vocab = out / "vocab.txt"
+    vocab.write_text(vocab.read_text() + "extra\n")  # damaged: a refetch is due
+    before = _tree(out)
+    result = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert result.returncode == 2, result.stderr
+    assert one_error(result) == (
+        f"fetch-model: {out} needs a refetch but holds files its {MANIFEST_FILE} does not list "
+        "(adapter/adapter_model.safetensors, notes.txt), which a refetch would delete: move them out of the folder "
+        "and rerun; nothing was deleted"
+    )
+    assert _tree(out) == before and not out.with_name(out.name + ".partial").exists()
+
+
 def test_fetching_into_the_cache_from_a_trickling_hub_ends_at_the_minimum_rate(hub, tmp_path):
     """Issue 88: `--cache` fetched with snapshot_download, whose files download in worker threads:
     against a server that trickles a file the deadline fired in the main thread, which then waited
