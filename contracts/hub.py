@@ -5,7 +5,9 @@ fetch-model` (pretraining.fetch_model). Everything goes through huggingface_hub:
 resolved to its commit sha once (`resolve`) and every download pins that sha; `download` is
 `hf_hub_download` of each file into a local folder (resumable: an interrupted file continues from
 its `.incomplete` part on the next call; progress bars are huggingface_hub's), after which every file
-is checked against the Hub's own hashes (sha256 of LFS files, the git blob sha1 of the others).
+is checked against the Hub's own hashes (sha256 of LFS files, the git blob sha1 of the others)
+and, given a staging folder, only then moved into place. Every call has a total deadline, in any
+thread (`total_deadline`).
 Failures become one-line `HubError`s naming the repo and the fix; a full disk is DiskFullError.
 """
 
@@ -17,11 +19,12 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from contracts.paths import UnsafeNameError, check_name, contained
+from contracts.paths import UnsafeNameError, check_name, contained, move_inside
 from contracts.provenance import DiskFullError, disk_full_cause
 
 # Where a local_dir download keeps its resume state (huggingface_hub's layout).
@@ -75,36 +78,128 @@ def file_deadline(size: int | None) -> float:
 
 
 class DeadlinePassed(BaseException):  # noqa: N818 - not an Exception: the libraries' `except Exception` let it pass
-    """The total deadline of a Hub call passed (raised from SIGALRM in the main thread)."""
+    """The total deadline of a Hub call passed: after `seconds`, with `received` bytes downloaded
+    (None: not counted); `behind`: cut for falling behind the minimum rate, before the deadline."""
+
+    def __init__(self, seconds: float = 0.0, received: int | None = None, behind: bool = False):
+        super().__init__(seconds, received, behind)
+        self.seconds, self.received, self.behind = seconds, received, behind
+
+
+def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> None:
+    """Have `exc_type` raised in another thread at its next Python instruction (None: drop one set
+    and not raised yet); CPython's own way to interrupt a thread."""
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exc_type) if exc_type else None
+    )
 
 
 @contextlib.contextmanager
-def total_deadline(seconds: float):
-    """DeadlinePassed in the block once `seconds` have passed, wherever it is (a socket read too).
-    Only the main thread gets SIGALRM: elsewhere the per-read timeouts alone bound the call."""
+def total_deadline(seconds: float, received: Callable[[], int] | None = None):
+    """DeadlinePassed in the block once `seconds` have passed, wherever it is (a socket read too), in
+    whichever thread runs it. With `received` (the bytes the block has downloaded so far) the block
+    must also keep pace: past MLM_VS_CLM_HUB_DEADLINE seconds it ends as soon as it has received less
+    than MLM_VS_CLM_HUB_MIN_RATE bytes a second beyond them, so that a server that trickles a large
+    file is cut off after minutes, not at the deadline its declared size gives (issue 88: 24 hours).
+
+    A watchdog thread keeps the time. The main thread gets SIGALRM, which interrupts a blocked read
+    at once; another thread gets the exception set asynchronously (issue 88: a worker thread's call
+    had no total deadline), raised at its next Python instruction, so at the latest when the
+    per-read timeout ends a read that gets no byte."""
     import signal
     import threading
+    import time
 
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+    if seconds <= 0:
         yield
         return
+    caller = threading.current_thread()
+    in_main = caller is threading.main_thread()
+    grace = rate = base = 0.0
+    if received is not None:
+        grace, rate, base = hub_setting("MLM_VS_CLM_HUB_DEADLINE"), hub_setting("MLM_VS_CLM_HUB_MIN_RATE"), received()
+    start, stop, lock = time.monotonic(), threading.Event(), threading.Lock()
+    fired: list[DeadlinePassed] = []
+
+    def limit() -> tuple[float, int | None]:
+        if received is None:
+            return seconds, None
+        got = max(0, int(received() - base))
+        return min(seconds, grace + got / rate), got
+
+    def watch():
+        while True:
+            allowed, got = limit()
+            left = start + allowed - time.monotonic()
+            if left <= 0:
+                break
+            if stop.wait(left):
+                return
+        with lock:
+            if stop.is_set():
+                return
+            fired.append(DeadlinePassed(allowed, got, allowed < seconds))
+            if in_main:
+                signal.pthread_kill(caller.ident, signal.SIGALRM)
+            else:
+                _raise_in_thread(caller.ident, DeadlinePassed)
 
     def expire(signum, frame):
-        raise DeadlinePassed(seconds)
+        raise DeadlinePassed()
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGALRM, expire) if in_main else None
+    threading.Thread(target=watch, name="hub-deadline", daemon=True).start()
+    expired = False
     try:
         yield
+    except DeadlinePassed:
+        expired = True
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        while True:  # a DeadlinePassed on its way may still arrive here: the watchdog is stopped whatever
+            try:
+                with lock:
+                    stop.set()
+                    if fired and not in_main:
+                        _raise_in_thread(caller.ident, None)  # the block finished first: drop it
+                break
+            except DeadlinePassed:
+                expired = True
+        if in_main:
+            signal.signal(signal.SIGALRM, previous)
+    if expired:
+        raise fired[0] if fired else DeadlinePassed(seconds)
 
 
-def deadline_error(seconds: float, repo_id: str, repo_type: str, what: str) -> HubError:
+def bytes_under(folder: Path) -> Callable[[], int]:
+    """What `total_deadline` counts for a download into `folder`: the bytes of its files now (links
+    not followed), which huggingface_hub's `.incomplete` parts grow as they arrive (10 MB at a time)."""
+
+    def count() -> int:
+        total = 0
+        for top, _, names in os.walk(folder):
+            for name in names:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(top, name)).st_size
+        return total
+
+    return count
+
+
+def deadline_error(passed: DeadlinePassed, repo_id: str, repo_type: str, what: str) -> HubError:
+    if passed.behind:
+        rate = hub_setting("MLM_VS_CLM_HUB_MIN_RATE")
+        return HubError(
+            f"{repo_type} repo {repo_id}: {what} got {human_bytes(passed.received or 0)} in {passed.seconds:,.0f} s, "
+            f"less than {human_bytes(rate)}/s after the first {hub_setting('MLM_VS_CLM_HUB_DEADLINE'):,.0f} s (the Hub "
+            f"at {endpoint()} answers too slowly; MLM_VS_CLM_HUB_DEADLINE and MLM_VS_CLM_HUB_MIN_RATE set the limit): "
+            "retry later: what was downloaded is kept and the next run resumes"
+        )
     return HubError(
-        f"{repo_type} repo {repo_id}: {what} did not finish within {seconds:,.0f} s (the Hub at {endpoint()} answers "
-        "too slowly or not at all; MLM_VS_CLM_HUB_DEADLINE and MLM_VS_CLM_HUB_MIN_RATE set the limit): retry later"
+        f"{repo_type} repo {repo_id}: {what} did not finish within {passed.seconds:,.0f} s (the Hub at "
+        f"{endpoint()} answers too slowly or not at all; MLM_VS_CLM_HUB_DEADLINE and MLM_VS_CLM_HUB_MIN_RATE set "
+        "the limit): retry later"
     )
 
 
@@ -269,8 +364,8 @@ def resolve(repo_id: str, repo_type: str = "model", revision: str | None = None)
             info = HfApi().repo_info(
                 repo_id, repo_type=repo_type, revision=revision, files_metadata=True, timeout=timeout
             )
-    except DeadlinePassed:
-        raise deadline_error(deadline, repo_id, repo_type, "the repo description") from None
+    except DeadlinePassed as passed:
+        raise deadline_error(passed, repo_id, repo_type, "the repo description") from None
     except (TypeError, KeyError, AttributeError, JSONDecodeError) as exc:  # parsing a malformed answer
         raise HubError(
             f"{repo_type} repo {repo_id}: the Hub ({endpoint()}) answered something that is not a repo "
@@ -322,25 +417,29 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} bytes"
 
 
-def bytes_to_download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> tuple[int, int]:
-    """(bytes still to download, bytes already downloaded) of `paths` into `local_dir`: a finished
-    file counts whole, an interrupted one by its `.incomplete` part, which the next
-    `hf_hub_download` continues (huggingface_hub's local-folder layout; the part is named by the
-    file's ETag, which the Hub sets to the sha256 of an LFS file and the git blob id of others)."""
+def bytes_to_download(
+    snapshot: Snapshot, paths: list[str], local_dir: Path, staging: Path | None = None
+) -> tuple[int, int]:
+    """(bytes still to download, bytes already downloaded) of `paths` into `local_dir` (through
+    `staging`, see `download`): a finished file counts whole, an interrupted one by its `.incomplete`
+    part, which the next `hf_hub_download` continues (huggingface_hub's local-folder layout; the part
+    is named by the file's ETag, which the Hub sets to the sha256 of an LFS file and the git blob id
+    of others)."""
     from huggingface_hub._local_folder import get_local_download_paths
 
     local_dir = Path(local_dir)
+    writer = Path(staging) if staging is not None else local_dir
     remaining = have = 0
     for path in paths:
         remote = snapshot.files[path]
         size = remote.size or 0
-        if (local_dir / path).is_file():
+        if (local_dir / path).is_file() or (writer / path).is_file():
             have += size
             continue
         part = 0
         etag = remote.sha256 or remote.git_sha1
-        if etag and local_dir.is_dir():
-            incomplete = get_local_download_paths(local_dir, path).incomplete_path(etag)
+        if etag and writer.is_dir():
+            incomplete = get_local_download_paths(writer, path).incomplete_path(etag)
             part = min(incomplete.stat().st_size, size) if incomplete.is_file() else 0
         have += part
         remaining += size - part
@@ -380,46 +479,103 @@ def verify_file(path: Path, remote: RemoteFile) -> str | None:
     return None
 
 
-def download(snapshot: Snapshot, paths: list[str], local_dir: Path) -> Path:
+def download(snapshot: Snapshot, paths: list[str], local_dir: Path, staging: Path | None = None) -> Path:
     """The files `paths` of the snapshot into `local_dir` (same relative paths), one
     `hf_hub_download` each at the pinned sha (resumable, with its progress bar; a file already
     there is not fetched again), then checked against the Hub's hashes: a file that does not match
-    is deleted and named."""
+    is deleted and named.
+
+    With `staging` (a folder of the package's own), huggingface_hub writes there and each file is
+    moved into `local_dir` only once it matches, through `contracts.paths.move_inside`: a folder of
+    `local_dir` swapped for a link during the download is refused, and no file goes through it
+    (issue 88); a file already in `local_dir` that matches the Hub's is kept as it is."""
     from huggingface_hub import hf_hub_download
 
     local_dir = Path(local_dir)
+    writer = Path(staging) if staging is not None else local_dir
     source = f"the file listing of {snapshot.repo_type} repo {snapshot.repo_id} on {endpoint()}"
     targets = {}
     for path in paths:  # every name checked before the first byte is written
         try:
-            targets[path] = contained(local_dir, path, source)
+            targets[path] = (contained(local_dir, path, source), contained(writer, path, source))
         except UnsafeNameError as exc:
             raise HubError(str(exc)) from None
     timeout = hub_setting("MLM_VS_CLM_HUB_TIMEOUT")
     for path in paths:
-        seconds = file_deadline(snapshot.files[path].size)
+        target, written = targets[path]
+        remote = snapshot.files[path]
+        if staging is not None and verify_file(target, remote) is None:
+            continue
+        seconds = file_deadline(remote.size)
         try:
-            with quiet_retries(), total_deadline(seconds):
+            with quiet_retries(), total_deadline(seconds, bytes_under(writer / DOWNLOAD_STATE_DIR)):
                 hf_hub_download(
                     snapshot.repo_id,
                     path,
                     repo_type=snapshot.repo_type,
                     revision=snapshot.sha,
-                    local_dir=local_dir,
+                    local_dir=writer,
                     etag_timeout=timeout,  # the metadata call; the body's read: HF_HUB_DOWNLOAD_TIMEOUT
                 )
-        except DeadlinePassed:
-            raise deadline_error(seconds, snapshot.repo_id, snapshot.repo_type, f"the download of {path}") from None
+        except DeadlinePassed as passed:
+            raise deadline_error(passed, snapshot.repo_id, snapshot.repo_type, f"the download of {path}") from None
         except Exception as exc:  # noqa: BLE001 - one line naming the repo
             raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
-        problem = verify_file(targets[path], snapshot.files[path])
+        try:  # where huggingface_hub wrote it, a link on the way swapped in meanwhile included
+            contained(writer, path, source)
+        except UnsafeNameError as exc:
+            raise HubError(f"{exc} (during the download: nothing was kept)") from None
+        problem = verify_file(written, remote)
         if problem:
-            targets[path].unlink(missing_ok=True)
+            written.unlink(missing_ok=True)
             raise HubError(
                 f"{snapshot.repo_type} repo {snapshot.repo_id}@{snapshot.sha[:12]}: {path} downloaded but "
                 f"{problem}; it was removed, rerun to fetch it again"
             )
+        if staging is not None:
+            try:
+                move_inside(written, local_dir, path, source)
+            except UnsafeNameError as exc:
+                raise HubError(f"{exc} (during the download: nothing was kept)") from None
     return local_dir
+
+
+def download_to_cache(snapshot: Snapshot, paths: list[str]) -> Path:
+    """The files `paths` into the Hugging Face cache ($HF_HOME/hub), one `hf_hub_download` each in
+    this thread (each under its deadline: snapshot_download's worker threads had none, issue 88), at
+    the revision asked for, which huggingface_hub records (refs/main -> the commit) so that
+    `from_pretrained(repo_id)` finds it offline; then checked against the Hub's hashes. Returns the
+    snapshot folder; a revision that moved on the Hub meanwhile is a HubError."""
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.file_download import repo_folder_name
+
+    cached = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=snapshot.repo_id, repo_type=snapshot.repo_type)
+    folder = cached / "snapshots" / snapshot.sha
+    timeout = hub_setting("MLM_VS_CLM_HUB_TIMEOUT")
+    for path in paths:
+        seconds = file_deadline(snapshot.files[path].size)
+        try:
+            with quiet_retries(), total_deadline(seconds, bytes_under(cached / "blobs")):
+                local = hf_hub_download(
+                    snapshot.repo_id,
+                    path,
+                    repo_type=snapshot.repo_type,
+                    revision=snapshot.requested,
+                    etag_timeout=timeout,
+                )
+        except DeadlinePassed as passed:
+            raise deadline_error(passed, snapshot.repo_id, snapshot.repo_type, f"the download of {path}") from None
+        except Exception as exc:  # noqa: BLE001 - one line naming the repo
+            raise_hub_error(exc, snapshot.repo_id, snapshot.repo_type)
+        if Path(local) != folder / path:
+            raise HubError(
+                f"{snapshot.repo_id}: {snapshot.requested} moved from {snapshot.sha[:12]} to another commit during "
+                "the fetch; rerun"
+            )
+        problem = verify_file(folder / path, snapshot.files[path])
+        if problem:
+            raise HubError(f"{snapshot.repo_id}: {path} in the cache is {problem}; delete it and rerun")
+    return folder
 
 
 def check_files(root: Path, entries: dict[str, dict], hashes: bool = True) -> list[str]:

@@ -87,6 +87,38 @@ def contained(root: str | os.PathLike, name, source: str) -> Path:
     return path
 
 
+def move_inside(file: str | os.PathLike, root: str | os.PathLike, name, source: str) -> Path:
+    """Move `file` to `root / name` (creating its folders) under the same rule, a link swapped in
+    after the check included: `contained` first, then each folder below `root` is opened without
+    following a link and the file renamed into the last one by its descriptor, so that it lands
+    under `root` or nowhere (issue 88: a folder of fetch-model's partial folder swapped for a link
+    during the download sent the file outside). A file already at the name is replaced."""
+    target = contained(root, name, source)
+    parts = PurePosixPath(name).parts
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, part in enumerate(parts[:-1], 1):
+            try:
+                os.mkdir(part, dir_fd=folder)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            except OSError as exc:  # ELOOP: a link; ENOTDIR: a file
+                where = Path(root, *parts[:depth])
+                what = "is a link: links are not followed into writes" if os.path.islink(where) else exc.strerror
+                raise UnsafeNameError(
+                    f"{source}: name {show_name(name)} refused ({where} {what}): remove it and rerun; nothing was "
+                    "written through it"
+                ) from None
+            os.close(folder)
+            folder = inner
+        os.replace(file, parts[-1], dst_dir_fd=folder)
+    finally:
+        os.close(folder)
+    return target
+
+
 def resolve_recorded(folder: str | os.PathLike, recorded: str | os.PathLike) -> Path:
     """A path recorded in a study's files: an absolute one as it is, a relative one against the
     study's own `folder`, never against the current folder (issue 78: `--clean` from the checkout

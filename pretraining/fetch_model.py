@@ -3,8 +3,10 @@
 NAME is one of the paper's 50 released checkpoints (`python -m pretraining configs --list`; the
 repo is `MLMvsCLM/<NAME>`), REPO any Hub model repo (`org/name`). The revision (default main) is
 resolved to its commit sha first and every file is fetched at that sha with huggingface_hub
-(resumable: an interrupted fetch leaves `DIR.partial`, the next run continues; progress bars are
-huggingface_hub's) and checked against the Hub's hashes. The folder gets `fetch_manifest.json`
+(resumable: an interrupted fetch leaves `DIR.partial`, which records the repo and commit it holds,
+and the next run continues it; one of another repo or commit, or a link there, is refused; progress
+bars are huggingface_hub's), checked against the Hub's hashes and only then moved into
+`DIR.partial`, under the containment rule. The folder gets `fetch_manifest.json`
 (repo, requested revision, commit sha, sha256 and size of every file) and appears only when
 complete (`DIR.partial` renamed). Model code a checkpoint ships (`auto_map` in config.json /
 tokenizer_config.json, `--trust-remote-code` in the harness) is in the folder already; code that
@@ -29,28 +31,26 @@ from contracts.bounded import LARGE, SMALL, BoundedReadError, read_json_object
 from contracts.hub import (
     DOWNLOAD_STATE_DIR,
     MODEL_MANIFEST,
-    DeadlinePassed,
     HubError,
     bytes_to_download,
     check_fetched_model,
     check_free_space,
     check_writable,
-    deadline_error,
     differing_files,
     download,
+    download_to_cache,
     endpoint,
-    file_deadline,
-    quiet_retries,
-    raise_hub_error,
     resolve,
     sha256_file,
-    total_deadline,
     verify_file,
 )
+from contracts.paths import UnsafeNameError, contained, move_inside
 from contracts.provenance import atomic_write_json, utc_now
 
 HUB_ORG = "MLMvsCLM"  # the paper's released checkpoints: hf.co/MLMvsCLM/<name>
 MANIFEST_FILE = MODEL_MANIFEST
+# What a partial folder (`<out>.partial`) holds: its repo and revision; gone with the download state.
+PARTIAL_RECORD = f"{DOWNLOAD_STATE_DIR}/fetch-model.json"
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 _CODE_CONFIGS = ("config.json", "tokenizer_config.json")  # where transformers reads `auto_map`
 
@@ -118,10 +118,14 @@ def _bundle_remote_code(folder: Path, log: Callable[[str], None]) -> dict[str, s
             staging = folder / DOWNLOAD_STATE_DIR / "code" / repo
             download(snapshot, code, staging)
             for path in code:
-                target = folder / Path(path).name
-                if target.exists() and target.read_bytes() != (staging / path).read_bytes():
-                    raise FetchModelError(f"{repo}: its {path} differs from the checkpoint's own {target.name}")
-                shutil.copyfile(staging / path, target)
+                name, source = Path(path).name, f"the model code of {repo}"
+                try:
+                    target = contained(folder, name, source)
+                    if target.exists() and target.read_bytes() != (staging / path).read_bytes():
+                        raise FetchModelError(f"{repo}: its {path} differs from the checkpoint's own {name}")
+                    move_inside(staging / path, folder, name, source)
+                except UnsafeNameError as exc:
+                    raise FetchModelError(str(exc)) from None
             pinned[repo] = snapshot.sha
             log(f"fetch-model: model code from {repo}@{snapshot.sha[:12]}: {', '.join(code)}")
         if foreign:
@@ -143,7 +147,16 @@ def _bundle_remote_code(folder: Path, log: Callable[[str], None]) -> dict[str, s
 
 
 def _file_records(folder: Path, files: Sequence[str]) -> dict[str, dict]:
-    return {f: {"bytes": (folder / f).stat().st_size, "sha256": sha256_file(folder / f)} for f in files}
+    """The manifest's record of each file, each reached through the containment rule: a link
+    swapped into the folder during the download is refused, never certified (issue 88)."""
+    records = {}
+    for name in files:
+        try:
+            path = contained(folder, name, f"the fetched folder {folder}")
+        except UnsafeNameError as exc:
+            raise FetchModelError(str(exc)) from None
+        records[name] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    return records
 
 
 def fetch_model(
@@ -162,36 +175,48 @@ def fetch_model(
     if cache:
         return _fetch_to_cache(snapshot, files, size, log)
     out = Path(out)
+    partial = out.with_name(out.name + ".partial")
+    source = f"{repo}@{snapshot.sha[:12]}"
+    if partial.is_symlink():  # a name the package derives itself: never followed (issue 88)
+        raise FetchModelError(
+            f"{partial} is a link (fetch-model keeps its partial download in a folder of its own, never through a "
+            "link): remove the link, or give another --out; nothing was written"
+        )
     existing = read_model_manifest(out) if out.is_dir() else None
     if existing is not None:
         if (existing["repo"], existing["revision"]) != (repo, snapshot.sha):
             raise FetchModelError(
-                f"{out} holds {existing['repo']}@{existing['revision'][:12]}, not {repo}@{snapshot.sha[:12]}: "
+                f"{out} holds {existing['repo']}@{existing['revision'][:12]}, not {source}: "
                 "choose another --out or delete it"
             )
         # the sha256 too: a file changed in place keeps its size
         damaged = differing_files(out, existing["files"])
         if not damaged:
-            log(f"fetch-model: {out}: up to date ({repo}@{snapshot.sha[:12]})")
+            log(f"fetch-model: {out}: up to date ({source})")
             return existing
+        _check_only_listed(out, existing)
         log(f"fetch-model: {out}: {len(damaged)} file(s) differ from its manifest ({damaged[0][1]}); refetching")
-        _reopen(out, snapshot)
+        _reopen(out, partial, snapshot)
     if out.exists() and any(out.iterdir()):
         raise FetchModelError(f"{out} exists and holds no {MANIFEST_FILE}: choose an empty or new --out")
-    partial = out.with_name(out.name + ".partial")
+    if partial.is_dir():
+        _check_partial_is_ours(partial, repo, snapshot.sha)
     check_writable(partial)
-    missing, have = bytes_to_download(snapshot, files, partial)  # a rerun resumes: what is there counts
-    check_free_space(partial, missing, f"{repo}@{snapshot.sha[:12]}", have)
-    log(f"fetch-model: {repo}@{snapshot.sha[:12]}: {len(files)} files, {size / 1e6:.1f} MB -> {out}")
-    download(snapshot, files, partial)
+    _record_partial(partial, repo, snapshot)
+    staging = partial / DOWNLOAD_STATE_DIR / "files"  # where huggingface_hub writes; kept files are moved out
+    missing, have = bytes_to_download(snapshot, files, partial, staging)  # a rerun resumes: what is there counts
+    check_free_space(partial, missing, source, have)
+    log(f"fetch-model: {source}: {len(files)} files, {size / 1e6:.1f} MB -> {out}")
+    download(snapshot, files, partial, staging)
     code_from = _bundle_remote_code(partial, log)
+    names = sorted({*files, *(p.relative_to(partial).as_posix() for p in _payload(partial))})
     manifest = {
         "format": "mlm-vs-clm/fetched-model",
         "repo": repo,
         "requested": revision or "main",
         "revision": snapshot.sha,
         "endpoint": endpoint(),
-        "files": _file_records(partial, sorted(p.relative_to(partial).as_posix() for p in _payload(partial))),
+        "files": _file_records(partial, names),
         "code_from": code_from,
         "fetched": utc_now(),
     }
@@ -203,19 +228,62 @@ def fetch_model(
     return manifest
 
 
-def _reopen(out: Path, snapshot) -> None:
+def _record_partial(partial: Path, repo: str, snapshot) -> None:
+    """Say in the partial folder what it holds, so that a later run resumes only that (issue 88)."""
+    record = partial / PARTIAL_RECORD
+    if not record.is_file():
+        record.parent.mkdir(exist_ok=True)
+        atomic_write_json(record, {"repo": repo, "revision": snapshot.sha, "requested": snapshot.requested})
+
+
+def _check_partial_is_ours(partial: Path, repo: str, sha: str) -> None:
+    """Refuse a partial folder of another repo or revision (issue 88: it was resumed, and `--check`
+    certified its files), or one that does not say what it holds and is not empty."""
+    record = partial / PARTIAL_RECORD
+    fix = "remove it (or give another --out) and rerun; nothing was written"
+    if record.is_file() and not record.is_symlink():
+        held = _read_json(record)
+        if (held.get("repo"), held.get("revision")) != (repo, sha):
+            revision = held.get("revision")
+            shown = f"{held.get('repo')}@{revision[:12] if isinstance(revision, str) else revision}"
+            raise FetchModelError(f"{partial} holds a partial download of {shown}, not of {repo}@{sha[:12]}: {fix}")
+    elif any(partial.iterdir()):
+        raise FetchModelError(
+            f"{partial} holds files but no {PARTIAL_RECORD} saying which repo they are of (left by an older "
+            f"version or by something else): {fix}"
+        )
+
+
+def _check_only_listed(out: Path, manifest: dict) -> None:
+    """Refuse to refetch a folder holding files its manifest does not list (a user's notes, an
+    adapter): the refetch would delete them (issue 88). Nothing is changed."""
+    listed = {*manifest["files"], MANIFEST_FILE}
+    extra = sorted(
+        rel
+        for p in out.rglob("*")
+        if (p.is_file() or p.is_symlink()) and (rel := p.relative_to(out).as_posix()) not in listed
+    )
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        raise FetchModelError(
+            f"{out} needs a refetch but holds files its {MANIFEST_FILE} does not list ({shown}), which a refetch "
+            "would delete: move them out of the folder and rerun; nothing was deleted"
+        )
+
+
+def _reopen(out: Path, partial: Path, snapshot) -> None:
     """Turn a fetched folder back into its `.partial`, keeping only the files that are the Hub's
     (the damaged ones go, and so do the manifest and what bundling wrote, which is redone), so that
-    the fetch downloads the rest again (huggingface_hub keeps an LFS file whose sha256 matches) and
-    renames it back."""
-    partial = out.with_name(out.name + ".partial")
-    if partial.exists():
+    the fetch downloads the rest again and renames it back. The folder holds only files its
+    manifest lists (`_check_only_listed`)."""
+    if partial.exists() or partial.is_symlink():
         raise FetchModelError(f"{out} is damaged and {partial} exists too: delete one of them and rerun")
     os.replace(out, partial)
-    for path in [p for p in partial.rglob("*") if p.is_file()]:
+    _record_partial(partial, snapshot.repo_id, snapshot)
+    for path in [p for p in _payload(partial) if p.is_file()] + [partial / MANIFEST_FILE]:
         remote = snapshot.files.get(path.relative_to(partial).as_posix())
         if remote is None or verify_file(path, remote) is not None:
-            path.unlink()
+            path.unlink(missing_ok=True)
 
 
 def _payload(folder: Path) -> list[Path]:
@@ -228,30 +296,15 @@ def _payload(folder: Path) -> list[Path]:
 
 
 def _fetch_to_cache(snapshot, files: list[str], size: int, log) -> dict:
-    """Into the Hugging Face cache with `snapshot_download`, which also records the revision asked
-    for (refs/main -> the commit), so that `from_pretrained(repo_id)` finds it offline."""
-    from huggingface_hub import constants, snapshot_download
+    """Into the Hugging Face cache (`contracts.hub.download_to_cache`), with the revision asked for
+    recorded (refs/main -> the commit), so that `from_pretrained(repo_id)` finds it offline."""
+    from huggingface_hub import constants
 
     check_free_space(Path(constants.HF_HUB_CACHE), size, f"{snapshot.repo_id}@{snapshot.sha[:12]}")
     log(
         f"fetch-model: {snapshot.repo_id}@{snapshot.sha[:12]}: {len(files)} files -> the cache {constants.HF_HUB_CACHE}"
     )
-    seconds = file_deadline(size)
-    try:
-        with quiet_retries(), total_deadline(seconds):
-            folder = Path(snapshot_download(snapshot.repo_id, revision=snapshot.requested, allow_patterns=files))
-    except DeadlinePassed:
-        raise deadline_error(
-            seconds, snapshot.repo_id, snapshot.repo_type, f"the download of {len(files)} files"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - one line naming the repo
-        raise_hub_error(exc, snapshot.repo_id)
-    if folder.name != snapshot.sha:
-        raise HubError(f"{snapshot.repo_id}: {snapshot.requested} moved to {folder.name[:12]} during the fetch; rerun")
-    for path in files:
-        problem = verify_file(folder / path, snapshot.files[path])
-        if problem:
-            raise HubError(f"{snapshot.repo_id}: {path} in the cache is {problem}; delete it and rerun")
+    download_to_cache(snapshot, files)
     return {"repo": snapshot.repo_id, "revision": snapshot.sha, "cache": constants.HF_HUB_CACHE, "files": files}
 
 

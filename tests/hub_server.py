@@ -17,7 +17,9 @@ Errors come as the Hub sends them (status + `X-Error-Code`: RepoNotFound, Revisi
 EntryNotFound), so the clients raise their own exception types. Faults for tests, deterministic:
 `fail_after(repo, file, n)` closes the connection after n bytes of the next GET of that file;
 `fail_with(repo, file, status[, head=True])` answers the next GET (HEAD) of that file with an HTTP error;
-`fail_api(repo, status)` answers the repo-info call with that status. Every request is logged in
+`fail_api(repo, status)` answers the repo-info call with that status; `trickle(repo, file)` sends the
+next GET of that file one byte at a time, slowly, for ever; `before_get(repo, file, action)` runs
+`action()` before the next GET of that file is answered. Every request is logged in
 `requests` (method, path, Range and Authorization headers, status), so a test can assert what the
 client asked for.
 
@@ -94,6 +96,9 @@ class HubServer:
         self._api_faults: dict[str, list[int]] = {}  # repo id -> [status, times left]
         self._status_faults: dict[str, list[int]] = {}  # repo/file -> [status, times left]
         self._head_status_faults: dict[str, list[int]] = {}  # the same, for HEAD requests
+        self._trickles: dict[str, list[float]] = {}  # repo/file -> [seconds between bytes, times left]
+        self._actions: dict[str, list] = {}  # repo/file -> [callable, times left]
+        self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -121,6 +126,17 @@ class HubServer:
         """Repo-info calls for `repo_id` answer `status` (`times` times)."""
         self._api_faults[repo_id] = [status, times]
 
+    def trickle(self, repo_id: str, path: str, every: float = 0.2, times: int = 1) -> None:
+        """The next `times` GETs of the file send their headers (the whole size), then one byte every
+        `every` seconds until the server stops or the client hangs up: every read gets a byte in
+        time, so a per-read timeout never fires (issue 88)."""
+        self._trickles[f"{repo_id}/{path}"] = [every, times]
+
+    def before_get(self, repo_id: str, path: str, action, times: int = 1) -> None:
+        """`action()` runs (in the server's thread) before the next `times` GETs of the file are
+        answered: a test changes the disk while the client downloads."""
+        self._actions[f"{repo_id}/{path}"] = [action, times]
+
     def count(self, method: str, suffix: str) -> int:
         return sum(1 for r in self.requests if r["method"] == method and r["path"].endswith(suffix))
 
@@ -146,6 +162,7 @@ class HubServer:
         return self
 
     def stop(self) -> None:
+        self._stopped.set()  # ends the trickles
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -305,6 +322,9 @@ class _Handler(BaseHTTPRequestHandler):
         status = self.server_hub._take(faults, f"{repo.repo_id}/{path}")
         if status is not None:
             return self._error(status, "Forbidden", f"simulated error {status} for {path}", head)
+        action = None if head else self.server_hub._take(self.server_hub._actions, f"{repo.repo_id}/{path}")
+        if action is not None:
+            action()
         data = repo.files[path]
         headers = {"X-Repo-Commit": sha, "ETag": f'"{repo.etag(path)}"', "Accept-Ranges": "bytes"}
         if repo.is_lfs(path):
@@ -319,6 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
         body = data[start : end + 1]
         headers["Content-Length"] = str(len(body))
+        every = None if head else self.server_hub._take(self.server_hub._trickles, f"{repo.repo_id}/{path}")
+        if every is not None:
+            return self._trickle(status, headers, body, every)
         cut = None if head else self.server_hub._take(self.server_hub._file_faults, f"{repo.repo_id}/{path}")
         if cut is not None and cut < len(body):
             self._log(status, cut)
@@ -332,3 +355,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
             return
         self._send(status, body, headers, head=head)
+
+    def _trickle(self, status: int, headers: dict, body: bytes, every: float) -> None:
+        self._log(status)
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.close_connection = True
+        for byte in body:
+            if self.server_hub._stopped.wait(every):
+                return
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:  # the client hung up
+                return

@@ -241,3 +241,74 @@ def test_a_hub_that_trickles_its_answer_ends_at_the_total_deadline(tmp_path):
     err = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(err) == 1, result.stderr[-3000:]
     assert "model repo MLMvsCLM/610m-clm-42k: the repo description did not finish within 3 s" in err[0], err
+
+
+def _call_code(call: str, thread: str) -> str:
+    """Code that runs `call` in the main thread or in a worker thread and prints its HubError."""
+    return (
+        "import sys, threading\n"
+        "from contracts.hub import HubError\n"
+        "def call():\n"
+        "    try:\n"
+        f"        {call}\n"
+        "    except HubError as exc:\n"
+        "        print(exc)\n"
+        + (
+            "call()\n"
+            if thread == "main"
+            else "worker = threading.Thread(target=call)\nworker.start()\nworker.join()\n"
+        )
+    )
+
+
+def _run_code(code: str, url: str, tmp_path, **settings) -> list[str]:
+    """`python -c code OUT` against the Hub at `url`; its stdout lines (a guard ends a hang: the test fails)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf"), **settings}
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-c", code, str(tmp_path / "out")]
+    result = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()
+
+
+def test_a_hub_call_from_a_worker_thread_ends_at_its_total_deadline(tmp_path):
+    """Issue 88: the total deadline was SIGALRM's, which only the main thread gets: a library caller's
+    worker thread asking a trickling server for a repo description waited for ever. Now it ends at
+    MLM_VS_CLM_HUB_DEADLINE (2 s here) in one line."""
+    server = _TricklingHub()
+    try:
+        code = _call_code("__import__('contracts.hub').hub.resolve('org/model')", "worker")
+        out = _run_code(code, server.url, tmp_path, MLM_VS_CLM_HUB_TIMEOUT="5", MLM_VS_CLM_HUB_DEADLINE="2")
+    finally:
+        server.close()
+    assert len(out) == 1 and "model repo org/model: the repo description did not finish within 2 s" in out[0], out
+
+
+@pytest.mark.parametrize("thread", ["main", "worker"])
+def test_a_file_the_hub_trickles_is_cut_off_once_it_falls_behind_the_minimum_rate(tmp_path, thread):
+    """Issue 88: a server that trickles a file declared large held the download for the 24-hour cap
+    (`MLM_VS_CLM_HUB_MAX_DEADLINE`), in a worker thread for ever. A download now keeps pace: past
+    MLM_VS_CLM_HUB_DEADLINE seconds (2 here) it must have received MLM_VS_CLM_HUB_MIN_RATE bytes a
+    second since, or it ends in one line, in the main thread and in a worker thread alike."""
+    from tests.hub_server import HubServer
+
+    with HubServer() as hub:
+        sha = hub.add("model", "org/model", {"model.safetensors": b"\0" * 100_000})
+        hub.trickle("org/model", "model.safetensors")
+        # the listing declares 10 GB: the deadline its size gives is the 24-hour cap
+        call = (
+            "from contracts.hub import RemoteFile, Snapshot, download; from pathlib import Path; "
+            "files = {'model.safetensors': RemoteFile('model.safetensors', 10**10, None, None)}; "
+            f"download(Snapshot('org/model', 'model', 'main', {sha!r}, files), list(files), Path(sys.argv[1]))"
+        )
+        code = _call_code(call, thread)
+        out = _run_code(code, hub.url, tmp_path, MLM_VS_CLM_HUB_TIMEOUT="5", MLM_VS_CLM_HUB_DEADLINE="2")
+    assert len(out) == 1, out
+    assert re.search(
+        r"model repo org/model: the download of model\.safetensors got \d+ bytes in 2 s, less than", out[0]
+    )

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contracts.paths import UnsafeNameError, check_name, contained, name_problem, resolve_recorded
+from contracts.paths import UnsafeNameError, check_name, contained, move_inside, name_problem, resolve_recorded
 from tests import hostile
 
 
@@ -46,6 +46,30 @@ def test_the_root_itself_may_be_a_link(tmp_path):
     real.mkdir()
     (tmp_path / "given").symlink_to(real, target_is_directory=True)
     assert contained(tmp_path / "given", "a/b.txt", "test") == tmp_path / "given" / "a" / "b.txt"
+
+
+def test_move_inside_creates_the_folders_and_refuses_a_link_swapped_in_after_the_check(tmp_path, monkeypatch):
+    """Issue 88: the move that keeps a downloaded file. A link already on the way is `contained`'s
+    refusal; one swapped in after that check (simulated: the check passed) is refused by the
+    folders' walk, which follows no link, and nothing is written through it."""
+    import contracts.paths
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (tmp_path / "file").write_text("payload")
+    assert move_inside(tmp_path / "file", root, "a/b/c.txt", "test") == root / "a" / "b" / "c.txt"
+    assert (root / "a" / "b" / "c.txt").read_text() == "payload"
+
+    (root / "a" / "b").rename(tmp_path / "moved")
+    (root / "a" / "b").symlink_to(outside, target_is_directory=True)
+    (tmp_path / "file").write_text("payload")
+    with pytest.raises(UnsafeNameError, match="is a link"):
+        move_inside(tmp_path / "file", root, "a/b/c.txt", "test")
+    monkeypatch.setattr(contracts.paths, "contained", lambda root, name, source: Path(root, name))
+    with pytest.raises(UnsafeNameError, match=r"a/b is a link: links are not followed into writes\): remove it"):
+        move_inside(tmp_path / "file", root, "a/b/c.txt", "test")
+    assert list(outside.iterdir()) == [] and (tmp_path / "file").is_file()
 
 
 def test_a_recorded_relative_path_is_read_against_the_study_not_the_current_folder(tmp_path, monkeypatch):

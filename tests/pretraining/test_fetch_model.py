@@ -43,7 +43,7 @@ def hub(tmp_path_factory):
         yield server
 
 
-def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False):
+def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False, env: dict | None = None):
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1" if offline else "0",
@@ -51,6 +51,7 @@ def run(hub, home: Path, *argv, code: str | None = None, offline: bool = False):
         "HF_ENDPOINT": hub.url,
         "HF_HOME": str(home / "hf"),
         "OMP_NUM_THREADS": "1",
+        **(env or {}),
     }
     command = ["-c", code, *map(str, argv)] if code else ["-m", "pretraining", "fetch-model", *map(str, argv)]
     return subprocess.run([sys.executable, *command], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -169,3 +170,110 @@ def test_a_mirror_listing_a_name_outside_out_is_refused_and_nothing_beside_out_c
     line = one_error(result)
     assert "the file listing of model repo org/hostile" in line and "refused" in line
     assert victim.read_text() == "the user's own file\n"
+
+
+def _tree(folder: Path) -> dict[str, bytes | str]:
+    """Every file under `folder` (a link as its target's name), to compare before and after."""
+    return {
+        p.relative_to(folder).as_posix(): (f"-> {os.readlink(p)}" if p.is_symlink() else p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_symlink() or p.is_file()
+    }
+
+
+def test_a_partial_folder_that_is_a_link_is_refused_and_what_it_points_to_is_untouched(hub, tmp_path):
+    """Issue 88: `<out>.partial` is a name the package derives itself; planted as a link (a shared
+    parent folder), the fetch wrote through it (the target's config.json overwritten) and --out
+    became that link."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "config.json").write_text('{"the user": "own config"}\n')
+    before = _tree(victim)
+    out = tmp_path / "610m-mlm40-42k"
+    partial = out.with_name(out.name + ".partial")
+    partial.symlink_to(victim, target_is_directory=True)
+    result = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert result.returncode == 2, result.stderr
+    assert one_error(result) == (
+        f"fetch-model: {partial} is a link (fetch-model keeps its partial download in a folder of its own, never "
+        "through a link): remove the link, or give another --out; nothing was written"
+    )
+    assert _tree(victim) == before and partial.is_symlink() and not out.exists()
+
+
+def test_a_partial_folder_of_another_repo_is_refused_not_resumed(hub, tmp_path):
+    """Issue 88: a stale `<out>.partial` of another repository was resumed, and its files went into
+    the manifest, so `--check` certified them. The partial folder says what it holds; another
+    repo's (or revision's) is refused in one line, untouched."""
+    sha = hub.add("model", "org/other", {"config.json": "{}\n", "notes.md": "other\n", "model.safetensors": b"1" * 64})
+    out = tmp_path / "610m-mlm40-42k"
+    partial = out.with_name(out.name + ".partial")
+    hub.fail_with("org/other", "model.safetensors", 403)
+    first = run(hub, tmp_path, "org/other", "--out", out, "--no-progress")
+    assert first.returncode == 2 and (partial / "config.json").is_file(), first.stderr
+    before = _tree(partial)
+    second = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert second.returncode == 2, second.stderr
+    released = hub.repos["model", RELEASED].sha
+    assert one_error(second) == (
+        f"fetch-model: {partial} holds a partial download of org/other@{sha[:12]}, not of {RELEASED}@"
+        f"{released[:12]}: remove it (or give another --out) and rerun; nothing was written"
+    )
+    assert _tree(partial) == before and not out.exists()
+
+
+def test_a_folder_swapped_for_a_link_during_the_download_receives_nothing_and_the_fetch_fails(hub, tmp_path):
+    """Issue 88: a sub-folder of `<out>.partial` swapped for a link while a file of it downloaded sent
+    the file through the link, outside, and the fetch said it succeeded. huggingface_hub now writes
+    into the download state, and each file is moved into place under the containment rule."""
+    hub.add("model", "org/nested", {"config.json": "{}\n", "sub/a.json": "{}\n", "sub/b.json": '{"b": 1}\n'})
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "b.json").write_text("the user's own b.json\n")
+    before = _tree(victim)
+    out = tmp_path / "nested"
+    partial = out.with_name(out.name + ".partial")
+
+    def swap():  # while sub/b.json downloads: sub/ (holding a.json) becomes a link to the victim folder
+        (partial / "sub").rename(tmp_path / "moved-sub")
+        (partial / "sub").symlink_to(victim, target_is_directory=True)
+
+    hub.before_get("org/nested", "sub/b.json", swap)
+    result = run(hub, tmp_path, "org/nested", "--out", out, "--no-progress")
+    assert result.returncode == 2, result.stderr
+    line = one_error(result)
+    assert f"name 'sub/b.json' refused ({partial / 'sub'} is a link" in line and "nothing was kept" in line
+    assert _tree(victim) == before and not out.exists()
+
+
+def test_a_refetch_never_deletes_a_file_its_manifest_does_not_list(hub, tmp_path):
+    """Issue 88: refetching a damaged model folder deleted every file the Hub listing does not name
+    (the user's notes, an adapter). It now names them and stops; nothing is deleted."""
+    out = tmp_path / "610m-mlm40-42k"
+    assert run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress").returncode == 0
+    (out / "notes.txt").write_text("my notes\n")
+    (out / "adapter").mkdir()
+    (out / "adapter" / "adapter_model.safetensors").write_bytes(b"lora")
+    vocab = out / "vocab.txt"
+    vocab.write_text(vocab.read_text() + "extra\n")  # damaged: a refetch is due
+    before = _tree(out)
+    result = run(hub, tmp_path, "610m-mlm40-42k", "--out", out, "--no-progress")
+    assert result.returncode == 2, result.stderr
+    assert one_error(result) == (
+        f"fetch-model: {out} needs a refetch but holds files its {MANIFEST_FILE} does not list "
+        "(adapter/adapter_model.safetensors, notes.txt), which a refetch would delete: move them out of the folder "
+        "and rerun; nothing was deleted"
+    )
+    assert _tree(out) == before and not out.with_name(out.name + ".partial").exists()
+
+
+def test_fetching_into_the_cache_from_a_trickling_hub_ends_at_the_minimum_rate(hub, tmp_path):
+    """Issue 88: `--cache` fetched with snapshot_download, whose files download in worker threads:
+    against a server that trickles a file the deadline fired in the main thread, which then waited
+    for the worker for ever. Each file now downloads in the command's thread, under its deadline."""
+    hub.add("model", "org/trickled", {"config.json": "{}\n", "model.safetensors": b"\0" * 100_000})
+    hub.trickle("org/trickled", "model.safetensors")
+    env = {"MLM_VS_CLM_HUB_TIMEOUT": "5", "MLM_VS_CLM_HUB_DEADLINE": "2"}
+    result = run(hub, tmp_path, "org/trickled", "--cache", "--no-progress", env=env)
+    assert result.returncode == 2, result.stderr
+    assert "model repo org/trickled: the download of model.safetensors got" in one_error(result)
