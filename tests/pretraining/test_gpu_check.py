@@ -109,7 +109,10 @@ def test_the_cpu_mode_parity_and_finetuning_measure_what_they_say(cpu_check):
     assert len(curves["fast"]) == parity["steps"] and result["steps"]["parity"]["fast_bundle"] == "fast_blocks"
     assert result["steps"]["parity"]["fast_kernels"]["loss"] == "chunked"
     assert parity["fast_bound"] == parity["max_rel_diff"] and parity["fast_within_bound"] is True
-    assert 0 < parity["fast_max_rel_diff"] <= parity["fast_bound"]
+    # within the bound; on this CPU the bundle's curve can equal the reference's bit for bit (measured
+    # 2026-11-29: 0.0 at da97337 and after, a bf16 toy model), so equality is not a sign it did not run:
+    # which kernels ran is asserted above (fast_bundle, fast_kernels)
+    assert 0 <= parity["fast_max_rel_diff"] <= parity["fast_bound"]
     assert "===== resume-train-killed.log" in (out / runner.LOG_FILE).read_text()
 
 
