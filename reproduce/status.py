@@ -485,7 +485,9 @@ def main(argv: list[str]) -> int:
     import sys
 
     args = build_parser().parse_args(argv)
-    out = Path(args.out).absolute()
+    from reproduce.plan.study_plan import study_folder
+
+    out = study_folder(args.out)  # a link to the study is the study (issue 89)
     try:
         lines, pretraining, finetune = status_report(out, every_run=args.all)
     except (ReproduceError, BoundedReadError) as exc:

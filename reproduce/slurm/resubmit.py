@@ -103,7 +103,8 @@ def recorded_elsewhere(out: Path) -> Path | None:
         recorded = load_config(ReproduceConfig, out / CONFIG_FILE).out
     except (ConfigError, OSError):
         return None  # the one-line error of an unreadable config comes from the plan
-    if not Path(recorded).is_absolute() or os.path.abspath(recorded) == os.path.abspath(out):
+    # the same folder through a link is the same study (issue 89: a symlinked path read as "moved")
+    if not Path(recorded).is_absolute() or os.path.realpath(recorded) == os.path.realpath(out):
         return None
     return Path(recorded)
 
@@ -142,6 +143,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     from reproduce.missing import analysis_is_current
     from reproduce.plan import acting_plan, data_dir, finetune_dir, pretraining_dir
     from reproduce.plan.inventory import check_no_links
+    from reproduce.plan.study_plan import plan_changes, read_plan_or_stale
 
     moved = recorded_elsewhere(out)
     if moved is not None:  # its scripts and run configs write to the old folder (issue 80)
@@ -150,6 +152,14 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             f"nothing submitted; resubmit it from {moved} (move it back), or submit it anew under another --out"
         )
     study = acting_plan(out, plan_notes := [])  # from reproduce.yaml: a forged plan.json is never obeyed
+    _, written = read_plan_or_stale(out)
+    changes = plan_changes(written, study) if written is not None else None
+    if changes:  # issue 89: resubmit said "every run is finished" while 6 added runs were never submitted
+        raise ReproduceError(
+            f"{out / 'reproduce.yaml'} changed since the study was written ({changes}): its scripts and job lists "
+            f"are the earlier study's; nothing submitted: write it again (python -m reproduce --config "
+            f"{out / 'reproduce.yaml'} --slurm --cluster FILE --dry-run), then resubmit"
+        )
     cfg = study.config
     check_no_links(study)  # its folders and ledger, before any sbatch
     check_no_links(study, [out / ARRAYS_FILE, out / SCRIPTS_FILE])
@@ -359,7 +369,9 @@ def main(argv: list[str]) -> int:
     import sys
 
     args = build_parser().parse_args(argv)
-    out = Path(args.out).absolute()
+    from reproduce.plan.study_plan import study_folder
+
+    out = study_folder(args.out)  # a link to the study is the study (issue 89)
     try:
         plan, notes = plan_resubmission(out)
         for line in notes:

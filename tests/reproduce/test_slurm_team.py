@@ -243,7 +243,7 @@ def _finished_on_slurm(out: Path) -> list[Path]:
         output.write_text("written by the analysis\n")
     (out / "missing.csv").write_text("id,model,task,lr,seed,why\n")
     stamp = [[str(r), r.stat().st_mtime_ns, r.stat().st_size] for r in records]
-    (out / "analysis_inputs.json").write_text(json.dumps({"hash": "h", "records": stamp}))
+    (out / "analysis_inputs.json").write_text(json.dumps({"hash": "h", "config": {"out": str(out)}, "records": stamp}))
     return plan, records
 
 
@@ -315,6 +315,22 @@ def test_an_analysis_with_no_record_at_all_still_says_what_is_missing(tmp_path):
     assert len(missing) == 1 + 3, missing
     assert any("pretraining run toy_s-mlm40-250 has no export" in line for line in missing[1:])
     assert any("the model has no export" in line for line in missing[1:])  # the untrained reference
+    # issue 89: only the untrained reference has its record (every pretraining job lost): one line and
+    # missing.csv, not a traceback in the learning table
+    from reproduce.plan import build_plan, with_absolute_folders
+
+    plan = build_plan(with_absolute_folders(cfg))
+    (job,) = [j for j in plan.jobs if j.model not in plan.made_by]
+    job.run_dir.mkdir(parents=True)
+    (job.run_dir / "record.json").write_text("{}")
+    (tmp_path / "study" / "missing.csv").unlink()
+    try:
+        reproduce(cfg, log=lambda line: None, stages=("analysis",))
+    except ReproduceError as exc:
+        assert "none of the 2 pretrained models has a run record (2 runs missing" in str(exc), exc
+    else:
+        raise AssertionError("an analysis of the untrained reference alone passed")
+    assert len((tmp_path / "study" / "missing.csv").read_text().splitlines()) == 1 + 2
 
 
 def test_status_builds_the_task_map_once_and_imports_no_model_code(tmp_path, monkeypatch, capsys):
@@ -390,3 +406,35 @@ def test_a_submission_records_its_folders_absolute_and_a_moved_study_is_not_resu
     assert cli.main(["resubmit", str(moved), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"records the study at {out}, where its scripts and run configs write" in err[0], err
+
+
+def test_what_a_team_sees_of_a_study_is_true(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 6: a study reached through a symlinked path was refused as moved; a moved finished
+    study read as not analysed (and resubmit then refused it); a deleted plan.json was planned again but
+    not written back; after reproduce.yaml was edited (seeds 0 -> 0,1) status and resubmit planned again
+    silently and resubmit said every run was finished while the added runs were never submitted."""
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
+    _finished_on_slurm(out)
+    link = tmp_path / "through-a-link"
+    link.symlink_to(out, target_is_directory=True)
+    assert cli.main(["resubmit", str(link), "--dry-run"]) == 0, capsys.readouterr().err
+    assert "resubmit: nothing to submit" in capsys.readouterr().out
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    assert cli.main(["status", str(moved)]) == 0
+    assert ": finished (every Slurm job ended" in capsys.readouterr().out.splitlines()[0]
+    moved.rename(out)
+    (out / "plan.json").unlink()
+    assert cli.main(["status", str(out)]) == 0 and (out / "plan.json").is_file()
+    capsys.readouterr()
+    config = out / "reproduce.yaml"
+    config.write_text(config.read_text().replace("seeds:\n- 0\n", "seeds:\n- 0\n- 1\n"))
+    assert cli.main(["status", str(out)]) == 0
+    assert "changed since the study was written (fine-tuning runs: 3 added, 0 removed): planned again" in (
+        capsys.readouterr().out
+    )
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "changed since the study was written" in err[0] and "write it again" in err[0], err
