@@ -59,6 +59,22 @@ def _open_lock(folder: Path, path: Path):
     return os.fdopen(fd, "r+", encoding="utf-8")
 
 
+def _flock_within(handle, wait_s: float) -> None:
+    """The exclusive flock of `handle`, waiting up to `wait_s` seconds for its holder to end
+    (BlockingIOError when it still holds it then)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)  # a holder's end is no event this process can wait on: a poll, bounded
+
+
 def _holder(handle) -> str:
     handle.seek(0)
     return handle.read().strip() or "another process"
@@ -71,8 +87,10 @@ def folder_lock(
     name: str = LOCK_FILE,
     job: str = "job",
     advice: str = "wait for it to finish (a rerun then reuses its results), or choose another output folder",
+    wait_s: float = 0.0,
 ) -> Iterator[Path]:
-    """Hold `<folder>/<name>` for the `with` block, or raise FolderInUse at once (nothing written).
+    """Hold `<folder>/<name>` for the `with` block, or raise FolderInUse (nothing written): at once, or
+    once `wait_s` seconds have passed with the lock still held by another.
 
     On release the lock file is removed (a job killed with -9 leaves it behind, unlocked: the next
     job takes it), and so is the folder if this job created it and wrote nothing else in it (it
@@ -86,11 +104,12 @@ def folder_lock(
         if handle is None:
             continue
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_within(handle, wait_s)
         except BlockingIOError:
             holder = _holder(handle)
             handle.close()
-            raise FolderInUse(f"{folder} is in use by another {job} ({holder}): {advice}") from None
+            waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
+            raise FolderInUse(f"{folder} is in use by another {job} ({holder}){waited}: {advice}") from None
         try:
             if os.lstat(path).st_ino == os.fstat(handle.fileno()).st_ino:
                 break

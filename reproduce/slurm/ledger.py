@@ -95,17 +95,24 @@ def ledger_line(entry: LedgerEntry) -> str:
     return json.dumps({f: getattr(entry, f) for f in _FIELDS}) + "\n"
 
 
+PENDING_DIR = Path("slurm") / "pending"  # resubmit's records of the jobs it queues, before the ledger's line
+MAX_PENDING_FILES = 100  # more are not read (each is one resubmit that could not write the ledger)
+
+
 def read_ledger(out: Path) -> tuple[list[LedgerEntry], int]:
-    """The ledger's entries, in submission order, and how many lines were unreadable (skipped: a line
-    decodes only as the columns written here, with a numeric job id and a known kind)."""
+    """The ledger's entries, in submission order, then those of the pending records (OUT/slurm/pending/:
+    jobs a resubmit queued and the ledger lacks, issue 89), and how many lines were unreadable
+    (skipped: a line decodes only as the columns written here, with a numeric job id and a known kind)."""
     from contracts.bounded import LARGE, read_text
 
-    path = Path(out) / LEDGER_FILE
-    if not path.exists():
-        return [], 0
-    text = read_text(path, LARGE)  # a ledger that is a device or gigabytes is one line, not a hang
-    entries, bad, total = [], 0, 0
-    for line in text.splitlines():
+    out = Path(out)
+    texts = [read_text(out / LEDGER_FILE, LARGE)] if (out / LEDGER_FILE).exists() else []
+    pending = out / PENDING_DIR
+    if pending.is_dir() and not pending.is_symlink():
+        records = sorted(p for p in pending.glob("*.jsonl") if p.is_file() and not p.is_symlink())
+        texts += [read_text(p, LARGE) for p in records[:MAX_PENDING_FILES]]
+    entries, bad, total, seen = [], 0, 0, set()
+    for line in (line for text in texts for line in text.splitlines()):
         if not line.strip():
             continue
         try:
@@ -113,12 +120,15 @@ def read_ledger(out: Path) -> tuple[list[LedgerEntry], int]:
             entry = LedgerEntry(**{f: str(row.get(f, ""))[:MAX_FIELD_CHARS] for f in _FIELDS})
             if not _JOB_ID.fullmatch(entry.job) or entry.kind not in KINDS:
                 raise ValueError(entry.job)
+            if entry.job in seen:  # in the ledger and in a pending record
+                continue
             total += len(entry.task_ids())
             if total > MAX_LEDGER_TASKS:  # the cap is on the whole ledger, not per line (issue 78)
                 raise ValueError(total)
         except (ValueError, TypeError, AttributeError, RecursionError):
             bad += 1
             continue
+        seen.add(entry.job)
         entries.append(entry)
     return entries, bad
 

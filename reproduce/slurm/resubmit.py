@@ -16,6 +16,7 @@ image): a study moved since must be written again there first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from reproduce.slurm.ledger import (
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
     LEDGER_FILE,
+    PENDING_DIR,
     SCRIPTS_FILE,
     LedgerEntry,
     append_ledger,
@@ -34,6 +36,7 @@ from reproduce.slurm.ledger import (
     current_tasks,
     format_task_ids,
     is_active,
+    ledger_line,
     owner_note,
     query_slurm,
     read_ledger,
@@ -229,7 +232,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
         model_jobs = study.finetune_jobs(model)
         check_job_list(finetune_dir(cfg) / "jobs" / f"{model}.jsonl", model, model_jobs)
         maker = waits.get(made_by.get(model, ""))
-        new_vars, model_live = {}, set()
+        new_vars, model_live, states_of = {}, set(), {}
         for group in GROUPS:
             todo, live = set(), set()
             for job in (jb for jb in model_jobs if jb["group"] == group):
@@ -239,8 +242,11 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
                     live.add(tasks[(model, group, job["index"])])
                 else:
                     todo.add(job["index"])
-            last_arrays += sorted(live)
+            states_of[group] = todo, live
             model_live |= live
+        for group in GROUPS:
+            todo, live = states_of[group]
+            last_arrays += sorted(live)
             if live:
                 owners = "".join(dict.fromkeys(whose(job) for job in sorted(live)))
                 notes.append(
@@ -255,6 +261,9 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
                 after = [("aftercorr", new_vars["ir_train"])]
             elif lanes and len(lane_vars) >= lanes:  # after the arrays of the model `lanes` before, live or new
                 after += [("afterany", v) for v in lane_vars[-lanes]]
+            # and after the model's own live arrays (issue 89: a task cancelled and resubmitted ran beside the
+            # array's live tasks, twice the throttle of one model at once)
+            after += [("afterany", v) for v in sorted(model_live)]
             throttle = f"%{arrays['throttle']}" if arrays.get("throttle") else ""
             plan.append(
                 Submission(
@@ -278,11 +287,11 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     if active(analysis_entry.job if analysis_entry else None) and not plan:
         notes.append(f"analysis: job {analysis_entry.job}{whose(analysis_entry.job)} still queued or running")
     elif plan or not complete:
-        plan.append(
-            Submission(
-                "analysis", "analysis", "analysis", "analysis.sbatch", after=[("afterany", a) for a in last_arrays]
-            )
-        )
+        # after every live job of the study too: the analysis never runs beside another analysis or the
+        # data job, which hold the study lock (issue 89: one of them FAILED on it)
+        live_jobs = sorted({e.job for e in jobs.values() if active(e.job)} - set(last_arrays), key=int)
+        after = [("afterany", a) for a in [*last_arrays, *live_jobs]]
+        plan.append(Submission("analysis", "analysis", "analysis", "analysis.sbatch", after=after))
     return plan, [f"note: {line}" for line in plan_notes] + [f"left alone: {line}" for line in notes]
 
 
@@ -329,26 +338,78 @@ def describe(plan: list[Submission]) -> list[str]:
     return [f"{s.var}=$({' '.join(s.argv(ids))})" for s in plan]
 
 
-def submit(out: Path, plan: list[Submission], log=print) -> dict[str, str]:
-    """Run the sbatch calls in order from OUT/slurm, each id appended to the ledger as it comes."""
-    ids: dict[str, str] = {}
+def submission_paths(out: Path, study, plan: list[Submission]) -> list[Path]:
+    """What the resubmission and the jobs it queues write: the ledger and its folder (the pending
+    records), the Slurm logs, the study lock the data and analysis jobs take, and the folders of each
+    kind of job (issue 89: a teammate's sbatch queued a job its ledger could not record)."""
+    from reproduce.missing import analysis_outputs
+    from reproduce.plan import data_dir, pretraining_dir
+    from reproduce.plan.inventory import LOCK_FILE
+
+    paths = [out / LEDGER_FILE, out / "slurm", out / "slurm" / "slurm_logs", out / LOCK_FILE]
     for s in plan:
-        argv = s.argv(ids)
-        try:
-            result = subprocess.run(argv, cwd=out / "slurm", capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ReproduceError(f"sbatch for {s.kind} {s.name} {s.group}: {exc}") from None
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-            raise ReproduceError(
-                f"sbatch for {s.kind} {s.name} {s.group} failed ({last}); the jobs before it are submitted and in "
-                "the ledger: rerun resubmit to go on"
-            )
-        job = result.stdout.strip().split(";")[0]
-        ids[s.var] = job
-        append_ledger(out, LedgerEntry(job, s.kind, s.name, s.script, s.group, s.tasks, utc_now()))
-        what = " ".join(filter(None, [s.kind, s.name, s.group, f"tasks {s.tasks}" if s.tasks else ""]))
-        log(f"resubmitted {what}: job {job}")
+        if s.kind == "data":
+            paths.append(data_dir(study.config))
+        elif s.kind == "pretraining":
+            paths += [pretraining_dir(study.config) / s.name, out / "slurm" / "requeue"]
+        elif s.kind == "finetune":
+            paths += [job.run_dir for job in study.jobs_of(s.name)]
+        elif s.kind == "analysis":
+            paths += [out, *(path.parent for path in analysis_outputs(study))]
+    return paths
+
+
+def _pending_record(out: Path) -> tuple[Path, int]:
+    """A new file of this process's own under OUT/slurm/pending/, for the jobs it queues."""
+    import getpass
+    import socket
+
+    folder = out / PENDING_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{getpass.getuser()}.{socket.gethostname()}.{os.getpid()}.jsonl"
+    try:
+        return path, os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise ReproduceError(f"{path}: cannot be created ({exc.strerror}); nothing submitted") from None
+
+
+def submit(out: Path, plan: list[Submission], log=print) -> dict[str, str]:
+    """Run the sbatch calls in order from OUT/slurm, each id appended to the ledger as it comes. Each
+    job is first written to a pending record of this process (OUT/slurm/pending/), which status and
+    resubmit read with the ledger (reproduce.slurm.ledger.read_ledger) and which goes once the ledger
+    has every line: a job is never queued and recorded nowhere (issue 89)."""
+    ids: dict[str, str] = {}
+    pending, fd = _pending_record(out)
+    try:
+        for s in plan:
+            argv = s.argv(ids)
+            try:
+                result = subprocess.run(argv, cwd=out / "slurm", capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise ReproduceError(f"sbatch for {s.kind} {s.name} {s.group}: {exc}") from None
+            if result.returncode != 0:
+                last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+                raise ReproduceError(
+                    f"sbatch for {s.kind} {s.name} {s.group} failed ({last}); the jobs before it are submitted and "
+                    "in the ledger: rerun resubmit to go on"
+                )
+            job = result.stdout.strip().split(";")[0]
+            ids[s.var] = job
+            entry = LedgerEntry(job, s.kind, s.name, s.script, s.group, s.tasks, utc_now())
+            try:
+                os.write(fd, ledger_line(entry).encode())
+                append_ledger(out, entry)
+            except OSError as exc:
+                queued = " ".join(ids.values())
+                raise ReproduceError(
+                    f"{out / LEDGER_FILE}: job(s) {queued} queued but not recorded ({exc.strerror}); they are in "
+                    f"{pending}, which status and resubmit read: scancel {queued} if they should not run"
+                ) from None
+            what = " ".join(filter(None, [s.kind, s.name, s.group, f"tasks {s.tasks}" if s.tasks else ""]))
+            log(f"resubmitted {what}: job {job}")
+    finally:
+        os.close(fd)
+    pending.unlink()  # every job is in the ledger
     return ids
 
 
@@ -365,8 +426,34 @@ def build_parser():
     return parser
 
 
+SUBMIT_LOCK = ".submit.lock"  # in OUT/slurm: one submission or resubmission of a study at a time
+SUBMIT_WAIT_S = 60.0  # how long a second one waits for it before refusing, naming the holder
+
+
+@contextlib.contextmanager
+def submission_lock(out: Path, wait_s: float = SUBMIT_WAIT_S):
+    """Hold OUT/slurm/.submit.lock from planning to the last ledger line (issue 89: two resubmits at
+    the same moment both submitted): a second waits up to `wait_s`, then refuses in one line."""
+    from contracts.locks import FolderInUse, folder_lock
+
+    try:
+        with folder_lock(
+            out / "slurm",
+            name=SUBMIT_LOCK,
+            job="submission of this study",
+            wait_s=wait_s,
+            advice="wait for it to end, then resubmit (it plans again from what it finds)",
+        ):
+            yield
+    except FolderInUse as exc:
+        raise ReproduceError(str(exc)) from None
+
+
 def main(argv: list[str]) -> int:
     import sys
+
+    from reproduce.plan import acting_plan
+    from reproduce.slurm.permissions import check_writable
 
     args = build_parser().parse_args(argv)
     from reproduce.plan.study_plan import study_folder
@@ -386,7 +473,11 @@ def main(argv: list[str]) -> int:
         if args.dry_run:
             print("resubmit: dry run, nothing submitted")
             return 0
-        submit(out, plan)
+        with submission_lock(out):  # one writer at a time: planned again under the lock
+            plan, _ = plan_resubmission(out)
+            check_scripts(out, plan)
+            check_writable(out, submission_paths(out, acting_plan(out), plan))
+            submit(out, plan)
     except ReproduceError as exc:
         print(f"reproduce resubmit: error: {exc}", file=sys.stderr)
         return 2

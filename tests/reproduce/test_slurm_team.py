@@ -438,3 +438,88 @@ def test_what_a_team_sees_of_a_study_is_true(tmp_path, monkeypatch, capsys):
     assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "changed since the study was written" in err[0] and "write it again" in err[0], err
+
+
+def _study_of_two_tasks(tmp_path: Path) -> Path:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", array_throttle=1)))
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run", "--out", str(out)]
+    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp", "--pretrain-steps", "8"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(argv) == 0
+    return out
+
+
+def test_a_models_new_array_waits_for_its_own_live_tasks(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 4: after one task of an array was cancelled and resubmitted, the new array waited for
+    the previous model's arrays but not for its own model's live tasks: 2 tasks of one model ran at once
+    against a throttle of 1 (Slurm's own start and end times on the local cluster)."""
+    out = _study_of_two_tasks(tmp_path)
+    plan = _pretrained(out)
+    first = plan.finetuned_models[0]
+    append_ledger(out, LedgerEntry("610", "finetune", first, f"finetune_{first}.sh", "finetune", "0-1%1"))
+    live = [{"id": "610_0", "state": "RUNNING", "reason": "None", "user": "me"}]  # task 1 was cancelled
+    _slurm_here(tmp_path, monkeypatch, live + [{"id": "610_1", "state": "CANCELLED", "reason": "", "user": "me"}])
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    (mine,) = [line for line in capsys.readouterr().out.splitlines() if f"mlmclm-finetune-{first}" in line]
+    assert "--array=1%1" in mine and "afterany:610" in mine, mine
+
+
+def test_a_resubmit_that_cannot_write_the_ledger_makes_no_sbatch_call(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 1: the teammate's resubmit ran sbatch (a job queued) and then failed on the ledger
+    (Permission denied): a job in no ledger, unseen by status, planned again by the owner. Now what the
+    resubmission and its jobs write is checked first: one line naming the file, its owner and mode."""
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    real_access = os.access
+    ledger = out / "slurm" / "ledger.jsonl"
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != ledger and real_access(path, mode, **kw))
+    assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{ledger}: " in err[0] and "cannot write it (owner " in err[0] and "mode -rw" in err[0]
+    assert "nothing submitted" in err[0] and not (tmp_path / "bin" / "sbatch.calls").exists()
+
+
+def test_a_job_queued_and_not_recorded_in_the_ledger_is_named_and_seen(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 1: if recording still fails once a job is queued, the command names every job it
+    queued and the scancel line, and the pending record it wrote first is read with the ledger."""
+    from reproduce.slurm import resubmit
+
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    before = len(read_ledger(out)[0])
+
+    def full_disk(out, entry):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(resubmit, "append_ledger", full_disk)
+    assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "queued but not recorded (No space left on device)" in err[0] and "scancel " in err[0]
+    job = err[0].split("job(s) ")[1].split(" queued")[0]
+    (pending,) = (out / "slurm" / "pending").glob("*.jsonl")
+    assert json.loads(pending.read_text())["job"] == job and str(pending) in err[0]
+    entries = read_ledger(out)[0]
+    assert len(entries) == before + 1 and entries[-1].job == job  # status and resubmit see it
+
+
+def test_two_resubmits_at_once_one_waits_or_refuses_naming_the_other(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 3: two resubmits at the same moment both submitted (a duplicate array, two analysis
+    jobs). Now a resubmission holds OUT/slurm/.submit.lock from planning to its last ledger line."""
+    from contracts.locks import folder_lock
+    from reproduce.slurm import resubmit
+
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    monkeypatch.setattr(resubmit, "SUBMIT_WAIT_S", 0.0)
+    with folder_lock(out / "slurm", name=resubmit.SUBMIT_LOCK, job="submission of this study"):
+        assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is in use by another submission of this study (pid " in err[0], err
+    assert not (tmp_path / "bin" / "sbatch.calls").exists()
+    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err  # once it is free
+    assert (tmp_path / "bin" / "sbatch.calls").exists() and not list((out / "slurm" / "pending").glob("*"))
