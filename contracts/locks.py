@@ -41,20 +41,24 @@ def _open_lock(folder: Path, path: Path):
     try:
         # O_NOFOLLOW: a .lock that is a link fails here instead of truncating its target; O_NONBLOCK:
         # a FIFO does not block the open; nothing is truncated before the checks below
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        # 0o666 under the umask: in a team's study (umask 0002) a teammate's job can take it too (issue 89)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except FileNotFoundError:
         return None  # the folder went meanwhile (its holder tidied up): try again
     except OSError as exc:
         why = "a link" if exc.errno == errno.ELOOP else exc.strerror
-        raise BadLockFile(f"{path}: not a lock file this job can use ({why}): remove it and rerun") from None
+        raise BadLockFile(f"{path}: not a lock file this job can use ({why}): {_remedy(path)}") from None
     info = os.fstat(fd)
-    # a hard link (link count > 1) shares its inode with another file, which truncating would empty
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink > 1:
+    # a hard link (link count > 1) shares its inode with another file, which truncating would empty; a
+    # teammate's lock file counts as ours when the group may write it and it is one of our groups (a
+    # lock left by a killed job of one member is free: flock died with its holder)
+    ours = info.st_uid == os.getuid() or (info.st_mode & stat.S_IWGRP and info.st_gid in {os.getgid(), *os.getgroups()})
+    if not stat.S_ISREG(info.st_mode) or not ours or info.st_nlink > 1:
         os.close(fd)
         what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "another user's file"
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid():
+        if stat.S_ISREG(info.st_mode) and ours:
             what = f"a hard link: {info.st_nlink} names for one file"
-        raise BadLockFile(f"{path}: not a lock file this job can use ({what}): remove it and rerun")
+        raise BadLockFile(f"{path}: not a lock file this job can use ({what}): {_remedy(path)}")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "r+", encoding="utf-8")
 
@@ -73,6 +77,24 @@ def _flock_within(handle, wait_s: float) -> None:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.2)  # a holder's end is no event this process can wait on: a poll, bounded
+
+
+def _remedy(path: Path) -> str:
+    """How to free a lock file this user cannot use: remove it, or, where only its owner may (another
+    user's file in a folder this user cannot write), who should."""
+    import pwd
+
+    try:
+        owner = os.lstat(path).st_uid
+        if owner != os.getuid() and not os.access(path.parent, os.W_OK | os.X_OK):
+            name = pwd.getpwuid(owner)[0] if owner in {p.pw_uid for p in pwd.getpwall()} else str(owner)
+            return (
+                f"its owner {name} can remove it (no job holds it once theirs ended); a team's study makes it "
+                "group-writable (docs/cluster.md, 'A study shared by a team')"
+            )
+    except OSError:
+        pass
+    return "remove it and rerun"
 
 
 def _holder(handle) -> str:

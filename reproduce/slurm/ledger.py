@@ -13,6 +13,7 @@ queue counts as ended and its outcome is read from the run folders (records, FIN
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import getpass
 import json
@@ -297,6 +298,30 @@ def owner_note(state: SlurmState | None) -> str:
     if state is None or not state.user or state.user == getpass.getuser():
         return ""
     return f" (submitted by {state.user})"
+
+
+SUBMIT_LOCK = ".submit.lock"  # in OUT/slurm: one submission or resubmission of a study at a time
+SUBMIT_WAIT_S = 60.0  # how long a second one waits for it before refusing, naming the holder
+
+
+@contextlib.contextmanager
+def submission_lock(out: Path, wait_s: float = SUBMIT_WAIT_S):
+    """Hold OUT/slurm/.submit.lock from planning to the last ledger line (issue 89: two resubmits at
+    the same moment both submitted): a second waits up to `wait_s`, then refuses in one line."""
+    from contracts.locks import FolderInUse, folder_lock
+    from reproduce.plan import ReproduceError
+
+    try:
+        with folder_lock(
+            out / "slurm",
+            name=SUBMIT_LOCK,
+            job="submission of this study",
+            wait_s=wait_s,
+            advice="wait for it to end, then resubmit (it plans again from what it finds)",
+        ):
+            yield
+    except FolderInUse as exc:
+        raise ReproduceError(str(exc)) from None
 
 
 def utc_now() -> str:

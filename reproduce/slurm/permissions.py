@@ -12,6 +12,31 @@ from pathlib import Path
 
 from reproduce.plan import ReproduceError
 
+TEAM_UMASK = 0o002  # in a team study: files rw for the group, whatever a member's own umask
+
+
+def team_study(out: Path, declared: bool = False) -> bool:
+    """Whether the study folder is a team's: declared (`team: true` in the cluster config), or the folder
+    (or, before it exists, its parent) is setgid or group-writable, as docs/cluster.md's recipe makes it."""
+    if declared:
+        return True
+    here = Path(out)
+    while not here.exists() and here.parent != here:
+        here = here.parent
+    try:
+        mode = os.stat(here).st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_ISGID | stat.S_IWGRP))
+
+
+def team_umask(out: Path, declared: bool = False) -> None:
+    """In a team study, this process's umask lets the group write what it creates (issue 89: a
+    teammate's umask 022 left 88 files the owner could not write)."""
+    if team_study(out, declared):
+        current = os.umask(0)
+        os.umask(current & ~0o020)
+
 
 def _name(table, number: int) -> str:
     try:

@@ -41,6 +41,7 @@ from reproduce.slurm.ledger import (
     query_slurm,
     read_ledger,
     state_of,
+    submission_lock,
     utc_now,
 )
 
@@ -426,57 +427,37 @@ def build_parser():
     return parser
 
 
-SUBMIT_LOCK = ".submit.lock"  # in OUT/slurm: one submission or resubmission of a study at a time
-SUBMIT_WAIT_S = 60.0  # how long a second one waits for it before refusing, naming the holder
-
-
-@contextlib.contextmanager
-def submission_lock(out: Path, wait_s: float = SUBMIT_WAIT_S):
-    """Hold OUT/slurm/.submit.lock from planning to the last ledger line (issue 89: two resubmits at
-    the same moment both submitted): a second waits up to `wait_s`, then refuses in one line."""
-    from contracts.locks import FolderInUse, folder_lock
-
-    try:
-        with folder_lock(
-            out / "slurm",
-            name=SUBMIT_LOCK,
-            job="submission of this study",
-            wait_s=wait_s,
-            advice="wait for it to end, then resubmit (it plans again from what it finds)",
-        ):
-            yield
-    except FolderInUse as exc:
-        raise ReproduceError(str(exc)) from None
-
-
 def main(argv: list[str]) -> int:
     import sys
 
     from reproduce.plan import acting_plan
-    from reproduce.slurm.permissions import check_writable
+    from reproduce.slurm.permissions import check_writable, team_umask
 
     args = build_parser().parse_args(argv)
     from reproduce.plan.study_plan import study_folder
 
     out = study_folder(args.out)  # a link to the study is the study (issue 89)
+    team_umask(out)  # a team's study: what this writes stays the group's
     try:
-        plan, notes = plan_resubmission(out)
-        for line in notes:
-            print(line)
-        if not plan:
-            print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
-            return 0
-        check_scripts(out, plan)  # before any line of the plan, in a dry run too
-        print(f"resubmit: {len(plan)} sbatch call(s):")
-        for line in describe(plan):
-            print("  " + line)
-        if args.dry_run:
-            print("resubmit: dry run, nothing submitted")
-            return 0
-        with submission_lock(out):  # one writer at a time: planned again under the lock
-            plan, _ = plan_resubmission(out)
-            check_scripts(out, plan)
-            check_writable(out, submission_paths(out, acting_plan(out), plan))
+        # one writer at a time: a submission plans under the lock, so a second one, which waited for it,
+        # plans from what the first queued (issue 89: two at the same moment both submitted)
+        if not args.dry_run:  # the lock is a file in OUT/slurm: who may not write there hears why first
+            check_writable(out, [out / LEDGER_FILE, out / "slurm"])
+        with contextlib.nullcontext() if args.dry_run else submission_lock(out):
+            plan, notes = plan_resubmission(out)
+            for line in notes:
+                print(line)
+            if not plan:
+                print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
+                return 0
+            check_scripts(out, plan)  # before any line of the plan, in a dry run too
+            print(f"resubmit: {len(plan)} sbatch call(s):")
+            for line in describe(plan):
+                print("  " + line)
+            if args.dry_run:
+                print("resubmit: dry run, nothing submitted")
+                return 0
+            check_writable(out, submission_paths(out, acting_plan(out), plan))  # before the first sbatch
             submit(out, plan)
     except ReproduceError as exc:
         print(f"reproduce resubmit: error: {exc}", file=sys.stderr)

@@ -33,7 +33,9 @@ from reproduce.slurm.ledger import (
     SCRIPTS_FILE,
     ledger_shell_function,
     read_ledger,
+    submission_lock,
 )
+from reproduce.slurm.permissions import check_writable, team_umask
 
 
 class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptBase):
@@ -233,6 +235,7 @@ def reproduce_slurm(
     # every folder absolute: the jobs run from the checkout (issue 80: a relative --out given elsewhere
     # made the data job write into the checkout and the analysis find no record)
     cfg = with_absolute_folders(cfg, data_dir=cluster.data_dir, runs_dir=cluster.runs_dir, data_root=cluster.task_data)
+    team_umask(out_dir(cfg), cluster.team)  # a team's study: what this writes stays the group's (issue 89)
     plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
     replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
     check_no_links(plan)  # no write through a link inside the study (issue 88)
@@ -279,8 +282,11 @@ def reproduce_slurm(
     if problems:
         raise ReproduceError(not_ready(problems))
     out = out_dir(cfg)
-    before = len(read_ledger(out)[0])
-    result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
+    with submission_lock(out):  # one submission of a study at a time (issue 89)
+        # before the first sbatch: submit.sh appends to the ledger, the jobs log into OUT/slurm
+        check_writable(out, [out / LEDGER_FILE, out / "slurm", out / "slurm" / "slurm_logs"])
+        before = len(read_ledger(out)[0])
+        result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
     if result.returncode != 0:
         rewrite = (
             f"python -m reproduce --config {out / 'reproduce.yaml'} --slurm --cluster {Path(cluster_file).absolute()}"

@@ -510,13 +510,13 @@ def test_two_resubmits_at_once_one_waits_or_refuses_naming_the_other(tmp_path, m
     """Issue 89, item 3: two resubmits at the same moment both submitted (a duplicate array, two analysis
     jobs). Now a resubmission holds OUT/slurm/.submit.lock from planning to its last ledger line."""
     from contracts.locks import folder_lock
-    from reproduce.slurm import resubmit
+    from reproduce.slurm import ledger
 
     out = _study(tmp_path)
     jobs = _queued_by_alice(out)
     _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
-    monkeypatch.setattr(resubmit, "SUBMIT_WAIT_S", 0.0)
-    with folder_lock(out / "slurm", name=resubmit.SUBMIT_LOCK, job="submission of this study"):
+    monkeypatch.setattr(ledger, "SUBMIT_WAIT_S", 0.0)
+    with folder_lock(out / "slurm", name=ledger.SUBMIT_LOCK, job="submission of this study"):
         assert cli.main(["resubmit", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is in use by another submission of this study (pid " in err[0], err
