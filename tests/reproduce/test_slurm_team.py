@@ -523,3 +523,53 @@ def test_two_resubmits_at_once_one_waits_or_refuses_naming_the_other(tmp_path, m
     assert not (tmp_path / "bin" / "sbatch.calls").exists()
     assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err  # once it is free
     assert (tmp_path / "bin" / "sbatch.calls").exists() and not list((out / "slurm" / "pending").glob("*"))
+
+
+def test_a_team_study_keeps_what_it_makes_group_writable_and_caches_per_user(tmp_path, monkeypatch):
+    """Issue 89, items 2 and 5: in a setgid study folder every job script sets umask 0002 (a teammate's
+    umask 022 left files the owner could not write) and the CLI clears the group bit of its own umask;
+    each Unix user's pretraining jobs cache shards in a folder of their own (another user's job made the
+    shared one first and the owner's jobs failed)."""
+    from reproduce.slurm.permissions import team_study, team_umask
+
+    shared = tmp_path / "project"
+    shared.mkdir()
+    shared.chmod(0o2770)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", data_cache_dir="/tmp/node-cache")))
+    out = shared / "out"
+    previous = os.umask(0o022)  # the CLI changes this process's umask in a team's study: restored below
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main([*_argv(out, cluster), "--dry-run"]) == 0
+        assert os.umask(0o022) == 0o002
+    finally:
+        os.umask(previous)
+    scripts = sorted((out / "slurm").glob("*.sbatch")) + [out / "slurm" / "python.sh"]
+    assert scripts and all("\numask 0002\n" in path.read_text() for path in scripts)
+    pretraining = next((out / "slurm").glob("pretrain_*.sbatch")).read_text()
+    assert 'data.cache_dir=/tmp/node-cache-"$(id -un)"/toy_s-' in pretraining
+    assert team_study(out) and not team_study(tmp_path / "alone")  # pytest's tmp_path: 0700
+    previous = os.umask(0o022)
+    try:
+        team_umask(out)
+        assert os.umask(0o022) == 0o002
+    finally:
+        os.umask(previous)
+
+
+def test_status_for_a_teammate_who_may_only_read_prints_the_table_and_a_note(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 2: a teammate with read access only always got exit 2 from status (the PNG)."""
+    from reproduce import status
+
+    out = _study(tmp_path)
+    plan = _pretrained(out)
+    (plan.runs[0].run_dir / "loss.jsonl").write_text('{"step": 1, "loss": 5.0, "tokens": 80, "seconds": 1.0}\n')
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(status, "draw_losses", refused)
+    assert cli.main(["status", str(out)]) == 0
+    shown = capsys.readouterr()
+    assert "loss curves: not drawn" in shown.out and "not writable by you" in shown.out and shown.err == ""
