@@ -79,6 +79,14 @@ def _flock_within(handle, wait_s: float) -> None:
             time.sleep(0.2)  # a holder's end is no event this process can wait on: a poll, bounded
 
 
+def _who() -> str:
+    """` by USER[ (Slurm job J)]`: who holds a lock, for a teammate's message (issue 89)."""
+    import getpass
+
+    job = os.environ.get("SLURM_JOB_ID", "")
+    return f" by {getpass.getuser()}" + (f" (Slurm job {job})" if job.isdigit() else "")
+
+
 def _remedy(path: Path) -> str:
     """How to free a lock file this user cannot use: remove it, or, where only its owner may (another
     user's file in a folder this user cannot write), who should."""
@@ -143,7 +151,7 @@ def folder_lock(
     try:
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}\n")
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}{_who()}\n")
         handle.flush()
         yield path
     finally:
