@@ -224,30 +224,37 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     array_entries = {(e.name, e.group): e for e in entries if e.tasks}
     arrays = written_arrays(out)
     lanes = arrays.get("lanes")
-    # the arrays of each model that has some queued, running or new: the next model of its lane waits for
-    # them (afterany), live ones included (issue 80: a lane whose earlier array was still queued got a
-    # second model at once, 3 tasks running against max_running_finetune_tasks 2)
-    lane_vars: list[list[str]] = []
-    last_arrays: list[str] = []
-    for j, model in enumerate(study.finetuned_models):
+    pretraining_vars = {s.var for s in plan if s.kind == "pretraining"}
+    found: dict[str, dict[str, tuple[set, set]]] = {}  # model -> group -> (task ids to submit, live array ids)
+    for model in study.finetuned_models:
         model_jobs = study.finetune_jobs(model)
         check_job_list(finetune_dir(cfg) / "jobs" / f"{model}.jsonl", model, model_jobs)
+        # the model's pretraining is submitted again: its queued arrays wait (afterok) on the lost job, a
+        # dependency never met (Slurm cancels them): their tasks are submitted again behind the new one
+        doomed = waits.get(made_by.get(model, "")) in pretraining_vars
+        found[model] = {group: (set(), set()) for group in GROUPS}
+        for job in model_jobs:
+            if _job_done(job):
+                continue
+            todo, live = found[model][job["group"]]
+            if not doomed and active(tasks.get((model, job["group"], job["index"])), job["index"]):
+                live.add(tasks[(model, job["group"], job["index"])])
+            else:
+                todo.add(job["index"])
+    # what a new array waits for besides its maker: with lanes, every array still queued or running from
+    # before, whichever model's (issue 89: an array of a later model, queued behind a lost one, started
+    # beside the arrays resubmitted for it: 2 tasks against a cap of 1), and the new arrays of the model
+    # `lanes` before it; without lanes, its own model's live arrays (a resubmitted task ran beside its
+    # array's live tasks, twice one model's throttle)
+    every_live = sorted({job for groups in found.values() for _, live in groups.values() for job in live}, key=int)
+    lane_vars: list[list[str]] = []
+    last_arrays: list[str] = list(every_live)
+    for j, model in enumerate(study.finetuned_models):
         maker = waits.get(made_by.get(model, ""))
-        new_vars, model_live, states_of = {}, set(), {}
+        model_live = sorted({job for _, live in found[model].values() for job in live}, key=int)
+        new_vars = {}
         for group in GROUPS:
-            todo, live = set(), set()
-            for job in (jb for jb in model_jobs if jb["group"] == group):
-                if _job_done(job):
-                    continue
-                if active(tasks.get((model, group, job["index"])), job["index"]):
-                    live.add(tasks[(model, group, job["index"])])
-                else:
-                    todo.add(job["index"])
-            states_of[group] = todo, live
-            model_live |= live
-        for group in GROUPS:
-            todo, live = states_of[group]
-            last_arrays += sorted(live)
+            todo, live = found[model][group]
             if live:
                 owners = "".join(dict.fromkeys(whose(job) for job in sorted(live)))
                 notes.append(
@@ -260,11 +267,9 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             after = [("afterok", maker)] if maker else []
             if group == "ir_eval" and "ir_train" in new_vars:
                 after = [("aftercorr", new_vars["ir_train"])]
-            elif lanes and len(lane_vars) >= lanes:  # after the arrays of the model `lanes` before, live or new
-                after += [("afterany", v) for v in lane_vars[-lanes]]
-            # and after the model's own live arrays (issue 89: a task cancelled and resubmitted ran beside the
-            # array's live tasks, twice the throttle of one model at once)
-            after += [("afterany", v) for v in sorted(model_live)]
+            elif lanes and len(lane_vars) >= lanes:  # after the new arrays of every model earlier in its lane
+                after += [("afterany", v) for earlier in lane_vars[-lanes::-lanes] for v in earlier]
+            after += [("afterany", v) for v in (every_live if lanes else model_live)]
             throttle = f"%{arrays['throttle']}" if arrays.get("throttle") else ""
             plan.append(
                 Submission(
@@ -280,8 +285,8 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             )
             new_vars[group] = var
             last_arrays.append(var)
-        if new_vars or model_live:
-            lane_vars.append(list(new_vars.values()) + sorted(model_live))
+        if new_vars:
+            lane_vars.append(list(new_vars.values()))
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
     complete = analysis_is_current(out, study)

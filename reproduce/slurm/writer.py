@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from reproduce.plan import (
@@ -56,7 +57,9 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
         write_if_changed(scripts["data"], self.data_script(config_path))
         python = self.dir / "python.sh"
         write_if_changed(python, self.python_wrapper())
-        python.chmod(0o755)
+        umask = os.umask(0)
+        os.umask(umask)
+        python.chmod(0o777 & ~umask)  # executable, and the group's to write in a team's study (umask 0002)
         # every job id goes to the ledger as soon as sbatch returns it (reproduce.slurm.ledger): status and
         # resubmit read it; afterok dependants of a failed job are cancelled (--kill-on-invalid-dep),
         # not left pending forever, and the analysis runs afterany on what finished
@@ -109,8 +112,12 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
             )
             n_runs += len(jobs)
             lane_after = ""
-            if lanes and j >= lanes:  # after the previous model of this lane, however its arrays ended
-                lane_after = ",afterany:" + ":".join(f'"${v}"' for v in model_arrays[j - lanes])
+            if lanes and j >= lanes:  # however their arrays ended
+                # after every earlier model of its lane, not only the last: an array cancelled early (its
+                # pretraining lost) ends at once, and the next would start beside the one before it
+                # (issue 89: 2 tasks against a cap of 1)
+                earlier = [v for k in range(j - lanes, -1, -lanes) for v in model_arrays[k]]
+                lane_after = ",afterany:" + ":".join(f'"${v}"' for v in earlier)
             model_arrays.append([])
             for group, size in matrix.array_sizes(jobs).items():
                 if size == 0:

@@ -1,15 +1,18 @@
 """Issue 89 on the local Slurm cluster: a study shared by two Unix users of one group, set up as
 docs/cluster.md's recipe says (a setgid group folder; the owner's umask 002, the teammate's 022).
 
-The owner submits the toy DAG held; one fine-tuning task of the first model and the CLM pretraining job
-are cancelled; the teammate runs status and resubmits while the owner resubmits at the same moment; the
-jobs are released. Then: no job of either user is outside the ledger, none FAILED (a permission or a
-lock), Slurm's own start and end times show at most the lane's one fine-tuning task at a time, the study
-finishes, every file the users and jobs made under the study is group-writable, each user's pretraining
-cache is its own, and a user outside the group gets one line from resubmit and queues nothing."""
+The owner submits the toy DAG with every job held (`sbatch --hold`: sbatch 22.05 ignores SBATCH_HOLD);
+the CLM pretraining job and one fine-tuning task are cancelled; the teammate runs status, a user outside
+the group is refused in one line with no job queued, the teammate resubmits; another task is cancelled
+and both users resubmit it at the same moment; the jobs are released. Then: every job of either user
+is in the ledger, none FAILED (a permission or a lock), Slurm's own start and end times show at most
+the lane's one fine-tuning task at a time, the study finishes, every file the users and jobs made
+(study, runs, data) is group-writable, and each user's pretraining jobs cached shards in their own
+folder. It replaces issue 80's lanes test, whose jobs were never held (SBATCH_HOLD)."""
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
@@ -54,13 +57,32 @@ def _as(user: str, umask: str, env: dict, *argv: str, background: bool = False):
     return subprocess.run(run, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
+@contextlib.contextmanager
+def _reachable_by_other_users(*paths: str):
+    """Let other users traverse the folders above `paths` (the interpreter, the checkout), for the test:
+    a pyenv Python under /root (0700) cannot be run by another user. Each folder's mode is restored."""
+    changed = {}
+    for path in paths:
+        for folder in Path(os.path.realpath(path)).parents:
+            mode = folder.stat().st_mode
+            if not mode & 0o001 and folder not in changed:
+                changed[folder] = mode
+                folder.chmod((mode & 0o7777) | 0o001)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            folder.chmod(mode & 0o7777)
+
+
 @pytest.mark.slurm
 @pytest.mark.e2e
 def test_a_team_of_two_users_shares_a_study_on_slurm(local_slurm):
     _ensure_users()
     base = Path(tempfile.mkdtemp(prefix="team-", dir="/tmp"))
     try:
-        _team_study(local_slurm, base)
+        with _reachable_by_other_users(sys.executable, sys.prefix, str(REPO), sys.base_prefix):
+            _team_study(local_slurm, base)
     finally:
         for job in local_slurm.command("squeue", "-h", "-o", "%i", check=False).stdout.split():
             local_slurm.command("scancel", job, check=False)
@@ -120,8 +142,16 @@ def _team_study(local_slurm, base: Path) -> None:
     err = refused.stderr.strip().splitlines()
     assert refused.returncode == 2 and len(err) == 1 and "cannot write it (owner " in err[0], refused.stderr
     assert local_slurm.command("squeue", "-h", "-t", "all", "-u", STRANGER, "-o", "%A").stdout.split() == []
-    # the teammate and the owner resubmit at the same moment: one plans and submits under the lock,
-    # the other waits for it and then finds the same runs queued
+    # the teammate resubmits what was lost: the CLM pretraining (its jobs cache under their own folder)
+    # and its array, the cancelled task (behind its array's live tasks) and the analysis
+    mine = _as(MATE, "022", env(MATE), "resubmit", str(out))
+    assert mine.returncode == 0, mine.stderr
+    assert "resubmitted pretraining toy_s-clm-8" in mine.stdout, mine.stdout
+    assert f"resubmitted finetune {mlm_array.name} finetune tasks 1%1" in mine.stdout, mine.stdout
+    # another task lost; the teammate and the owner resubmit it at the same moment: one plans and
+    # submits under the lock, the other waits for it and then finds it queued
+    untrained = next(e for e in entries if e.kind == "finetune" and "random-init" in e.name)
+    local_slurm.command("scancel", f"{untrained.job}_2")
     racing = [
         _as(user, mask, env(user), "resubmit", str(out), background=True)
         for user, mask in ((MATE, "022"), (OWNER, "002"))
@@ -130,9 +160,8 @@ def _team_study(local_slurm, base: Path) -> None:
     for proc, (_, stderr) in zip(racing, said):
         assert proc.returncode == 0, stderr
     both = "".join(stdout for stdout, _ in said)
-    assert both.count("resubmitted pretraining") == 1 and both.count(f"resubmitted finetune {mlm_array.name}") == 1, (
-        both
-    )
+    assert both.count(f"resubmitted finetune {untrained.name} finetune tasks 2%1") == 1, both
+    assert both.count("resubmit: nothing to submit") == 1, both
     shown = _as(OWNER, "002", env(OWNER), "status", str(out))
     assert shown.returncode == 0, shown.stderr
 
@@ -144,7 +173,7 @@ def _team_study(local_slurm, base: Path) -> None:
 
     # every job either user queued is in the ledger, and none failed
     ledger = {e.job for e in read_ledger(out)[0]}
-    queued = local_slurm.command("squeue", "-h", "-t", "all", "-o", "%A|%u").stdout.split()
+    queued = local_slurm.command("squeue", "-h", "-t", "all", "-o", "%F|%u").stdout.split()  # %F: an array's id
     theirs = {line.split("|")[0] for line in queued if line.split("|")[1] in (OWNER, MATE)}
     assert theirs <= ledger, theirs - ledger
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-600:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
@@ -153,10 +182,11 @@ def _team_study(local_slurm, base: Path) -> None:
         assert states <= {"COMPLETED", "CANCELLED"}, (job, states, logs)
     assert {local_slurm.job_state(job) for job in analyses} == {"COMPLETED"}, logs
     finetune = [e.job for e in read_ledger(out)[0] if e.kind == "finetune"]
-    assert _most_at_once(_task_spans(local_slurm, finetune)) == 1  # one lane, one task at a time
+    spans = _task_spans(local_slurm, finetune)
+    assert _most_at_once(spans) == 1, spans  # one lane, one task at a time
     shown = _as(MATE, "022", env(MATE), "status", str(out))
     assert "finished (every Slurm job ended" in shown.stdout.splitlines()[0], shown.stdout
     # what the users and their jobs made is the group's, whatever the teammate's umask
-    made = [p for p in out.rglob("*") if not p.is_symlink()]
+    made = [p for top in (out, project / "runs", project / "data") for p in top.rglob("*") if not p.is_symlink()]
     assert made and [p for p in made if not os.stat(p).st_mode & 0o020] == []
     assert {p.name for p in scratch.iterdir()} >= {f"cache-{OWNER}", f"cache-{MATE}"}
