@@ -573,3 +573,26 @@ def test_status_for_a_teammate_who_may_only_read_prints_the_table_and_a_note(tmp
     assert cli.main(["status", str(out)]) == 0
     shown = capsys.readouterr()
     assert "loss curves: not drawn" in shown.out and "not writable by you" in shown.out and shown.err == ""
+
+
+def test_lanes_hold_through_a_cancelled_array_and_arrays_behind_a_lost_pretraining_are_submitted_again(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 89, found on the local Slurm: with one lane, the third model's array waited only for the
+    second's; the second's was cancelled early (its pretraining lost), so the third ran beside the first
+    (2 tasks against a cap of 1). And an array still queued behind a lost pretraining job (a dependency
+    never met: Slurm cancels it) was left alone by resubmit, so its runs were never fine-tuned."""
+    out = _study(tmp_path, array_throttle=1, max_running_finetune_tasks=1)
+    submit = (out / "slurm" / "submit.sh").read_text()
+    third = next(line for line in submit.splitlines() if "finetune_toy_s-random-init" in line and "sbatch" in line)
+    assert 'afterany:"$finetune1":"$finetune0"' in third, third
+    jobs = _queued_by_alice(out)  # 501 and 502 pretraining, 503-505 arrays, 506 analysis
+    lost = [job | {"state": "CANCELLED", "reason": ""} if job["id"] == "502" else job for job in jobs]
+    lost = [
+        job | {"state": "PENDING", "reason": "DependencyNeverSatisfied"} if job["id"] == "504_[0]" else job
+        for job in lost
+    ]
+    _slurm_here(tmp_path, monkeypatch, lost)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    shown = capsys.readouterr().out
+    assert "pretrain_toy_s-clm-8.sbatch" in shown and "mlmclm-finetune-toy_s-clm-8" in shown, shown
