@@ -41,22 +41,68 @@ def _open_lock(folder: Path, path: Path):
     try:
         # O_NOFOLLOW: a .lock that is a link fails here instead of truncating its target; O_NONBLOCK:
         # a FIFO does not block the open; nothing is truncated before the checks below
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        # 0o666 under the umask: in a team's study (umask 0002) a teammate's job can take it too (issue 89)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except FileNotFoundError:
         return None  # the folder went meanwhile (its holder tidied up): try again
     except OSError as exc:
         why = "a link" if exc.errno == errno.ELOOP else exc.strerror
-        raise BadLockFile(f"{path}: not a lock file this job can use ({why}): remove it and rerun") from None
+        raise BadLockFile(f"{path}: not a lock file this job can use ({why}): {_remedy(path)}") from None
     info = os.fstat(fd)
-    # a hard link (link count > 1) shares its inode with another file, which truncating would empty
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink > 1:
+    # a hard link (link count > 1) shares its inode with another file, which truncating would empty; a
+    # teammate's lock file counts as ours when the group may write it and it is one of our groups (a
+    # lock left by a killed job of one member is free: flock died with its holder)
+    ours = info.st_uid == os.getuid() or (info.st_mode & stat.S_IWGRP and info.st_gid in {os.getgid(), *os.getgroups()})
+    if not stat.S_ISREG(info.st_mode) or not ours or info.st_nlink > 1:
         os.close(fd)
         what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "another user's file"
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid():
+        if stat.S_ISREG(info.st_mode) and ours:
             what = f"a hard link: {info.st_nlink} names for one file"
-        raise BadLockFile(f"{path}: not a lock file this job can use ({what}): remove it and rerun")
+        raise BadLockFile(f"{path}: not a lock file this job can use ({what}): {_remedy(path)}")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "r+", encoding="utf-8")
+
+
+def _flock_within(handle, wait_s: float) -> None:
+    """The exclusive flock of `handle`, waiting up to `wait_s` seconds for its holder to end
+    (BlockingIOError when it still holds it then)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)  # a holder's end is no event this process can wait on: a poll, bounded
+
+
+def _who() -> str:
+    """` by USER[ (Slurm job J)]`: who holds a lock, for a teammate's message (issue 89)."""
+    import getpass
+
+    job = os.environ.get("SLURM_JOB_ID", "")
+    return f" by {getpass.getuser()}" + (f" (Slurm job {job})" if job.isdigit() else "")
+
+
+def _remedy(path: Path) -> str:
+    """How to free a lock file this user cannot use: remove it, or, where only its owner may (another
+    user's file in a folder this user cannot write), who should."""
+    import pwd
+
+    try:
+        owner = os.lstat(path).st_uid
+        if owner != os.getuid() and not os.access(path.parent, os.W_OK | os.X_OK):
+            name = pwd.getpwuid(owner)[0] if owner in {p.pw_uid for p in pwd.getpwall()} else str(owner)
+            return (
+                f"its owner {name} can remove it (no job holds it once theirs ended); a team's study makes it "
+                "group-writable (docs/cluster.md, 'A study shared by a team')"
+            )
+    except OSError:
+        pass
+    return "remove it and rerun"
 
 
 def _holder(handle) -> str:
@@ -71,8 +117,10 @@ def folder_lock(
     name: str = LOCK_FILE,
     job: str = "job",
     advice: str = "wait for it to finish (a rerun then reuses its results), or choose another output folder",
+    wait_s: float = 0.0,
 ) -> Iterator[Path]:
-    """Hold `<folder>/<name>` for the `with` block, or raise FolderInUse at once (nothing written).
+    """Hold `<folder>/<name>` for the `with` block, or raise FolderInUse (nothing written): at once, or
+    once `wait_s` seconds have passed with the lock still held by another.
 
     On release the lock file is removed (a job killed with -9 leaves it behind, unlocked: the next
     job takes it), and so is the folder if this job created it and wrote nothing else in it (it
@@ -86,11 +134,12 @@ def folder_lock(
         if handle is None:
             continue
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_within(handle, wait_s)
         except BlockingIOError:
             holder = _holder(handle)
             handle.close()
-            raise FolderInUse(f"{folder} is in use by another {job} ({holder}): {advice}") from None
+            waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
+            raise FolderInUse(f"{folder} is in use by another {job} ({holder}){waited}: {advice}") from None
         try:
             if os.lstat(path).st_ino == os.fstat(handle.fileno()).st_ino:
                 break
@@ -102,7 +151,7 @@ def folder_lock(
     try:
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}\n")
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {utc_now()}{_who()}\n")
         handle.flush()
         yield path
     finally:

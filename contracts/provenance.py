@@ -85,6 +85,18 @@ def _default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def give_usual_modes(folder: str | os.PathLike) -> None:
+    """Every regular file under `folder` (links not followed) gets the usual mode (0666 minus umask):
+    libraries that write through a private temporary file leave 0600 (transformers' save_pretrained
+    left model.safetensors unreadable by a teammate's jobs in a team's study, issue 89)."""
+    mode = _default_file_mode()
+    for top, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(top, name)
+            if not os.path.islink(path) and os.path.isfile(path):
+                os.chmod(path, mode)
+
+
 class DiskFullError(OSError):
     """No space (or quota) left while writing a file: one line naming it."""
 

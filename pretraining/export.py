@@ -26,7 +26,7 @@ import torch
 from contracts.bounded import LARGE, BoundedReadError, read_json_object_or, read_yaml, short_repr
 from contracts.config import CONFIG_BYTES_LIMIT
 from contracts.layout import RUN_CONFIG_FILE, latest_checkpoint
-from contracts.provenance import atomic_write_json, atomic_write_text
+from contracts.provenance import atomic_write_json, atomic_write_text, give_usual_modes
 from pretraining import modeling
 from pretraining.modeling import MODEL_TYPE, MlmClmConfig, MlmClmForLM, MlmClmModel
 from pretraining.presets import config_from_preset
@@ -388,6 +388,7 @@ def save_hf_directory(model: MlmClmForLM, state_dict: dict | None, target: Path,
     parameters = sum(v.numel() for v in (state_dict or model.state_dict()).values())
     config = _read_config_json(tmp / "config.json")
     atomic_write_text(tmp / "README.md", model_card(metadata, parameters, config))
+    give_usual_modes(tmp)  # save_pretrained's weights are 0600: the group reads them in a team's study
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
@@ -541,6 +542,7 @@ def export_random_twin(like: str | Path, out: str | Path, seed: int = 17, trust_
             "git_sha": git_sha(),
         },
     )
+    give_usual_modes(tmp)
     tmp.rename(out)
     return out
 

@@ -158,7 +158,8 @@ def summary_line(table: pd.DataFrame) -> str:
     """One line: how many tasks pass, the weakest margin, each objective against random
     initialisation per size, and pretrained vs random-init averages."""
     tasks = table[table["scope"] == "task"]
-    weakest = tasks.loc[tasks["margin"].idxmin()] if len(tasks) else None
+    margins = tasks["margin"].dropna()  # a task no pretrained model has a run of has no margin
+    weakest = tasks.loc[margins.idxmin()] if len(margins) else None
     text = f"learning: {int(tasks['passes'].sum())}/{len(tasks)} tasks >= {MARGIN:g} points above chance"
     if weakest is not None:
         text += f" (weakest {weakest['name']}: {weakest['margin']:+.1f})"

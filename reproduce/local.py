@@ -312,9 +312,15 @@ def stage_analysis(plan: StudyPlan) -> str:
         [_missing_row(job, d, plan.made_by) for job, d in planned if not (d / RECORD_FILE).is_file()]
     )
     files = [f for f in files if f.is_file()]
-    if not files:
+    pretrained_files = [j.run_dir / RECORD_FILE for j in plan.jobs if j.model in plan.made_by]
+    if not files or (pretrained_files and not any(f.is_file() for f in pretrained_files)):
         if planned:  # what is missing and why, for status and resubmit (issue 80: every pretraining job lost)
             atomic_write_text(out / MISSING_FILE, missing.to_csv(index=False))
+        if files:  # issue 89: only the untrained references had runs: a one-line failure, not a traceback
+            raise ReproduceError(
+                f"none of the {len(plan.made_by)} pretrained models has a run record ({len(missing)} runs missing, "
+                f"listed in {out / MISSING_FILE}): nothing to compare; finish their pretraining and fine-tuning first"
+            )
         raise ReproduceError(
             f"none of the {len(planned)} planned run records exists yet (e.g. {planned[0][1] / RECORD_FILE}): "
             "finish the fine-tuning stage first"

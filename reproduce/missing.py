@@ -45,6 +45,15 @@ def analysis_outputs(plan) -> list[Path]:
     ]
 
 
+def _where_now(path: str, stamp: dict, out: Path) -> str:
+    """A record path of the analysis stamp where it is now: one under the folder the study was analysed
+    in (its `config.out`) is read under OUT (issue 89: a moved finished study read as not analysed)."""
+    analysed_in = (stamp.get("config") or {}).get("out")
+    if isinstance(analysed_in, str) and Path(path).is_relative_to(analysed_in):
+        return str(Path(out) / Path(path).relative_to(analysed_in))
+    return str(path)
+
+
 def analysis_is_current(out: Path, plan) -> bool:
     """Whether the last analysis of OUT had every planned run, is the analysis of the records as they
     are now, and its outputs are all there: OUT/analysis_inputs.json lists exactly the planned runs'
@@ -59,7 +68,7 @@ def analysis_is_current(out: Path, plan) -> bool:
         return False
     try:
         stamp = json.loads(read_text(Path(out) / ANALYSIS_STAMP, LARGE))
-        analysed = {str(path): (int(mtime), int(size)) for path, mtime, size in stamp["records"]}
+        analysed = {_where_now(path, stamp, out): (int(mtime), int(size)) for path, mtime, size in stamp["records"]}
         present = {}
         for record in plan.record_files:
             info = record.stat()

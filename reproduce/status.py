@@ -485,7 +485,11 @@ def main(argv: list[str]) -> int:
     import sys
 
     args = build_parser().parse_args(argv)
-    out = Path(args.out).absolute()
+    from reproduce.plan.study_plan import study_folder
+    from reproduce.slurm.permissions import team_umask
+
+    out = study_folder(args.out)  # a link to the study is the study (issue 89)
+    team_umask(out)  # a team's study: the PNG and a plan.json written back stay the group's
     try:
         lines, pretraining, finetune = status_report(out, every_run=args.all)
     except (ReproduceError, BoundedReadError) as exc:
@@ -509,6 +513,9 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         png = draw_losses(pretraining, target, finetune)
+    except PermissionError:  # a teammate who may only read the study (issue 89): the table is what they asked
+        print(f"\nloss curves: not drawn ({target.parent} is not writable by you; --png PATH draws them elsewhere)")
+        return 0
     except OSError as exc:  # e.g. OUT/status is a file (issue 56): the table is printed, the PNG not
         why = exc.strerror or type(exc).__name__
         print(f"reproduce status: error: cannot write the PNG {target} ({why}): pass --png PATH", file=sys.stderr)

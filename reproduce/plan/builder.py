@@ -24,6 +24,7 @@ from reproduce.plan.config import (
     study_sizes,
     task_data_root,
     tokenizer_path,
+    write_if_changed,
 )
 from reproduce.plan.studies import STUDIES, NameBook, StudyError, checkpoints, runs_to_train, scale_steps, scaled_name
 from reproduce.plan.study_plan import (
@@ -34,8 +35,10 @@ from reproduce.plan.study_plan import (
     StudyPlan,
     job_model_and_dir,
     load_study_config,
+    plan_changes,
     plan_to_json,
     read_plan,
+    read_plan_or_stale,
 )
 
 RANDOM_INIT_SUFFIX = "-random-init"
@@ -237,5 +240,21 @@ def acting_plan(out: Path, notes: list[str] | None = None) -> StudyPlan:
 
 def study_plan_at(out: Path, notes: list[str] | None = None) -> StudyPlan:
     """The plan of the study in `out`: plan.json, or, when that cannot be used, planned again from
-    OUT/reproduce.yaml (slow on a paper-scale study: it imports the registry, hence torch)."""
-    return read_plan(out, notes) or build_plan(load_study_config(out))
+    OUT/reproduce.yaml (slow on a paper-scale study: it imports the registry, hence torch). A plan.json
+    that was absent or damaged is written again (issue 89), best effort (a teammate with read access
+    only reads); one written for an earlier reproduce.yaml whose plan differs is kept, and `notes`
+    says what changed (its Slurm scripts are that plan's until the study is written again)."""
+    plan, stale = read_plan_or_stale(out, notes)
+    if plan is not None:
+        return plan
+    plan = build_plan(load_study_config(out))
+    changes = plan_changes(stale, plan) if stale is not None else None
+    if changes:
+        if notes is not None:
+            notes.append(f"{out / 'reproduce.yaml'} changed since the study was written ({changes}): planned again")
+        return plan
+    try:
+        write_if_changed(out / PLAN_FILE, plan_to_json(plan, (out / "reproduce.yaml").read_text()))
+    except (OSError, ReproduceError):
+        pass  # read-only here: the plan is used all the same
+    return plan

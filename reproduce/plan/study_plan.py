@@ -459,26 +459,64 @@ def read_plan(out: Path, notes: list[str] | None = None) -> StudyPlan | None:
     (reproduce.yaml changed since), or not to be obeyed: unreadable, edited since it was written (its
     digest), its inventory not its plan's, or naming folders the study does not (`notes` gets a line
     for each of those: the plan is made again from reproduce.yaml)."""
+    return read_plan_or_stale(out, notes)[0]
+
+
+def read_plan_or_stale(out: Path, notes: list[str] | None = None) -> tuple[StudyPlan | None, StudyPlan | None]:
+    """(read_plan's answer, the plan.json written for an earlier reproduce.yaml when that is why it is
+    None: what the study was when its files were written)."""
     problem = None
     try:
         text = read_text(out / CONFIG_FILE, LARGE)
         plan, written_for = plan_from_json(read_text(out / PLAN_FILE, LARGE), load_study_config(out))
         if written_for != hashlib.sha256(text.encode()).hexdigest():
-            return None
+            return None, plan
         problem = _folders_problem(plan)
         if problem:
             problem = f"names a folder the study does not ({problem})"
     except FileNotFoundError:
-        return None
+        return None, None
     except ReproduceError:
-        return None  # no reproduce.yaml: the caller's own one-line error says so
+        return None, None  # no reproduce.yaml: the caller's own one-line error says so
     except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError, BoundedReadError) as exc:
         problem = f"cannot be used ({type(exc).__name__}: {short_repr(str(exc), 120)})"
     if problem:
         if notes is not None:
             notes.append(f"{out / PLAN_FILE} {problem}: planned again from {CONFIG_FILE}")
-        return None
-    return plan
+        return None, None
+    return plan, None
+
+
+def plan_changes(old: StudyPlan, new: StudyPlan) -> str | None:
+    """What changed between the plan a study's files were written for and its plan now ("2 pretraining
+    runs added, 6 fine-tuning runs added, 1 removed"), None when nothing did (an edited comment)."""
+    parts = []
+    for what, before, after in (
+        ("pretraining runs", {r.name for r in old.runs}, {r.name for r in new.runs}),
+        ("fine-tuning runs", {str(j.run_dir) for j in old.jobs}, {str(j.run_dir) for j in new.jobs}),
+    ):
+        added, removed = len(after - before), len(before - after)
+        if added or removed:
+            parts.append(f"{what}: {added} added, {removed} removed")
+    return "; ".join(parts) or None
+
+
+def study_folder(given: str | Path) -> Path:
+    """The folder of the study at `given` under the name it was written with: the `out` its
+    reproduce.yaml records when that is the same folder reached another way (a link, `..`), so that its
+    plan names the folders its scripts and job lists do (issue 89: a symlinked path read as a moved
+    study); `given`, made absolute, otherwise (a moved study, one that records no absolute `out`)."""
+    import os
+
+    from contracts.config import ConfigError, load_config
+
+    given = Path(os.path.abspath(given))
+    try:
+        recorded = load_config(ReproduceConfig, given / CONFIG_FILE).out
+    except (ConfigError, OSError):
+        return given  # the caller's own one-line error names an unreadable config
+    same = Path(recorded).is_absolute() and os.path.realpath(recorded) == os.path.realpath(given)
+    return Path(recorded) if same else given
 
 
 def load_study_config(out: Path) -> ReproduceConfig:

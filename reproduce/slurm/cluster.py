@@ -135,9 +135,10 @@ class ClusterConfig:
     # The task mirror the fine-tuning jobs read (`python -m benchmarks fetch-data --out <task_data>` on
     # the login node); null: the reproduction's data_root (the jobs cannot read the Hub offline)
     task_data: str | None = None
-    # Each pretraining job copies the shards it reads into <data_cache_dir>/<run name> on its nodes
-    # (node-local; streaming's cache), so concurrent jobs never share (or race to decompress) shard
-    # files. null: read `data_dir` in place (only safe for one job at a time).
+    # Each pretraining job copies the shards it reads into <data_cache_dir>-<user>/<run name> on its
+    # nodes (node-local; streaming's cache; one folder per Unix user, issue 89: a teammate's job that
+    # created the folder first made the others fail), so concurrent jobs never share (or race to
+    # decompress) shard files. null: read `data_dir` in place (only safe for one job at a time).
     data_cache_dir: str | None = "/tmp/mlm-vs-clm-mds"
     data_cache_limit: str | None = None  # e.g. "500gb": streaming evicts shards beyond this
     account: str | None = None
@@ -161,6 +162,10 @@ class ClusterConfig:
     # lanes (a model's arrays start after the previous model of its lane ended, afterany), so lanes x
     # arrays per model x array_throttle <= N (the throttle lowered to fit where needed)
     max_running_finetune_tasks: int | None = None
+    # A study shared by a team of Unix users in one group (docs/cluster.md): every file and folder the
+    # jobs create is group-writable (umask 0002), whatever each member's umask. Also on when the study
+    # folder is group-writable or setgid at submission.
+    team: bool = False
     master_port: int = 29500
     python: str = "python"  # inside the image (or on the nodes with --no-container)
     binds: tuple[str, ...] = ()  # more paths to bind into the container

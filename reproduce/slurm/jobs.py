@@ -24,6 +24,7 @@ from reproduce.slurm.cluster import (
     MAX_STALLED_RESTARTS,
     ClusterConfig,
 )
+from reproduce.slurm.permissions import TEAM_UMASK, team_study
 
 
 def _q(text) -> str:
@@ -84,6 +85,8 @@ class ScriptBase:
             env["OMP_NUM_THREADS"] = "1"
         env.update({str(k): str(v) for k, v in c.env.items()})  # the cluster config's `env:` last: it wins
         lines = [f"export {k}={_q(v)}" for k, v in env.items()]
+        if team_study(out_dir(self.cfg), c.team):  # what the jobs create stays the group's (issue 89)
+            lines.append(f"umask {TEAM_UMASK:04o}")
         if self.container:  # --cleanenv: pass them explicitly
             lines += [f"export APPTAINERENV_{k}={_q(v)}" for k, v in env.items()]
         return lines
@@ -166,6 +169,8 @@ class PretrainingJobs:
             ]
         )
         train = f"-m pretraining train {_q(config_path)}"
+        if c.data_cache_dir:  # node-local, one folder per Unix user (issue 89), named when the job runs
+            train += f' data.cache_dir={_q(c.data_cache_dir)}-"$(id -un)"/{_q(name)}'
         if launcher:
             world = c.pretraining_nodes * ranks_per_node
             lines += [

@@ -13,6 +13,7 @@ queue counts as ended and its outcome is read from the run folders (records, FIN
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import getpass
 import json
@@ -95,17 +96,24 @@ def ledger_line(entry: LedgerEntry) -> str:
     return json.dumps({f: getattr(entry, f) for f in _FIELDS}) + "\n"
 
 
+PENDING_DIR = Path("slurm") / "pending"  # resubmit's records of the jobs it queues, before the ledger's line
+MAX_PENDING_FILES = 100  # more are not read (each is one resubmit that could not write the ledger)
+
+
 def read_ledger(out: Path) -> tuple[list[LedgerEntry], int]:
-    """The ledger's entries, in submission order, and how many lines were unreadable (skipped: a line
-    decodes only as the columns written here, with a numeric job id and a known kind)."""
+    """The ledger's entries, in submission order, then those of the pending records (OUT/slurm/pending/:
+    jobs a resubmit queued and the ledger lacks, issue 89), and how many lines were unreadable
+    (skipped: a line decodes only as the columns written here, with a numeric job id and a known kind)."""
     from contracts.bounded import LARGE, read_text
 
-    path = Path(out) / LEDGER_FILE
-    if not path.exists():
-        return [], 0
-    text = read_text(path, LARGE)  # a ledger that is a device or gigabytes is one line, not a hang
-    entries, bad, total = [], 0, 0
-    for line in text.splitlines():
+    out = Path(out)
+    texts = [read_text(out / LEDGER_FILE, LARGE)] if (out / LEDGER_FILE).exists() else []
+    pending = out / PENDING_DIR
+    if pending.is_dir() and not pending.is_symlink():
+        records = sorted(p for p in pending.glob("*.jsonl") if p.is_file() and not p.is_symlink())
+        texts += [read_text(p, LARGE) for p in records[:MAX_PENDING_FILES]]
+    entries, bad, total, seen = [], 0, 0, set()
+    for line in (line for text in texts for line in text.splitlines()):
         if not line.strip():
             continue
         try:
@@ -113,12 +121,15 @@ def read_ledger(out: Path) -> tuple[list[LedgerEntry], int]:
             entry = LedgerEntry(**{f: str(row.get(f, ""))[:MAX_FIELD_CHARS] for f in _FIELDS})
             if not _JOB_ID.fullmatch(entry.job) or entry.kind not in KINDS:
                 raise ValueError(entry.job)
+            if entry.job in seen:  # in the ledger and in a pending record
+                continue
             total += len(entry.task_ids())
             if total > MAX_LEDGER_TASKS:  # the cap is on the whole ledger, not per line (issue 78)
                 raise ValueError(total)
         except (ValueError, TypeError, AttributeError, RecursionError):
             bad += 1
             continue
+        seen.add(entry.job)
         entries.append(entry)
     return entries, bad
 
@@ -287,6 +298,30 @@ def owner_note(state: SlurmState | None) -> str:
     if state is None or not state.user or state.user == getpass.getuser():
         return ""
     return f" (submitted by {state.user})"
+
+
+SUBMIT_LOCK = ".submit.lock"  # in OUT/slurm: one submission or resubmission of a study at a time
+SUBMIT_WAIT_S = 60.0  # how long a second one waits for it before refusing, naming the holder
+
+
+@contextlib.contextmanager
+def submission_lock(out: Path, wait_s: float = SUBMIT_WAIT_S):
+    """Hold OUT/slurm/.submit.lock from planning to the last ledger line (issue 89: two resubmits at
+    the same moment both submitted): a second waits up to `wait_s`, then refuses in one line."""
+    from contracts.locks import FolderInUse, folder_lock
+    from reproduce.plan import ReproduceError
+
+    try:
+        with folder_lock(
+            out / "slurm",
+            name=SUBMIT_LOCK,
+            job="submission of this study",
+            wait_s=wait_s,
+            advice="wait for it to end, then resubmit (it plans again from what it finds)",
+        ):
+            yield
+    except FolderInUse as exc:
+        raise ReproduceError(str(exc)) from None
 
 
 def utc_now() -> str:

@@ -16,6 +16,7 @@ image): a study moved since must be written again there first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from reproduce.slurm.ledger import (
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
     LEDGER_FILE,
+    PENDING_DIR,
     SCRIPTS_FILE,
     LedgerEntry,
     append_ledger,
@@ -34,10 +36,12 @@ from reproduce.slurm.ledger import (
     current_tasks,
     format_task_ids,
     is_active,
+    ledger_line,
     owner_note,
     query_slurm,
     read_ledger,
     state_of,
+    submission_lock,
     utc_now,
 )
 
@@ -103,7 +107,8 @@ def recorded_elsewhere(out: Path) -> Path | None:
         recorded = load_config(ReproduceConfig, out / CONFIG_FILE).out
     except (ConfigError, OSError):
         return None  # the one-line error of an unreadable config comes from the plan
-    if not Path(recorded).is_absolute() or os.path.abspath(recorded) == os.path.abspath(out):
+    # the same folder through a link is the same study (issue 89: a symlinked path read as "moved")
+    if not Path(recorded).is_absolute() or os.path.realpath(recorded) == os.path.realpath(out):
         return None
     return Path(recorded)
 
@@ -142,6 +147,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     from reproduce.missing import analysis_is_current
     from reproduce.plan import acting_plan, data_dir, finetune_dir, pretraining_dir
     from reproduce.plan.inventory import check_no_links
+    from reproduce.plan.study_plan import plan_changes, read_plan_or_stale
 
     moved = recorded_elsewhere(out)
     if moved is not None:  # its scripts and run configs write to the old folder (issue 80)
@@ -150,6 +156,14 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             f"nothing submitted; resubmit it from {moved} (move it back), or submit it anew under another --out"
         )
     study = acting_plan(out, plan_notes := [])  # from reproduce.yaml: a forged plan.json is never obeyed
+    _, written = read_plan_or_stale(out)
+    changes = plan_changes(written, study) if written is not None else None
+    if changes:  # issue 89: resubmit said "every run is finished" while 6 added runs were never submitted
+        raise ReproduceError(
+            f"{out / 'reproduce.yaml'} changed since the study was written ({changes}): its scripts and job lists "
+            f"are the earlier study's; nothing submitted: write it again (python -m reproduce --config "
+            f"{out / 'reproduce.yaml'} --slurm --cluster FILE --dry-run), then resubmit"
+        )
     cfg = study.config
     check_no_links(study)  # its folders and ledger, before any sbatch
     check_no_links(study, [out / ARRAYS_FILE, out / SCRIPTS_FILE])
@@ -210,27 +224,37 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
     array_entries = {(e.name, e.group): e for e in entries if e.tasks}
     arrays = written_arrays(out)
     lanes = arrays.get("lanes")
-    # the arrays of each model that has some queued, running or new: the next model of its lane waits for
-    # them (afterany), live ones included (issue 80: a lane whose earlier array was still queued got a
-    # second model at once, 3 tasks running against max_running_finetune_tasks 2)
-    lane_vars: list[list[str]] = []
-    last_arrays: list[str] = []
-    for j, model in enumerate(study.finetuned_models):
+    pretraining_vars = {s.var for s in plan if s.kind == "pretraining"}
+    found: dict[str, dict[str, tuple[set, set]]] = {}  # model -> group -> (task ids to submit, live array ids)
+    for model in study.finetuned_models:
         model_jobs = study.finetune_jobs(model)
         check_job_list(finetune_dir(cfg) / "jobs" / f"{model}.jsonl", model, model_jobs)
+        # the model's pretraining is submitted again: its queued arrays wait (afterok) on the lost job, a
+        # dependency never met (Slurm cancels them): their tasks are submitted again behind the new one
+        doomed = waits.get(made_by.get(model, "")) in pretraining_vars
+        found[model] = {group: (set(), set()) for group in GROUPS}
+        for job in model_jobs:
+            if _job_done(job):
+                continue
+            todo, live = found[model][job["group"]]
+            if not doomed and active(tasks.get((model, job["group"], job["index"])), job["index"]):
+                live.add(tasks[(model, job["group"], job["index"])])
+            else:
+                todo.add(job["index"])
+    # what a new array waits for besides its maker: with lanes, every array still queued or running from
+    # before, whichever model's (issue 89: an array of a later model, queued behind a lost one, started
+    # beside the arrays resubmitted for it: 2 tasks against a cap of 1), and the new arrays of the model
+    # `lanes` before it; without lanes, its own model's live arrays (a resubmitted task ran beside its
+    # array's live tasks, twice one model's throttle)
+    every_live = sorted({job for groups in found.values() for _, live in groups.values() for job in live}, key=int)
+    lane_vars: list[list[str]] = []
+    last_arrays: list[str] = list(every_live)
+    for j, model in enumerate(study.finetuned_models):
         maker = waits.get(made_by.get(model, ""))
-        new_vars, model_live = {}, set()
+        model_live = sorted({job for _, live in found[model].values() for job in live}, key=int)
+        new_vars = {}
         for group in GROUPS:
-            todo, live = set(), set()
-            for job in (jb for jb in model_jobs if jb["group"] == group):
-                if _job_done(job):
-                    continue
-                if active(tasks.get((model, group, job["index"])), job["index"]):
-                    live.add(tasks[(model, group, job["index"])])
-                else:
-                    todo.add(job["index"])
-            last_arrays += sorted(live)
-            model_live |= live
+            todo, live = found[model][group]
             if live:
                 owners = "".join(dict.fromkeys(whose(job) for job in sorted(live)))
                 notes.append(
@@ -243,8 +267,9 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             after = [("afterok", maker)] if maker else []
             if group == "ir_eval" and "ir_train" in new_vars:
                 after = [("aftercorr", new_vars["ir_train"])]
-            elif lanes and len(lane_vars) >= lanes:  # after the arrays of the model `lanes` before, live or new
-                after += [("afterany", v) for v in lane_vars[-lanes]]
+            elif lanes and len(lane_vars) >= lanes:  # after the new arrays of every model earlier in its lane
+                after += [("afterany", v) for earlier in lane_vars[-lanes::-lanes] for v in earlier]
+            after += [("afterany", v) for v in (every_live if lanes else model_live)]
             throttle = f"%{arrays['throttle']}" if arrays.get("throttle") else ""
             plan.append(
                 Submission(
@@ -260,19 +285,19 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
             )
             new_vars[group] = var
             last_arrays.append(var)
-        if new_vars or model_live:
-            lane_vars.append(list(new_vars.values()) + sorted(model_live))
+        if new_vars:
+            lane_vars.append(list(new_vars.values()))
 
     analysis_entry = jobs.get(("analysis", "analysis", ""))
     complete = analysis_is_current(out, study)
     if active(analysis_entry.job if analysis_entry else None) and not plan:
         notes.append(f"analysis: job {analysis_entry.job}{whose(analysis_entry.job)} still queued or running")
     elif plan or not complete:
-        plan.append(
-            Submission(
-                "analysis", "analysis", "analysis", "analysis.sbatch", after=[("afterany", a) for a in last_arrays]
-            )
-        )
+        # after every live job of the study too: the analysis never runs beside another analysis or the
+        # data job, which hold the study lock (issue 89: one of them FAILED on it)
+        live_jobs = sorted({e.job for e in jobs.values() if active(e.job)} - set(last_arrays), key=int)
+        after = [("afterany", a) for a in [*last_arrays, *live_jobs]]
+        plan.append(Submission("analysis", "analysis", "analysis", "analysis.sbatch", after=after))
     return plan, [f"note: {line}" for line in plan_notes] + [f"left alone: {line}" for line in notes]
 
 
@@ -319,26 +344,78 @@ def describe(plan: list[Submission]) -> list[str]:
     return [f"{s.var}=$({' '.join(s.argv(ids))})" for s in plan]
 
 
-def submit(out: Path, plan: list[Submission], log=print) -> dict[str, str]:
-    """Run the sbatch calls in order from OUT/slurm, each id appended to the ledger as it comes."""
-    ids: dict[str, str] = {}
+def submission_paths(out: Path, study, plan: list[Submission]) -> list[Path]:
+    """What the resubmission and the jobs it queues write: the ledger and its folder (the pending
+    records), the Slurm logs, the study lock the data and analysis jobs take, and the folders of each
+    kind of job (issue 89: a teammate's sbatch queued a job its ledger could not record)."""
+    from reproduce.missing import analysis_outputs
+    from reproduce.plan import data_dir, pretraining_dir
+    from reproduce.plan.inventory import LOCK_FILE
+
+    paths = [out / LEDGER_FILE, out / "slurm", out / "slurm" / "slurm_logs", out / LOCK_FILE]
     for s in plan:
-        argv = s.argv(ids)
-        try:
-            result = subprocess.run(argv, cwd=out / "slurm", capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ReproduceError(f"sbatch for {s.kind} {s.name} {s.group}: {exc}") from None
-        if result.returncode != 0:
-            last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-            raise ReproduceError(
-                f"sbatch for {s.kind} {s.name} {s.group} failed ({last}); the jobs before it are submitted and in "
-                "the ledger: rerun resubmit to go on"
-            )
-        job = result.stdout.strip().split(";")[0]
-        ids[s.var] = job
-        append_ledger(out, LedgerEntry(job, s.kind, s.name, s.script, s.group, s.tasks, utc_now()))
-        what = " ".join(filter(None, [s.kind, s.name, s.group, f"tasks {s.tasks}" if s.tasks else ""]))
-        log(f"resubmitted {what}: job {job}")
+        if s.kind == "data":
+            paths.append(data_dir(study.config))
+        elif s.kind == "pretraining":
+            paths += [pretraining_dir(study.config) / s.name, out / "slurm" / "requeue"]
+        elif s.kind == "finetune":
+            paths += [job.run_dir for job in study.jobs_of(s.name)]
+        elif s.kind == "analysis":
+            paths += [out, *(path.parent for path in analysis_outputs(study))]
+    return paths
+
+
+def _pending_record(out: Path) -> tuple[Path, int]:
+    """A new file of this process's own under OUT/slurm/pending/, for the jobs it queues."""
+    import getpass
+    import socket
+
+    folder = out / PENDING_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{getpass.getuser()}.{socket.gethostname()}.{os.getpid()}.jsonl"
+    try:
+        return path, os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise ReproduceError(f"{path}: cannot be created ({exc.strerror}); nothing submitted") from None
+
+
+def submit(out: Path, plan: list[Submission], log=print) -> dict[str, str]:
+    """Run the sbatch calls in order from OUT/slurm, each id appended to the ledger as it comes. Each
+    job is first written to a pending record of this process (OUT/slurm/pending/), which status and
+    resubmit read with the ledger (reproduce.slurm.ledger.read_ledger) and which goes once the ledger
+    has every line: a job is never queued and recorded nowhere (issue 89)."""
+    ids: dict[str, str] = {}
+    pending, fd = _pending_record(out)
+    try:
+        for s in plan:
+            argv = s.argv(ids)
+            try:
+                result = subprocess.run(argv, cwd=out / "slurm", capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise ReproduceError(f"sbatch for {s.kind} {s.name} {s.group}: {exc}") from None
+            if result.returncode != 0:
+                last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+                raise ReproduceError(
+                    f"sbatch for {s.kind} {s.name} {s.group} failed ({last}); the jobs before it are submitted and "
+                    "in the ledger: rerun resubmit to go on"
+                )
+            job = result.stdout.strip().split(";")[0]
+            ids[s.var] = job
+            entry = LedgerEntry(job, s.kind, s.name, s.script, s.group, s.tasks, utc_now())
+            try:
+                os.write(fd, ledger_line(entry).encode())
+                append_ledger(out, entry)
+            except OSError as exc:
+                queued = " ".join(ids.values())
+                raise ReproduceError(
+                    f"{out / LEDGER_FILE}: job(s) {queued} queued but not recorded ({exc.strerror}); they are in "
+                    f"{pending}, which status and resubmit read: scancel {queued} if they should not run"
+                ) from None
+            what = " ".join(filter(None, [s.kind, s.name, s.group, f"tasks {s.tasks}" if s.tasks else ""]))
+            log(f"resubmitted {what}: job {job}")
+    finally:
+        os.close(fd)
+    pending.unlink()  # every job is in the ledger
     return ids
 
 
@@ -358,23 +435,35 @@ def build_parser():
 def main(argv: list[str]) -> int:
     import sys
 
+    from reproduce.plan import acting_plan
+    from reproduce.slurm.permissions import check_writable, team_umask
+
     args = build_parser().parse_args(argv)
-    out = Path(args.out).absolute()
+    from reproduce.plan.study_plan import study_folder
+
+    out = study_folder(args.out)  # a link to the study is the study (issue 89)
+    team_umask(out)  # a team's study: what this writes stays the group's
     try:
-        plan, notes = plan_resubmission(out)
-        for line in notes:
-            print(line)
-        if not plan:
-            print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
-            return 0
-        check_scripts(out, plan)  # before any line of the plan, in a dry run too
-        print(f"resubmit: {len(plan)} sbatch call(s):")
-        for line in describe(plan):
-            print("  " + line)
-        if args.dry_run:
-            print("resubmit: dry run, nothing submitted")
-            return 0
-        submit(out, plan)
+        # one writer at a time: a submission plans under the lock, so a second one, which waited for it,
+        # plans from what the first queued (issue 89: two at the same moment both submitted)
+        if not args.dry_run:  # the lock is a file in OUT/slurm: who may not write there hears why first
+            check_writable(out, [out / LEDGER_FILE, out / "slurm"])
+        with contextlib.nullcontext() if args.dry_run else submission_lock(out):
+            plan, notes = plan_resubmission(out)
+            for line in notes:
+                print(line)
+            if not plan:
+                print(f"resubmit: nothing to submit: every run of {out} is finished or still queued")
+                return 0
+            check_scripts(out, plan)  # before any line of the plan, in a dry run too
+            print(f"resubmit: {len(plan)} sbatch call(s):")
+            for line in describe(plan):
+                print("  " + line)
+            if args.dry_run:
+                print("resubmit: dry run, nothing submitted")
+                return 0
+            check_writable(out, submission_paths(out, acting_plan(out), plan))  # before the first sbatch
+            submit(out, plan)
     except ReproduceError as exc:
         print(f"reproduce resubmit: error: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from reproduce.plan import (
@@ -33,7 +34,9 @@ from reproduce.slurm.ledger import (
     SCRIPTS_FILE,
     ledger_shell_function,
     read_ledger,
+    submission_lock,
 )
+from reproduce.slurm.permissions import check_writable, team_umask
 
 
 class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptBase):
@@ -54,7 +57,9 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
         write_if_changed(scripts["data"], self.data_script(config_path))
         python = self.dir / "python.sh"
         write_if_changed(python, self.python_wrapper())
-        python.chmod(0o755)
+        umask = os.umask(0)
+        os.umask(umask)
+        python.chmod(0o777 & ~umask)  # executable, and the group's to write in a team's study (umask 0002)
         # every job id goes to the ledger as soon as sbatch returns it (reproduce.slurm.ledger): status and
         # resubmit read it; afterok dependants of a failed job are cancelled (--kill-on-invalid-dep),
         # not left pending forever, and the analysis runs afterany on what finished
@@ -107,8 +112,12 @@ class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptB
             )
             n_runs += len(jobs)
             lane_after = ""
-            if lanes and j >= lanes:  # after the previous model of this lane, however its arrays ended
-                lane_after = ",afterany:" + ":".join(f'"${v}"' for v in model_arrays[j - lanes])
+            if lanes and j >= lanes:  # however their arrays ended
+                # after every earlier model of its lane, not only the last: an array cancelled early (its
+                # pretraining lost) ends at once, and the next would start beside the one before it
+                # (issue 89: 2 tasks against a cap of 1)
+                earlier = [v for k in range(j - lanes, -1, -lanes) for v in model_arrays[k]]
+                lane_after = ",afterany:" + ":".join(f'"${v}"' for v in earlier)
             model_arrays.append([])
             for group, size in matrix.array_sizes(jobs).items():
                 if size == 0:
@@ -233,6 +242,7 @@ def reproduce_slurm(
     # every folder absolute: the jobs run from the checkout (issue 80: a relative --out given elsewhere
     # made the data job write into the checkout and the analysis find no record)
     cfg = with_absolute_folders(cfg, data_dir=cluster.data_dir, runs_dir=cluster.runs_dir, data_root=cluster.task_data)
+    team_umask(out_dir(cfg), cluster.team)  # a team's study: what this writes stays the group's (issue 89)
     plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
     replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
     check_no_links(plan)  # no write through a link inside the study (issue 88)
@@ -279,8 +289,11 @@ def reproduce_slurm(
     if problems:
         raise ReproduceError(not_ready(problems))
     out = out_dir(cfg)
-    before = len(read_ledger(out)[0])
-    result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
+    with submission_lock(out):  # one submission of a study at a time (issue 89)
+        # before the first sbatch: submit.sh appends to the ledger, the jobs log into OUT/slurm
+        check_writable(out, [out / LEDGER_FILE, out / "slurm", out / "slurm" / "slurm_logs"])
+        before = len(read_ledger(out)[0])
+        result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
     if result.returncode != 0:
         rewrite = (
             f"python -m reproduce --config {out / 'reproduce.yaml'} --slurm --cluster {Path(cluster_file).absolute()}"

@@ -149,3 +149,36 @@ def test_a_lock_path_that_is_not_our_plain_file_is_refused_and_nothing_is_writte
     assert not (tmp_path / "nowhere").exists()
     if kind != "folder is a file":
         assert lock.is_symlink() or lock.exists()  # left for the user to look at, not removed
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="chown to another user needs root")
+def test_a_teammates_lock_file_is_usable_when_the_group_may_write_it(tmp_path):
+    """Issue 89: lock files were made 0644 whatever the umask and another user's was always refused, so a
+    lock left by a killed job of one member blocked the others' jobs. A group-writable one of one of our
+    groups is usable (flock died with its holder); another user's private one is still refused."""
+    import os
+    import pwd
+
+    from contracts.locks import BadLockFile
+
+    stranger = pwd.getpwnam("nobody").pw_uid
+    folder = tmp_path / "run"
+    folder.mkdir()
+    lock = folder / LOCK_FILE
+    lock.write_text("pid 1 on elsewhere since 2026-11-29T00:00:00Z\n")
+    os.chown(lock, stranger, os.getgid())
+    lock.chmod(0o664)
+    with folder_lock(folder):
+        pass
+    lock.write_text("left\n")
+    os.chown(lock, stranger, os.getgid())
+    lock.chmod(0o644)
+    with pytest.raises(BadLockFile, match="another user's file"):
+        with folder_lock(folder):
+            pytest.fail("another user's private lock file was taken")
+    previous = os.umask(0o002)
+    try:
+        with folder_lock(tmp_path / "fresh") as made:
+            assert made.stat().st_mode & 0o777 == 0o664  # 0o666 under the umask, not a fixed 0644
+    finally:
+        os.umask(previous)

@@ -308,3 +308,17 @@ def test_an_export_ships_euro_bert_style_task_heads(tmp_path):
         assert torch.allclose(
             sc(ids, attention_mask=mask).logits[1], sc.classifier(sc.activation(sc.dense(hidden)))[0], atol=1e-5
         )
+
+
+def test_an_export_gets_the_usual_file_modes_for_a_team(tmp_path):
+    """Issue 89: save_pretrained left model.safetensors 0600, so a teammate's fine-tuning job could not
+    read the owner's export (its loader said 'No such file'). Every file gets 0666 minus the umask."""
+    import os
+
+    previous = os.umask(0o002)
+    try:
+        _, folder = _tiny_export(tmp_path)
+    finally:
+        os.umask(previous)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir() if p.is_file()}
+    assert modes["model.safetensors"] == 0o664 and set(modes.values()) == {0o664}, modes

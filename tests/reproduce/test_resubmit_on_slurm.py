@@ -267,37 +267,3 @@ def _most_at_once(spans) -> int:
         running += change
         peak = max(peak, running)
     return peak
-
-
-@pytest.mark.slurm
-@pytest.mark.e2e
-def test_resubmit_holds_the_lanes_behind_arrays_still_queued(local_slurm, tmp_path, monkeypatch, capsys):
-    """Issue 80, item 4 on the cluster: one lane (max_running_finetune_tasks 1, throttle 1), the first
-    model's array still queued from the first submission and the others' arrays cancelled; resubmit
-    puts the second model's new array behind the queued one (afterany), so Slurm's own start and end
-    times show at most one fine-tuning task running at a time (the node runs two)."""
-    out, argv = _toy_dag(tmp_path, local_slurm, monkeypatch, array_throttle=1, max_running_finetune_tasks=1)
-    assert cli.main([*argv, "--dry-run"]) == 0, capsys.readouterr().err
-    capsys.readouterr()
-    assert json.loads((out / "slurm" / "arrays.json").read_text())["lanes"] == 1
-    held = {**os.environ, "SBATCH_HOLD": "1"}
-    submitted = subprocess.run(["bash", str(out / "slurm" / "submit.sh")], capture_output=True, text=True, env=held)
-    assert submitted.returncode == 0, submitted.stderr
-    entries, _ = read_ledger(out)
-    arrays = [e for e in entries if e.kind == "finetune"]
-    first, others = arrays[0], arrays[1:]
-    for entry in others:  # lost; the first model's array stays queued
-        local_slurm.command("scancel", entry.job)
-    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err
-    said = capsys.readouterr().out
-    assert said.count("resubmitted finetune") == len(others), said
-    for entry in entries:
-        local_slurm.command("scontrol", "release", entry.job, check=False)
-    analysis = _wait_for_ledger_jobs(local_slurm, out)
-    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-800:]}" for p in sorted((out / "slurm" / "slurm_logs").glob("*")))
-    assert local_slurm.job_state(analysis) == "COMPLETED", logs
-    latest, _ = read_ledger(out)
-    spans = _task_spans(local_slurm, [first.job] + [e.job for e in latest[len(entries) :] if e.kind == "finetune"])
-    assert len(spans) == 3 * 3, spans  # 3 models x 3 tasks, each ran once
-    assert _most_at_once(spans) == 1, spans
-    assert pd.read_csv(out / "missing.csv").empty

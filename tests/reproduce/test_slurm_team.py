@@ -243,7 +243,7 @@ def _finished_on_slurm(out: Path) -> list[Path]:
         output.write_text("written by the analysis\n")
     (out / "missing.csv").write_text("id,model,task,lr,seed,why\n")
     stamp = [[str(r), r.stat().st_mtime_ns, r.stat().st_size] for r in records]
-    (out / "analysis_inputs.json").write_text(json.dumps({"hash": "h", "records": stamp}))
+    (out / "analysis_inputs.json").write_text(json.dumps({"hash": "h", "config": {"out": str(out)}, "records": stamp}))
     return plan, records
 
 
@@ -315,6 +315,22 @@ def test_an_analysis_with_no_record_at_all_still_says_what_is_missing(tmp_path):
     assert len(missing) == 1 + 3, missing
     assert any("pretraining run toy_s-mlm40-250 has no export" in line for line in missing[1:])
     assert any("the model has no export" in line for line in missing[1:])  # the untrained reference
+    # issue 89: only the untrained reference has its record (every pretraining job lost): one line and
+    # missing.csv, not a traceback in the learning table
+    from reproduce.plan import build_plan, with_absolute_folders
+
+    plan = build_plan(with_absolute_folders(cfg))
+    (job,) = [j for j in plan.jobs if j.model not in plan.made_by]
+    job.run_dir.mkdir(parents=True)
+    (job.run_dir / "record.json").write_text("{}")
+    (tmp_path / "study" / "missing.csv").unlink()
+    try:
+        reproduce(cfg, log=lambda line: None, stages=("analysis",))
+    except ReproduceError as exc:
+        assert "none of the 2 pretrained models has a run record (2 runs missing" in str(exc), exc
+    else:
+        raise AssertionError("an analysis of the untrained reference alone passed")
+    assert len((tmp_path / "study" / "missing.csv").read_text().splitlines()) == 1 + 2
 
 
 def test_status_builds_the_task_map_once_and_imports_no_model_code(tmp_path, monkeypatch, capsys):
@@ -390,3 +406,193 @@ def test_a_submission_records_its_folders_absolute_and_a_moved_study_is_not_resu
     assert cli.main(["resubmit", str(moved), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"records the study at {out}, where its scripts and run configs write" in err[0], err
+
+
+def test_what_a_team_sees_of_a_study_is_true(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 6: a study reached through a symlinked path was refused as moved; a moved finished
+    study read as not analysed (and resubmit then refused it); a deleted plan.json was planned again but
+    not written back; after reproduce.yaml was edited (seeds 0 -> 0,1) status and resubmit planned again
+    silently and resubmit said every run was finished while the added runs were never submitted."""
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs])
+    _finished_on_slurm(out)
+    link = tmp_path / "through-a-link"
+    link.symlink_to(out, target_is_directory=True)
+    assert cli.main(["resubmit", str(link), "--dry-run"]) == 0, capsys.readouterr().err
+    assert "resubmit: nothing to submit" in capsys.readouterr().out
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    assert cli.main(["status", str(moved)]) == 0
+    assert ": finished (every Slurm job ended" in capsys.readouterr().out.splitlines()[0]
+    moved.rename(out)
+    (out / "plan.json").unlink()
+    assert cli.main(["status", str(out)]) == 0 and (out / "plan.json").is_file()
+    capsys.readouterr()
+    config = out / "reproduce.yaml"
+    config.write_text(config.read_text().replace("seeds:\n- 0\n", "seeds:\n- 0\n- 1\n"))
+    assert cli.main(["status", str(out)]) == 0
+    assert "changed since the study was written (fine-tuning runs: 3 added, 0 removed): planned again" in (
+        capsys.readouterr().out
+    )
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "changed since the study was written" in err[0] and "write it again" in err[0], err
+
+
+def _study_of_two_tasks(tmp_path: Path) -> Path:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", array_throttle=1)))
+    out = tmp_path / "out"
+    argv = ["--figure", "3", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run", "--out", str(out)]
+    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp", "--pretrain-steps", "8"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(argv) == 0
+    return out
+
+
+def test_a_models_new_array_waits_for_its_own_live_tasks(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 4: after one task of an array was cancelled and resubmitted, the new array waited for
+    the previous model's arrays but not for its own model's live tasks: 2 tasks of one model ran at once
+    against a throttle of 1 (Slurm's own start and end times on the local cluster)."""
+    out = _study_of_two_tasks(tmp_path)
+    plan = _pretrained(out)
+    first = plan.finetuned_models[0]
+    append_ledger(out, LedgerEntry("610", "finetune", first, f"finetune_{first}.sh", "finetune", "0-1%1"))
+    live = [{"id": "610_0", "state": "RUNNING", "reason": "None", "user": "me"}]  # task 1 was cancelled
+    _slurm_here(tmp_path, monkeypatch, live + [{"id": "610_1", "state": "CANCELLED", "reason": "", "user": "me"}])
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    (mine,) = [line for line in capsys.readouterr().out.splitlines() if f"mlmclm-finetune-{first}" in line]
+    assert "--array=1%1" in mine and "afterany:610" in mine, mine
+
+
+def test_a_resubmit_that_cannot_write_the_ledger_makes_no_sbatch_call(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 1: the teammate's resubmit ran sbatch (a job queued) and then failed on the ledger
+    (Permission denied): a job in no ledger, unseen by status, planned again by the owner. Now what the
+    resubmission and its jobs write is checked first: one line naming the file, its owner and mode."""
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    real_access = os.access
+    ledger = out / "slurm" / "ledger.jsonl"
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != ledger and real_access(path, mode, **kw))
+    assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{ledger}: " in err[0] and "cannot write it (owner " in err[0] and "mode -rw" in err[0]
+    assert "nothing submitted" in err[0] and not (tmp_path / "bin" / "sbatch.calls").exists()
+
+
+def test_a_job_queued_and_not_recorded_in_the_ledger_is_named_and_seen(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 1: if recording still fails once a job is queued, the command names every job it
+    queued and the scancel line, and the pending record it wrote first is read with the ledger."""
+    from reproduce.slurm import resubmit
+
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    before = len(read_ledger(out)[0])
+
+    def full_disk(out, entry):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(resubmit, "append_ledger", full_disk)
+    assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "queued but not recorded (No space left on device)" in err[0] and "scancel " in err[0]
+    job = err[0].split("job(s) ")[1].split(" queued")[0]
+    (pending,) = (out / "slurm" / "pending").glob("*.jsonl")
+    assert json.loads(pending.read_text())["job"] == job and str(pending) in err[0]
+    entries = read_ledger(out)[0]
+    assert len(entries) == before + 1 and entries[-1].job == job  # status and resubmit see it
+
+
+def test_two_resubmits_at_once_one_waits_or_refuses_naming_the_other(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 3: two resubmits at the same moment both submitted (a duplicate array, two analysis
+    jobs). Now a resubmission holds OUT/slurm/.submit.lock from planning to its last ledger line."""
+    from contracts.locks import folder_lock
+    from reproduce.slurm import ledger
+
+    out = _study(tmp_path)
+    jobs = _queued_by_alice(out)
+    _slurm_here(tmp_path, monkeypatch, [job | {"state": "COMPLETED", "reason": ""} for job in jobs], sbatch=True)
+    monkeypatch.setattr(ledger, "SUBMIT_WAIT_S", 0.0)
+    with folder_lock(out / "slurm", name=ledger.SUBMIT_LOCK, job="submission of this study"):
+        assert cli.main(["resubmit", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is in use by another submission of this study (pid " in err[0], err
+    assert not (tmp_path / "bin" / "sbatch.calls").exists()
+    assert cli.main(["resubmit", str(out)]) == 0, capsys.readouterr().err  # once it is free
+    assert (tmp_path / "bin" / "sbatch.calls").exists() and not list((out / "slurm" / "pending").glob("*"))
+
+
+def test_a_team_study_keeps_what_it_makes_group_writable_and_caches_per_user(tmp_path, monkeypatch):
+    """Issue 89, items 2 and 5: in a setgid study folder every job script sets umask 0002 (a teammate's
+    umask 022 left files the owner could not write) and the CLI clears the group bit of its own umask;
+    each Unix user's pretraining jobs cache shards in a folder of their own (another user's job made the
+    shared one first and the owner's jobs failed)."""
+    from reproduce.slurm.permissions import team_study, team_umask
+
+    shared = tmp_path / "project"
+    shared.mkdir()
+    shared.chmod(0o2770)
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", data_cache_dir="/tmp/node-cache")))
+    out = shared / "out"
+    previous = os.umask(0o022)  # the CLI changes this process's umask in a team's study: restored below
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main([*_argv(out, cluster), "--dry-run"]) == 0
+        assert os.umask(0o022) == 0o002
+    finally:
+        os.umask(previous)
+    scripts = sorted((out / "slurm").glob("*.sbatch")) + [out / "slurm" / "python.sh"]
+    assert scripts and all("\numask 0002\n" in path.read_text() for path in scripts)
+    pretraining = next((out / "slurm").glob("pretrain_*.sbatch")).read_text()
+    assert 'data.cache_dir=/tmp/node-cache-"$(id -un)"/toy_s-' in pretraining
+    assert team_study(out) and not team_study(tmp_path / "alone")  # pytest's tmp_path: 0700
+    previous = os.umask(0o022)
+    try:
+        team_umask(out)
+        assert os.umask(0o022) == 0o002
+    finally:
+        os.umask(previous)
+
+
+def test_status_for_a_teammate_who_may_only_read_prints_the_table_and_a_note(tmp_path, monkeypatch, capsys):
+    """Issue 89, item 2: a teammate with read access only always got exit 2 from status (the PNG)."""
+    from reproduce import status
+
+    out = _study(tmp_path)
+    plan = _pretrained(out)
+    (plan.runs[0].run_dir / "loss.jsonl").write_text('{"step": 1, "loss": 5.0, "tokens": 80, "seconds": 1.0}\n')
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(status, "draw_losses", refused)
+    assert cli.main(["status", str(out)]) == 0
+    shown = capsys.readouterr()
+    assert "loss curves: not drawn" in shown.out and "not writable by you" in shown.out and shown.err == ""
+
+
+def test_lanes_hold_through_a_cancelled_array_and_arrays_behind_a_lost_pretraining_are_submitted_again(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 89, found on the local Slurm: with one lane, the third model's array waited only for the
+    second's; the second's was cancelled early (its pretraining lost), so the third ran beside the first
+    (2 tasks against a cap of 1). And an array still queued behind a lost pretraining job (a dependency
+    never met: Slurm cancels it) was left alone by resubmit, so its runs were never fine-tuned."""
+    out = _study(tmp_path, array_throttle=1, max_running_finetune_tasks=1)
+    submit = (out / "slurm" / "submit.sh").read_text()
+    third = next(line for line in submit.splitlines() if "finetune_toy_s-random-init" in line and "sbatch" in line)
+    assert 'afterany:"$finetune1":"$finetune0"' in third, third
+    jobs = _queued_by_alice(out)  # 501 and 502 pretraining, 503-505 arrays, 506 analysis
+    lost = [job | {"state": "CANCELLED", "reason": ""} if job["id"] == "502" else job for job in jobs]
+    lost = [
+        job | {"state": "PENDING", "reason": "DependencyNeverSatisfied"} if job["id"] == "504_[0]" else job
+        for job in lost
+    ]
+    _slurm_here(tmp_path, monkeypatch, lost)
+    assert cli.main(["resubmit", str(out), "--dry-run"]) == 0, capsys.readouterr().err
+    shown = capsys.readouterr().out
+    assert "pretrain_toy_s-clm-8.sbatch" in shown and "mlmclm-finetune-toy_s-clm-8" in shown, shown

@@ -185,3 +185,12 @@ def test_an_objective_whose_runs_all_failed_has_no_runs_not_a_failed_check():
     assert "nan" not in summary_line(alone).lower() and "toy_s mlm: no runs of random initialisation" in summary_line(
         alone
     )
+
+
+def test_the_summary_of_a_learning_table_with_no_pretrained_run_is_a_line_not_a_traceback():
+    """Issue 89: with every pretrained model lacking runs, idxmin of the all-missing margins raised."""
+    cells = _cells({"toy_s-random-init": {"sst2": 52.0, "nq": 40.0}})
+    pretrained = {m: "toy_s" for m in ("toy_s-mlm40-150", "toy_s-clm-150")}
+    table = _table(cells, CHANCE, pretrained, {"toy_s-random-init": "toy_s"})
+    assert table[table["scope"] == "task"]["margin"].isna().all()
+    assert summary_line(table).startswith("learning: 0/2 tasks")
