@@ -482,14 +482,18 @@ def build_parser():
 
 
 def main(argv: list[str]) -> int:
-    import sys
-
     args = build_parser().parse_args(argv)
     from reproduce.plan.study_plan import study_folder
     from reproduce.slurm.permissions import team_umask
 
     out = study_folder(args.out)  # a link to the study is the study (issue 89)
-    team_umask(out)  # a team's study: the PNG and a plan.json written back stay the group's
+    with team_umask(out):  # a team's study: the PNG and a plan.json written back stay the group's
+        return _status(out, args)
+
+
+def _status(out: Path, args) -> int:
+    import sys
+
     try:
         lines, pretraining, finetune = status_report(out, every_run=args.all)
     except (ReproduceError, BoundedReadError) as exc:

@@ -36,9 +36,12 @@ def _q(text) -> str:
 class ScriptBase:
     """What every script of the study shares."""
 
-    def __init__(self, plan: StudyPlan, cluster: ClusterConfig, container: bool = True):
+    def __init__(self, plan: StudyPlan, cluster: ClusterConfig, container: bool = True, team: bool | None = None):
         self.plan, self.cluster, self.container = plan, cluster, container
         self.cfg = plan.config
+        # a team's study (issue 89), decided once, before the writer makes the study folder (under a
+        # umask of 002 the new folder itself would read as group-writable)
+        self.team = team_study(out_dir(self.cfg), cluster.team) if team is None else team
         self.dir = out_dir(self.cfg) / "slurm"
         self.logs = self.dir / "slurm_logs"  # where the benchmarks.matrix scripts log too
 
@@ -85,7 +88,7 @@ class ScriptBase:
             env["OMP_NUM_THREADS"] = "1"
         env.update({str(k): str(v) for k, v in c.env.items()})  # the cluster config's `env:` last: it wins
         lines = [f"export {k}={_q(v)}" for k, v in env.items()]
-        if team_study(out_dir(self.cfg), c.team):  # what the jobs create stays the group's (issue 89)
+        if self.team:  # what the jobs create stays the group's (issue 89)
             lines.append(f"umask {TEAM_UMASK:04o}")
         if self.container:  # --cleanenv: pass them explicitly
             lines += [f"export APPTAINERENV_{k}={_q(v)}" for k, v in env.items()]

@@ -305,9 +305,9 @@ SUBMIT_WAIT_S = 60.0  # how long a second one waits for it before refusing, nami
 
 
 @contextlib.contextmanager
-def submission_lock(out: Path, wait_s: float = SUBMIT_WAIT_S):
+def submission_lock(out: Path, wait_s: float | None = None):
     """Hold OUT/slurm/.submit.lock from planning to the last ledger line (issue 89: two resubmits at
-    the same moment both submitted): a second waits up to `wait_s`, then refuses in one line."""
+    the same moment both submitted): a second waits up to `wait_s` (SUBMIT_WAIT_S), then refuses in one line."""
     from contracts.locks import FolderInUse, folder_lock
     from reproduce.plan import ReproduceError
 
@@ -316,7 +316,7 @@ def submission_lock(out: Path, wait_s: float = SUBMIT_WAIT_S):
             out / "slurm",
             name=SUBMIT_LOCK,
             job="submission of this study",
-            wait_s=wait_s,
+            wait_s=SUBMIT_WAIT_S if wait_s is None else wait_s,  # read when called: a test sets it
             advice="wait for it to end, then resubmit (it plans again from what it finds)",
         ):
             yield

@@ -4,6 +4,7 @@ permission another user's umask left."""
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
@@ -30,12 +31,16 @@ def team_study(out: Path, declared: bool = False) -> bool:
     return bool(mode & (stat.S_ISGID | stat.S_IWGRP))
 
 
-def team_umask(out: Path, declared: bool = False) -> None:
-    """In a team study, this process's umask lets the group write what it creates (issue 89: a
-    teammate's umask 022 left 88 files the owner could not write)."""
-    if team_study(out, declared):
-        current = os.umask(0)
-        os.umask(current & ~0o020)
+@contextlib.contextmanager
+def team_umask(out: Path, declared: bool = False):
+    """In a team study, this process's umask lets the group write what it creates while the block runs
+    (issue 89: a teammate's umask 022 left 88 files the owner could not write); restored after it."""
+    previous = os.umask(0)
+    os.umask(previous & ~0o020 if team_study(out, declared) else previous)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 def _name(table, number: int) -> str:

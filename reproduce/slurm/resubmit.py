@@ -433,16 +433,22 @@ def build_parser():
 
 
 def main(argv: list[str]) -> int:
-    import sys
-
-    from reproduce.plan import acting_plan
-    from reproduce.slurm.permissions import check_writable, team_umask
+    from reproduce.slurm.permissions import team_umask
 
     args = build_parser().parse_args(argv)
     from reproduce.plan.study_plan import study_folder
 
     out = study_folder(args.out)  # a link to the study is the study (issue 89)
-    team_umask(out)  # a team's study: what this writes stays the group's
+    with team_umask(out):  # a team's study: what this writes stays the group's
+        return _resubmit(out, args)
+
+
+def _resubmit(out: Path, args) -> int:
+    import sys
+
+    from reproduce.plan import acting_plan
+    from reproduce.slurm.permissions import check_writable
+
     try:
         # one writer at a time: a submission plans under the lock, so a second one, which waited for it,
         # plans from what the first queued (issue 89: two at the same moment both submitted)

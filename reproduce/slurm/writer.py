@@ -36,7 +36,7 @@ from reproduce.slurm.ledger import (
     read_ledger,
     submission_lock,
 )
-from reproduce.slurm.permissions import check_writable, team_umask
+from reproduce.slurm.permissions import check_writable, team_study, team_umask
 
 
 class SlurmWriter(DataJob, PretrainingJobs, FinetuneArrays, AnalysisJob, ScriptBase):
@@ -242,64 +242,64 @@ def reproduce_slurm(
     # every folder absolute: the jobs run from the checkout (issue 80: a relative --out given elsewhere
     # made the data job write into the checkout and the analysis find no record)
     cfg = with_absolute_folders(cfg, data_dir=cluster.data_dir, runs_dir=cluster.runs_dir, data_root=cluster.task_data)
-    team_umask(out_dir(cfg), cluster.team)  # a team's study: what this writes stays the group's (issue 89)
-    plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
-    replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
-    check_no_links(plan)  # no write through a link inside the study (issue 88)
-    paper = cfg.scale == "paper"
-    too_short = requeue_time_problem(plan, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
-    if too_short:  # before anything is written
-        raise ReproduceError(f"{cluster_file}: {too_short}")
-    cost = cost_report(plan, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
-    out_dir(cfg).mkdir(parents=True, exist_ok=True)
-    if replaced:
-        log(f"slurm: the study this folder held moved to {move_aside(out_dir(cfg), replaced)} (--force)")
-    written = SlurmWriter(plan, cluster, container).write()
-    log(
-        f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
-        f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} "
-        "fine-tuning runs "
-        f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}"
-    )
-    for line in cost:
-        log(line)
-    # a toy study in container mode runs in the image too: its check always (issue 65)
-    problems = preflight(plan, cluster, container) if paper else image_problems(cluster.image) if container else []
-    note = image_commit_note(cluster.image) if container and not problems else None
-    if note:
-        log(note)
-    problems += submit_volume_problems(written, cluster.max_submitted_jobs)
-    if dry_run:
-        if problems:
-            log(f"preflight: {len(problems)} missing for the offline jobs (a submission stops here):")
-            for line in problems:
+    team = team_study(out_dir(cfg), cluster.team)  # before anything is made (reproduce.slurm.jobs.ScriptBase)
+    with team_umask(out_dir(cfg), team):  # a team's study: what this writes stays the group's
+        plan = build_plan(cfg)  # once, with the cluster's folders; a selection outside the study fails here
+        replaced = check_study_folder(cfg, dry_run, force)  # before anything is written
+        check_no_links(plan)  # no write through a link inside the study (issue 88)
+        paper = cfg.scale == "paper"
+        too_short = requeue_time_problem(plan, cluster, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS)
+        if too_short:  # before anything is written
+            raise ReproduceError(f"{cluster_file}: {too_short}")
+        cost = cost_report(plan, mfu or DEFAULT_MFU, gpu_tflops or H100_BF16_TFLOPS) if paper else []
+        out_dir(cfg).mkdir(parents=True, exist_ok=True)
+        if replaced:
+            log(f"slurm: the study this folder held moved to {move_aside(out_dir(cfg), replaced)} (--force)")
+        written = SlurmWriter(plan, cluster, container, team).write()
+        log(
+            f"slurm: study {cfg.study}: wrote {written['pretraining_jobs']} pretraining jobs, {written['checkpoints']} "
+            f"checkpoints x {written['finetune_runs'] // max(1, written['checkpoints'])} = {written['finetune_runs']} "
+            "fine-tuning runs "
+            f"in {written['finetune_array_tasks']} array tasks, data and analysis jobs -> {written['submit'].parent}"
+        )
+        for line in cost:
+            log(line)
+        # a toy study in container mode runs in the image too: its check always (issue 65)
+        problems = preflight(plan, cluster, container) if paper else image_problems(cluster.image) if container else []
+        note = image_commit_note(cluster.image) if container and not problems else None
+        if note:
+            log(note)
+        problems += submit_volume_problems(written, cluster.max_submitted_jobs)
+        if dry_run:
+            if problems:
+                log(f"preflight: {len(problems)} missing for the offline jobs (a submission stops here):")
+                for line in problems:
+                    log("  " + line)
+            elif paper:
+                log("preflight: ready: the image, the prepared data, the tokenizer and the task data are in place")
+            log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")
+            for line in written["commands"]:
                 log("  " + line)
-        elif paper:
-            log("preflight: ready: the image, the prepared data, the tokenizer and the task data are in place")
-        log("slurm: dry run, not submitted; the sbatch commands (bash " + str(written["submit"]) + " runs them):")
-        for line in written["commands"]:
-            log("  " + line)
+            return written
+        if Path(cluster_file).resolve() == (CONFIG_DIR / "cluster.example.yaml").resolve():
+            raise ReproduceError(
+                f"{cluster_file} is the example cluster config: copy it to "
+                f"{CONFIG_DIR / 'cluster.yaml'} (or pass --cluster FILE) and set your partition, "
+                "image and paths before submitting"
+            )
+        if problems:
+            raise ReproduceError(not_ready(problems))
+        out = out_dir(cfg)
+        with submission_lock(out):  # one submission of a study at a time (issue 89)
+            # before the first sbatch: submit.sh appends to the ledger, the jobs log into OUT/slurm
+            check_writable(out, [out / LEDGER_FILE, out / "slurm", out / "slurm" / "slurm_logs"])
+            before = len(read_ledger(out)[0])
+            result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
+        if result.returncode != 0:
+            rewrite = f"python -m reproduce --config {out / 'reproduce.yaml'} --slurm --cluster "
+            rewrite += str(Path(cluster_file).absolute())
+            rewrite += f"{'' if container else ' --no-container'} --dry-run"
+            raise ReproduceError(half_submitted(out, written["submit"], result.stderr, before, rewrite))
+        log(result.stdout.strip())
+        written["submitted"] = result.stdout.strip()
         return written
-    if Path(cluster_file).resolve() == (CONFIG_DIR / "cluster.example.yaml").resolve():
-        raise ReproduceError(
-            f"{cluster_file} is the example cluster config: copy it to "
-            f"{CONFIG_DIR / 'cluster.yaml'} (or pass --cluster FILE) and set your partition, "
-            "image and paths before submitting"
-        )
-    if problems:
-        raise ReproduceError(not_ready(problems))
-    out = out_dir(cfg)
-    with submission_lock(out):  # one submission of a study at a time (issue 89)
-        # before the first sbatch: submit.sh appends to the ledger, the jobs log into OUT/slurm
-        check_writable(out, [out / LEDGER_FILE, out / "slurm", out / "slurm" / "slurm_logs"])
-        before = len(read_ledger(out)[0])
-        result = subprocess.run(["bash", str(written["submit"])], capture_output=True, text=True)
-    if result.returncode != 0:
-        rewrite = (
-            f"python -m reproduce --config {out / 'reproduce.yaml'} --slurm --cluster {Path(cluster_file).absolute()}"
-        )
-        rewrite += f"{'' if container else ' --no-container'} --dry-run"
-        raise ReproduceError(half_submitted(out, written["submit"], result.stderr, before, rewrite))
-    log(result.stdout.strip())
-    written["submitted"] = result.stdout.strip()
-    return written

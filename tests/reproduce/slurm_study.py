@@ -34,6 +34,20 @@ def toy_cluster_config(tmp_path, local_slurm, monkeypatch, **settings):
     return path
 
 
+def held_sbatch(folder, path: str) -> str:
+    """A PATH whose first `sbatch` submits every job held (`--hold`; sbatch 22.05 ignores SBATCH_HOLD,
+    issue 89), ahead of `path`; the jobs run once `scontrol release` frees them."""
+    import shlex
+    import shutil
+    from pathlib import Path
+
+    wrapper = Path(folder) / "held-sbatch" / "sbatch"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(f'#!/bin/bash\nexec {shlex.quote(shutil.which("sbatch", path=path))} --hold "$@"\n')
+    wrapper.chmod(0o755)
+    return f"{wrapper.parent}:{path}"
+
+
 SIF_HEADER = b"#!/usr/bin/env run-singularity\n".ljust(32, b"\0") + b"SIF_MAGIC\0"
 
 

@@ -15,7 +15,7 @@ import pytest
 from contracts.run_store import iter_records_in
 from reproduce import cli
 from reproduce.slurm.ledger import read_ledger
-from tests.reproduce.slurm_study import toy_cluster_config
+from tests.reproduce.slurm_study import held_sbatch, toy_cluster_config
 
 
 def _status(out, capsys) -> str:
@@ -159,8 +159,8 @@ def test_a_cancelled_pretraining_job_is_a_missing_model_and_resubmit_reruns_it(
     argv.append("--dry-run")
     assert cli.main(argv) == 0, capsys.readouterr().err
     capsys.readouterr()
-    # every job submitted held (sbatch reads SBATCH_HOLD), so the cancel lands before anything starts
-    held = {**os.environ, "SBATCH_HOLD": "1"}
+    # every job submitted held (--hold), so the cancel lands before anything starts
+    held = {**os.environ, "PATH": held_sbatch(tmp_path, os.environ["PATH"])}
     submitted = subprocess.run(["bash", str(out / "slurm" / "submit.sh")], capture_output=True, text=True, env=held)
     assert submitted.returncode == 0, submitted.stderr
     entries, _ = read_ledger(out)

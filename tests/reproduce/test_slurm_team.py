@@ -538,11 +538,11 @@ def test_a_team_study_keeps_what_it_makes_group_writable_and_caches_per_user(tmp
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", data_cache_dir="/tmp/node-cache")))
     out = shared / "out"
-    previous = os.umask(0o022)  # the CLI changes this process's umask in a team's study: restored below
+    previous = os.umask(0o022)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             assert cli.main([*_argv(out, cluster), "--dry-run"]) == 0
-        assert os.umask(0o022) == 0o002
+        assert os.umask(0o022) == 0o022  # the CLI's team umask lasts as long as the command (issue 89)
     finally:
         os.umask(previous)
     scripts = sorted((out / "slurm").glob("*.sbatch")) + [out / "slurm" / "python.sh"]
@@ -552,8 +552,9 @@ def test_a_team_study_keeps_what_it_makes_group_writable_and_caches_per_user(tmp
     assert team_study(out) and not team_study(tmp_path / "alone")  # pytest's tmp_path: 0700
     previous = os.umask(0o022)
     try:
-        team_umask(out)
-        assert os.umask(0o022) == 0o002
+        with team_umask(out):
+            assert os.umask(0o002) == 0o002  # the group's bit cleared while the command runs
+        assert os.umask(0o022) == 0o022  # and the caller's umask back after it
     finally:
         os.umask(previous)
 

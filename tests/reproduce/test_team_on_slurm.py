@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from reproduce.slurm.ledger import read_ledger
-from tests.reproduce.slurm_study import toy_cluster_body
+from tests.reproduce.slurm_study import held_sbatch, toy_cluster_body
 from tests.reproduce.test_resubmit_on_slurm import _most_at_once, _task_spans
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,14 +113,10 @@ def _team_study(local_slurm, base: Path) -> None:
     cluster.write_text(yaml.safe_dump(body))
     cluster.chmod(0o644)
     # every sbatch holds its job (sbatch 22.05 ignores SBATCH_HOLD): released once the team has acted
-    wrappers = base / "bin"
-    wrappers.mkdir()
-    real_sbatch = shutil.which("sbatch", path=local_slurm.env["PATH"])
-    (wrappers / "sbatch").write_text(f'#!/bin/bash\nexec {shlex.quote(real_sbatch)} --hold "$@"\n')
-    (wrappers / "sbatch").chmod(0o755)
+    held = held_sbatch(base, local_slurm.env["PATH"])
 
-    def env(user: str, held: bool = True) -> dict:
-        path = (f"{wrappers}:" if held else "") + local_slurm.env["PATH"]
+    def env(user: str, holding: bool = True) -> dict:
+        path = held if holding else local_slurm.env["PATH"]
         return {"SLURM_CONF": local_slurm.env["SLURM_CONF"], "PATH": path, "HOME": str(homes[user]), "USER": user}
 
     out = project / "out"
