@@ -36,12 +36,12 @@ for job in state["jobs"]:
 FAKE_SACCT = "#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"
 
 
-def _study(tmp_path: Path, **cluster_settings) -> Path:
+def _study(tmp_path: Path, tasks: str = "sst2", **cluster_settings) -> Path:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", **cluster_settings)))
     out = tmp_path / "out"
     argv = ["--figure", "3", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run", "--out", str(out)]
-    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2", "--pretrain-steps", "8"]
+    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", tasks, "--pretrain-steps", "8"]
     with contextlib.redirect_stdout(io.StringIO()):
         assert cli.main(argv) == 0
     return out
@@ -440,22 +440,11 @@ def test_what_a_team_sees_of_a_study_is_true(tmp_path, monkeypatch, capsys):
     assert len(err) == 1 and "changed since the study was written" in err[0] and "write it again" in err[0], err
 
 
-def _study_of_two_tasks(tmp_path: Path) -> Path:
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(yaml.safe_dump(toy_cluster_body(tmp_path, "debug", array_throttle=1)))
-    out = tmp_path / "out"
-    argv = ["--figure", "3", "--slurm", "--no-container", "--cluster", str(cluster), "--dry-run", "--out", str(out)]
-    argv += ["--sizes", "toy_s", "--ratios", "0.4", "--tasks", "sst2,qqp", "--pretrain-steps", "8"]
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(argv) == 0
-    return out
-
-
 def test_a_models_new_array_waits_for_its_own_live_tasks(tmp_path, monkeypatch, capsys):
     """Issue 89, item 4: after one task of an array was cancelled and resubmitted, the new array waited for
     the previous model's arrays but not for its own model's live tasks: 2 tasks of one model ran at once
     against a throttle of 1 (Slurm's own start and end times on the local cluster)."""
-    out = _study_of_two_tasks(tmp_path)
+    out = _study(tmp_path, tasks="sst2,qqp", array_throttle=1)
     plan = _pretrained(out)
     first = plan.finetuned_models[0]
     append_ledger(out, LedgerEntry("610", "finetune", first, f"finetune_{first}.sh", "finetune", "0-1%1"))
