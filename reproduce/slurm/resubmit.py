@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts.layout import FINISHED_FILE, RECORD_FILE
-from reproduce.plan import ReproduceError
+from reproduce.plan import ReproduceError, StudyPlan
 from reproduce.slurm.ledger import (
     ARRAYS_FILE,
     KILL_ON_INVALID_DEP,
@@ -139,9 +139,9 @@ def check_job_list(path: Path, model: str, jobs: list[dict]) -> None:
         raise ReproduceError(f"{path}: not the job list of {model} the study's plan gives (changed since): {again}")
 
 
-def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
-    """What to submit again, and lines saying what is left alone (still queued or running) and why, after
-    any note on the study's plan.json."""
+def plan_resubmission(out: Path) -> tuple[list[Submission], list[str], StudyPlan]:
+    """What to submit again, lines saying what is left alone (still queued or running) and why, after
+    any note on the study's plan.json, and the study's plan it was made from."""
     from benchmarks.matrix import GROUPS
     from pretraining.data.format import MANIFEST
     from reproduce.missing import analysis_is_current
@@ -298,7 +298,7 @@ def plan_resubmission(out: Path) -> tuple[list[Submission], list[str]]:
         live_jobs = sorted({e.job for e in jobs.values() if active(e.job)} - set(last_arrays), key=int)
         after = [("afterany", a) for a in [*last_arrays, *live_jobs]]
         plan.append(Submission("analysis", "analysis", "analysis", "analysis.sbatch", after=after))
-    return plan, [f"note: {line}" for line in plan_notes] + [f"left alone: {line}" for line in notes]
+    return plan, [f"note: {line}" for line in plan_notes] + [f"left alone: {line}" for line in notes], study
 
 
 def check_scripts(out: Path, plan: list[Submission]) -> None:
@@ -446,7 +446,6 @@ def main(argv: list[str]) -> int:
 def _resubmit(out: Path, args) -> int:
     import sys
 
-    from reproduce.plan import acting_plan
     from reproduce.slurm.permissions import check_writable
 
     try:
@@ -455,7 +454,7 @@ def _resubmit(out: Path, args) -> int:
         if not args.dry_run:  # the lock is a file in OUT/slurm: who may not write there hears why first
             check_writable(out, [out / LEDGER_FILE, out / "slurm"])
         with contextlib.nullcontext() if args.dry_run else submission_lock(out):
-            plan, notes = plan_resubmission(out)
+            plan, notes, study = plan_resubmission(out)
             for line in notes:
                 print(line)
             if not plan:
@@ -468,7 +467,7 @@ def _resubmit(out: Path, args) -> int:
             if args.dry_run:
                 print("resubmit: dry run, nothing submitted")
                 return 0
-            check_writable(out, submission_paths(out, acting_plan(out), plan))  # before the first sbatch
+            check_writable(out, submission_paths(out, study, plan))  # before the first sbatch
             submit(out, plan)
     except ReproduceError as exc:
         print(f"reproduce resubmit: error: {exc}", file=sys.stderr)
