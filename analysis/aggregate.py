@@ -142,6 +142,31 @@ def lr_grid_gaps(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+TIE_RULE = "ties go to the smallest LR (docs/analysis.md, 'Validation ties')"
+
+
+def validation_ties(runs: pd.DataFrame) -> list[str]:
+    """One line per seed whose best validation score is shared by several LRs (a small validation
+    set at 100% at several LRs): which LRs tied and which one `scan_runs` picked (the smallest,
+    TIE_RULE), so that a reader knows the choice was the rule's, not the data's."""
+    if runs.empty:
+        return []
+    best = runs.groupby([*RUN_KEY, "seed"], sort=True)["validation_score"].transform("max")
+    tied = runs[runs["validation_score"] == best]
+    out = []
+    for key, group in tied.groupby([*RUN_KEY, "seed"], sort=True):
+        if len(group) < 2:
+            continue
+        model, _, dataset, train_set, seed = key
+        lrs = sorted(group["lr"])
+        trained = f" (trained on {train_set})" if train_set else ""
+        out.append(
+            f"{model} {dataset}{trained} seed {seed}: validation {group['validation_score'].iloc[0]:.2f} at LRs "
+            f"{', '.join(f'{lr:g}' for lr in lrs)}; picked {lrs[0]:g}"
+        )
+    return out
+
+
 def select_best_lr_per_seed(records: Iterable[RunRecord]) -> pd.DataFrame:
     """The `selected` frame of scan_runs: the best-validation LR of every seed."""
     return scan_runs(records)[0]

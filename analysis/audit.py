@@ -38,8 +38,10 @@ from analysis.recipe import (
     pool_replicates,
     pretraining_noise_for,
 )
+from analysis.setups import Setups, data_label, is_paper_data
 from analysis.tables import TABLE_NOTES
-from contracts.paper import AVERAGE, FINETUNE_LRS, TASK_TYPES
+from contracts.model_names import split_replicate
+from contracts.paper import AVERAGE, DATASETS, FINETUNE_LRS, TASK_TYPES
 from contracts.provenance import atomic_write_json, atomic_write_text, utc_now
 
 CELL_KEY = ["model", "task_type", "dataset"]
@@ -47,7 +49,10 @@ AVERAGE_TOLERANCE = 0.01  # the CSV README: averages equal the mean of their dat
 # "undecidable": inconclusive cells that no number of seeds of ours can decide at their margin
 # (the paper's own interval, or one pretraining run each, is too wide): counted apart (issue 63).
 UNDECIDABLE = "undecidable"
-STATUSES = ("reproduced", "inconclusive", UNDECIDABLE, "differs", "missing")
+# "other_data": our cell was tested on another test set than the published one (toy or partial
+# data, analysis.setups): its score is another quantity, so no verdict is given (issue 90).
+OTHER_DATA = "other_data"
+STATUSES = ("reproduced", "inconclusive", UNDECIDABLE, "differs", OTHER_DATA, "missing")
 # A recipe row without replicates rests on an assumed pretraining SD (--pretraining-sd or the
 # default): its verdict is marked, counted apart, and says up to which SD it holds, searched up to
 # this multiple of the assumed one (issue 81 measured the default's errors at 2, 4 and 9 times it).
@@ -183,6 +188,7 @@ def compare_cells(
     lr_grids: dict[tuple, set[float]] | None = None,
     protocol: str = "paper",
     effects: dict[str, dict] | None = None,
+    setups: Setups | None = None,
 ) -> pd.DataFrame:
     """One row per distinct published cell (the tables that print it listed), our cell beside it,
     the difference with its intervals and the verdict at the cell's margin. `questions`
@@ -302,12 +308,31 @@ def compare_cells(
             if c.verdict == "inconclusive"
             else "",
         )
+        other = _other_data(cell, setups)
+        if other:
+            cell.update(verdict=OTHER_DATA, note=other, undecidable=False, leaning="")
         rows.append(cell)
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*merged.columns, "verdict", "note", "undecidable"])
     for column in EVIDENCE_COLUMNS:  # a missing cell has none of them: every row has every column
         if column not in frame:
             frame[column] = None
     return frame
+
+
+def _other_data(cell: dict, setups: Setups | None) -> str:
+    """Why a cell of ours is not the published cell's quantity (tested on toy or partial data), or ''."""
+    if setups is None:
+        return ""
+    average = cell["dataset"] == AVERAGE
+    datasets = [d.id for d in DATASETS if d.task_type == cell["task_type"]] if average else [cell["dataset"]]
+    other = []
+    for dataset in datasets:
+        setup = setups.of(cell["model"], dataset)
+        if setup is not None and setup.test_size and not is_paper_data(dataset, setup):
+            other.append(data_label(dataset, setup) + (f" ({dataset})" if cell["dataset"] == AVERAGE else ""))
+    if not other:
+        return ""
+    return "; ".join(other) + ": not the published cell's test set, so no verdict"
 
 
 def _protocol_warning(cell: dict, lr_grids: dict[tuple, set[float]] | None, protocol: str) -> str:
@@ -347,6 +372,19 @@ def audit_headline(summary: dict) -> str:
         f"category averages: {a['reproduced']} reproduced, {a['inconclusive']} inconclusive, "
         f"{a[UNDECIDABLE]} undecidable, {a['differs']} differ, {a['missing']} missing"
     )
+    if c.get(OTHER_DATA) or a.get(OTHER_DATA):
+        line += (
+            f"; no verdict, tested on other data (toy or partial test sets): {c.get(OTHER_DATA, 0)} cells, "
+            f"{a.get(OTHER_DATA, 0)} averages"
+        )
+    outside = summary.get("models_outside_paper") or []
+    if outside:
+        line = f"not in the paper's tables, not audited: {', '.join(outside)}; " + line
+        if not summary.get("models_audited"):
+            line = (
+                f"none of these models is in the paper's tables ({', '.join(outside)}): nothing to audit; "
+                "`python -m analysis compare RUNS --out DIR` puts them beside the published rows"
+            )
     assumed = [c.get("assumed", {}), a.get("assumed", {})]
     if any(sum(x.values()) for x in assumed):
         reproduced = sum(x.get("reproduced", 0) for x in assumed)
@@ -480,6 +518,8 @@ def _row_note(c) -> str:
 
 
 def _verdict(c) -> str:
+    if c.verdict == OTHER_DATA:
+        return "no verdict: other data"
     assumed = f" {ASSUMED}" if getattr(c, "assumed_pretraining_sd", False) is True else ""
     if c.verdict != "inconclusive":
         return c.verdict + assumed
@@ -522,21 +562,32 @@ def _markdown(
     margins: dict[str, dict],
     questions: dict[str, Question] | None = None,
     effects: dict[str, dict] | None = None,
+    outside: list[str] | None = None,
 ) -> str:
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
     d, a = verdict_counts(datasets), verdict_counts(averages)
     present = cells[cells["verdict"] != "missing"]
     effects = effects or {}
     used = sorted({margin_key(t, s) for t, s in zip(present["task_type"], present["dataset"])}) or sorted(margins)
-    lines = [
-        "# Audit: does each regenerated cell reproduce the published one?",
-        "",
+    lines = ["# Audit: does each regenerated cell reproduce the published one?", ""]
+    if outside:
+        lines += [
+            (
+                f"**Not audited: {', '.join(outside)}**, not a model of the paper's tables"
+                + ("; none of the audited runs is." if cells.empty else ".")
+                + " `python -m analysis compare RUNS --out DIR` puts a model of your own beside the published rows. "
+                "Only the published cells of the audited models count below (missing: one of them without runs)."
+            ),
+            "",
+        ]
+    lines += [
         question_line(questions or {}),
         "",
         f"Written {utc_now()} from: {', '.join(sources)}; scores of protocol '{protocol}'.",
         "",
         f"**Distinct dataset cells: {d['reproduced']} reproduced, {d['inconclusive']} inconclusive, "
-        f"{d[UNDECIDABLE]} undecidable at their margin, {d['differs']} differ** ({d['missing']} published cells "
+        f"{d[UNDECIDABLE]} undecidable at their margin, {d['differs']} differ, {d[OTHER_DATA]} without a verdict "
+        f"(tested on other data)** ({d['missing']} published cells "
         f"without runs). Category averages printed by the paper: {a['reproduced']} reproduced, "
         f"{a['inconclusive']} inconclusive, {a[UNDECIDABLE]} undecidable, {a['differs']} differ ({a['missing']} "
         "without runs). Each (model, dataset) counts once, whatever the number of tables that print it. "
@@ -583,11 +634,11 @@ def _markdown(
         "",
         "## Per table (cells repeat across tables here)",
         "",
-        "| table | cells | reproduced | inconclusive | undecidable | differs | missing |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| table | cells | reproduced | inconclusive | undecidable | differs | other data | missing |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
         *(
             f"| {t.table} | {t.cells} | {t.reproduced} | {t.inconclusive} | {t.undecidable} | {t.differs} | "
-            f"{t.missing} |"
+            f"{t.other_data} | {t.missing} |"
             for t in tables.itertuples()
         ),
         "",
@@ -618,8 +669,13 @@ def run_audit(
     origins: dict[str, set[str]] | None = None,
     pretraining_sd: str | None = None,
     lr_grids: dict[tuple, set[float]] | None = None,
+    setups: Setups | None = None,
 ) -> dict:
     """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary.
+
+    Only the published cells of the models of `ours` are audited: a model the paper's tables do
+    not have is named in the first line and nothing is counted `missing` for it (issue 90);
+    `setups` (analysis.setups, the same records) marks cells tested on other data.
 
     `ours` holds the cells of `protocol`; `differences` (analysis.protocols.metric_differences of
     the same records) the paper-minus-standard comparison, None when not computed; `margin` the
@@ -634,13 +690,27 @@ def run_audit(
     published = load_published_cells()
     margins = margins_for(margin, published)
     priors = pretraining_priors(pretraining_sd, published)
-    questions = decide_questions(ours["model"], origins or {}, reproduces)
+    paper_models = set(published["model"])
+    # a replicate (<name>-rep<k>) is audited as its configuration's
+    audited = sorted(m for m in set(ours["model"]) if split_replicate(m)[0] in paper_models)
+    outside = sorted(m for m in set(ours["model"]) if split_replicate(m)[0] not in paper_models)
     effects = interpreted_differences(published)
-    cells = compare_cells(ours, published, margins, questions, priors, lr_grids, protocol, effects)
-    tables = table_view(cells)
     checks = published_internal_checks(published)
+    ours = ours[ours["model"].isin(audited)]
+    questions = decide_questions(ours["model"], origins or {}, reproduces)
+    if audited:
+        configurations = {split_replicate(m)[0] for m in audited}
+        cells = compare_cells(
+            ours, published[published["model"].isin(configurations)], margins, questions, priors, lr_grids, protocol,
+            effects, setups,
+        )  # fmt: skip
+    else:  # nothing of the paper's: no row, every count 0
+        cells = pd.DataFrame(columns=[*CELL_KEY, "tables", "verdict", "undecidable", "assumed_pretraining_sd", "exact"])
+    tables = table_view(cells)
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
     summary = {
+        "models_audited": audited,
+        "models_outside_paper": outside,
         "sources": sources,
         "written": utc_now(),
         "protocol": protocol,
@@ -662,7 +732,7 @@ def run_audit(
         "notes": {str(n): note for n, note in TABLE_NOTES.items()},
     }
     out_dir = Path(out_dir)
-    text = _markdown(cells, tables, checks, sources, protocol, differences, margins, questions, effects)
+    text = _markdown(cells, tables, checks, sources, protocol, differences, margins, questions, effects, outside)
     atomic_write_text(out_dir / "audit.md", text)
     summary = _plain(summary)
     atomic_write_json(out_dir / "audit.json", summary)
@@ -687,15 +757,17 @@ def _plain(value):
 def exit_code(summary: dict, fail_on: str) -> int:
     """1 when `fail_on` says so: any-differs (a dataset cell or printed average differs, its verdict
     not resting on an assumed pretraining SD), any-differs-incl-assumed (those too), not-reproduced
-    (any audited cell is not reproduced on measured noise: differs, inconclusive, or reproduced
-    only under an assumed pretraining SD); else 0."""
+    (any audited cell is not reproduced on measured noise: differs, inconclusive, tested on other
+    data, or reproduced only under an assumed pretraining SD); else 0."""
     both = [summary["cells"], summary["averages"]]
     assumed = [c.get("assumed", {}) for c in both]
     if fail_on == "any-differs" and any(c["differs"] - a.get("differs", 0) for c, a in zip(both, assumed)):
         return 1
     if fail_on == "any-differs-incl-assumed" and any(c["differs"] for c in both):
         return 1
-    not_reproduced = any(c["differs"] or c["inconclusive"] or c.get(UNDECIDABLE, 0) for c in both)
+    not_reproduced = any(
+        c["differs"] or c["inconclusive"] or c.get(UNDECIDABLE, 0) or c.get(OTHER_DATA, 0) for c in both
+    )
     if fail_on == "not-reproduced" and (not_reproduced or any(a.get("reproduced", 0) for a in assumed)):
         return 1
     return 0

@@ -60,12 +60,13 @@ def _runs_under(records, protocol: str, paths: list[str]):
     return kept
 
 
-def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = None):
+def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = None, setups=None):
     """(selected, runs) of analysis.aggregate.scan_runs for the records in `paths` under
-    `protocol`: column-wise from run stores, record by record otherwise."""
-    from analysis.aggregate import lr_grid_gaps, scan_runs
+    `protocol`: column-wise from run stores, record by record otherwise. `setups`
+    (analysis.setups.Setups), when given, collects what each (model, dataset) was run with."""
+    from analysis.aggregate import TIE_RULE, lr_grid_gaps, scan_runs, validation_ties
     from analysis.stored_runs import scan_store
-    from contracts.run_store import is_run_store
+    from contracts.run_store import is_run_store, iter_store_records
 
     _check_exist(paths)
     if all(is_run_store(p) for p in paths):
@@ -74,15 +75,42 @@ def _selected_runs(paths: list[str], protocol: str, datasets: set[str] | None = 
             print(note, file=sys.stderr)
         if selected.empty:
             _no_runs(paths, protocol, bool(note))
+        if setups is not None:  # the provenance only: one more column-light pass
+            for path in paths:
+                for record in iter_store_records(path, instance_scores=False):
+                    setups.add(record)
     else:
         records = _runs_under(_load_runs(paths), protocol, paths)
+        if setups is not None:
+            records = list(setups.watch(records))
         selected, runs = scan_runs(r for r in records if datasets is None or r.dataset in datasets)
     gaps = lr_grid_gaps(runs)
     for line in gaps[:5]:
         print(f"warning: {line}", file=sys.stderr)
     if len(gaps) > 5:
         print(f"warning: {len(gaps) - 5} more seeds lack an LR of their cell's grid", file=sys.stderr)
+    ties = validation_ties(runs)
+    if ties:
+        shown = "; ".join(ties[:5]) + (f"; and {len(ties) - 5} more" if len(ties) > 5 else "")
+        print(f"note: {len(ties)} seed(s) with tied best validation scores, {TIE_RULE}: {shown}", file=sys.stderr)
     return selected, runs
+
+
+def _mixing(setups, models, strict: bool, where: str) -> list[str]:
+    """The lines saying where the rows `models` were run differently; under --strict, a UsageError."""
+    from analysis.setups import mixing_lines
+    from contracts.paper import DATASETS
+
+    lines = mixing_lines(setups, models, [d.id for d in DATASETS])
+    if lines:
+        if strict:
+            raise UsageError(
+                f"{where}: the rows were not fine-tuned or tested alike ({lines[0]}"
+                + (f"; and {len(lines) - 1} more" if len(lines) > 1 else "")
+                + "); run them alike or drop --strict; nothing written"
+            )
+        print(f"warning: mixed setups in {where}: " + "; ".join(lines), file=sys.stderr)
+    return lines
 
 
 def _no_runs(paths: list[str], protocol: str, other_protocol: bool):
@@ -180,11 +208,16 @@ def _note_at_chance(cells) -> None:
 
 def _cmd_table(args) -> int:
     from analysis.aggregate import aggregate_selected
+    from analysis.setups import Setups
     from contracts.provenance import atomic_write_text
 
-    selected, _ = _selected_runs(args.runs, args.protocol)
+    setups = Setups()
+    selected, _ = _selected_runs(args.runs, args.protocol, setups=setups)
+    lines = _mixing(setups, sorted(set(selected["model"])), args.strict, "table")
     cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
     print(f"protocol: {args.protocol}")
+    if lines:
+        print("Mixed setups (these rows were not fine-tuned or tested alike): " + "; ".join(lines))
     print(_readable(cells))
     _note_at_chance(cells)
     if args.csv:
@@ -210,15 +243,53 @@ def _write_tables(args, out: str, formats: tuple[str, ...]) -> None:
     from analysis.published import load_published_cells
     from analysis.tables import write_tables
 
+    mixing = None
     if args.published:
         cells, source = load_published_cells(), "the paper's published values (arXiv 2507.00994 v4)"
     else:
-        selected, _ = _selected_runs(args.runs, args.protocol)
+        from analysis.setups import Setups, mixing_lines
+        from analysis.tables import table_datasets
+
+        setups = Setups()
+        selected, _ = _selected_runs(args.runs, args.protocol, setups=setups)
+        _mixing(setups, sorted(set(selected["model"])), getattr(args, "strict", False), "tables")
         cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
         source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
-    written = write_tables(cells, out, formats, source=source)
+
+        def mixing(layout):
+            return mixing_lines(setups, [model for _, model in layout.rows], table_datasets(layout))
+
+    written = write_tables(cells, out, formats, source=source, mixing=mixing)
     print(f"wrote {len(written)} files -> {out}")
     _note_at_chance(cells)
+
+
+def _cmd_compare(args) -> int:
+    from analysis.aggregate import aggregate_selected
+    from analysis.compare import compare_with_published, write_comparison
+    from analysis.setups import Setups
+
+    try:
+        tables = tuple(sorted({int(x) for x in args.tables.split(",") if x.strip()}))
+    except ValueError:
+        raise UsageError(
+            f"--tables: {args.tables!r} is not a comma-separated list of table numbers (e.g. 2,3,4,5)"
+        ) from None
+    if not tables or any(not 2 <= n <= 17 for n in tables):
+        raise UsageError(f"--tables: give numbers between 2 and 17, got {args.tables!r}")
+    setups = Setups()
+    selected, _ = _selected_runs(args.runs, args.protocol, setups=setups)
+    _mixing(setups, sorted(set(selected["model"])), args.strict, "compare")
+    cells = aggregate_selected(selected, reps=args.reps, rng_seed=args.rng_seed)
+    comparison = compare_with_published(cells, setups, tables)
+    source = "run records " + ", ".join(args.runs) + f" (protocol {args.protocol})"
+    written = write_comparison(comparison, args.out, source)
+    print(comparison.summary_line())
+    for path in written:
+        print(f"wrote {path}")
+    print(f"the figure: python -m paper_figures compare {args.out}")
+    _note_at_chance(cells)
+    return 0
 
 
 def _cmd_audit(args) -> int:
@@ -227,6 +298,7 @@ def _cmd_audit(args) -> int:
     from analysis.protocols import metric_differences
     from analysis.published import load_published_cells
     from analysis.recipe import add_origin
+    from analysis.setups import Setups
     from contracts.run_store import is_run_store, iter_records_in, iter_store_records
 
     published = load_published_cells()
@@ -238,12 +310,14 @@ def _cmd_audit(args) -> int:
     # Both protocols' test scores of every run (instance scores are not needed), and what each
     # record says about its model's origin (the checkpoint or the recipe question, analysis.recipe).
     origins: dict[str, set[str]] = {}
+    setups = Setups()
 
     def records():
         for path in args.runs:
             stream = iter_store_records(path, instance_scores=False) if is_run_store(path) else iter_records_in([path])
             for r in stream:
                 add_origin(origins, r)
+                setups.add(r)
                 yield r
 
     differences = metric_differences(records())
@@ -258,6 +332,7 @@ def _cmd_audit(args) -> int:
         origins=origins,
         pretraining_sd=args.pretraining_sd,
         lr_grids=lr_grids,
+        setups=setups,
     )
     _note_at_chance(cells)
     asked = Counter(q["question"] for q in summary["questions"].values())
@@ -462,6 +537,15 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _add_strict(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2, nothing written) when the rows were fine-tuned or tested differently "
+        "(steps, batch, LR grid, seeds, test size); default: say so in the header",
+    )
+
+
 def _add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=10000, help="bootstrap replicates (default 10000)")
     parser.add_argument("--rng-seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
@@ -500,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("table", help="aggregate run records into cells; print them, optionally write CSV")
     p.add_argument("runs", nargs="+", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
     p.add_argument("--csv", help="write the cells (one row per model/dataset/average) here")
+    _add_strict(p)
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_table)
 
@@ -508,8 +593,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--published", action="store_true", help="render the paper's own values instead")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,csv,tex (default all)")
+    _add_strict(p)
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_tables)
+
+    p = sub.add_parser(
+        "compare", help="your models' cells beside the paper's published rows (Tables 2-5 by default), and a figure"
+    )
+    p.add_argument("runs", nargs="+", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help="the paper's rows are its published values (the default and, for now, the only source)",
+    )
+    p.add_argument("--out", required=True, help="output folder: compare.md, compare.csv, compare.json")
+    p.add_argument(
+        "--tables",
+        default="2,3,4,5",
+        help="the paper's tables to compare with, comma-separated numbers 2-17 (default 2,3,4,5: the 42k models)",
+    )
+    _add_strict(p)
+    _add_aggregation_options(p)
+    p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("audit", help="compare regenerated cells with the published tables")
     p.add_argument("runs", nargs="+", help="run-record .jsonl files, run stores (.parquet) or folders of record.json")

@@ -22,7 +22,7 @@ import numpy as np
 
 from analysis.bench import IR_TRAIN_SET, _timed, _truth, release_models
 from contracts.bounded import SMALL, read_json_object
-from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS
+from contracts.paper import DATASETS, FINETUNE_LRS, FINETUNE_SEEDS, PAPER_TEST_INSTANCES
 from contracts.provenance import atomic_write_json
 
 # Instances per split of the released runs: (validation, test). docs/analysis.md, "Scale", gives
@@ -30,20 +30,21 @@ from contracts.provenance import atomic_write_json
 # official test, IR qrels queries); validation = the 5% carve-out of train (train_test_split,
 # ceil), the official TC validation, the IR dev/validation queries. MS MARCO's validation size is
 # not known here: taken equal to its test.
-RELEASED_INSTANCES = {
-    "sst2": (3368, 872),
-    "qqp": (18193, 40430),
-    "mnli": (19636, 9815),
-    "ontonotes5": (8528, 8262),
-    "conll2003": (3250, 3453),
-    "uner": (2001, 2077),
-    "squad": (4380, 10570),
-    "squad_v2": (6516, 11873),
-    "record": (5037, 10000),
-    "nq": (1726, 1726),
-    "msmarco": (6980, 6980),
-    "mldr_en": (200, 800),
+_RELEASED_VALIDATION = {
+    "sst2": 3368,
+    "qqp": 18193,
+    "mnli": 19636,
+    "ontonotes5": 8528,
+    "conll2003": 3250,
+    "uner": 2001,
+    "squad": 4380,
+    "squad_v2": 6516,
+    "record": 5037,
+    "nq": 1726,
+    "msmarco": 6980,
+    "mldr_en": 200,
 }
+RELEASED_INSTANCES = {d: (n, PAPER_TEST_INSTANCES[d]) for d, n in _RELEASED_VALIDATION.items()}
 _INDENT = "\n            "  # the released files' json.dump(indent=4) layout, inside a list
 
 

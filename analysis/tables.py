@@ -7,6 +7,7 @@ the layout is the paper's; a cell without data is rendered as MISSING, never fil
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -186,6 +187,15 @@ def beside(frame: pd.DataFrame, intervals: pd.DataFrame | None, joined: bool) ->
     return out
 
 
+def _is_empty(frame: pd.DataFrame) -> bool:
+    return bool((frame.iloc[:, 2:] == MISSING).all().all())
+
+
+def table_datasets(layout: TableLayout) -> list[str]:
+    """The dataset ids of a table's columns (its average left out)."""
+    return [dataset for dataset, _ in layout.columns if dataset != AVERAGE]
+
+
 def _markdown(frame: pd.DataFrame) -> str:
     lines = [
         "| " + " | ".join(frame.columns) + " |",
@@ -255,12 +265,17 @@ def write_tables(
     source: str = "",
     only: tuple[int, ...] | None = None,
     rename: dict[str, str] | None = None,
+    mixing: Callable[[TableLayout], list[str]] | None = None,
 ) -> list[Path]:
     """Render Tables 2-17 (+ extra tables for models outside them) into out_dir.
 
     md -> tables.md, tex -> tables.tex (all tables); csv -> one <name>.csv per table.
     only: these table numbers (None: all). rename: paper checkpoint -> the model of `cells` shown in
     its row (toy reproductions: `610m-clm-42k` -> `toy_m-clm-42`; the Setup label stays the paper's).
+    mixing: the lines that say where a table's rows were fine-tuned or tested differently
+    (analysis.setups.mixing_lines), printed under its caption. A paper table without one cell of
+    `cells` is left out (named in tables.md) when another table has data: runs of models of one's
+    own fill the extra tables only (issue 90).
     """
     out_dir = Path(out_dir)
     layouts = [t for t in paper_layouts() if only is None or t.number in only]
@@ -270,6 +285,12 @@ def write_tables(
         ]
     layouts += extra_layouts(cells, layouts)
     rendered = [(layout, render_table(layout, cells), render_intervals(layout, cells)) for layout in layouts]
+    empty = [layout for layout, frame, _ in rendered if layout.number is not None and _is_empty(frame)]
+    if empty and len(empty) < len(rendered):
+        rendered = [entry for entry in rendered if entry[0] not in empty]
+    else:
+        empty = []
+    mixed = {layout.name: mixing(layout) if mixing else [] for layout, _, _ in rendered}
     calibrated = any(intervals is not None for _, _, intervals in rendered)
     written = []
     if "md" in formats:
@@ -283,8 +304,25 @@ def write_tables(
             f"Source: {source}. {what}; {MISSING} = no data for this cell.",
             "",
         ]
+        if empty:
+            numbers = ", ".join(str(layout.number) for layout in empty)
+            parts += [
+                f"Left out: Tables {numbers}, which have no cell of these runs (their rows are the paper's "
+                "checkpoints). `python -m analysis compare RUNS --out DIR` puts your models beside the paper's "
+                "published rows.",
+                "",
+            ]
         for layout, frame, intervals in rendered:
-            parts += [f"## {layout.caption}", "", _markdown(beside(frame, intervals, joined=True)), ""]
+            parts += [f"## {layout.caption}", ""]
+            if mixed[layout.name]:
+                parts += [
+                    "**Mixed setups: these rows were not fine-tuned or tested alike**, so they compare setups "
+                    "as much as models:",
+                    "",
+                    *(f"- {line}" for line in mixed[layout.name]),
+                    "",
+                ]
+            parts += [_markdown(beside(frame, intervals, joined=True)), ""]
             if layout.note:
                 parts += [f"Note: {layout.note}", ""]
         written.append(atomic_write_text(out_dir / "tables.md", "\n".join(parts)))

@@ -83,6 +83,25 @@ def average_display(task_type: str) -> str:
 
 FINETUNE_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
 FINETUNE_SEEDS = (0, 1, 2, 3, 4)
+FINETUNE_BATCH = 32  # sequences per step (benchmarks/configs/paper.yaml)
+# Instances of each dataset's test split in the released runs (hgissbkh/EncodEval results: the
+# length of their `scores_i` lists; docs/analysis.md, "Scale"): a run record whose test split is
+# smaller was scored on toy or partial data, and its score is not the published cell's quantity.
+# IR: test queries.
+PAPER_TEST_INSTANCES = {
+    "sst2": 872,
+    "qqp": 40430,
+    "mnli": 9815,
+    "ontonotes5": 8262,
+    "conll2003": 3453,
+    "uner": 2077,
+    "squad": 10570,
+    "squad_v2": 11873,
+    "record": 10000,
+    "nq": 1726,
+    "msmarco": 6980,
+    "mldr_en": 800,
+}
 
 
 # --- models (Table 1) -------------------------------------------------------------------------------

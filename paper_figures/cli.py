@@ -41,6 +41,7 @@ figures and what they need:
   figure5, figure7                 raw run records (every LR and seed): --source runs only
   figure12                         training logs: --logs RUN_DIR ... (CPT pretraining run folders with
                                    loss.jsonl, e.g. runs/610m-clm-dec42k-mlm40-64k); no published version
+  compare DIR                      your models among the paper's (the folder of `python -m analysis compare`)
   all                              every figure the source allows (published: 5 and 7 are skipped;
                                    12 only with --logs)
 the whole pipeline of a figure's study (pretraining, fine-tuning, analysis, then these figures) is
@@ -171,7 +172,34 @@ def main(argv: list[str] | None = None) -> int:
     return run_command("paper_figures", lambda: _main(argv))
 
 
+def _compare_main(argv: list[str]) -> int:
+    """`python -m paper_figures compare DIR`: the figure of `analysis compare` (DIR/compare.csv)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m paper_figures compare",
+        description="Your models among the paper's: the figure of DIR/compare.csv (python -m analysis compare).",
+    )
+    parser.add_argument("folder", type=Path, help="the --out folder of `python -m analysis compare`")
+    parser.add_argument("--out", type=Path, help="output folder (default: the same folder)")
+    parser.add_argument("--dpi", type=int, default=150)
+    args = parser.parse_args(argv)
+    if args.dpi < 1:
+        parser.error(f"--dpi {args.dpi}: must be a positive integer")
+    from paper_figures.beside import ComparisonFileError, figure_compare, read_comparison
+
+    try:
+        comparison = read_comparison(args.folder)
+    except ComparisonFileError as exc:
+        print(f"paper_figures: error: {exc}", file=sys.stderr)
+        return 2
+    fig, points = figure_compare(comparison)
+    for path in save_figure(fig, points, args.out or args.folder, "compare", {"source": str(args.folder)}, args.dpi):
+        print(path)
+    return 0
+
+
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["compare"]:
+        return _compare_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.source == "runs" and not args.runs:

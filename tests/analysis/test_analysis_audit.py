@@ -18,17 +18,21 @@ def _strict_json(path):
 def test_released_mldr_runs_reproduce_the_cell_all_three_tables_print(tmp_path, mldr_records):
     cells = aggregate_runs(mldr_records, reps=2000)
     summary = run_audit(cells, tmp_path, sources=["mldr"])
+    # only the audited model's published cells count (issue 90): its 12 datasets, 11 without runs
     distinct = load_published_cells().drop_duplicates(["model", "task_type", "dataset"])
-    n_datasets = int((distinct.dataset != "average").sum())
+    n_datasets = int(((distinct.dataset != "average") & (distinct.model == "610m-mlm40-42k")).sum())
+    assert n_datasets == 12 and summary["models_audited"] == ["610m-mlm40-42k"]
+    assert summary["models_outside_paper"] == []
     assert summary["cells"] == {
         "distinct": n_datasets,
         "reproduced": 1,
         "inconclusive": 0,
         "undecidable": 0,
         "differs": 0,
+        "other_data": 0,
         "missing": n_datasets - 1,
         "exact": 1,
-        "assumed": dict.fromkeys(("reproduced", "inconclusive", "undecidable", "differs", "missing"), 0),
+        "assumed": dict.fromkeys(("reproduced", "inconclusive", "undecidable", "differs", "other_data", "missing"), 0),
     }
     (mldr,) = [c for c in summary["cell_details"] if c["verdict"] != "missing"]
     assert mldr["tables"] == [5, 13, 17] and mldr["diff"] == pytest.approx(0, abs=0.005)
@@ -39,7 +43,8 @@ def test_released_mldr_runs_reproduce_the_cell_all_three_tables_print(tmp_path, 
     markdown = (tmp_path / "audit.md").read_text()
     assert "| 610m-mlm40-42k | IR | mldr_en | 5, 13, 17 | 60.25 ± 0.76 (5) | 60.25 ± 0.76 | 5 |" in markdown
     assert (
-        "**Distinct dataset cells: 1 reproduced, 0 inconclusive, 0 undecidable at their margin, 0 differ**" in markdown
+        "**Distinct dataset cells: 1 reproduced, 0 inconclusive, 0 undecidable at their margin, 0 differ, "
+        "0 without a verdict (tested on other data)**" in markdown
     )
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
     assert exit_code(summary, "any-differs") == 0 and exit_code(summary, "not-reproduced") == 0
