@@ -144,7 +144,7 @@ def _readable(cells) -> str:
     from analysis.intervals import format_bounds, paper_rule_label, readable_seeds, scale_legend
     from analysis.tables import paper_rule_cell
 
-    clipped = list(cells["interval_clipped"]) if "interval_clipped" in cells else [False] * len(cells)
+    clipped = list(cells["interval_clipped"] == True) if "interval_clipped" in cells else [False] * len(cells)  # noqa: E712
 
     def bounds(low, high, keep=None):
         keep = [True] * len(low) if keep is None else keep

@@ -183,7 +183,8 @@ def render_intervals(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame |
     lookup = {}
     for row in cells.itertuples():
         if pd.notna(row.seed_boot_low) and pd.notna(row.seed_boot_high):
-            text = format_bounds(row.seed_boot_low, row.seed_boot_high, bool(getattr(row, "interval_clipped", False)))
+            clipped = bool(getattr(row, "interval_clipped", False) == 1)  # NaN (cells from before the column): no
+            text = format_bounds(row.seed_boot_low, row.seed_boot_high, clipped)
             if not coverage_checked(row.n_seeds):
                 text += f" ({not_checked_note(row.n_seeds)})"
             lookup.setdefault((row.model, row.dataset), text)
