@@ -17,7 +17,14 @@ import pandas as pd
 from tqdm import tqdm
 
 from analysis.cells import CELL_COLUMNS, describe_models
-from analysis.intervals import instance_mean_replicates, keyed_rng, paper_interval, percentile_bounds, seed_weights
+from analysis.intervals import (
+    clip_to_scale,
+    instance_mean_replicates,
+    keyed_rng,
+    paper_interval,
+    percentile_bounds,
+    seed_weights,
+)
 from analysis.small_sample import design_bootstrap_calibration, seed_bootstrap_calibration, stretch
 from contracts.paper import AVERAGE, DATASETS, datasets_of
 from contracts.run_record import RunRecord
@@ -37,6 +44,7 @@ EXTRA_COLUMNS = [
     "selected_lrs",
     "seed_test_scores",
     "at_chance_runs",
+    "interval_clipped",
 ]
 # The seeds x instances interval's df from the seed variance's 75% upper bound (small_sample).
 DF_SEED_UPPER = 0.75
@@ -297,6 +305,9 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
     boot_factor / seed_boot_factor is how much each was widened about the mean.
     `selected_lrs` lists the chosen LR per seed (per dataset, "/"-joined, for averages).
     `at_chance_runs` counts the cell's selected runs flagged at their chance level.
+    Both bootstrap intervals stay within the metric's scale [0, 100] (issue 90): a bound past it is
+    clipped there and `interval_clipped` is True (the paper's half-width `ci_halfwidth` is kept as
+    the paper computes it; docs/analysis.md, "Bounds at the scale's ends").
     Averages use the seeds present in all 3 datasets.
     """
     lrs = selected["lr"].to_numpy()
@@ -309,6 +320,13 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
             several = len(cell.seeds) > 1
             mean = float(cell.per_seed.mean())
             bounds = calibrated_bounds(cell, mean, group, seeds, design, j) if several else None
+            clipped = False
+            if bounds is not None:
+                bounds["low"], bounds["high"], clipped_design = clip_to_scale(bounds["low"], bounds["high"])
+                bounds["seed_low"], bounds["seed_high"], clipped_seeds = clip_to_scale(
+                    bounds["seed_low"], bounds["seed_high"]
+                )
+                clipped = clipped_design or clipped_seeds
 
             def value(name, bounds=bounds):  # 4 decimals: float32 replicates, bounds move ~0.01
                 return round(float(bounds[name]), 4) if bounds is not None else float("nan")
@@ -338,6 +356,8 @@ def aggregate_selected(selected: pd.DataFrame, reps: int = 10000, rng_seed: int 
                     "seed_test_scores": ";".join(f"{x:.4f}" for x in cell.per_seed),
                     # selected runs of the cell at their chance level (a collapsed run in the mean)
                     "at_chance_runs": int(sum(flagged[r].sum() for r in cell.rows)),
+                    # a bound of seed_boot_* or boot_* clipped at 0 or 100 (issue 90)
+                    "interval_clipped": clipped,
                 }
             )
     cells = pd.DataFrame(

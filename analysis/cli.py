@@ -169,20 +169,24 @@ def _readable(cells) -> str:
     import pandas as pd
 
     from analysis.aggregate import BOOTSTRAP_HIERARCHICAL
-    from analysis.intervals import paper_rule_label
-    from analysis.tables import format_cell
+    from analysis.intervals import format_bounds, paper_rule_label, readable_seeds, scale_legend
+    from analysis.tables import paper_rule_cell
+
+    clipped = list(cells["interval_clipped"] == True) if "interval_clipped" in cells else [False] * len(cells)  # noqa: E712
 
     def bounds(low, high, keep=None):
         keep = [True] * len(low) if keep is None else keep
-        return [f"[{lo:.2f}, {hi:.2f}]" if k and pd.notna(lo) else "—" for lo, hi, k in zip(low, high, keep)]
+        return [
+            format_bounds(lo, hi, c) if k and pd.notna(lo) else "—" for lo, hi, k, c in zip(low, high, keep, clipped)
+        ]
 
     view = pd.DataFrame(
         {
             "model": cells["model"],
             "task": cells["task_type"],
             "dataset": cells["dataset"],
-            "seeds": cells["n_seeds"],
-            "mean ± paper's rule": [format_cell(m, h) for m, h in zip(cells["mean"], cells["ci_halfwidth"])],
+            "seeds": [readable_seeds(n) for n in cells["n_seeds"]],
+            "mean ± paper's rule": [paper_rule_cell(m, h) for m, h in zip(cells["mean"], cells["ci_halfwidth"])],
             "95% CI over seeds": bounds(cells["seed_boot_low"], cells["seed_boot_high"]),
             "95% CI over seeds x instances": bounds(
                 cells["boot_low"], cells["boot_high"], list(cells["bootstrap"] == BOOTSTRAP_HIERARCHICAL)
@@ -195,7 +199,7 @@ def _readable(cells) -> str:
         "instances: t-calibrated bootstrap of seeds and test instances (only where per-instance scores exist); "
         "both cover 93-97% at 3, 5 and 10 seeds in `python -m analysis coverage`"
     )
-    return view.to_string(index=False) + "\n" + legend
+    return "\n".join([view.to_string(index=False), legend, *scale_legend(view.to_numpy().ravel(), cells["n_seeds"])])
 
 
 def _note_at_chance(cells) -> None:

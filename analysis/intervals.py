@@ -41,6 +41,88 @@ SEEDS_CI_LABEL = "95% CI (t-calibrated bootstrap over seeds)"
 DESIGN_CI_LABEL = "95% CI over seeds and test instances (t-calibrated bootstrap)"
 
 
+# The metric's scale (contracts.run_record: every score is a percentage, metric x100) and the seed
+# counts at which the coverage of every interval is simulated (analysis.coverage,
+# tests/analysis/test_table_coverage.py). Issue 90: no printed interval leaves the scale, and no
+# coverage is claimed for a cell whose seed count was not simulated (docs/analysis.md, "Bounds at
+# the scale's ends and what is claimed at which seed counts").
+SCALE = (0.0, 100.0)
+SIMULATED_SEEDS = PAPER_RULE_SEEDS
+CLIPPED_MARK = "†"  # a bootstrap bound clipped at 0 or 100
+PASSES_MARK = "‡"  # mean ± the paper's half-width passes 0 or 100 (the paper's rule, kept as it is)
+CLIPPED_NOTE = f"{CLIPPED_MARK} = a bound of the 95% CI clipped at the scale's end (the interval passed 0 or 100)"
+PASSES_NOTE = (
+    f"{PASSES_MARK} = mean ± the paper's half-width passes 0 or 100: the paper's rule kept as the paper computes it "
+    "(a normal interval from few seeds, not clipped, so that published cells stay as printed)"
+)
+
+
+def clip_to_scale(low: float, high: float) -> tuple[float, float, bool]:
+    """The interval [low, high] within SCALE, and whether a bound was moved. Clipping never loses
+    coverage: the truth (a mean of scores in [0, 100]) inside [low, high] stays inside."""
+    lo, hi = SCALE
+    clipped_low, clipped_high = min(max(low, lo), hi), max(min(high, hi), lo)
+    return clipped_low, clipped_high, bool(clipped_low != low or clipped_high != high)
+
+
+def passes_scale(mean: float, halfwidth: float) -> bool:
+    """Whether mean ± halfwidth reaches past the scale (NaN: no)."""
+    return bool(mean - halfwidth < SCALE[0] or mean + halfwidth > SCALE[1])
+
+
+def format_bounds(low: float, high: float, clipped: bool = False) -> str:
+    """ "[low, high]" to 2 decimals, a bound at the scale's end marked when the interval was clipped."""
+
+    def bound(value: float) -> str:
+        return f"{value:.2f}" + (CLIPPED_MARK if clipped and value in SCALE else "")
+
+    return f"[{bound(low)}, {bound(high)}]"
+
+
+def coverage_checked(n_seeds: int) -> bool:
+    """Whether the intervals' coverage was simulated at this seed count (SIMULATED_SEEDS)."""
+    return int(n_seeds) in SIMULATED_SEEDS
+
+
+def not_checked_note(n_seeds: int) -> str:
+    return f"coverage not checked at {int(n_seeds)} seeds"
+
+
+def seed_count_note(counts) -> str | None:
+    """One line for the seed counts (of cells with an interval, 2 or more seeds) whose coverage was
+    not simulated; None when every count was."""
+    missing = sorted({int(n) for n in counts if int(n) >= 2 and not coverage_checked(n)})
+    if not missing:
+        return None
+    simulated = ", ".join(str(n) for n in SIMULATED_SEEDS[:-1]) + f" and {SIMULATED_SEEDS[-1]}"
+    return (
+        f"coverage not checked at {' / '.join(str(n) for n in missing)} seeds: the intervals' coverage is simulated "
+        f"at {simulated} seeds only (`python -m analysis coverage`), so no coverage is claimed for those cells"
+    )
+
+
+def readable_seeds(n_seeds: int) -> str:
+    """A cell's seed count as printed beside its intervals: "5", or "2 (coverage not checked)"."""
+    n = int(n_seeds)
+    return str(n) if n < 2 or coverage_checked(n) else f"{n} (coverage not checked)"
+
+
+def scale_legend(texts, counts) -> list[str]:
+    """The legend lines for the marks among printed `texts` (cells, intervals): a paper's ± passing
+    0 or 100, a bound clipped there, and the seed counts (`counts`, of the printed cells) whose
+    coverage was not simulated (issue 90)."""
+    texts = [str(t) for t in texts]
+    notes = []
+    if any(PASSES_MARK in t for t in texts):
+        notes.append(PASSES_NOTE)
+    if any(CLIPPED_MARK in t for t in texts):
+        notes.append(CLIPPED_NOTE)
+    note = seed_count_note(counts)
+    if note:
+        notes.append(note)
+    return notes
+
+
 def paper_rule_coverage(n: int) -> float:
     """Coverage of mean +- 1.96 SD/sqrt(n) for n normal seed scores: P(|t(n-1)| < 1.96)."""
     from scipy import stats

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.intervals import SEEDS_CI_LABEL, paper_rule_label
+from analysis.intervals import (
+    PASSES_MARK,
+    PASSES_NOTE,
+    SEEDS_CI_LABEL,
+    coverage_checked,
+    format_bounds,
+    not_checked_note,
+    paper_rule_label,
+    passes_scale,
+    scale_legend,
+)
 from analysis.options import FORMATS
 from analysis.published import load_published_raw
 from contracts.paper import AVERAGE, datasets_of
@@ -132,10 +142,20 @@ def format_cell(mean: float | None, halfwidth: float | None) -> str:
     return f"{mean:.2f} ± {halfwidth:.2f}"
 
 
+def paper_rule_cell(mean: float | None, halfwidth: float | None) -> str:
+    """format_cell, with PASSES_MARK when mean ± halfwidth passes 0 or 100 (the half-width itself is
+    the paper's rule as printed: never clipped, issue 90)."""
+    text = format_cell(mean, halfwidth)
+    if text != MISSING and halfwidth is not None and not math.isnan(halfwidth) and passes_scale(mean, halfwidth):
+        text += PASSES_MARK
+    return text
+
+
 def render_table(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame:
     """The table as strings: Setup, Checkpoint, one column per dataset, Average.
 
     When `cells` has a `table` column (published values), a cell is taken from that table only.
+    A cell whose mean ± half-width passes 0 or 100 carries PASSES_MARK (`paper_rule_cell`).
     """
     if "table" in cells.columns and layout.number is not None:
         cells = cells[cells["table"] == layout.number]
@@ -147,7 +167,7 @@ def render_table(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame:
     for label, model in layout.rows:
         entry = {"Setup": label, "Checkpoint": model}
         for dataset, display in layout.columns:
-            entry[display] = format_cell(*lookup.get((model, dataset), (None, None)))
+            entry[display] = paper_rule_cell(*lookup.get((model, dataset), (None, None)))
         body.append(entry)
     return pd.DataFrame(body, columns=["Setup", "Checkpoint", *(d for _, d in layout.columns)])
 
@@ -155,14 +175,20 @@ def render_table(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame:
 def render_intervals(layout: TableLayout, cells: pd.DataFrame) -> pd.DataFrame | None:
     """The calibrated interval of each cell of `render_table` ("[low, high]", SEEDS_CI_LABEL: the
     t-calibrated seeds bootstrap, covering 93-97% at 3, 5 and 10 seeds), or None when no cell of
-    the table has one (the published values: the paper printed its rule only)."""
+    the table has one (the published values: the paper printed its rule only). A bound clipped at
+    the scale's end carries CLIPPED_MARK; a cell whose seed count was not simulated says "coverage
+    not checked at N seeds" (issue 90)."""
     if "seed_boot_low" not in cells.columns:
         return None
     cells = cells[cells["task_type"] == layout.task_type]
     lookup = {}
     for row in cells.itertuples():
         if pd.notna(row.seed_boot_low) and pd.notna(row.seed_boot_high):
-            lookup.setdefault((row.model, row.dataset), f"[{row.seed_boot_low:.2f}, {row.seed_boot_high:.2f}]")
+            clipped = bool(getattr(row, "interval_clipped", False) == 1)  # NaN (cells from before the column): no
+            text = format_bounds(row.seed_boot_low, row.seed_boot_high, clipped)
+            if not coverage_checked(row.n_seeds):
+                text += f" ({not_checked_note(row.n_seeds)})"
+            lookup.setdefault((row.model, row.dataset), text)
     if not any((model, dataset) in lookup for _, model in layout.rows for dataset, _ in layout.columns):
         return None
     body = [[lookup.get((model, dataset), MISSING) for dataset, _ in layout.columns] for _, model in layout.rows]
@@ -226,7 +252,18 @@ def _tex_escape(text: str) -> str:
 def _tex_cell(value: str) -> str:
     if value == MISSING:
         return "--"
-    return "$" + value.replace(" ± ", r" \pm ") + "$"
+    mark = value.endswith(PASSES_MARK)
+    value = value.removesuffix(PASSES_MARK)
+    return "$" + value.replace(" ± ", r" \pm ") + (r"^{\ddagger}" if mark else "") + "$"
+
+
+def tex_caption_rule() -> str:
+    """What ± means, for the .tex captions: the same words as every other output (paper_rule_label)."""
+    return r"Cells: mean $\pm$ half-width, " + _tex_escape(paper_rule_label()) + "."
+
+
+def tex_passes_note() -> str:
+    return r"$^{\ddagger}$ " + _tex_escape(PASSES_NOTE.removeprefix(PASSES_MARK + " = ")).replace("±", r"$\pm$")
 
 
 def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
@@ -235,7 +272,7 @@ def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
         r"\begin{table}[ht]",
         r"\centering",
         r"\small",
-        rf"\caption{{{_tex_escape(layout.caption)}}}",
+        rf"\caption{{{_tex_escape(layout.caption)}. {tex_caption_rule()}}}",
         rf"\label{{tab:{layout.name.replace('_', '-')}}}",
         r"\begin{tabular}{ll" + "c" * n_values + "}",
         r"\toprule",
@@ -254,8 +291,33 @@ def _latex(layout: TableLayout, frame: pd.DataFrame) -> str:
     lines += [r"\bottomrule", r"\end{tabular}"]
     if layout.note:
         lines.append(r"\par\footnotesize " + _tex_escape(layout.note))
+    if any(str(v).endswith(PASSES_MARK) for row in frame.itertuples(index=False) for v in list(row)[2:]):
+        lines.append(r"\par\footnotesize " + tex_passes_note())
     lines.append(r"\end{table}")
     return "\n".join(lines)
+
+
+def scale_notes(cells: pd.DataFrame, rendered) -> list[str]:
+    """The legend lines for the marks the rendered tables carry (issue 90, `scale_legend`): a
+    paper's ± passing 0 or 100, a bound clipped there, the seed counts whose coverage was not
+    simulated (of the shown cells that have an interval)."""
+    texts = [
+        v
+        for _, frame, intervals in rendered
+        for table in (frame.iloc[:, 2:], intervals)
+        if table is not None
+        for v in table.to_numpy().ravel()
+    ]
+    counts = []
+    if "seed_boot_low" in cells.columns:
+        shown = {(model, layout.task_type) for layout, _, _ in rendered for _, model in layout.rows}
+        with_interval = cells[cells["seed_boot_low"].notna()]
+        counts = [
+            n
+            for m, t, n in zip(with_interval["model"], with_interval["task_type"], with_interval["n_seeds"])
+            if (m, t) in shown
+        ]
+    return [note[0].upper() + note[1:] for note in scale_legend(texts, counts)]
 
 
 def write_tables(
@@ -303,6 +365,7 @@ def write_tables(
             "",
             f"Source: {source}. {what}; {MISSING} = no data for this cell.",
             "",
+            *(f"{note}\n" for note in scale_notes(cells, rendered)),
         ]
         if empty:
             numbers = ", ".join(str(layout.number) for layout in empty)

@@ -91,14 +91,16 @@ def _records(matrices, model="m", task_type="SC"):
 
 
 def test_constant_instances_reduce_to_the_seed_bootstrap():
-    records = _records({"sst2": np.array([[10.0] * 50, [20.0] * 50])})
+    records = _records({"sst2": np.array([[50.0] * 50, [52.0] * 50])})
     cell = aggregate_runs(records, reps=4000, rng_seed=3).iloc[0]
     assert cell.bootstrap == "seeds+instances"
-    # The percentile bounds are [10, 20] (sums of counts / n); the printed ones are widened about
-    # the mean 15 by sqrt(n / (n - 1)) x t(1) / z for 2 seeds (analysis.aggregate.calibrated_bounds).
+    # The percentile bounds are [50, 52] (sums of counts / n); the printed ones are widened about
+    # the mean 51 by sqrt(n / (n - 1)) x t(1) / z for 2 seeds (analysis.aggregate.calibrated_bounds),
+    # and stay inside the scale here (no clipping: tests/analysis/test_interval_scale.py).
     factor = math.sqrt(2) * stats.t.ppf(0.975, 1) / stats.norm.ppf(0.975)
     assert cell.seed_boot_factor == pytest.approx(factor, abs=1e-4)
-    assert (cell.seed_boot_low, cell.seed_boot_high) == pytest.approx((15 - 5 * factor, 15 + 5 * factor), abs=1e-3)
+    assert (cell.seed_boot_low, cell.seed_boot_high) == pytest.approx((51 - factor, 51 + factor), abs=1e-3)
+    assert not cell.interval_clipped
     # No instance variance: the seeds x instances interval is the seeds interval, up to the
     # Monte-Carlo error of the replicates' variance (4,000 replicates: about 1% on its square root).
     assert cell.boot_factor == pytest.approx(factor, rel=0.04)
