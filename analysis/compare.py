@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.intervals import paper_rule_label
+from analysis.intervals import PASSES_MARK, paper_rule_label
 from analysis.published import load_published_cells
 from analysis.setups import Setups, against_paper, data_label, is_paper_data
-from analysis.tables import MISSING, TableLayout, format_cell, paper_layouts
+from analysis.tables import MISSING, TableLayout, paper_layouts, paper_rule_cell
 from contracts.paper import AVERAGE, PAPER_CITATION, PAPER_TEST_INSTANCES
 from contracts.provenance import atomic_write_json, atomic_write_text, git_sha, package_versions, utc_now
 
@@ -181,7 +181,8 @@ def comparison_markdown(comparison: Comparison, source: str) -> str:
         "",
         f"Source: {source}; the paper's rows: its published values ({PAPER_CITATION}).",
         "",
-        f"Every cell is mean ± half-width by {paper_rule_label()}; a cell of 1 seed has none. "
+        f"Every cell is mean ± half-width by {paper_rule_label()}; a cell of 1 seed has none; "
+        f"{PASSES_MARK}: mean ± half-width passes 0 or 100 (the rule as the paper prints it, not clipped). "
         "The paper's rows: 5 seeds, the full test splits. A row of yours marked **not comparable** was tested on "
         "other data or fine-tuned otherwise (listed under each table): it shows where your model sits among the "
         "paper's, not whether it is better.",
@@ -196,7 +197,7 @@ def comparison_markdown(comparison: Comparison, source: str) -> str:
         for (source_kind, row), group in table.groupby(["source", "row"], sort=False):
             values = {r.dataset: r for r in group.itertuples()}
             shown = [
-                format_cell(values[d].mean, values[d].halfwidth)
+                paper_rule_cell(values[d].mean, values[d].halfwidth)
                 if d in values and not pd.isna(values[d].mean)
                 else MISSING
                 for d, _ in layout.columns

@@ -104,7 +104,8 @@ def figure_compare(comparison: pd.DataFrame) -> tuple[Figure, pd.DataFrame]:
             tint = f"C{(i + 5) % 10}"
             ax.axhline(r.mean, linestyle="--", color=tint, label=f"{r.model} (yours{'; ' + note if note else ''})")
             if not pd.isna(r.halfwidth):
-                ax.axhspan(r.mean - r.halfwidth, r.mean + r.halfwidth, color=tint, alpha=0.12)
+                # the band drawn inside the scale (compare.md marks a cell whose rule passes it)
+                ax.axhspan(max(0.0, r.mean - r.halfwidth), min(100.0, r.mean + r.halfwidth), color=tint, alpha=0.12)
             points.append(
                 {"table": number, "source": "yours", "series": r.model, "x": "", "mean": r.mean,
                  "halfwidth": r.halfwidth, "note": note}
