@@ -172,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_command("paper_figures", lambda: _main(argv))
 
 
-def _compare_main(argv: list[str]) -> int:
-    """`python -m paper_figures compare DIR`: the figure of `analysis compare` (DIR/compare.csv)."""
+def build_compare_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m paper_figures compare",
         description="Your models among the paper's: the figure of DIR/compare.csv (python -m analysis compare).",
@@ -181,6 +180,12 @@ def _compare_main(argv: list[str]) -> int:
     parser.add_argument("folder", type=Path, help="the --out folder of `python -m analysis compare`")
     parser.add_argument("--out", type=Path, help="output folder (default: the same folder)")
     parser.add_argument("--dpi", type=int, default=150)
+    return parser
+
+
+def _compare_main(argv: list[str]) -> int:
+    """`python -m paper_figures compare DIR`: the figure of `analysis compare` (DIR/compare.csv)."""
+    parser = build_compare_parser()
     args = parser.parse_args(argv)
     if args.dpi < 1:
         parser.error(f"--dpi {args.dpi}: must be a positive integer")

@@ -247,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from contracts.cli import run_command
 
-    prog = {"status": "reproduce status", "resubmit": "reproduce resubmit"}.get(argv[0] if argv else "", "reproduce")
+    prog = {
+        "status": "reproduce status",
+        "resubmit": "reproduce resubmit",
+        "own-checkpoint": "reproduce own-checkpoint",
+    }.get(argv[0] if argv else "", "reproduce")
     return run_command(prog, lambda: _main(argv))
 
 
@@ -256,6 +260,10 @@ def _main(argv: list[str]) -> int:
         from reproduce.status import main as status_main
 
         return status_main(argv[1:])
+    if argv[:1] == ["own-checkpoint"]:  # python -m reproduce own-checkpoint MODEL --out DIR (issue 90)
+        from reproduce.own_checkpoint import main as own_checkpoint_main
+
+        return own_checkpoint_main(argv[1:])
     if argv[:1] == ["resubmit"]:  # python -m reproduce resubmit OUT (reproduce.slurm.resubmit)
         from reproduce.slurm.resubmit import main as resubmit_main
 

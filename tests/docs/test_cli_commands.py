@@ -24,7 +24,12 @@ STAGES = {
     "paper_figures": "paper_figures.cli",
     "reproduce": "reproduce.cli",
 }
-SUBCOMMANDS = {"status": "reproduce.status", "resubmit": "reproduce.slurm.resubmit"}
+SUBCOMMANDS = {  # (stage, first word) -> (module, its parser's builder)
+    ("reproduce", "status"): ("reproduce.status", "build_parser"),
+    ("reproduce", "resubmit"): ("reproduce.slurm.resubmit", "build_parser"),
+    ("reproduce", "own-checkpoint"): ("reproduce.own_checkpoint", "build_parser"),
+    ("paper_figures", "compare"): ("paper_figures.cli", "build_compare_parser"),
+}
 SHELL_FENCES = ("```bash", "```sh", "```shell", "```console")
 OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<", "\\"}
 STAGE_COMMAND = re.compile(r"(?:python3?|\$PY|\$\(PY\)|\.venv/bin/python)\s+-m\s+(" + "|".join(STAGES) + r")\b")
@@ -94,10 +99,10 @@ def test_the_docs_have_commands_to_check():
 
 @pytest.mark.parametrize(("stage", "argv"), CASES)
 def test_each_documented_command_parses(stage, argv):
-    module = STAGES[stage]
-    if stage == "reproduce" and argv[:1] and argv[0] in SUBCOMMANDS:  # `reproduce status OUT`, `resubmit OUT`
-        module, argv = SUBCOMMANDS[argv[0]], argv[1:]
-    parser = importlib.import_module(module).build_parser()
+    module, builder = STAGES[stage], "build_parser"
+    if argv[:1] and (stage, argv[0]) in SUBCOMMANDS:  # `reproduce status OUT`, `paper_figures compare DIR`, ...
+        (module, builder), argv = SUBCOMMANDS[(stage, argv[0])], argv[1:]
+    parser = getattr(importlib.import_module(module), builder)()
     if not argv or argv[0] in ("-h", "--help"):
         return
     err = io.StringIO()
