@@ -67,10 +67,11 @@ def check_local_models(
     tokenizer, or a Hub id; remote code only when trusted). With `allow_reinitialised_weights`
     given, a local folder's backbone weights are checked too, as `run` checks them
     (benchmarks.kinds.loading): a checkpoint lacking some is refused unless it is true."""
-    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code, check_tokenizer_files
 
     for model in models:
         check_model_path(model)
+        check_tokenizer_files(model)
         check_remote_code(model, trust_remote_code)
     if allow_reinitialised_weights is None:
         return

@@ -59,7 +59,8 @@ def ship_own_model_code(directory: Path) -> None:
 
 
 def check_model_path(model: str) -> None:
-    """Fail early, in one line, for a local folder without config, weights or tokenizer."""
+    """Fail early, in one line, for a local folder without config or weights (its tokenizer:
+    check_tokenizer_files)."""
     path = Path(model)
     looks_local = path.exists() or model.startswith((".", "/", "~"))
     if not looks_local:
@@ -70,7 +71,6 @@ def check_model_path(model: str) -> None:
         raise ModelLoadError(f"model path {model} has no config.json (not a Hugging Face model folder)")
     if not any((path / name).is_file() for name in _WEIGHT_FILES):
         raise ModelLoadError(f"model path {model} has no weights (expected one of {', '.join(_WEIGHT_FILES)})")
-    check_tokenizer_files(model)
 
 
 def check_tokenizer_files(model: str) -> None:

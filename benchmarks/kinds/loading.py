@@ -14,7 +14,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path, check_remote_code, register_own_model_types
+from benchmarks.kinds.checkpoint import (
+    ModelLoadError,
+    check_model_path,
+    check_remote_code,
+    check_tokenizer_files,
+    register_own_model_types,
+)
 
 FLAG = "--allow-reinitialised-weights"
 FIELD = "allow_reinitialised_weights"
@@ -128,6 +134,7 @@ def check_checkpoint(
     from benchmarks.kinds.common import load_tokenizer
 
     check_model_path(model)
+    check_tokenizer_files(model)
     check_remote_code(model, trust_remote_code)
     load_tokenizer(model, trust_remote_code)
     report = checkpoint_report(model, trust_remote_code, attn_implementation)
