@@ -163,3 +163,36 @@ def test_a_real_checkpoint_loads_whole():
     """all-MiniLM-L6-v2 (a sentence-transformers BERT): nothing re-initialised, nothing refused."""
     report = check_checkpoint(str(minilm_dir()), trust_remote_code=False, allow_reinitialised=False)
     assert report.reinitialised_backbone == ()
+
+
+def test_the_slurm_preflight_wants_a_hub_models_tokenizer_in_the_cache(tmp_path, monkeypatch):
+    """A cache entry with config and weights but no tokenizer file: every offline task would fail as
+    it loads the tokenizer; the preflight says so, with the fetch command."""
+    from huggingface_hub import constants
+
+    from benchmarks.matrix import model_problems
+
+    commit = "0" * 40
+    entry = tmp_path / "hub" / "models--some-org--encoder"
+    (entry / "refs").mkdir(parents=True)
+    (entry / "refs" / "main").write_text(commit)
+    snapshot = entry / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        (snapshot / name).write_text("{}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    (problem,) = model_problems("some-org/encoder")
+    assert "nor in the Hugging Face cache" in problem and "with its tokenizer (none of tokenizer.json" in problem
+    assert "fetch-model some-org/encoder --out models/encoder" in problem
+    (snapshot / "tokenizer.json").write_text("{}")
+    assert model_problems("some-org/encoder") == []
+
+
+def test_the_tokenizer_loader_itself_says_what_is_missing(checkpoints):
+    """What `run` refuses before: transformers' own TypeError (`stat: path should be string ... not
+    NoneType`) becomes one line wherever a tokenizer is loaded."""
+    from benchmarks.kinds.checkpoint import ModelLoadError
+    from benchmarks.kinds.common import load_tokenizer
+
+    with pytest.raises(ModelLoadError, match="cannot load the tokenizer of model .*: it has none of tokenizer.json"):
+        load_tokenizer(str(checkpoints["no_tokenizer"]))
