@@ -420,7 +420,7 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
                 "false); remove that run directory to retrain it"
             )
     else:  # the model's folder, tokenizer and weights, checked before anything is written (issue 90)
-        check_checkpoint(cfg.model, cfg.trust_remote_code, cfg.allow_reinitialised_weights, cfg.attn_implementation)
+        check_checkpoint(cfg.model, cfg.trust_remote_code, cfg.allow_reinitialised_weights)
         head_class = own_head_class(spec.task_type, cfg.protocol)
         if cfg.head == "own" and head_class:
             check_own_head(cfg.model, head_class)
@@ -828,21 +828,21 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
 
 def _loading_report(cfg: RunConfig, source: str, backbone, module, head: str | None, rank: int) -> dict:
     """transformers' loading report of the run's model as `provenance.loading_report`, with one line
-    when the checkpoint lacked backbone weights (allowed) or held weights the model does not use.
-    The check before the run refused the first unless allowed; refused here too should they differ."""
-    from benchmarks.kinds.loading import FIELD, backbone_report, describe_reinitialised, modules_of, refusal
+    when the checkpoint lacked backbone weights (allowed; the check before the run refused them
+    otherwise, and so does this should the two differ). Weights the model does not use (a
+    pretraining head: our exports' lm_head, BERT's cls.predictions) are recorded, not said."""
+    from benchmarks.kinds.loading import FIELD, backbone_report, describe_reinitialised, refusal
 
     package_head = [] if head == "own" else [n for n, _ in module.named_parameters() if not n.startswith("backbone.")]
     report = backbone_report(backbone.model, backbone.loading_info, package_head)
     if report.reinitialised_backbone and not cfg.allow_reinitialised_weights:
         raise refusal(source, report)
-    parts = []
-    if report.reinitialised_backbone:
-        parts.append(f"re-initialised at random ({FIELD}): {describe_reinitialised(report.reinitialised_backbone)}")
-    if report.unexpected:
-        parts.append(f"in the checkpoint but unused: {', '.join(modules_of(report.unexpected)[:3])}")
-    if parts and rank == 0:
-        print(f"weights: {source}: " + "; ".join(parts) + " (provenance.loading_report)", file=sys.stderr)
+    if report.reinitialised_backbone and rank == 0:
+        print(
+            f"weights: {source}: re-initialised at random ({FIELD}): "
+            f"{describe_reinitialised(report.reinitialised_backbone)} (provenance.loading_report)",
+            file=sys.stderr,
+        )
     return report.to_dict()
 
 

@@ -105,8 +105,9 @@ def refusal(model: str, report: LoadingReport) -> ModelLoadError:
     )
 
 
-def checkpoint_report(model: str, trust_remote_code: bool, attn_implementation: str | None = None) -> LoadingReport:
-    """The loading report of `model`'s backbone, loaded on the meta device (no weights read)."""
+def checkpoint_report(model: str, trust_remote_code: bool) -> LoadingReport:
+    """The loading report of `model`'s backbone, loaded on the meta device (no weights read; the
+    attention implementation, which changes no weight, left to transformers)."""
     import pickle
 
     import transformers
@@ -114,19 +115,16 @@ def checkpoint_report(model: str, trust_remote_code: bool, attn_implementation: 
     from benchmarks.kinds.common import model_load_error
 
     register_own_model_types()
-    kwargs = {"trust_remote_code": trust_remote_code, "output_loading_info": True}
-    if attn_implementation:
-        kwargs["attn_implementation"] = attn_implementation
     try:
-        hf_model, info = transformers.AutoModel.from_pretrained(model, device_map="meta", **kwargs)
+        hf_model, info = transformers.AutoModel.from_pretrained(
+            model, device_map="meta", trust_remote_code=trust_remote_code, output_loading_info=True
+        )
     except (OSError, ValueError, pickle.UnpicklingError) as exc:
         raise model_load_error(model, exc, trust_remote_code) from None
     return backbone_report(hf_model, info)
 
 
-def check_checkpoint(
-    model: str, trust_remote_code: bool, allow_reinitialised: bool, attn_implementation: str | None = None
-) -> LoadingReport:
+def check_checkpoint(model: str, trust_remote_code: bool, allow_reinitialised: bool) -> LoadingReport:
     """Everything a run loads from `model`, checked before it writes anything: the folder (config,
     weights, tokenizer), its code switch, the tokenizer loaded, and the backbone's loading report
     (re-initialised backbone weights refused unless `allow_reinitialised`). A Hub id that cannot be
@@ -137,7 +135,7 @@ def check_checkpoint(
     check_tokenizer_files(model)
     check_remote_code(model, trust_remote_code)
     load_tokenizer(model, trust_remote_code)
-    report = checkpoint_report(model, trust_remote_code, attn_implementation)
+    report = checkpoint_report(model, trust_remote_code)
     if report.reinitialised_backbone and not allow_reinitialised:
         raise refusal(model, report)
     return report
