@@ -115,12 +115,18 @@ def checkpoint_report(model: str, trust_remote_code: bool) -> LoadingReport:
     from benchmarks.kinds.common import model_load_error
 
     register_own_model_types()
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its "Some weights ... newly initialized" list: the report says it
     try:
         hf_model, info = transformers.AutoModel.from_pretrained(
             model, device_map="meta", trust_remote_code=trust_remote_code, output_loading_info=True
         )
     except (OSError, ValueError, pickle.UnpicklingError) as exc:
         raise model_load_error(model, exc, trust_remote_code) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
     return backbone_report(hf_model, info)
 
 
