@@ -65,6 +65,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="let checkpoints run the model code they ship (config.json auto_map), e.g. the "
         "paper's released checkpoints; only for code you trust (config field trust_remote_code)",
     )
+    p.add_argument(
+        "--allow-reinitialised-weights",
+        action="store_true",
+        default=None,
+        help="fine-tune a checkpoint that lacks backbone weights, which transformers re-initialises at random "
+        "(refused otherwise; the record names them in provenance.loading_report; config field "
+        "allow_reinitialised_weights)",
+    )
 
 
 def _run_values(args) -> dict:
@@ -76,6 +84,7 @@ def _run_values(args) -> dict:
         "device_microbatch_size": args.device_microbatch_size,
         "max_length": args.max_length,
         "trust_remote_code": args.trust_remote_code,
+        "allow_reinitialised_weights": args.allow_reinitialised_weights,
     }
 
 

@@ -212,7 +212,23 @@ def chance_warning(record, where: str) -> str | None:
     chance = chance_flag(record.provenance)
     if chance is None:
         return None
-    return (
-        f"warning: {where}: at its chance level ({chance.get('why')}); a collapsed run: check its LR "
-        '(docs/benchmarks.md, "Runs at chance")'
-    )
+    reinitialised = reinitialised_weights(record.provenance)
+    if reinitialised:  # the likelier cause first: the checkpoint lacked these weights (issue 90)
+        from benchmarks.kinds.loading import describe_reinitialised
+
+        cause = (
+            f"its checkpoint lacked {describe_reinitialised(reinitialised)}, re-initialised at random "
+            "(provenance.loading_report): check the checkpoint, then its LR"
+        )
+    else:
+        cause = "a collapsed run: check its LR"
+    see = '(docs/benchmarks.md, "Runs at chance")'
+    return f"warning: {where}: at its chance level ({chance.get('why')}); {cause} {see}"
+
+
+def reinitialised_weights(provenance) -> list[str]:
+    """The backbone weights a run's checkpoint lacked (`provenance.loading_report`; [] for a complete
+    checkpoint or a record from before the report existed)."""
+    report = provenance.get("loading_report") if isinstance(provenance, dict) else None
+    names = report.get("reinitialised_backbone") if isinstance(report, dict) else None
+    return [str(name) for name in names] if isinstance(names, list) else []

@@ -60,13 +60,26 @@ def _check_distinct_names(base: RunConfig, models: Sequence[str]) -> None:
         seen[name] = model
 
 
-def check_local_models(models: Sequence[str], trust_remote_code: bool) -> None:
-    """Each model is one a run can load (a Hugging Face folder or id; remote code only when trusted)."""
-    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code
+def check_local_models(
+    models: Sequence[str], trust_remote_code: bool, allow_reinitialised_weights: bool | None = None
+) -> None:
+    """Each model is one a run can load (a Hugging Face folder with its config, weights and
+    tokenizer, or a Hub id; remote code only when trusted). With `allow_reinitialised_weights`
+    given, a local folder's backbone weights are checked too, as `run` checks them
+    (benchmarks.kinds.loading): a checkpoint lacking some is refused unless it is true."""
+    from benchmarks.kinds.checkpoint import check_model_path, check_remote_code, check_tokenizer_files
 
     for model in models:
         check_model_path(model)
+        check_tokenizer_files(model)
         check_remote_code(model, trust_remote_code)
+    if allow_reinitialised_weights is None:
+        return
+    from benchmarks.kinds.loading import check_checkpoint
+
+    for model in models:
+        if Path(model).is_dir():  # a Hub id: by its runs, or by the Slurm preflight's cache check
+            check_checkpoint(model, trust_remote_code, allow_reinitialised_weights)
 
 
 def expand(
@@ -105,7 +118,7 @@ def expand(
         if not lr > 0:
             raise MatrixError(f"learning rate {lr} in the LR grid is not > 0")
     if check_models:
-        check_local_models(models, base.trust_remote_code)
+        check_local_models(models, base.trust_remote_code, base.allow_reinitialised_weights)
     # Absolute local paths: Slurm tasks run from the repository, maybe on another node.
     models = list(dict.fromkeys(_absolute(m) if Path(m).exists() else m.rstrip("/") for m in models))
     _check_distinct_names(base, models)
@@ -231,14 +244,19 @@ def model_problems(model: str) -> list[str]:
     from huggingface_hub import constants, try_to_load_from_cache
 
     from benchmarks.kinds.checkpoint import _WEIGHT_FILES as WEIGHT_FILES
+    from benchmarks.kinds.checkpoint import TOKENIZER_FILES
 
     cached = lambda name: isinstance(try_to_load_from_cache(model, name), str)  # noqa: E731
-    if cached("config.json") and any(cached(name) for name in WEIGHT_FILES):
+    weights = cached("config.json") and any(cached(name) for name in WEIGHT_FILES)
+    if weights and any(cached(name) for name in TOKENIZER_FILES):
         return []
     name = model.split("/", 1)[1] if model.startswith("MLMvsCLM/") else model
     folder = f"models/{model.rsplit('/', 1)[-1]}"
+    where = f"in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+    if weights:  # a tokenizer-less cache entry: every task would fail as it loads the tokenizer
+        where += f" with its tokenizer (none of {', '.join(TOKENIZER_FILES)})"
     return [
-        f"model {model} is neither a local folder nor in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
+        f"model {model} is neither a local folder nor {where}, and "
         f"the jobs run offline: `python -m pretraining fetch-model {name} --out {folder}`, then --models {folder}"
     ]
 

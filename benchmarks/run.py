@@ -114,6 +114,8 @@ class RunConfig:
     candidate_pool: Literal["qrels_pool_all_splits", "qrels_pool", "full_corpus"] = "qrels_pool_all_splits"
     ir_query_split_seed: int | None = None  # NQ query halves; None: the run's seed (as released)
     trust_remote_code: bool = False  # run model code shipped with the checkpoint (auto_map)
+    # fine-tune a checkpoint that lacks backbone weights (re-initialised at random, named in the record)
+    allow_reinitialised_weights: bool = False
     save_sentence_transformers: bool = False  # IR: also save the trained model for sentence-transformers
     save_weights: bool = False  # keep the fine-tuned weights in model/ (else only IR's, until evaluated)
     # Where the release and the better-known convention part (docs/protocol.md, "Choices" 18-23).
@@ -277,6 +279,7 @@ NOT_RESULT_SETTINGS = frozenset(
         "precision",
         "attn_implementation",
         "trust_remote_code",
+        "allow_reinitialised_weights",
         "save_sentence_transformers",
         "save_weights",
         "loggers",
@@ -397,7 +400,8 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
         log.info("skip %s: complete record exists", record_path)
         return _same_settings(done, record_path, cfg), False
     from benchmarks.kinds import own_head_class
-    from benchmarks.kinds.checkpoint import check_model_path, check_own_head, check_remote_code
+    from benchmarks.kinds.checkpoint import check_own_head
+    from benchmarks.kinds.loading import check_checkpoint
 
     if spec.task_type == "IR" and cfg.task != IR_TRAIN_TASK and not cfg.zero_shot:
         model_dir = trained_ir_model(cfg)
@@ -415,11 +419,10 @@ def run(cfg: RunConfig) -> tuple[RunRecord, bool]:
                 "exists (removed once its IR evaluations had records, as save_weights is "
                 "false); remove that run directory to retrain it"
             )
-    else:
-        check_model_path(cfg.model)
-        check_remote_code(cfg.model, cfg.trust_remote_code)
+    else:  # the model's folder, tokenizer and weights, checked before anything is written (issue 90)
+        check_checkpoint(cfg.model, cfg.trust_remote_code, cfg.allow_reinitialised_weights)
         head_class = own_head_class(spec.task_type, cfg.protocol)
-        if cfg.head == "own" and head_class:  # refused before anything is written
+        if cfg.head == "own" and head_class:
             check_own_head(cfg.model, head_class)
     _training_loggers(cfg, spec, out_dir, build=False)  # a bad section stops the run before anything is written
     with _run_dir_lock(out_dir, rank):
@@ -593,7 +596,7 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         head_source = own_head_source(source, head_class)
         head = "own" if head_source else "package"
         if head_source is None and rank == 0:
-            print(f"head: {source} defines no {head_class} class in its code; using this package's head")
+            print(f"head: {source}: uses this package's head (the checkpoint ships no {head_class} class of its own)")
     tokenizer = load_tokenizer(source, cfg.trust_remote_code)
     if head == "own":
         reproducibility.seed_all(cfg.seed)  # the own head is initialised as it loads
@@ -685,6 +688,8 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         head_source = package_head_source(module)
     if head_source is not None:
         extra["head_source"] = head_source.to_dict()
+    if trains or cfg.zero_shot:  # what the loader did to the checkpoint's weights (issue 90)
+        extra["loading_report"] = _loading_report(cfg, source, backbone, module, head, rank)
     if cfg.protocol == "paper" and precision == "amp_bf16":
         module.to(torch.bfloat16)  # the release loads (and so fine-tunes) the whole model in bf16
     extra["weights_dtype"] = str(next(module.parameters()).dtype).removeprefix("torch.")
@@ -819,6 +824,26 @@ def _execute(cfg: RunConfig, spec, out_dir: Path, loggers=()) -> RunRecord | Non
         metric=spec.metric_under(cfg.protocol),
         other_scores=other_scores or None,
     )
+
+
+def _loading_report(cfg: RunConfig, source: str, backbone, module, head: str | None, rank: int) -> dict:
+    """transformers' loading report of the run's model as `provenance.loading_report`, with one line
+    when the checkpoint lacked backbone weights (allowed; the check before the run refused them
+    otherwise, and so does this should the two differ). Weights the model does not use (a
+    pretraining head: our exports' lm_head, BERT's cls.predictions) are recorded, not said."""
+    from benchmarks.kinds.loading import FIELD, backbone_report, describe_reinitialised, refusal
+
+    package_head = [] if head == "own" else [n for n, _ in module.named_parameters() if not n.startswith("backbone.")]
+    report = backbone_report(backbone.model, backbone.loading_info, package_head)
+    if report.reinitialised_backbone and not cfg.allow_reinitialised_weights:
+        raise refusal(source, report)
+    if report.reinitialised_backbone and rank == 0:
+        print(
+            f"weights: {source}: re-initialised at random ({FIELD}): "
+            f"{describe_reinitialised(report.reinitialised_backbone)} (provenance.loading_report)",
+            file=sys.stderr,
+        )
+    return report.to_dict()
 
 
 def _save_model(module, tokenizer, path: Path) -> None:

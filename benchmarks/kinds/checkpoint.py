@@ -27,6 +27,17 @@ _WEIGHT_FILES = (
     "model.safetensors.index.json",
     "pytorch_model.bin.index.json",
 )
+# What a tokenizer loads from: a fast tokenizer's own file, or a vocabulary a fast one is built from
+# (WordPiece, BPE, SentencePiece). tokenizer_config.json alone holds none (transformers then fails
+# with a TypeError deep in its loader, issue 90).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
 
 
 def register_own_model_types() -> None:
@@ -48,7 +59,8 @@ def ship_own_model_code(directory: Path) -> None:
 
 
 def check_model_path(model: str) -> None:
-    """Fail early, in one line, for a local folder without config or weights."""
+    """Fail early, in one line, for a local folder without config or weights (its tokenizer:
+    check_tokenizer_files)."""
     path = Path(model)
     looks_local = path.exists() or model.startswith((".", "/", "~"))
     if not looks_local:
@@ -59,6 +71,18 @@ def check_model_path(model: str) -> None:
         raise ModelLoadError(f"model path {model} has no config.json (not a Hugging Face model folder)")
     if not any((path / name).is_file() for name in _WEIGHT_FILES):
         raise ModelLoadError(f"model path {model} has no weights (expected one of {', '.join(_WEIGHT_FILES)})")
+
+
+def check_tokenizer_files(model: str) -> None:
+    """A local folder holds a tokenizer: one of TOKENIZER_FILES (a hub id: checked as it loads).
+    A folder without one is one line naming it and the fix, before anything is written."""
+    path = Path(model)
+    if not path.is_dir() or any((path / name).is_file() for name in TOKENIZER_FILES):
+        return
+    raise ModelLoadError(
+        f"model path {model} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}): save the tokenizer the "
+        f"model was trained with into it (tokenizer.save_pretrained({str(model)!r}))"
+    )
 
 
 def remote_code_error(model: str) -> ModelLoadError:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from benchmarks.kinds.checkpoint import (
+    TOKENIZER_FILES,
     ModelLoadError,
     check_model_path,
     check_own_head,
@@ -54,6 +55,11 @@ def load_tokenizer(model: str, trust_remote_code: bool = False):
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise model_load_error(model, exc, trust_remote_code) from None
+    except TypeError:  # no tokenizer file found: transformers passes None on as a path (issue 90)
+        raise ModelLoadError(
+            f"cannot load the tokenizer of model {model}: it has none of {', '.join(TOKENIZER_FILES)}; save the "
+            "tokenizer the model was trained with beside its weights"
+        ) from None
     if not tokenizer.is_fast:
         raise ModelLoadError(f"{model}: a fast tokenizer is needed (offset mappings for TC/QA)")
     if tokenizer.pad_token is None:  # Llama-3 style: eos doubles as pad
@@ -126,6 +132,7 @@ class Backbone(nn.Module):
         super().__init__()
         self.model = model
         self.needs_4d_mask = needs_4d_mask
+        self.loading_info: dict = {}  # transformers' loading report, set by load_backbone (loading.py)
 
     @property
     def config(self):
@@ -198,10 +205,12 @@ def load_backbone(
     import pickle
 
     try:
-        hf_model = auto.from_pretrained(model, **kwargs)
+        hf_model, info = auto.from_pretrained(model, output_loading_info=True, **kwargs)
     except (OSError, ValueError, pickle.UnpicklingError) as exc:  # the last: a .bin that would run code (issue 78)
         raise model_load_error(model, exc, trust_remote_code) from None
-    return Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))
+    backbone = Backbone(hf_model, needs_4d_mask=make_bidirectional(hf_model))
+    backbone.loading_info = info
+    return backbone
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

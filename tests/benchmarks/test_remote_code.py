@@ -203,9 +203,12 @@ def test_without_an_own_head_class_paper_uses_ours_and_standard_by_default(
         run_dir = load_run_config(values, CONFIG_DIR / "toy.yaml").run_dir
         assert (run_dir / "model" / "head.safetensors").is_file()  # our linear head
         said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("head:")]
-        fallback = f"head: {model} defines no AutoModelForSequenceClassification class in its code"
+        fallback = (
+            f"head: {model}: uses this package's head (the checkpoint ships no AutoModelForSequenceClassification "
+            "class of its own)"
+        )
         # one line where paper falls back to ours, none where standard asks for ours
-        assert said == ([f"{fallback}; using this package's head"] if protocol == "paper" else [])
+        assert said == ([fallback] if protocol == "paper" else [])
 
 
 def sha256_of(path) -> str:
