@@ -161,7 +161,12 @@ def export_run(run_dir: Path, out: Path) -> Path:
     """The IR model of a complete MS MARCO run -> sentence-transformers folder, with the run's
     max_length, prefixes, remote-code switch and input protocol."""
 
-    from benchmarks.export_st import ExportError, run_export_inputs, save_sentence_transformer
+    from benchmarks.export_st import (
+        SENTENCE_TRANSFORMERS_DIR,
+        ExportError,
+        run_export_inputs,
+        save_sentence_transformer,
+    )
     from benchmarks.run import IR_TRAIN_TASK, existing_record
     from benchmarks.tasks import get_task
     from contracts.config import saved_config
@@ -173,9 +178,16 @@ def export_run(run_dir: Path, out: Path) -> Path:
     if config["task"] != IR_TRAIN_TASK:
         raise ExportError(f"{run_dir}: not an {IR_TRAIN_TASK} run; only the {IR_TRAIN_TASK} runs train an IR model")
     if not (run_dir / IR_MODEL_DIR).is_dir():
+        if (run_dir / SENTENCE_TRANSFORMERS_DIR).is_dir():  # the run exported it itself (issue 90)
+            raise ExportError(
+                f"{run_dir}: its {IR_MODEL_DIR}/ was removed once nq and mldr_en were evaluated, but the run "
+                f"wrote the sentence-transformers model itself: use {run_dir / SENTENCE_TRANSFORMERS_DIR} "
+                "(copy it where you want it); nothing written"
+            )
         raise ExportError(
             f"{run_dir}: its {IR_MODEL_DIR}/ was removed once nq and mldr_en were evaluated; rerun "
-            "it with save_weights: true (or save_sentence_transformers: true) to keep it"
+            "it with save_weights: true to keep it (save_sentence_transformers: true writes the "
+            "sentence-transformers folder during the run instead)"
         )
     spec = get_task(IR_TRAIN_TASK)
     max_length, eos_only = run_export_inputs(config, record.provenance)

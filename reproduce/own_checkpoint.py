@@ -48,6 +48,7 @@ class OwnCheckpointSettings:
     lrs: tuple[float, ...]
     tables: tuple[int, ...]
     trust_remote_code: bool
+    allow_reinitialised_weights: bool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,12 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", default="2,3,4,5", help="the paper's tables to compare with (default 2,3,4,5)")
     p.add_argument("--workers", type=int, default=2, help="models fine-tuned at once, one process each (default 2)")
     p.add_argument("--trust-remote-code", action="store_true", help="the checkpoint ships model code you trust")
+    p.add_argument(
+        "--allow-reinitialised-weights",
+        action="store_true",
+        help="run a checkpoint that lacks some backbone weights (re-initialised at random; each record names them)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the runs and the estimate; write nothing")
     return p
 
 
 def _settings(args) -> OwnCheckpointSettings:
-    from benchmarks.kinds.checkpoint import ModelLoadError, check_model_path
+    from benchmarks.kinds.checkpoint import ModelLoadError
+    from benchmarks.matrix import check_local_models
     from benchmarks.run import config_lr_grid
     from contracts.config import ConfigError
 
@@ -79,8 +86,8 @@ def _settings(args) -> OwnCheckpointSettings:
             f"{args.model}: not a model folder; give a Hugging Face model folder (`python -m pretraining "
             "fetch-model ORG/NAME --out models/NAME` makes one from a Hub id)"
         )
-    try:
-        check_model_path(str(model))
+    try:  # config, weights, tokenizer and the backbone's weights (benchmarks.kinds.loading), as `run` checks them
+        check_local_models([str(model)], bool(args.trust_remote_code), bool(args.allow_reinitialised_weights))
     except ModelLoadError as exc:
         raise OwnCheckpointError(str(exc)) from None
     if args.seeds < 1:
@@ -119,6 +126,7 @@ def _settings(args) -> OwnCheckpointSettings:
         lrs=tuple(lrs),
         tables=tables,
         trust_remote_code=bool(args.trust_remote_code),
+        allow_reinitialised_weights=bool(args.allow_reinitialised_weights),
     )
 
 
@@ -148,6 +156,7 @@ def plan_jobs(settings: OwnCheckpointSettings, check_models: bool = True) -> lis
         "data_root": settings.data_root,
         "out": str(Path(settings.out) / "runs"),
         "trust_remote_code": settings.trust_remote_code or None,
+        "allow_reinitialised_weights": settings.allow_reinitialised_weights or None,
     }
     base = load_run_config(values, settings.config)
     models = [settings.model, str(twin_folder(settings))]

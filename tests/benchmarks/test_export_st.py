@@ -127,3 +127,21 @@ def test_a_decoder_made_bidirectional_by_the_harness_cannot_be_exported(tmp_path
     with pytest.raises(ExportError, match="module by module"):
         save_sentence_transformer(llama, tmp_path / "st", 32, "Query: ", "Document: ")
     assert not (tmp_path / "st").exists()
+
+
+def test_a_run_whose_model_was_removed_points_to_its_own_export(ir_run, tmp_path, capsys):
+    """save_sentence_transformers alone: the run's model/ goes once nq and mldr_en are evaluated;
+    export-st then names the sentence-transformers folder the run wrote (issue 90: it advised the
+    very switch the run had used)."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(ir_run, run_dir)
+    shutil.rmtree(run_dir / "model")
+    assert cli(["export-st", str(run_dir), str(tmp_path / "st")]) == 2
+    err = capsys.readouterr().err
+    assert f"use {run_dir / SENTENCE_TRANSFORMERS_DIR}" in err and "nothing written" in err
+    assert not (tmp_path / "st").exists()
+    shutil.rmtree(run_dir / SENTENCE_TRANSFORMERS_DIR)
+    assert cli(["export-st", str(run_dir), str(tmp_path / "st")]) == 2
+    assert "rerun it with save_weights: true" in capsys.readouterr().err

@@ -85,3 +85,28 @@ def test_own_checkpoint_ends_with_the_comparison_and_a_rerun_redoes_nothing(cli,
 
     again = cli(*args)
     assert again.returncode == 0 and "0 runs done, 27 skipped" in again.stdout
+
+
+@pytest.mark.parametrize("broken", ["no_tokenizer", "no_layer"])
+def test_a_broken_checkpoint_is_refused_before_anything_is_written(cli, tmp_path, broken):
+    """A folder without its tokenizer, and one whose backbone lacks layer 1 (transformers would
+    re-initialise it at random): one line, no output folder, no twin, no task data."""
+    from safetensors.torch import load_file, save_file
+
+    model = save_tiny_model(tmp_path / "tiny")
+    if broken == "no_tokenizer":
+        for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+            (model / name).unlink(missing_ok=True)
+        expected = "has no tokenizer"
+    else:
+        weights = load_file(model / "model.safetensors")
+        save_file({k: v for k, v in weights.items() if not k.startswith("encoder.layer.1.")},
+                  model / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
+        expected = "encoder.layer.1"
+    out = tmp_path / "own"
+    result = cli("reproduce", "own-checkpoint", model, "--out", out)
+    assert result.returncode == 2 and expected in result.stderr, result.stderr
+    assert not out.exists()
+    if broken == "no_layer":  # the user's switch lets it run: the dry run then counts its runs
+        allowed = cli("reproduce", "own-checkpoint", model, "--out", out, "--allow-reinitialised-weights", "--dry-run")
+        assert allowed.returncode == 0 and "75 runs" in allowed.stdout, allowed.stderr
