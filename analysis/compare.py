@@ -40,6 +40,7 @@ COLUMNS = [
     "test_size",
     "paper_test_size",
     "comparable",
+    "selected_lrs",
 ]
 
 
@@ -99,6 +100,7 @@ def compare_with_published(cells: pd.DataFrame, setups: Setups, tables: tuple[in
                         "test_size": PAPER_TEST_INSTANCES.get(dataset),
                         "paper_test_size": PAPER_TEST_INSTANCES.get(dataset),
                         "comparable": True,
+                        "selected_lrs": "",
                     }
                 )
         for model in models:
@@ -140,6 +142,7 @@ def compare_with_published(cells: pd.DataFrame, setups: Setups, tables: tuple[in
                         "test_size": size,
                         "paper_test_size": PAPER_TEST_INSTANCES.get(dataset),
                         "comparable": bool(comparable),
+                        "selected_lrs": getattr(cell, "selected_lrs", "") if cell is not None else "",
                     }
                 )
             differences.setdefault(model, [])
@@ -219,8 +222,20 @@ def comparison_markdown(comparison: Comparison, source: str) -> str:
             if own:
                 named = [d for d, _ in layout.columns if d != AVERAGE]
                 notes.append(f"- {model}: " + "; ".join(_shared_notes(own, named)))
+        chosen = []
+        for model in mine:
+            rows = table[(table["model"] == model) & (table["source"] == "yours") & (table["dataset"] != AVERAGE)]
+            picked = [
+                f"{r.dataset} {r.selected_lrs.replace(';', '/')}"
+                for r in rows.itertuples()
+                if isinstance(r.selected_lrs, str)
+            ]
+            if picked:
+                chosen.append(f"- {model}: " + "; ".join(picked))
         if notes:
             lines += ["", "What differs from the paper's protocol:", "", *notes]
+        if chosen:
+            lines += ["", "The LR chosen on validation, per seed (ties: the smallest LR):", "", *chosen]
         lines.append("")
     if comparison.outside:
         lines += [f"Not in these tables' task types: {', '.join(comparison.outside)}.", ""]
