@@ -139,16 +139,7 @@ def cmd_matrix(args) -> int:
         path.chmod(0o755)
         print(f"{path}: submit with `bash {path}`")
         return 0
-    outcome = matrix.run_local(jobs, progress=not args.no_progress)
-    print(
-        f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
-        f"{len(outcome['failed'])} failed"
-    )
-    for line in outcome["at_chance"]:
-        print(line, file=sys.stderr)
-    for line in outcome["failed"]:
-        print(f"  failed: {line}", file=sys.stderr)
-    return 1 if outcome["failed"] else 0
+    return matrix.report_outcome(matrix.run_local(jobs, progress=not args.no_progress))
 
 
 def cmd_job(args) -> int:

@@ -216,6 +216,19 @@ def run_local(jobs: Sequence[dict], progress: bool = True) -> dict[str, list[str
     return outcome
 
 
+def report_outcome(outcome: dict[str, list[str]]) -> int:
+    """Print what `run_local` did (counts on stdout; at-chance and failed runs on stderr); 1 if a run failed."""
+    print(
+        f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
+        f"{len(outcome['failed'])} failed"
+    )
+    for line in outcome["at_chance"]:
+        print(line, file=sys.stderr)
+    for line in outcome["failed"]:
+        print(f"  failed: {line}", file=sys.stderr)
+    return 1 if outcome["failed"] else 0
+
+
 def run_array_task(jobs: Sequence[dict], group: str, index: int) -> int:
     """What one Slurm array task does: the jobs of (group, index); exit status 1 if one failed."""
     from benchmarks.run import run

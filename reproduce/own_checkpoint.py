@@ -268,15 +268,9 @@ def own_checkpoint(argv: list[str]) -> int:
             outcome = _run_jobs(plan_jobs(settings), args.workers)
     except FolderInUse as exc:
         raise OwnCheckpointError(str(exc)) from None
-    print(
-        f"{len(outcome['done'])} runs done, {len(outcome['skipped'])} skipped (complete), "
-        f"{len(outcome['failed'])} failed"
-    )
-    for line in outcome["at_chance"]:
-        print(line, file=sys.stderr)
-    for line in outcome["failed"]:
-        print(f"  failed: {line}", file=sys.stderr)
-    if outcome["failed"]:
+    from benchmarks.matrix import report_outcome
+
+    if report_outcome(outcome):
         print("own-checkpoint: rerun the same command to retry the failed runs", file=sys.stderr)
         return 1
     compare = out / "compare"
