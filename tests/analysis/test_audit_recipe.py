@@ -24,13 +24,15 @@ PUBLISHED = 92.97
 SEED_SD = 0.15
 
 
-def run_records(model: str, offset: float, origin: str | None = None, seeds: int = 5) -> list[RunRecord]:
-    """5 fine-tuning seeds of one OntoNotes cell whose mean is exactly PUBLISHED + offset (seed SD 0.15)."""
+def run_records(
+    model: str, offset: float, origin: str | None = None, seeds: int = 5, published: float = PUBLISHED
+) -> list[RunRecord]:
+    """5 fine-tuning seeds of one OntoNotes cell whose mean is exactly published + offset (seed SD 0.15)."""
     z = np.random.default_rng(zlib.crc32(model.encode())).standard_normal(seeds)
     z = (z - z.mean()) / z.std(ddof=1)
     provenance = {"source": "benchmarks", **({"model_origin": origin} if origin else {})}
     return [
-        ontonotes_record(model, seed, float(PUBLISHED + offset + SEED_SD * x), provenance) for seed, x in enumerate(z)
+        ontonotes_record(model, seed, float(published + offset + SEED_SD * x), provenance) for seed, x in enumerate(z)
     ]
 
 
@@ -67,11 +69,14 @@ def test_two_runs_straddling_the_published_value_are_not_differs(tmp_path):
     assert recipe["question"] == "recipe" and recipe["pretraining_runs"] == 2
     assert recipe["verdict"] != "differs"
     assert abs(recipe["diff"]) < 1e-6  # the two runs' mean is the published value
-    assert "estimated from 2 runs of 1 configuration" in recipe["pretraining_sd_source"]
+    assert "estimated from 2 runs of this configuration" in recipe["pretraining_sd_source"]
+    assert "its own spread" in recipe["pretraining_sd_source"] and recipe["pretraining_df"] == 1
     assert recipe["pretraining_sd"] == pytest.approx(math.sqrt(2.0 - SEED_SD**2 / 5), rel=1e-3)
     text = (tmp_path / "recipe" / "audit.md").read_text()
     assert "**Question:** the recipe" in text and "2 pretraining runs (-rep<k> replicates)" in text
-    assert "recipe: 2 run(s) of ours, pretraining SD 1.41" in text
+    # the recipe column shows the spread the test uses: sqrt(MS), the SD of a run's mean (unclipped)
+    assert recipe["pretraining_spread_sd"] == pytest.approx(math.sqrt(2.0), rel=1e-3)
+    assert "recipe: 2 run(s) of ours; the test's spread: SD of a run's mean 1.41" in text
 
 
 def test_two_runs_three_pretraining_sds_off_differ(tmp_path):
@@ -258,46 +263,59 @@ def test_a_ten_point_miss_with_disagreeing_replicates_says_what_decides_it(tmp_p
 def test_a_verdict_on_an_assumed_pretraining_sd_is_marked_and_counted_apart(tmp_path, capsys):
     """Issue 81, item 2: one pretrained run, --pretraining-sd 1, 4 points off: 'differs', marked
     '(assumed pretraining SD)', counted apart in the headline, ignored by --fail-on any-differs and
-    counted by any-differs-incl-assumed; the row says up to which SD the verdict holds."""
+    counted by any-differs-incl-assumed; the row says at which SD the verdict changes and whether
+    `reproduced` is reachable there (issue 92: not "holds up to X")."""
     from analysis.audit import audit_headline, exit_code
+    from analysis.equivalence import compare_means
 
     row = audit(tmp_path, run_records(CONFIGURATION, +4.0, origin="pretrained"), pretraining_sd="1")
     assert row["verdict"] == "differs" and row["assumed_pretraining_sd"] is True
-    holds = row["holds_up_to_pretraining_sd"]
-    assert 1.0 < holds < 10.0
-    # the claim the row makes: at SDs just below `holds` the verdict is the same, just above it is not
-    from analysis.equivalence import compare_means
-
+    changes = row["verdict_changes_at_pretraining_sd"]
+    assert 1.0 < changes < 10.0
+    # the claim the row makes: just below `changes` the verdict is the same, at it it is not
     args = (row["ours"], row["ours_halfwidth"], 5, row["published"], row["published_halfwidth"], 5, row["margin"], 1)
-    assert compare_means(*args, holds).verdict == "differs"
-    assert compare_means(*args, holds + 0.05).verdict != "differs"
+    assert compare_means(*args, changes - 10 / 400).verdict == "differs"
+    assert compare_means(*args, changes).verdict != "differs"
+    # ... and at that SD `reproduced` is out of reach: the paper's own value, any number of seeds
+    assert row["reproduced_reachable_there"] is False
+    exact = (row["published"], 1e-6, 1000, row["published"], row["published_halfwidth"], 5, row["margin"], 1)
+    assert compare_means(*exact, changes).verdict != "reproduced"
     summary = row["summary"]
     assert summary["cells"]["assumed"]["differs"] == 1
     assert "resting on an assumed pretraining SD (no replicate runs): 0 reproduced, 1 differ" in audit_headline(summary)
     assert exit_code(summary, "any-differs") == 0
     assert exit_code(summary, "any-differs-incl-assumed") == 1
     text = (tmp_path / "audit.md").read_text()
-    assert "**differs (assumed pretraining SD)**" in text and f"holds for a pretraining SD up to {holds:.2f}" in text
+    assert "**differs (assumed pretraining SD)**" in text
+    assert (
+        f"verdict changes at a pretraining SD of {changes:.2f} (assumed 1.00); at that SD `reproduced` is "
+        f"unreachable at margin ±{row['margin']:.2f} with 1 run(s) of ours" in text
+    )
+    assert "holds for a pretraining SD up to" not in text
     # replicates measure it: the same offset from 2 runs is not marked
     measured = audit(
         tmp_path / "measured", run_records(CONFIGURATION, +4.0) + run_records(f"{CONFIGURATION}-rep2", 4.1)
     )
-    assert measured["assumed_pretraining_sd"] is False and measured["holds_up_to_pretraining_sd"] is None
+    assert measured["assumed_pretraining_sd"] is False and measured["verdict_changes_at_pretraining_sd"] is None
     assert exit_code(measured["summary"], "any-differs") == 1
 
 
-def test_holds_up_to_is_a_true_statement_when_the_assumption_is_wrong():
-    """The default prior decides the verdict when it is wrong (issue 81: an identical recipe whose
-    pretraining runs move a cell by 4x the seed SD is called 'differs' 44% of the time on the
-    published cells' margins; 41% here). The row's 'holds for a pretraining SD up to X' stays true: an identical
-    recipe is called 'differs' with X at or above the true SD at most 5% of the time."""
-    from analysis.equivalence import compare_means, verdict_holds_up_to
+def test_where_the_verdict_changes_says_what_it_means_when_the_assumption_is_wrong():
+    """Issue 92, item 3. The default prior decides the verdict when it is wrong (issue 81: an identical
+    recipe whose pretraining runs move a cell by 4x the seed SD is called 'differs' 44% of the time on the
+    published cells' margins; 41% here, 2,000 draws). The old row said "holds for a pretraining SD up to
+    X": true, but every such row whose X covered the true SD was a wrong `differs` (the reader took it as
+    "below X the verdict is right"). The row now says where the verdict changes and whether `reproduced`
+    is reachable at that SD; each word checked on the draws: at X the verdict is another, just below it
+    the same, and every wrong `differs` whose X covers the true SD says `reproduced` is unreachable at X
+    (so it cannot be read as "an equal recipe would have been reproduced here")."""
+    from analysis.equivalence import compare_means, reproduced_reachable, verdict_changes_at
 
     rng = np.random.default_rng(11)
     sims, seeds, assumed = 2000, 5, 1.0  # the default prior: the published cell's seed SD (1 here)
     true_tau = 4 * assumed
-    margin = MARGIN
-    differs = trusted = 0
+    margin, largest = MARGIN, 10 * assumed
+    differs = covered = flagged = checked = 0
     for _ in range(sims):
         ours_scores = rng.normal(rng.normal(0, true_tau), 1, seeds)
         pub_scores = rng.normal(rng.normal(0, true_tau), 1, 5)
@@ -306,9 +324,22 @@ def test_holds_up_to_is_a_true_statement_when_the_assumption_is_wrong():
             pub_scores.mean(), Z_95 * pub_scores.std(ddof=1) / math.sqrt(5), 5, margin, 1,
         )  # fmt: skip
         verdict = compare_means(*args, assumed).verdict
-        if verdict == "differs":
-            differs += 1
-            if verdict_holds_up_to(*args, verdict, 10 * assumed) >= true_tau:
-                trusted += 1
+        if verdict != "differs":
+            continue
+        differs += 1
+        changes = verdict_changes_at(*args, verdict, largest)
+        at = largest if changes is None else changes
+        if changes is not None and checked < 50:  # "changes at X": another verdict at X, the same just below
+            assert compare_means(*args, changes).verdict != verdict
+            assert compare_means(*args, changes - largest / 400).verdict == verdict
+            checked += 1
+        if at >= true_tau:  # the rows "holds up to X" certified: all wrong (the recipe is the paper's)
+            covered += 1
+            flagged += not bool(reproduced_reachable(args[4], 5, margin, 1, at))
     assert differs / sims > 0.3, differs / sims  # the assumption decides the verdict (41% in 200,000 draws)
-    assert trusted / sims <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims), trusted / sims
+    assert covered > 0 and flagged == covered, (covered, flagged)
+    assert checked == 50
+    # "reachable" is a true word too: at a small SD an equal recipe with many seeds is reproduced
+    assert bool(reproduced_reachable(Z_95 / math.sqrt(5), 5, margin, 1, 0.1))
+    exact = (0.0, 1e-6, 1000, 0.0, Z_95 / math.sqrt(5), 5, margin, 1)
+    assert compare_means(*exact, 0.1).verdict == "reproduced"
