@@ -24,13 +24,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.equivalence import DESIGN_FACTOR, PAPER_SEEDS, compare_means, verdict_holds_up_to
+from analysis.equivalence import DESIGN_FACTOR, PAPER_SEEDS, compare_means, reproduced_reachable, verdict_changes_at
 from analysis.paper_effects import KINDS, PAPER_EFFECTS, effect_margins, interpreted_differences, wider_than
 from analysis.protocols import DIFFERENCE_COLUMNS
 from analysis.published import load_published_cells
 from analysis.recipe import (
+    ASSUMED,
     CHECKPOINT,
     RECIPE,
+    RUN_SEPARATOR,
     PretrainingNoise,
     Question,
     decide_questions,
@@ -53,10 +55,10 @@ UNDECIDABLE = "undecidable"
 # data, analysis.setups): its score is another quantity, so no verdict is given (issue 90).
 OTHER_DATA = "other_data"
 STATUSES = ("reproduced", "inconclusive", UNDECIDABLE, "differs", OTHER_DATA, "missing")
-# A recipe row without replicates rests on an assumed pretraining SD (--pretraining-sd or the
-# default): its verdict is marked, counted apart, and says up to which SD it holds, searched up to
-# this multiple of the assumed one (issue 81 measured the default's errors at 2, 4 and 9 times it).
-ASSUMED = "(assumed pretraining SD)"
+# A recipe row without replicates of its own rests on an assumed pretraining SD (--pretraining-sd, the
+# default, or another configuration's spread: analysis.recipe.ASSUMED): its verdict is marked, counted
+# apart, and (for a SD taken as known) says at which SD it would change, searched up to this multiple
+# of the assumed one (issue 81 measured the default's errors at 2, 4 and 9 times it; issue 92 the wording).
 ASSUMED_SD_SEARCHED = 10
 EVIDENCE_COLUMNS = (
     "diff",
@@ -189,13 +191,16 @@ def compare_cells(
     protocol: str = "paper",
     effects: dict[str, dict] | None = None,
     setups: Setups | None = None,
+    pool_pretraining_sd: bool = False,
 ) -> pd.DataFrame:
     """One row per distinct published cell (the tables that print it listed), our cell beside it,
     the difference with its intervals and the verdict at the cell's margin. `questions`
     (analysis.recipe.decide_questions; default: every configuration a checkpoint) says per
     configuration whether the row asks about the checkpoint or the recipe; for the recipe the runs
-    of a configuration are pooled and the pretraining SD (replicates, else `pretraining_priors` from
-    --pretraining-sd, else the default assumption) enters the comparison. Every row says what its
+    of a configuration are pooled and the pretraining SD enters the comparison (analysis.recipe.
+    pretraining_noise_for: the configuration's own replicates, pooled over configurations only with
+    `pool_pretraining_sd`; else `pretraining_priors` from --pretraining-sd; else, marked as assumed,
+    the spread measured on the other configurations, or the default assumption). Every row says what its
     margin is wider than among the paper's own effects (analysis.paper_effects) and warns where our
     runs differ from the paper's protocol: the LR grid of `lr_grids` ({(model, task type,
     dataset): LRs run}), the seed count, the evaluation `protocol`."""
@@ -244,13 +249,22 @@ def compare_cells(
         question = questions.get(cell["model"])
         runs = int(cell["pretraining_runs"])
         if question is not None and question.question == RECIPE:
-            noise = pretraining_noise_for(key, cell["published_halfwidth"], n_pub, estimates, pretraining_priors or {})
+            noise = pretraining_noise_for(
+                key, cell["published_halfwidth"], n_pub, estimates, pretraining_priors or {}, cell["model"], runs,
+                pool_pretraining_sd,
+            )  # fmt: skip
             cell.update(
                 question=RECIPE,
                 question_why=question.why,
                 pretraining_sd=noise.sd,
                 pretraining_sd_source=noise.source,
                 assumed_pretraining_sd=noise.assumed,
+                assumed_marker=noise.marker,
+                pretraining_sd_from=noise.borrowed_from,
+                pretraining_sd_pooled=noise.pooled,
+                # what the test uses: the SD of a run's mean, sqrt(MS) unclipped (replicates), or the SD taken as known
+                pretraining_spread_sd=math.sqrt(noise.spread.mean_square) if noise.spread else noise.sd,
+                pretraining_df=noise.df,
             )
         else:
             noise = PretrainingNoise(0.0, math.inf, "")
@@ -260,20 +274,31 @@ def compare_cells(
                 pretraining_sd=math.nan,
                 pretraining_sd_source="",
                 assumed_pretraining_sd=False,
+                assumed_marker="",
+                pretraining_sd_from="",
+                pretraining_sd_pooled=False,
+                pretraining_spread_sd=math.nan,
+                pretraining_df=math.nan,
             )
         c = compare_means(
             cell["ours"], cell["ours_halfwidth"], int(cell["n_seeds"]), cell["published"],
             cell["published_halfwidth"], n_pub, margin["margin"], runs, noise.sd, noise.df, noise.spread,
         )  # fmt: skip
-        holds = None
-        if cell["assumed_pretraining_sd"]:  # how far the verdict trusts its assumed SD (issue 81)
-            holds = verdict_holds_up_to(
+        changes, reachable, searched = None, None, None
+        if cell["assumed_pretraining_sd"] and noise.spread is None and c.verdict in ("reproduced", "differs"):
+            # a SD taken as known: where the verdict would change, and whether `reproduced` can be said
+            # at all at that SD (issues 81, 92)
+            searched = ASSUMED_SD_SEARCHED * (noise.sd or margin["margin"])
+            changes = verdict_changes_at(
                 cell["ours"], cell["ours_halfwidth"], int(cell["n_seeds"]), cell["published"],
-                cell["published_halfwidth"], n_pub, margin["margin"], runs, c.verdict,
-                ASSUMED_SD_SEARCHED * (noise.sd or margin["margin"]),
+                cell["published_halfwidth"], n_pub, margin["margin"], runs, c.verdict, searched,
             )  # fmt: skip
+            at = changes if changes is not None else searched
+            reachable = bool(reproduced_reachable(cell["published_halfwidth"], n_pub, margin["margin"], runs, at))
         cell.update(
-            holds_up_to_pretraining_sd=holds,
+            verdict_changes_at_pretraining_sd=changes,
+            reproduced_reachable_there=reachable,
+            pretraining_sd_searched=searched,
             diff=c.diff,
             diff_se=c.se,
             diff_df=c.df,
@@ -491,9 +516,17 @@ def _interval(low, high) -> str:
 
 def _lrs(selected: str) -> str:
     """The LRs the selection chose, one per seed (";"), "/"-joined per dataset for an average; one
-    value for all seeds is written once."""
+    value for all seeds is written once; pooled runs of a recipe (RUN_SEPARATOR) run by run."""
+    runs = selected.split(RUN_SEPARATOR)
+    if len(runs) > 1:
+        return RUN_SEPARATOR.join(f"run {i}: {_lrs(run)}" for i, run in enumerate(runs, 1))
     chosen = {lr for per_seed in selected.split(";") for lr in per_seed.split("/")}
     return f"{chosen.pop()} (every seed)" if len(chosen) == 1 else selected
+
+
+def _cells(*texts) -> str:
+    """One Markdown table row: every '|' inside a cell escaped, so each row has as many cells as its header."""
+    return "| " + " | ".join(str(t).replace("|", "\\|") for t in texts) + " |"
 
 
 def _margin_line(key: str, margin: dict, effects: dict) -> str:
@@ -502,15 +535,37 @@ def _margin_line(key: str, margin: dict, effects: dict) -> str:
     return f"| {key} | {margin['margin']:g} | {margin['source']} | {values} | {cannot} |"
 
 
+def change_statement(c) -> str:
+    """What the verdict of a row resting on a pretraining SD taken as known says about that SD (issue
+    92): where it would change, and whether `reproduced` can be said at all at that SD at this margin
+    (not "holds up to X": once the SD reaches the seed SD `reproduced` is out of reach at the default
+    margin, so "holds" read as "right below X" was wrong for every `differs` of an equal recipe)."""
+    searched = getattr(c, "pretraining_sd_searched", None)
+    if not isinstance(searched, float) or not math.isfinite(searched):
+        return ""
+    changes = getattr(c, "verdict_changes_at_pretraining_sd", None)
+    at = changes if isinstance(changes, float) and math.isfinite(changes) else None
+    word = "reachable" if getattr(c, "reproduced_reachable_there", None) is True else "unreachable"
+    runs = int(c.pretraining_runs)
+    reach = (
+        f"`reproduced` is {word} at margin ±{_fmt(c.margin)} with {runs} run(s) of ours, whatever the seeds "
+        "and the recipe"
+    )
+    if at is None:
+        where = f"the verdict is the same at every pretraining SD up to {_fmt(searched)} (the largest searched)"
+        return f"{where}; at {_fmt(searched)}, {reach} (assumed SD {_fmt(c.pretraining_sd)})"
+    return (
+        f"verdict changes at a pretraining SD of {_fmt(at)} (assumed {_fmt(c.pretraining_sd)}); at that SD "
+        f"{reach}; replicate runs would measure it"
+    )
+
+
 def _row_note(c) -> str:
     """The verdict's note, then the row's warnings (protocol, LR grid; margin vs the paper's effects)."""
     parts = [c.note] if isinstance(c.note, str) and c.note else []
-    holds = getattr(c, "holds_up_to_pretraining_sd", None)
-    if isinstance(holds, float) and math.isfinite(holds):
-        parts.append(
-            f"holds for a pretraining SD up to {_fmt(holds)} (assumed {_fmt(c.pretraining_sd)}; "
-            "replicate runs would measure it)"
-        )
+    change = change_statement(c)
+    if change:
+        parts.append(change)
     for warning in (getattr(c, "protocol_warning", ""), getattr(c, "margin_note", "")):
         if isinstance(warning, str) and warning:
             parts.append(f"⚠ {warning}")
@@ -520,7 +575,9 @@ def _row_note(c) -> str:
 def _verdict(c) -> str:
     if c.verdict == OTHER_DATA:
         return "no verdict: other data"
-    assumed = f" {ASSUMED}" if getattr(c, "assumed_pretraining_sd", False) is True else ""
+    marker = getattr(c, "assumed_marker", "")
+    marker = marker if isinstance(marker, str) and marker else ASSUMED
+    assumed = f" {marker}" if getattr(c, "assumed_pretraining_sd", False) is True else ""
     if c.verdict != "inconclusive":
         return c.verdict + assumed
     kind = UNDECIDABLE if getattr(c, "undecidable", False) is True else ""
@@ -532,10 +589,14 @@ def _verdict(c) -> str:
 def _question(c) -> str:
     if getattr(c, "question", "") != RECIPE:
         return CHECKPOINT
-    return (
-        f"recipe: {int(c.pretraining_runs)} run(s) of ours, pretraining SD {_fmt(c.pretraining_sd)} "
-        f"({c.pretraining_sd_source})"
-    )
+    runs = f"recipe: {int(c.pretraining_runs)} run(s) of ours"
+    df = getattr(c, "pretraining_df", math.inf)
+    if isinstance(df, float) and math.isfinite(df):  # a measured spread: the test's sqrt(MS), unclipped
+        return (
+            f"{runs}; the test's spread: SD of a run's mean {_fmt(c.pretraining_spread_sd)} (sqrt of the between-run "
+            f"mean square, unclipped; {df:g} df); pretraining SD {c.pretraining_sd_source}"
+        )
+    return f"{runs}; pretraining SD {_fmt(c.pretraining_sd)} taken as known ({c.pretraining_sd_source})"
 
 
 def _cell_line(c) -> str:
@@ -543,13 +604,13 @@ def _cell_line(c) -> str:
     lrs = _lrs(lrs) if isinstance(lrs, str) and lrs else "—"
     seeds = f"{int(c.n_seeds)}" + (f" ⚠ {c.seed_warning}" if c.seed_warning else "")
     inside = "yes" if c.ours_in_published_interval else "no"
-    return (
-        f"| {c.model} | {c.task_type} | {c.dataset} | {', '.join(map(str, c.tables))} | "
-        f"{_fmt(c.published)} ± {_fmt(c.published_halfwidth)} ({int(c.published_n_seeds)}) | "
-        f"{_fmt(c.ours)} ± {_fmt(c.ours_halfwidth)} | {seeds} | {_fmt(c.diff)} | "
-        f"{_interval(c.diff_ci90_low, c.diff_ci90_high)} | {_interval(c.diff_ci95_low, c.diff_ci95_high)} | "
-        f"{inside} | ±{_fmt(c.margin)} | {_question(c)} | {lrs} | **{_verdict(c)}** | {_row_note(c)} |"
-    )
+    return _cells(
+        c.model, c.task_type, c.dataset, ", ".join(map(str, c.tables)),
+        f"{_fmt(c.published)} ± {_fmt(c.published_halfwidth)} ({int(c.published_n_seeds)})",
+        f"{_fmt(c.ours)} ± {_fmt(c.ours_halfwidth)}", seeds, _fmt(c.diff),
+        _interval(c.diff_ci90_low, c.diff_ci90_high), _interval(c.diff_ci95_low, c.diff_ci95_high),
+        inside, f"±{_fmt(c.margin)}", _question(c), lrs, f"**{_verdict(c)}**", _row_note(c),
+    )  # fmt: skip
 
 
 def _markdown(
@@ -565,7 +626,8 @@ def _markdown(
     outside: list[str] | None = None,
 ) -> str:
     datasets, averages = cells[cells["dataset"] != AVERAGE], cells[cells["dataset"] == AVERAGE]
-    d, a = verdict_counts(datasets), verdict_counts(averages)
+    d = {**verdict_counts(datasets), "assumed": assumed_counts(datasets)}
+    a = {**verdict_counts(averages), "assumed": assumed_counts(averages)}
     present = cells[cells["verdict"] != "missing"]
     effects = effects or {}
     used = sorted({margin_key(t, s) for t, s in zip(present["task_type"], present["dataset"])}) or sorted(margins)
@@ -592,17 +654,10 @@ def _markdown(
         f"{a['inconclusive']} inconclusive, {a[UNDECIDABLE]} undecidable, {a['differs']} differ ({a['missing']} "
         "without runs). Each (model, dataset) counts once, whatever the number of tables that print it. "
         "Undecidable: inconclusive, and no number of our fine-tuning seeds could decide it at its margin "
-        "(the paper's own interval, or the pretraining SD of a recipe row, is too wide for it).",
+        "(the paper's own interval, or the pretraining SD of a recipe row, is too wide for it)."
+        + _assumed_sentence(d, a),
         "",
-        'Verdicts (analysis/equivalence.py; docs/analysis.md, "Audit"): diff = ours - published, with '
-        "its 90% and 95% intervals (Welch; our SD from our seeds, the paper's from its printed half-width "
-        "1.96 x SD / sqrt(n)). **reproduced**: the 90% interval lies inside ±margin (TOST, both one-sided "
-        "tests at 5%); **differs**: the 95% interval excludes 0 and the 90% interval lies beyond the margin; "
-        "**inconclusive**: neither (too few seeds or too noisy at this margin; the note says how many "
-        "seeds of ours would decide it). `in paper's interval`: |diff| <= the paper's printed half-width. "
-        "A recipe row pools our pretraining runs of the configuration and adds the pretraining SD tau "
-        "(tau^2 / runs + tau^2: our runs and the paper's one) to the difference's variance; its source is "
-        "in the row (docs/analysis.md, 'Audit: the checkpoint or the recipe').",
+        *RULE_TEXT,
         "",
         f"Margins (points) of the cells audited here; default = {DESIGN_FACTOR} x the median half-width the "
         "paper prints for that dataset (or that task type's averages): the smallest margin at which two "
@@ -658,6 +713,44 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
+# The rule the audit runs, in words: audit.md prints it and docs/audit.md quotes it verbatim
+# (tests/analysis/test_audit_recipe.py checks both come from here; issue 92).
+RULE_TEXT = (
+    "Verdicts (analysis/equivalence.py; docs/audit.md): diff = ours - published, with its 90% and 95% intervals. "
+    "**reproduced**: the 90% interval lies inside ±margin (TOST, both one-sided tests at 5%); **differs**: the "
+    "95% interval excludes 0 and the 90% interval lies beyond the margin; **inconclusive**: neither (the note "
+    "says how many seeds or pretraining runs of ours would decide it). `in paper's interval`: |diff| <= the "
+    "paper's printed half-width.",
+    "",
+    "- **checkpoint** rows: Welch t, our SD from our seeds, the paper's from its printed half-width "
+    "1.96 x SD / sqrt(n).",
+    "- **recipe** rows whose configuration has R >= 2 runs of its own: Var(diff) = (1 + 1/R) MS + max(0, "
+    "se_pub^2 - V), MS the between-run mean square of this configuration's own run means (unclipped), V a run "
+    "mean's seed variance, se_pub the paper's standard error; Student t with R - 1 df (the prediction interval "
+    "of one more run). With `--pool-pretraining-sd`, MS and its df are pooled over the replicated "
+    "configurations, which assumes they share one pretraining SD: the row says so and gives its own spread.",
+    "- **recipe** rows without replicates of their own rest on an assumed pretraining SD, marked in the verdict, "
+    "counted apart and ignored by `--fail-on any-differs`: another configuration's measured spread (the rule "
+    'above with its MS and df; marked "(assumed pretraining SD: from <configuration>)"), or a SD tau taken as '
+    'known (`--pretraining-sd`, else the published cell\'s seed SD; marked "(assumed pretraining SD)"): Welch '
+    "t on our seed variance / (R n) + se_pub^2 + tau^2 (1 + 1/R). A row on a known tau says at which "
+    "pretraining SD its verdict would change, and whether `reproduced` can be said at all at that SD.",
+)
+
+
+def _assumed_sentence(d: dict, a: dict) -> str:
+    """The headline's count of rows resting on an assumed pretraining SD (counted apart), or ''."""
+    cd, ca = d.get("assumed", {}), a.get("assumed", {})
+    if not (sum(cd.values()) or sum(ca.values())):
+        return ""
+    return (
+        " **Of these, resting on an assumed pretraining SD (no replicate runs of their own): dataset cells "
+        f"{cd['reproduced']} reproduced, {cd['inconclusive'] + cd[UNDECIDABLE]} inconclusive, {cd['differs']} "
+        f"differ; averages {ca['reproduced']} reproduced, {ca['inconclusive'] + ca[UNDECIDABLE]} inconclusive, "
+        f"{ca['differs']} differ** (`--fail-on any-differs` ignores them)."
+    )
+
+
 def run_audit(
     ours: pd.DataFrame,
     out_dir: str | Path,
@@ -670,6 +763,7 @@ def run_audit(
     pretraining_sd: str | None = None,
     lr_grids: dict[tuple, set[float]] | None = None,
     setups: Setups | None = None,
+    pool_pretraining_sd: bool = False,
 ) -> dict:
     """Write audit.md and audit.json (atomically) into out_dir; return the JSON summary.
 
@@ -683,7 +777,9 @@ def run_audit(
     ({model: record origins}, analysis.recipe.record_origin) and `pretraining_sd` (the
     --pretraining-sd text) decide the question per configuration (analysis.recipe); `lr_grids`
     ({(model, task type, dataset): LRs run}) lets every row warn where the grid is not the
-    paper's. A bad margin or pretraining SD raises MarginError before anything is written.
+    paper's; `pool_pretraining_sd` (--pool-pretraining-sd) pools the replicated configurations'
+    spreads (equal pretraining SDs assumed; default: each its own). A bad margin or pretraining SD
+    raises MarginError before anything is written.
     """
     if differences is None:
         differences = pd.DataFrame(columns=DIFFERENCE_COLUMNS)
@@ -702,7 +798,7 @@ def run_audit(
         configurations = {split_replicate(m)[0] for m in audited}
         cells = compare_cells(
             ours, published[published["model"].isin(configurations)], margins, questions, priors, lr_grids, protocol,
-            effects, setups,
+            effects, setups, pool_pretraining_sd,
         )  # fmt: skip
     else:  # nothing of the paper's: no row, every count 0
         cells = pd.DataFrame(columns=[*CELL_KEY, "tables", "verdict", "undecidable", "assumed_pretraining_sd", "exact"])
@@ -725,6 +821,7 @@ def run_audit(
         "paper_effects": effects,
         "questions": {c: {"question": q.question, "runs": q.runs, "why": q.why} for c, q in questions.items()},
         "design_factor": DESIGN_FACTOR,
+        "pool_pretraining_sd": bool(pool_pretraining_sd),
         "tables": tables.to_dict(orient="records"),
         "cell_details": json.loads(cells.to_json(orient="records")),
         "published_internal_checks": checks,

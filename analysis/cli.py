@@ -337,6 +337,7 @@ def _cmd_audit(args) -> int:
         pretraining_sd=args.pretraining_sd,
         lr_grids=lr_grids,
         setups=setups,
+        pool_pretraining_sd=args.pool_pretraining_sd,
     )
     _note_at_chance(cells)
     asked = Counter(q["question"] for q in summary["questions"].values())
@@ -651,7 +652,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--pretraining-sd",
         metavar="POINTS",
         help="recipe rows without replicates: the SD of a pretraining run's effect, one number or KEY=VALUE pairs "
-        "as for --margin (default: assumed equal to the published cell's fine-tuning seed SD)",
+        "as for --margin (default: the spread measured on the other, replicated configurations if any, else "
+        "assumed equal to the published cell's fine-tuning seed SD; both marked as assumed)",
+    )
+    p.add_argument(
+        "--pool-pretraining-sd",
+        action="store_true",
+        help="recipe rows with replicates: pool the between-run spread over the replicated configurations (assumes "
+        "they share one pretraining SD; each row names the assumption and prints its own spread) instead of each "
+        "configuration's own spread with its own runs - 1 df (default)",
     )
     _add_aggregation_options(p)
     p.set_defaults(func=_cmd_audit)

@@ -68,6 +68,7 @@ class RunSpread:
     mean_square: float
     df: float
     seed_part: float
+    basis: str = ""  # what measured it, for the row's note (analysis.recipe.pretraining_noise_for)
 
 
 def replicate_se_df(mean_square, df, runs, seed_part, se_pub2):
@@ -196,9 +197,7 @@ RUNS_SEARCHED = 100  # runs_to_decide looks up to this many pretraining runs of 
 def _compare_replicates(diff: float, se_pub: float, margin: float, runs: int, spread: RunSpread):
     """compare_means for a recipe whose runs estimate their own spread (replicate_se_df)."""
     se, df = (float(x) for x in replicate_se_df(spread.mean_square, spread.df, runs, spread.seed_part, se_pub**2))
-    basis = f"{runs} run(s) of ours estimate the pretraining SD with {spread.df:g} df" + (
-        " (pooled over configurations)" if spread.df != runs - 1 else ""
-    )
+    basis = spread.basis or f"{runs} run(s) of ours estimate the pretraining SD with {spread.df:g} df"
     if se == 0:  # identical runs and a point-valued paper cell
         verdict = "reproduced" if abs(diff) < margin else "differs"
         return Comparison(diff, 0.0, df, (diff, diff), (diff, diff), 0.0 if diff else 1.0, verdict, basis, None)
@@ -254,6 +253,42 @@ def verdict_holds_up_to(
     if not changed.size:
         return float(largest)
     return float(taus[changed[0] - 1]) if changed[0] > 0 else 0.0
+
+
+def verdict_changes_at(
+    ours_mean: float,
+    ours_halfwidth: float,
+    n_ours: int,
+    pub_mean: float,
+    pub_halfwidth: float,
+    n_pub: int,
+    margin: float,
+    runs: int,
+    verdict: str,
+    largest: float,
+) -> float | None:
+    """The smallest pretraining SD (taken as known, on the grid of verdict_holds_up_to) at which
+    compare_means no longer gives `verdict`; None when it gives it over the whole grid up to `largest`
+    or `verdict` cannot be searched (issue 92: the row says where the verdict changes, not "holds up to",
+    which read as "below X the verdict is right")."""
+    holds = verdict_holds_up_to(
+        ours_mean, ours_halfwidth, n_ours, pub_mean, pub_halfwidth, n_pub, margin, runs, verdict, largest
+    )
+    if holds is None or holds >= largest:
+        return None
+    return float(min(largest, holds + largest / 400))
+
+
+def reproduced_reachable(pub_halfwidth: float, n_pub: int, margin: float, runs: int, pretraining_sd) -> np.ndarray:
+    """Whether `reproduced` can be said at all at `margin` with a pretraining SD taken as known: with our
+    mean equal to the paper's and no fine-tuning noise of ours (any number of seeds), `runs` runs of
+    ours and the paper's one leave the 90% interval +-t sqrt(sd^2 (1 + 1/runs) + se_pub^2). False:
+    every verdict at that SD is `inconclusive` or `differs`, whatever the recipe. Arrays broadcast."""
+    se_pub2 = (pub_halfwidth / Z_95) ** 2
+    variance = recipe_variance(np.asarray(pretraining_sd, dtype=float), runs) + se_pub2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(se_pub2 > 0 and n_pub > 1, variance**2 / (se_pub2**2 / max(n_pub - 1, 1)), np.inf)
+    return classify(0.0, np.sqrt(variance), df, margin) == 0
 
 
 def recipe_variance(pretraining_sd: float, runs: int) -> float:

@@ -43,6 +43,8 @@ from contracts.paper import AVERAGE
 CHECKPOINT, RECIPE = "checkpoint", "recipe"
 # provenance.model_origin of a fine-tuning record (benchmarks.run.model_origin)
 ORIGIN_PRETRAINED, ORIGIN_FETCHED, ORIGIN_OTHER = "pretrained", "fetched", "other"
+# Joins the pooled runs' chosen LRs (not "|": audit.md's tables would gain cells; issue 92)
+RUN_SEPARATOR = " ‖ "
 DEFAULT_PRIOR = (
     "assumed equal to the published cell's fine-tuning seed SD (no estimate exists; --pretraining-sd to set)"
 )
@@ -127,7 +129,7 @@ def pool_replicates(ours: pd.DataFrame, questions: dict[str, Question]) -> pd.Da
             pretraining_runs=len(group),
         )
         if "selected_lrs" in group:
-            first["selected_lrs"] = " | ".join(str(x) for x in group["selected_lrs"])
+            first["selected_lrs"] = RUN_SEPARATOR.join(str(x) for x in group["selected_lrs"])
         if "bootstrap" in group:
             first["bootstrap"] = "none (runs pooled)"
         rows.append(first)
@@ -141,16 +143,62 @@ class PretrainingNoise:
     df: float  # inf: assumed (known)
     source: str
     spread: RunSpread | None = None  # replicates: the between-run mean square the test uses (issue 81)
+    # A spread measured on other configurations (a one-run configuration beside replicated ones,
+    # issue 92): their names. The row's spread is then an assumption, whatever its df.
+    borrowed_from: str = ""
+    # --pool-pretraining-sd: the spread pooled over the replicated configurations (equal SDs assumed)
+    pooled: bool = False
 
     @property
     def assumed(self) -> bool:
-        """No replicate measured it: the verdict rests on an assumed pretraining SD."""
-        return self.spread is None
+        """No replicate of this configuration measured it: the verdict rests on an assumed pretraining SD
+        (--pretraining-sd, the default, or another configuration's spread)."""
+        return self.spread is None or bool(self.borrowed_from)
+
+    @property
+    def marker(self) -> str:
+        """How a verdict resting on it is marked ('' when measured on the configuration itself)."""
+        if self.borrowed_from:
+            return f"(assumed pretraining SD: from {self.borrowed_from})"
+        return ASSUMED if self.assumed else ""
 
 
-def estimated_pretraining_sds(ours: pd.DataFrame, margin_key) -> dict[str, PretrainingNoise]:
-    """{margin key: PretrainingNoise} estimated from replicated configurations: per dataset, and per
-    task type's mean for the '<task type> average' keys."""
+# A recipe verdict resting on a pretraining SD no replicate of the configuration measured is marked so.
+ASSUMED = "(assumed pretraining SD)"
+
+
+def pool_spreads(mean_squares, dfs, seed_parts):
+    """The pooled (mean square, df, seed part) of several configurations' spreads along the last
+    axis: df-weighted, as the one-way random-effects estimator pools (analysis.claims.pretraining_variance).
+    Right only if the configurations share one pretraining SD (--pool-pretraining-sd; issue 92:
+    with one configuration's SD 2-4x the others', false `differs` reached 9-23%). Arrays broadcast."""
+    dfs = np.asarray(dfs, dtype=float)
+    total = dfs.sum(axis=-1)
+    mean_square = (dfs * np.asarray(mean_squares, dtype=float)).sum(axis=-1) / total
+    seed_part = (dfs * np.asarray(seed_parts, dtype=float)).sum(axis=-1) / total
+    return mean_square, total, seed_part
+
+
+@dataclass(frozen=True)
+class SpreadEstimate:
+    """One replicated configuration's measured spread on one margin key (a dataset or a task type's mean)."""
+
+    configuration: str
+    runs: int
+    mean_square: float  # MS of its run means (tau^2 + V), unclipped
+    df: float  # runs - 1
+    seed_part: float  # V
+    sd: float  # the printed estimate sqrt(max(0, MS - V))
+    low: float
+    high: float
+
+    def describe(self) -> str:
+        return f"{self.sd:.2f} [{self.low:.2f}, {self.high:.2f}], df {self.df:g}"
+
+
+def estimated_pretraining_sds(ours: pd.DataFrame, margin_key) -> dict[str, dict[str, SpreadEstimate]]:
+    """{margin key: {configuration: SpreadEstimate}}: each replicated configuration's own spread, per
+    dataset and, for the '<task type> average' keys, per task type's mean (issue 92: not pooled)."""
     rows = []
     for r in ours[ours["dataset"] != AVERAGE].itertuples():
         configuration, replicate = split_replicate(r.model)
@@ -164,26 +212,84 @@ def estimated_pretraining_sds(ours: pd.DataFrame, margin_key) -> dict[str, Pretr
     # Imported here: the claims package loads statsmodels, which an audit without replicates never needs.
     from analysis.claims.pretraining_variance import estimate_pretraining_sd
 
-    out = {}
-    for key, estimate in estimate_pretraining_sd(cells).items():
-        out[key] = PretrainingNoise(
-            estimate.sd,
-            float(estimate.df),
-            f"estimated from {estimate.runs} runs of {estimate.configurations} configuration(s) "
-            f"({estimate.sd:.2f} [{estimate.low:.2f}, {estimate.high:.2f}], df {estimate.df})",
-            RunSpread(estimate.mean_square, float(estimate.df), estimate.seed_part),
-        )
+    out: dict[str, dict[str, SpreadEstimate]] = {}
+    for configuration, group in cells.groupby("configuration", sort=True):
+        for key, e in estimate_pretraining_sd(group).items():
+            out.setdefault(key, {})[configuration] = SpreadEstimate(
+                configuration, e.runs, e.mean_square, float(e.df), e.seed_part, e.sd, e.low, e.high
+            )
     return out
 
 
+def _pooled(estimates: dict[str, SpreadEstimate]) -> tuple[RunSpread, float, float, float]:
+    """The pooled spread of several configurations and its printed SD with 95% interval."""
+    from scipy import stats
+
+    values = list(estimates.values())
+    ms, df, v = (
+        float(x)
+        for x in pool_spreads([e.mean_square for e in values], [e.df for e in values], [e.seed_part for e in values])
+    )
+    low = math.sqrt(max(0.0, df * ms / stats.chi2.ppf(0.975, df) - v))
+    high = math.sqrt(max(0.0, df * ms / stats.chi2.ppf(0.025, df) - v))
+    return RunSpread(ms, df, v), math.sqrt(max(0.0, ms - v)), low, high
+
+
 def pretraining_noise_for(
-    key: str, published_halfwidth: float, n_pub: int, estimates: dict[str, PretrainingNoise], priors: dict[str, dict]
+    key: str,
+    published_halfwidth: float,
+    n_pub: int,
+    estimates: dict[str, dict[str, SpreadEstimate]],
+    priors: dict[str, dict],
+    configuration: str = "",
+    runs: int = 1,
+    pool: bool = False,
 ) -> PretrainingNoise:
-    """The tau of one cell: the replicates' estimate, else --pretraining-sd, else the default."""
-    if key in estimates:
-        return estimates[key]
+    """The tau of one cell of `configuration` (issue 92): its own replicates' spread (df runs - 1;
+    pooled over the replicated configurations only with `pool`, --pool-pretraining-sd), else
+    --pretraining-sd, else the spread of the replicated configurations measured on the same key
+    (an assumption: one run measures no spread), else the default assumption."""
+    measured = estimates.get(key, {})
+    own = measured.get(configuration)
+    if own is not None and not (pool and len(measured) > 1):
+        basis = f"{own.runs} run(s) of ours estimate the pretraining SD with {own.df:g} df (this configuration's own)"
+        return PretrainingNoise(
+            own.sd,
+            own.df,
+            f"estimated from {own.runs} runs of this configuration ({own.describe()}; its own spread)",
+            RunSpread(own.mean_square, own.df, own.seed_part, basis),
+        )
+    if own is not None:  # --pool-pretraining-sd
+        spread, sd, low, high = _pooled(measured)
+        others = "; ".join(f"{c} {e.describe()}" for c, e in sorted(measured.items()))
+        source = (
+            f"pooled over {len(measured)} configurations ({sd:.2f} [{low:.2f}, {high:.2f}], df {spread.df:g}; "
+            f"--pool-pretraining-sd assumes equal pretraining SDs across them; each one's own: {others})"
+        )
+        basis = (
+            f"{runs} run(s) of ours and those of {len(measured) - 1} other configuration(s) estimate the pretraining "
+            f"SD with {spread.df:g} df, pooled (assumes equal pretraining SDs; this configuration's own: "
+            f"{own.describe()})"
+        )
+        return PretrainingNoise(
+            sd, spread.df, source, RunSpread(spread.mean_square, spread.df, spread.seed_part, basis), pooled=True
+        )
     prior = priors.get(key, {})
     if math.isfinite(prior.get("margin", math.nan)):
         return PretrainingNoise(float(prior["margin"]), math.inf, prior["source"])
+    if measured:  # borrowed: a spread not measured on this configuration is an assumption
+        spread, sd, low, high = _pooled(measured)
+        lenders = ", ".join(sorted(measured))
+        source = (
+            f"assumed: measured on {lenders} ({sd:.2f} [{low:.2f}, {high:.2f}], df {spread.df:g}); "
+            f"{runs} run(s) of this configuration measure no spread of its own"
+        )
+        basis = (
+            f"the pretraining SD is assumed from {lenders} ({spread.df:g} df there); {runs} run(s) of this "
+            "configuration measure none"
+        )
+        return PretrainingNoise(
+            sd, spread.df, source, RunSpread(spread.mean_square, spread.df, spread.seed_part, basis), lenders
+        )
     seed_sd = float(halfwidth_sd(published_halfwidth, n_pub))
     return PretrainingNoise(seed_sd, math.inf, DEFAULT_PRIOR)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,13 +25,15 @@ PUBLISHED = 92.97
 SEED_SD = 0.15
 
 
-def run_records(model: str, offset: float, origin: str | None = None, seeds: int = 5) -> list[RunRecord]:
-    """5 fine-tuning seeds of one OntoNotes cell whose mean is exactly PUBLISHED + offset (seed SD 0.15)."""
+def run_records(
+    model: str, offset: float, origin: str | None = None, seeds: int = 5, published: float = PUBLISHED
+) -> list[RunRecord]:
+    """5 fine-tuning seeds of one OntoNotes cell whose mean is exactly published + offset (seed SD 0.15)."""
     z = np.random.default_rng(zlib.crc32(model.encode())).standard_normal(seeds)
     z = (z - z.mean()) / z.std(ddof=1)
     provenance = {"source": "benchmarks", **({"model_origin": origin} if origin else {})}
     return [
-        ontonotes_record(model, seed, float(PUBLISHED + offset + SEED_SD * x), provenance) for seed, x in enumerate(z)
+        ontonotes_record(model, seed, float(published + offset + SEED_SD * x), provenance) for seed, x in enumerate(z)
     ]
 
 
@@ -67,11 +70,14 @@ def test_two_runs_straddling_the_published_value_are_not_differs(tmp_path):
     assert recipe["question"] == "recipe" and recipe["pretraining_runs"] == 2
     assert recipe["verdict"] != "differs"
     assert abs(recipe["diff"]) < 1e-6  # the two runs' mean is the published value
-    assert "estimated from 2 runs of 1 configuration" in recipe["pretraining_sd_source"]
+    assert "estimated from 2 runs of this configuration" in recipe["pretraining_sd_source"]
+    assert "its own spread" in recipe["pretraining_sd_source"] and recipe["pretraining_df"] == 1
     assert recipe["pretraining_sd"] == pytest.approx(math.sqrt(2.0 - SEED_SD**2 / 5), rel=1e-3)
     text = (tmp_path / "recipe" / "audit.md").read_text()
     assert "**Question:** the recipe" in text and "2 pretraining runs (-rep<k> replicates)" in text
-    assert "recipe: 2 run(s) of ours, pretraining SD 1.41" in text
+    # the recipe column shows the spread the test uses: sqrt(MS), the SD of a run's mean (unclipped)
+    assert recipe["pretraining_spread_sd"] == pytest.approx(math.sqrt(2.0), rel=1e-3)
+    assert "recipe: 2 run(s) of ours; the test's spread: SD of a run's mean 1.41" in text
 
 
 def test_two_runs_three_pretraining_sds_off_differ(tmp_path):
@@ -258,46 +264,61 @@ def test_a_ten_point_miss_with_disagreeing_replicates_says_what_decides_it(tmp_p
 def test_a_verdict_on_an_assumed_pretraining_sd_is_marked_and_counted_apart(tmp_path, capsys):
     """Issue 81, item 2: one pretrained run, --pretraining-sd 1, 4 points off: 'differs', marked
     '(assumed pretraining SD)', counted apart in the headline, ignored by --fail-on any-differs and
-    counted by any-differs-incl-assumed; the row says up to which SD the verdict holds."""
+    counted by any-differs-incl-assumed; the row says at which SD the verdict changes and whether
+    `reproduced` is reachable there (issue 92: not "holds up to X")."""
     from analysis.audit import audit_headline, exit_code
+    from analysis.equivalence import compare_means
 
     row = audit(tmp_path, run_records(CONFIGURATION, +4.0, origin="pretrained"), pretraining_sd="1")
     assert row["verdict"] == "differs" and row["assumed_pretraining_sd"] is True
-    holds = row["holds_up_to_pretraining_sd"]
-    assert 1.0 < holds < 10.0
-    # the claim the row makes: at SDs just below `holds` the verdict is the same, just above it is not
-    from analysis.equivalence import compare_means
-
+    changes = row["verdict_changes_at_pretraining_sd"]
+    assert 1.0 < changes < 10.0
+    # the claim the row makes: just below `changes` the verdict is the same, at it it is not
     args = (row["ours"], row["ours_halfwidth"], 5, row["published"], row["published_halfwidth"], 5, row["margin"], 1)
-    assert compare_means(*args, holds).verdict == "differs"
-    assert compare_means(*args, holds + 0.05).verdict != "differs"
+    assert compare_means(*args, changes - 10 / 400).verdict == "differs"
+    assert compare_means(*args, changes).verdict != "differs"
+    # ... and at that SD `reproduced` is out of reach: the paper's own value, any number of seeds
+    assert row["reproduced_reachable_there"] is False
+    exact = (row["published"], 1e-6, 1000, row["published"], row["published_halfwidth"], 5, row["margin"], 1)
+    assert compare_means(*exact, changes).verdict != "reproduced"
     summary = row["summary"]
     assert summary["cells"]["assumed"]["differs"] == 1
     assert "resting on an assumed pretraining SD (no replicate runs): 0 reproduced, 1 differ" in audit_headline(summary)
     assert exit_code(summary, "any-differs") == 0
     assert exit_code(summary, "any-differs-incl-assumed") == 1
     text = (tmp_path / "audit.md").read_text()
-    assert "**differs (assumed pretraining SD)**" in text and f"holds for a pretraining SD up to {holds:.2f}" in text
+    assert "**differs (assumed pretraining SD)**" in text
+    assert (
+        f"verdict changes at a pretraining SD of {changes:.2f} (assumed 1.00); at that SD `reproduced` is "
+        f"unreachable at margin ±{row['margin']:.2f} with 1 run(s) of ours" in text
+    )
+    assert "holds for a pretraining SD up to" not in text
     # replicates measure it: the same offset from 2 runs is not marked
     measured = audit(
         tmp_path / "measured", run_records(CONFIGURATION, +4.0) + run_records(f"{CONFIGURATION}-rep2", 4.1)
     )
-    assert measured["assumed_pretraining_sd"] is False and measured["holds_up_to_pretraining_sd"] is None
+    assert measured["assumed_pretraining_sd"] is False and measured["verdict_changes_at_pretraining_sd"] is None
     assert exit_code(measured["summary"], "any-differs") == 1
 
 
-def test_holds_up_to_is_a_true_statement_when_the_assumption_is_wrong():
-    """The default prior decides the verdict when it is wrong (issue 81: an identical recipe whose
-    pretraining runs move a cell by 4x the seed SD is called 'differs' 44% of the time on the
-    published cells' margins; 41% here). The row's 'holds for a pretraining SD up to X' stays true: an identical
-    recipe is called 'differs' with X at or above the true SD at most 5% of the time."""
-    from analysis.equivalence import compare_means, verdict_holds_up_to
+def test_where_the_verdict_changes_says_what_it_means_when_the_assumption_is_wrong():
+    """Issue 92, item 3. The default prior decides the verdict when it is wrong (issue 81: an identical
+    recipe whose pretraining runs move a cell by 4x the seed SD is called 'differs' 44% of the time
+    on the published cells' margins; 40% here, 794 of 2,000 draws; 80 of them have X >= the true SD,
+    all flagged). The old row said "holds for a pretraining SD up to X": true, but every such row
+    whose X covered the true SD was a wrong `differs` (the reader took it as "below X the verdict is
+    right"). The row now says where the verdict changes and whether `reproduced` is reachable at
+    that SD; each word checked on the draws: at X the verdict is another, just below it the same,
+    and every wrong `differs` whose X covers the true SD says `reproduced` is unreachable at X (so
+    it cannot be read as "an equal recipe would have been reproduced here").
+    """
+    from analysis.equivalence import compare_means, reproduced_reachable, verdict_changes_at
 
     rng = np.random.default_rng(11)
     sims, seeds, assumed = 2000, 5, 1.0  # the default prior: the published cell's seed SD (1 here)
     true_tau = 4 * assumed
-    margin = MARGIN
-    differs = trusted = 0
+    margin, largest = MARGIN, 10 * assumed
+    differs = covered = flagged = checked = 0
     for _ in range(sims):
         ours_scores = rng.normal(rng.normal(0, true_tau), 1, seeds)
         pub_scores = rng.normal(rng.normal(0, true_tau), 1, 5)
@@ -306,9 +327,197 @@ def test_holds_up_to_is_a_true_statement_when_the_assumption_is_wrong():
             pub_scores.mean(), Z_95 * pub_scores.std(ddof=1) / math.sqrt(5), 5, margin, 1,
         )  # fmt: skip
         verdict = compare_means(*args, assumed).verdict
-        if verdict == "differs":
-            differs += 1
-            if verdict_holds_up_to(*args, verdict, 10 * assumed) >= true_tau:
-                trusted += 1
+        if verdict != "differs":
+            continue
+        differs += 1
+        changes = verdict_changes_at(*args, verdict, largest)
+        at = largest if changes is None else changes
+        if changes is not None and checked < 50:  # "changes at X": another verdict at X, the same just below
+            assert compare_means(*args, changes).verdict != verdict
+            assert compare_means(*args, changes - largest / 400).verdict == verdict
+            checked += 1
+        if at >= true_tau:  # the rows "holds up to X" certified: all wrong (the recipe is the paper's)
+            covered += 1
+            flagged += not bool(reproduced_reachable(args[4], 5, margin, 1, at))
     assert differs / sims > 0.3, differs / sims  # the assumption decides the verdict (41% in 200,000 draws)
-    assert trusted / sims <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims), trusted / sims
+    assert covered > 0 and flagged == covered, (covered, flagged)
+    assert checked == 50
+    # "reachable" is a true word too: at a small SD an equal recipe with many seeds is reproduced
+    assert bool(reproduced_reachable(Z_95 / math.sqrt(5), 5, margin, 1, 0.1))
+    exact = (0.0, 1e-6, 1000, 0.0, Z_95 / math.sqrt(5), 5, margin, 1)
+    assert compare_means(*exact, 0.1).verdict == "reproduced"
+
+
+def _unequal_rates(offset, multiples, runs, pool, seeds=5, sims=20_000, seed=0):
+    """Verdict frequencies and the 95% interval's coverage of the replicate rule for configurations
+    whose pretraining SDs differ (`multiples` of a run mean's seed SD, 1 / sqrt(5)), each with `runs`
+    runs of `seeds` seeds of SD 1 and a paper's one run with 5; every quantity estimated from the draws.
+    `pool`: each row uses the spread pooled over the configurations (analysis.recipe.pool_spreads,
+    --pool-pretraining-sd); else its own (R - 1 df). Per configuration (the last axis)."""
+    from analysis.recipe import pool_spreads
+
+    rng = np.random.default_rng(seed)
+    tau = np.asarray(multiples, dtype=float) / math.sqrt(5)
+    k = len(tau)
+    effects = rng.normal(0, 1, (sims, k, runs, 1)) * tau[None, :, None, None]
+    scores = effects + rng.normal(0, 1, (sims, k, runs, seeds))
+    run_means, run_sds = scores.mean(axis=3), scores.std(axis=3, ddof=1)
+    mean_square, seed_part = run_means.var(axis=2, ddof=1), (run_sds**2 / seeds).mean(axis=2)
+    df = np.full(mean_square.shape, runs - 1.0)
+    if pool:
+        pooled = pool_spreads(mean_square, df, seed_part)
+        mean_square, df, seed_part = (np.repeat(np.asarray(x)[:, None], k, axis=1) for x in pooled)
+    paper = rng.normal(0, 1, (sims, k, 1)) * tau[None, :, None] + rng.normal(0, 1, (sims, k, 5))
+    diff = offset + run_means.mean(axis=2) - paper.mean(axis=2)
+    se, dfs = replicate_se_df(mean_square, df, runs, seed_part, paper.var(axis=2, ddof=1) / 5)
+    codes = classify(diff, se, dfs, MARGIN)
+    low, high = _bounds(diff, se, dfs, 0.95)
+    rates = {v: np.mean(codes == i, axis=0) for i, v in enumerate(VERDICTS)}
+    return {**rates, "covered95": np.mean((low <= offset) & (offset <= high), axis=0)}
+
+
+@pytest.mark.parametrize("runs", [2, 3])
+def test_each_configuration_own_spread_keeps_its_error_rates_when_pretraining_sds_differ(runs):
+    """Issue 92, item 1. The audited configuration's pretraining SD is 1x, 2x or 4x that of two other
+    replicated configurations (theirs: 2 run-mean seed SDs), each with `runs` runs; 20,000 draws a point
+    (Monte-Carlo SE of a 5% rate 0.15%; bound 5% + 2 SE = 5.31%). With each configuration's own spread
+    (the default; R - 1 df), false `differs` at offset 0, false `differs` and false `reproduced` at an
+    offset of exactly the margin stay <= 5.31% and the 95% interval covers >= 93%. Measured (2 runs;
+    3 runs): worst false word 3.8%; 5.0% (2x, `differs` at the margin), coverage >= 96.1%; 95.4%.
+    Pooling (--pool-pretraining-sd) costs at 4x: false `differs` at offset 0 14.8%; 14.2%, at the
+    margin 17.8%; 18.5%, coverage 79.2%; 77.5% (2x: 9.7%; 11.2% false `differs` at the margin,
+    coverage 89.0%; 86.4%); docs/audit.md's table quotes every point."""
+    bound = 0.05 + 2 * math.sqrt(0.05 * 0.95 / 20_000)
+    for i, multiple in enumerate((1, 2, 4)):
+        multiples = (2 * multiple, 2, 2)  # the audited configuration first
+        for pool in (False, True):
+            zero = _unequal_rates(0.0, multiples, runs, pool, seed=100 * runs + 10 * i)
+            edge = _unequal_rates(MARGIN, multiples, runs, pool, seed=100 * runs + 10 * i + 1)
+            worst = max(zero["differs"][0], edge["differs"][0], edge["reproduced"][0])
+            coverage = min(zero["covered95"][0], edge["covered95"][0])
+            if not pool:
+                assert worst <= bound, (runs, multiple, worst)
+                assert coverage >= 0.93, (runs, multiple, coverage)
+            elif multiple == 4:  # what pooling costs: the noisier configuration borrows a too-small spread
+                assert zero["differs"][0] > 0.10 and edge["differs"][0] > 0.15 and coverage < 0.85, (
+                    runs,
+                    zero["differs"][0],
+                    edge["differs"][0],
+                    coverage,
+                )
+
+
+def _published(model: str) -> float:
+    from analysis.published import load_published_cells
+
+    cells = load_published_cells()
+    return float(cells[(cells.model == model) & (cells.dataset == "ontonotes5")]["mean"].iloc[0])
+
+
+NOISY, QUIET, SINGLE = "610m-mlm40-42k", "610m-clm-42k", "610m-mlm20-42k"
+
+
+def _three_configurations(single_offset: float = -20.0) -> list[RunRecord]:
+    """Two replicated configurations of very different spreads (runs 4 points apart; 0.04 apart), both
+    centred on their published cells, and a one-run configuration pretrained by the package."""
+    return (
+        run_records(NOISY, +2.0, published=_published(NOISY))
+        + run_records(f"{NOISY}-rep2", -2.0, published=_published(NOISY))
+        + run_records(QUIET, +0.02, published=_published(QUIET))
+        + run_records(f"{QUIET}-rep2", -0.02, published=_published(QUIET))
+        + run_records(SINGLE, single_offset, origin="pretrained", published=_published(SINGLE))
+    )
+
+
+def _rows(summary: dict) -> dict[str, dict]:
+    details = summary["cell_details"]
+    return {c["model"]: c for c in details if c["dataset"] == "ontonotes5" and c["verdict"] != "missing"}
+
+
+def test_two_replicated_configurations_keep_their_own_spreads_and_a_single_run_is_assumed(tmp_path, capsys):
+    """Issue 92, items 1 and 2, on a record tree: each replicated configuration's row has its own se
+    and 1 df; the one-run configuration beside them borrows their spread, is marked '(assumed
+    pretraining SD: from ...)', counted apart and not counted by --fail-on any-differs. With
+    --pool-pretraining-sd both replicated rows share the pooled spread (2 df), and say so."""
+    from analysis.audit import audit_headline, exit_code
+
+    runs = tmp_path / "runs.jsonl"
+    write_run_records(runs, _three_configurations())
+    code = main(["audit", str(runs), "--out", str(tmp_path / "own"), "--reps", "50", "--fail-on", "any-differs"])
+    summary = json.loads((tmp_path / "own" / "audit.json").read_text())
+    rows = _rows(summary)
+    noisy, quiet, single = rows[NOISY], rows[QUIET], rows[SINGLE]
+    assert noisy["diff_df"] == 1 and quiet["diff_df"] == 1
+    assert noisy["diff_se"] == pytest.approx(math.sqrt(1.5 * 8.0), rel=1e-3)  # (1 + 1/2) MS, MS = 4^2 / 2
+    assert quiet["diff_se"] < 0.1 < 3 < noisy["diff_se"]
+    assert not noisy["assumed_pretraining_sd"] and not quiet["assumed_pretraining_sd"]
+    assert "its own spread" in noisy["pretraining_sd_source"] and "own" in quiet["note"]
+    # the one run measures no spread: borrowed, marked, counted apart, ignored by any-differs
+    assert single["assumed_pretraining_sd"] is True and single["verdict"] == "differs"
+    assert single["pretraining_sd_from"] == f"{QUIET}, {NOISY}"
+    assert single["diff_df"] == 2  # the lenders' pooled df
+    assert summary["cells"]["assumed"]["differs"] == 1 and summary["cells"]["differs"] == 1
+    assert code == 0 and exit_code(summary, "any-differs") == 0
+    assert exit_code(summary, "any-differs-incl-assumed") == 1
+    assert "resting on an assumed pretraining SD (no replicate runs): 0 reproduced, 1 differ" in audit_headline(summary)
+    text = (tmp_path / "own" / "audit.md").read_text()
+    assert f"**differs (assumed pretraining SD: from {QUIET}, {NOISY})**" in text
+    assert "**Of these, resting on an assumed pretraining SD (no replicate runs of their own): dataset cells 0" in text
+    # --pool-pretraining-sd: one spread for both, the equal-SD assumption named, each one's own printed
+    main(["audit", str(runs), "--out", str(tmp_path / "pooled"), "--reps", "50", "--pool-pretraining-sd"])
+    pooled = _rows(json.loads((tmp_path / "pooled" / "audit.json").read_text()))
+    assert pooled[NOISY]["diff_se"] == pytest.approx(pooled[QUIET]["diff_se"], rel=1e-3)
+    assert pooled[NOISY]["diff_df"] == 2 and pooled[NOISY]["pretraining_sd_pooled"] is True
+    for row in (pooled[NOISY], pooled[QUIET]):
+        assert "assumes equal pretraining SDs" in row["pretraining_sd_source"]
+        assert "assumes equal pretraining SDs" in row["note"] and "this configuration's own: " in row["note"]
+    assert f"{NOISY} 2.83 [" in pooled[QUIET]["pretraining_sd_source"]  # each configuration's own spread
+    capsys.readouterr()
+
+
+def _table_rows(text: str) -> list[list[list[str]]]:
+    """Every Markdown table of `text`: its rows, each split into cells on unescaped '|'."""
+    import re
+
+    tables, current = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = re.split(r"(?<!\\)\|", line.strip())
+            current.append([c.strip() for c in cells[1:-1]])
+        elif current:
+            tables.append(current)
+            current = []
+    return tables + ([current] if current else [])
+
+
+def test_audit_md_rows_have_as_many_cells_as_their_header_and_state_the_rule_it_runs(tmp_path):
+    """Issue 92, item 4: replicate rows joined their LRs with ' | ' (17-18 cells under 16 columns);
+    every table row now has its header's cell count; the explanation is RULE_TEXT, which docs/audit.md
+    quotes verbatim, and no longer describes the old rule."""
+    from analysis.audit import RULE_TEXT
+
+    main(["audit", str(_write(tmp_path)), "--out", str(tmp_path / "out"), "--reps", "50"])
+    text = (tmp_path / "out" / "audit.md").read_text()
+    tables = _table_rows(text)
+    assert len(tables) >= 3
+    for table in tables:
+        header = len(table[0])
+        assert table[1][0].startswith("-") or table[1][0].startswith(":"), table[1]
+        for row in table[2:]:
+            assert len(row) == header, (header, row)
+    cells = next(t for t in tables if t[0][0] == "model")
+    assert any("run 1: " in row[cells[0].index("LRs chosen (per seed)")] for row in cells[2:])
+    explanation = "\n".join(RULE_TEXT)
+    assert explanation in text
+    assert (
+        "tau^2 / runs + tau^2" not in text
+        and "Welch" not in explanation.split("**recipe** rows whose")[1].split("- **recipe** rows without")[0]
+    )
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "audit.md").read_text()
+    assert explanation in docs
+
+
+def _write(tmp_path) -> Path:
+    runs = tmp_path / "runs.jsonl"
+    write_run_records(runs, _three_configurations())
+    return runs
