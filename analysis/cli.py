@@ -458,7 +458,7 @@ def _cmd_claims_doc(args) -> int:
     path = Path(args.page)
     text = _read_page(path, writes=not args.check)
     check_doc_markers(text, str(path))  # before the claims are computed
-    new = regenerate_doc(text, evaluate_claims(inputs_from_published(), reps=10000, rng_seed=0))
+    new = regenerate_doc(text, evaluate_claims(inputs_from_published(), reps=10000, rng_seed=0), str(path))
     if new == text:
         print(f"{path}: the generated blocks are current")
         return 0
@@ -707,9 +707,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_claims_coverage)
 
     p = sub.add_parser(
-        "claims-doc", help="rewrite docs/claims.md's generated blocks (the verdicts on the published numbers)"
+        "claims-doc", help="rewrite the generated blocks of docs/claims.md or README.md (the published verdicts)"
     )
-    p.add_argument("page", help="the page holding <!-- generated: NAME --> blocks, e.g. docs/claims.md")
+    p.add_argument("page", help="the page holding <!-- generated: NAME --> blocks: docs/claims.md, README.md")
     p.add_argument("--check", action="store_true", help="exit 1 when a block is stale; write nothing")
     p.set_defaults(func=_cmd_claims_doc)
 

@@ -563,26 +563,65 @@ def docs_verdict_sentence(report: pd.DataFrame) -> str:
     return "On the published numbers, " + "; ".join(parts) + "."
 
 
-DOC_BLOCKS = {"published-verdicts": docs_claims_table, "verdict-sentence": docs_verdict_sentence}
+def docs_components(report: pd.DataFrame) -> str:
+    """Every testable claim's components with their estimates and 95% intervals (the report's
+    "Components" table): docs/claims.md lists them generated, not by hand (issue 92: a hand-written
+    list stayed stale after a published cell changed)."""
+    testable = report[report["verdict"] != NOT_TESTABLE]
+    lines = ["| claim | components (estimate [95% CI], seed noise only) |", "|---|---|"]
+    lines += [f"| `{r['claim']}` | {r['components']} |" for r in testable.to_dict("records")]
+    return "\n".join(lines)
 
 
-def check_doc_markers(text: str, where: str = "the page") -> None:
-    """Raise ValueError (one line) unless every generated block's two markers are in `text`, in order."""
-    for name in DOC_BLOCKS:
-        start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+DOC_BLOCKS = {
+    "published-verdicts": docs_claims_table,
+    "verdict-sentence": docs_verdict_sentence,
+    "components": docs_components,
+    "readme-verdicts": lambda report: readme_tables(report)[0],
+    "readme-robustness": lambda report: readme_tables(report)[1],
+}
+# The blocks each page must hold (any other page: at least one block of DOC_BLOCKS).
+PAGE_BLOCKS = {
+    "claims.md": ("published-verdicts", "verdict-sentence", "components"),
+    "README.md": ("readme-verdicts", "readme-robustness"),
+}
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+
+
+def check_doc_markers(text: str, where: str = "the page") -> list[str]:
+    """The generated blocks of `text`; ValueError (one line) when a block the page must hold
+    (PAGE_BLOCKS, by its file name) lacks a marker, a block is not closed, or there is none."""
+    required = PAGE_BLOCKS.get(Path(where).name, ())
+    for name in required:
+        start, end = _markers(name)
         if start not in text or end not in text.partition(start)[2]:
             raise ValueError(f"{where} has no '{start}' ... '{end}' block; add both markers where {name} goes")
+    present = []
+    for name in DOC_BLOCKS:
+        start, end = _markers(name)
+        if start in text:
+            if end not in text.partition(start)[2]:
+                raise ValueError(f"{where}: '{start}' is not closed by '{end}'; add it where the block ends")
+            present.append(name)
+    if not present:
+        raise ValueError(
+            f"{where} has no generated block ('<!-- generated: NAME -->' ... '<!-- end generated: NAME -->', "
+            f"NAME one of {', '.join(DOC_BLOCKS)})"
+        )
+    return present
 
 
-def regenerate_doc(text: str, report: pd.DataFrame) -> str:
-    """docs/claims.md with each generated block (between `<!-- generated: NAME -->` and
+def regenerate_doc(text: str, report: pd.DataFrame, where: str = "the page") -> str:
+    """`text` with each generated block it holds (between `<!-- generated: NAME -->` and
     `<!-- end generated: NAME -->`) rewritten from `report`."""
-    check_doc_markers(text)
-    for name, make in DOC_BLOCKS.items():
-        start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+    for name in check_doc_markers(text, where):
+        start, end = _markers(name)
         head, _, rest = text.partition(start)
         tail = rest.partition(end)[2]
-        text = f"{head}{start}\n{make(report)}\n{end}{tail}"
+        text = f"{head}{start}\n{DOC_BLOCKS[name](report)}\n{end}{tail}"
     return text
 
 
