@@ -226,7 +226,9 @@ def _layout(claims: Sequence[Sequence[ComponentStats] | None], simulated: Sequen
     )
 
 
-def _simulated_tests(layout: _Layout, seeds, runs: int, rng: np.random.Generator, sims: int):
+def _simulated_tests(
+    layout: _Layout, seeds, runs: int, rng: np.random.Generator, sims: int, assumed_pretraining_sd: bool = False
+):
     """(estimate, se, df), each (sims x components), of every component in simulated experiments
     whose truth is the observed estimates: the cells are drawn, then each component is tested as
     the report tests it. One run per model (`seeds` None: each cell's own seed count): a cell's
@@ -235,7 +237,10 @@ def _simulated_tests(layout: _Layout, seeds, runs: int, rng: np.random.Generator
     cell of a model moves by tau (of the cell's task type) times the run's one effect, and its mean
     over `seeds` seeds has error sd / sqrt(seeds); a component's variance is the sum over models of
     the variance of the model's part across runs / runs, Welch df with runs - 1 per model
-    (design_se_df)."""
+    (design_se_df). `assumed_pretraining_sd` (one run per model, issue 91): each model's run moves all
+    its cells by tau times one effect, and the analysis adds the assumed tau to each component's
+    variance as `analysis claims --pretraining-sd` does (ComponentStats.se_df: per model (sum of its
+    weights x tau)^2, known, so infinite df)."""
     truth = np.array([c.estimate for c in layout.components])
     n = layout.n if seeds is None else np.full(layout.n.shape, float(seeds))
     if runs <= 1:
@@ -246,6 +251,14 @@ def _simulated_tests(layout: _Layout, seeds, runs: int, rng: np.random.Generator
         variance = part @ w.power(2)
         denominator = (part**2 / (n - 1)) @ w.power(4)
         estimate = truth + error @ w
+        if assumed_pretraining_sd and (layout.tau > 0).any():
+            n_models = int(layout.model.max()) + 1
+            run_effect = rng.standard_normal((sims, n_models))[:, layout.model] * layout.tau
+            estimate = estimate + run_effect @ w
+            # per component, sum over models of (sum of the model's weights x tau)^2
+            by_model = np.zeros((len(truth), n_models))
+            np.add.at(by_model.T, layout.model, (layout.weights * layout.tau).T)
+            variance = variance + (by_model**2).sum(axis=1)
     else:
         # per (component, model) pair, in component then model order: the model's part of the
         # component, run by run
@@ -287,6 +300,7 @@ def decision_power(
     sims: int = DECISION_SIMS,
     rng: np.random.Generator | None = None,
     observed_p=None,
+    assumed_pretraining_sd: bool = False,
 ) -> np.ndarray:
     """Per claim, the chance that the report calls it `supported` when EVERY claim is re-run with
     `seeds` seeds per run and `runs` pretraining runs per model, each at its observed estimates:
@@ -296,7 +310,8 @@ def decision_power(
     per claim (its planning SD; () = 0); a cell shared by claims with different planning SDs takes
     the first claim's. Claims without cell terms (spread claims) keep `observed_p`; NaN for claims
     that are not testable. seeds=None: the design as it is (each cell's own seed count, no
-    pretraining variance)."""
+    pretraining variance). `assumed_pretraining_sd` with runs 1: the models' runs vary by the
+    planning SDs and the analysis is told them (`--pretraining-sd`), _simulated_tests."""
     from analysis.claims.hypothesis_tests import family_holm
 
     rng = np.random.default_rng(0) if rng is None else rng
@@ -308,7 +323,7 @@ def decision_power(
             p[:, i] = observed_p[i] if observed_p is not None else np.nan
     if any(simulated):
         layout = _layout(claims, simulated, taus)
-        estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims)
+        estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims, assumed_pretraining_sd)
         component_p = _p_for(layout.components, estimate, se, df)
         for i in np.unique(layout.claim_of):
             p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)

@@ -323,3 +323,51 @@ def test_decision_power_counts_holm_and_every_component():
     assert family[1] < without[1] - 0.02
     seeds_for, _ = plan_decision([strong, weak, hopeless], [0.3, 0.3, 0.3], sims=1000)
     assert int(seeds_for[1].split()[0]) >= plan(weak).seeds
+
+
+def test_one_run_with_an_assumed_pretraining_sd_is_the_report_told_that_sd():
+    """Issue 91: one pretraining run per model whose runs vary by tau, analysed with `--pretraining-sd
+    tau` (each contrast's variance + per model (sum of its weights x tau)^2, known): decision_power
+    with assumed_pretraining_sd matches the report's own tests re-run on raw seeds plus one run effect
+    per model within 4 binomial standard errors; at tau 0 it is the plain one-run power, draw for draw."""
+    from dataclasses import replace as with_
+
+    from analysis.claims.hypothesis_tests import family_holm
+    from analysis.claims.power import decision_power
+
+    def term(cell, model, weight, sd):
+        return CellTerm(model, weight, sd, 5, cell=cell)
+
+    sd = {0: 0.6, 1: 0.4, 2: 0.5}
+    models = {0: "ctrl", 1: "a", 2: "a"}  # cells 1 and 2 share model a's run effect
+    first = [
+        ComponentStats("a1 - c", "x", 1.4, "greater", 0.0, (term(1, "a", 1.0, sd[1]), term(0, "ctrl", -1.0, sd[0])))
+    ]
+    second = [
+        ComponentStats("a2 - c", "x", 1.6, "greater", 0.0, (term(2, "a", 1.0, sd[2]), term(0, "ctrl", -1.0, sd[0])))
+    ]
+    family, tau = [first, second], 0.3
+    printed = decision_power(
+        family, 5, 1, [tau, tau], sims=4000, rng=np.random.default_rng(1), assumed_pretraining_sd=True
+    )
+    rng, sims = np.random.default_rng(2), 2000
+    hits = np.zeros((sims, 2))
+    for s in range(sims):
+        effect = {m: tau * rng.standard_normal() for m in set(models.values())}
+        drawn = {cell: effect[models[cell]] + v * rng.standard_normal(5) for cell, v in sd.items()}
+        p = []
+        for comps in family:
+            rebuilt = []
+            for c in comps:
+                terms = tuple(with_(t, sd=float(drawn[t.cell].std(ddof=1))) for t in c.terms)
+                error = sum(t.weight * drawn[t.cell].mean() for t in c.terms)
+                rebuilt.append(with_(c, estimate=c.estimate + error, terms=terms))
+            p.append(claim_p(rebuilt, tau).p_for)
+        hits[s] = family_holm(np.array(p)) < 0.05
+    for got, expected in zip(printed, hits.mean(axis=0)):
+        assert abs(got - expected) < 4 * math.sqrt(expected * (1 - expected) * (1 / 4000 + 1 / sims)), (got, expected)
+    plain = decision_power(family, 5, 1, sims=500, rng=np.random.default_rng(3))
+    at_zero = decision_power(
+        family, 5, 1, [0.0, 0.0], sims=500, rng=np.random.default_rng(3), assumed_pretraining_sd=True
+    )
+    assert list(plain) == list(at_zero) and printed[0] < plain[0]
