@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"paper writes Slurm jobs for a cluster. Studies: {studies}.",
         epilog="python -m reproduce status OUT: where the study in OUT stands (runs, losses, ETA, failures) "
         "and a PNG of its loss curves, read while it runs (docs/watching.md). python -m reproduce resubmit OUT "
-        "[--dry-run]: submit again only the failed or missing jobs of a Slurm study (docs/cluster.md).",
+        "[--dry-run]: submit again only the failed or missing jobs of a Slurm study (docs/cluster.md). "
+        "python -m reproduce budget --gpu-hours H --out DIR: the masking-study design that decides the most "
+        "claims for H GPU-hours (docs/reproduce.md).",
     )
     p.add_argument(
         "--clean",
@@ -251,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": "reproduce status",
         "resubmit": "reproduce resubmit",
         "own-checkpoint": "reproduce own-checkpoint",
+        "budget": "reproduce budget",
     }.get(argv[0] if argv else "", "reproduce")
     return run_command(prog, lambda: _main(argv))
 
@@ -264,6 +267,10 @@ def _main(argv: list[str]) -> int:
         from reproduce.own_checkpoint import main as own_checkpoint_main
 
         return own_checkpoint_main(argv[1:])
+    if argv[:1] == ["budget"]:  # python -m reproduce budget --gpu-hours H --out DIR (issue 91)
+        from reproduce.budget import main as budget_main
+
+        return budget_main(argv[1:])
     if argv[:1] == ["resubmit"]:  # python -m reproduce resubmit OUT (reproduce.slurm.resubmit)
         from reproduce.slurm.resubmit import main as resubmit_main
 

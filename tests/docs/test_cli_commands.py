@@ -28,6 +28,7 @@ SUBCOMMANDS = {  # (stage, first word) -> (module, its parser's builder)
     ("reproduce", "status"): ("reproduce.status", "build_parser"),
     ("reproduce", "resubmit"): ("reproduce.slurm.resubmit", "build_parser"),
     ("reproduce", "own-checkpoint"): ("reproduce.own_checkpoint", "build_parser"),
+    ("reproduce", "budget"): ("reproduce.budget", "build_parser"),
     ("paper_figures", "compare"): ("paper_figures.cli", "build_compare_parser"),
 }
 SHELL_FENCES = ("```bash", "```sh", "```shell", "```console")
