@@ -41,14 +41,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SIZES = ("210m", "610m", "1b")
+from contracts.paper import FINETUNE_SEEDS, MASKING_RATIOS, PAPER_SIZES  # constants only: --help stays light
+
+SIZES = PAPER_SIZES
 SEED_CHOICES = (2, 3, 5, 10)  # one seed has no seed SD: the report's t test needs 2
 REPLICATE_CHOICES = (1, 2, 3)
 DEFAULT_SINGLE_LR = 5e-5  # the middle of the paper's grid (1e-5 .. 5e-4)
 PRETRAINING_SD_RANGE = (0.0, 2.0)  # the range's ends, as multiples of the default SD
 TARGET = 0.8
 DEFAULT_SIMS = 1000
-PAPER_SEEDS = 5
+PAPER_SEEDS = len(FINETUNE_SEEDS)
 FRONTIER_BUDGETS = (250, 500, 1_000, 2_000, 5_000, 10_000, 20_000)
 BUDGET_FILE = "budget.json"
 
@@ -79,7 +81,7 @@ class Design:
         return {
             "study": "masking",
             "sizes": list(self.sizes),
-            "ratios": [0.2, 0.3, 0.4, 0.5],
+            "ratios": list(MASKING_RATIOS),
             "clm": True,
             "pretrain_replicates": self.replicates,
             "seeds": list(range(self.seeds)),
