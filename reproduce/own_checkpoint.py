@@ -25,12 +25,13 @@ from contracts.provenance import atomic_write_json, git_sha, package_versions, u
 SETTINGS_FILE = "own-checkpoint.json"
 TOY_WORLD_CONFIG = "benchmarks/configs/toy_world.yaml"
 IR_TASKS = ("msmarco", "nq", "mldr_en")
-# The estimate printed before the runs start: seconds of one toy-world run of a MiniLM-sized model
-# (22.7M parameters) on one core of this project's 2-core machine, the mean over the 78 runs of
-# the docs' MiniLM table (measured 2026-11-29 with this command, docs/benchmarks.md). A larger
-# model, or a loaded machine, takes longer: the progress bar's own estimate takes over once runs end.
-SECONDS_PER_RUN = 60.0
-SECONDS_PER_RUN_SOURCE = "2026-11-29, 78 toy-world runs of all-MiniLM-L6-v2 and its twin, 2 cores"
+# The estimate printed before the runs start: wall seconds per run and worker of a MiniLM-sized
+# model (22.7M parameters) in the toy world, on this project's 2-core machine with two workers:
+# 75 runs of all-MiniLM-L6-v2 and its twin took 32 min 41 s (2026-11-29, while other work ran on
+# the machine; docs/benchmarks.md). A larger model takes longer: the progress bars' own estimates
+# take over once runs end.
+SECONDS_PER_RUN = 52.0
+SECONDS_PER_RUN_SOURCE = "2026-11-29: 75 toy-world runs of all-MiniLM-L6-v2 and its twin, 2 workers, 2 cores"
 
 
 class OwnCheckpointError(ValueError):
@@ -171,7 +172,10 @@ def plan_jobs(settings: OwnCheckpointSettings, check_models: bool = True) -> lis
 
 def _estimate(jobs: list[dict], workers: int) -> str:
     seconds = SECONDS_PER_RUN * len(jobs) / max(1, min(workers, 2))
-    return f"about {seconds / 60:.0f} min at {SECONDS_PER_RUN:.0f} s a run ({SECONDS_PER_RUN_SOURCE})"
+    return (
+        f"about {seconds / 60:.0f} min at {SECONDS_PER_RUN:.0f} s a run on each of {max(1, min(workers, 2))} "
+        f"worker(s) ({SECONDS_PER_RUN_SOURCE})"
+    )
 
 
 def _build_task_data(root: Path) -> str:
