@@ -126,7 +126,10 @@ def test_cli_protocol_flag_for_table_tables_and_audit(tmp_path, capsys):
     capsys.readouterr()
 
     assert main(["audit", str(runs), "--out", str(tmp_path / "a"), "--reps", "200"]) == 0
-    assert "audit (protocol paper; question: checkpoint" in capsys.readouterr().out
+    # model "m" is in no paper table: nothing audited (issue 90), the metric differences still reported
+    assert "audit (protocol paper; question: none): none of these models is in the paper's tables (m)" in (
+        capsys.readouterr().out
+    )
     summary = json.loads((tmp_path / "a" / "audit.json").read_text())
     assert summary["protocol"] == "paper"
     assert summary["metric_differences"] == [
