@@ -336,8 +336,8 @@ def write_tables(
     its row (toy reproductions: `610m-clm-42k` -> `toy_m-clm-42`; the Setup label stays the paper's).
     mixing: the lines that say where a table's rows were fine-tuned or tested differently
     (analysis.setups.mixing_lines), printed under its caption. A paper table without one cell of
-    `cells` is left out (named in tables.md) when another table has data: runs of models of one's
-    own fill the extra tables only (issue 90).
+    `cells` is left out (named in tables.md) when another table has data and `only` is None: runs
+    of models of one's own fill the extra tables only (issue 90).
     """
     out_dir = Path(out_dir)
     layouts = [t for t in paper_layouts() if only is None or t.number in only]
@@ -347,8 +347,9 @@ def write_tables(
         ]
     layouts += extra_layouts(cells, layouts)
     rendered = [(layout, render_table(layout, cells), render_intervals(layout, cells)) for layout in layouts]
+    # a study's own tables (`only`) are written whole, as planned; of all 16, the empty ones are left out
     empty = [layout for layout, frame, _ in rendered if layout.number is not None and _is_empty(frame)]
-    if empty and len(empty) < len(rendered):
+    if empty and len(empty) < len(rendered) and only is None:
         rendered = [entry for entry in rendered if entry[0] not in empty]
     else:
         empty = []

@@ -130,7 +130,9 @@ def test_end_to_end_outputs(toy_study):
     assert table.loc["toy_s-mlm40-250", "SST-2"].startswith(f"{sst2['mean']:.2f}")
     assert table.loc["610m-mlm40-42k", "SST-2"] == "—"  # not run here, not filled from the paper
     audit = json.loads((out / "audit" / "audit.json").read_text())
-    assert audit["cells"]["distinct"] == audit["cells"]["missing"] == 552  # toy models are in no paper table
+    # toy models are in no paper table: nothing audited, nothing counted missing (issue 90)
+    assert audit["cells"]["distinct"] == audit["cells"]["missing"] == 0
+    assert "toy_s-mlm40-250" in audit["models_outside_paper"] and audit["models_audited"] == []
     assert (out / "audit" / "audit.md").is_file()
     # the figure from our runs, next to the published one
     for stem in ("figure3", "figure3_published"):
