@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from analysis.options import FAIL_ON, FORMATS, QUESTIONS
+from analysis.options import FAIL_ON, FORMATS, QUESTIONS, table_numbers
 from contracts.run_record import PROTOCOLS, RunRecordError
 
 # The commands import what they run (pandas, scipy, the aggregation, the release reader) when they
@@ -274,13 +274,9 @@ def _cmd_compare(args) -> int:
     from analysis.setups import Setups
 
     try:
-        tables = tuple(sorted({int(x) for x in args.tables.split(",") if x.strip()}))
-    except ValueError:
-        raise UsageError(
-            f"--tables: {args.tables!r} is not a comma-separated list of table numbers (e.g. 2,3,4,5)"
-        ) from None
-    if not tables or any(not 2 <= n <= 17 for n in tables):
-        raise UsageError(f"--tables: give numbers between 2 and 17, got {args.tables!r}")
+        tables = table_numbers(args.tables)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     setups = Setups()
     selected, _ = _selected_runs(args.runs, args.protocol, setups=setups)
     _mixing(setups, sorted(set(selected["model"])), args.strict, "compare")

@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings(args) -> OwnCheckpointSettings:
+    from analysis.options import table_numbers
     from benchmarks.kinds.checkpoint import ModelLoadError
     from benchmarks.matrix import check_local_models
     from benchmarks.run import config_lr_grid
@@ -96,11 +97,9 @@ def _settings(args) -> OwnCheckpointSettings:
     if args.workers < 1:
         raise OwnCheckpointError(f"--workers {args.workers}: give 1 or more")
     try:
-        tables = tuple(sorted({int(x) for x in args.tables.split(",") if x.strip()}))
-    except ValueError:
-        tables = ()
-    if not tables or not all(2 <= n <= 17 for n in tables):
-        raise OwnCheckpointError(f"--tables {args.tables!r}: give comma-separated table numbers between 2 and 17")
+        tables = table_numbers(args.tables)
+    except ValueError as exc:
+        raise OwnCheckpointError(str(exc)) from None
     if not Path(args.config).is_file():
         raise OwnCheckpointError(f"--config {args.config}: no such file")
     try:

@@ -40,12 +40,13 @@ def test_the_dry_run_counts_the_runs_and_estimates_the_time_before_anything_is_w
         (lambda p: p, [], "not a model folder"),
         (lambda p: (p.mkdir(), p)[1], [], "has no config.json"),
         (lambda p: p, ["--seeds", "0"], "--seeds 0"),
+        (lambda p: p, ["--tables", "1,2"], "--tables: give numbers between 2 and 17"),
     ],
 )
 def test_a_bad_command_is_one_line_and_writes_nothing(cli, tmp_path, make, args, expected):
     model = make(tmp_path / "model")
     out = tmp_path / "own"
-    if "--seeds" in args:
+    if args:  # a good model, a bad option
         model = minilm_dir()
     result = cli("reproduce", "own-checkpoint", model, "--out", out, *args)
     assert result.returncode == 2 and expected in result.stderr
