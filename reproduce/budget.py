@@ -18,7 +18,12 @@ at the design's seeds, and with the pretraining SD an explicit assumption:
 - one run per configuration: each model's run moves all its cells by the pretraining SD times one
   effect, and the analysis is told the SD (`analysis claims --pretraining-sd`: it is added to each
   contrast's variance); at SD 0 this is the claims report's own power at the observed effects;
-- 2-3 runs: the analysis estimates the pretraining spread from the runs (df runs - 1 per model).
+- 2-3 runs: the analysis estimates the pretraining SD per task type from every configuration's runs
+  (method of moments, df configurations x (runs - 1)) and tests each claim with it; the simulation
+  makes the same estimate (analysis.claims.power._pooled_replicate_tests).
+With the LR grid the records also test the LR-spread claim (clm_less_lr_sensitive): it takes a slot
+in Holm's family with p = 1 (not planned), as it would lower the others' power in the report.
+`pipeline_check` compares all this with `analysis claims` itself on simulated run records.
 The default SD is the claims report's planning rule, per task type: pretraining runs vary as much
 as fine-tuning seeds (the median published seed SD of the study's cells of that task type);
 `--pretraining-sd X` sets X points for every task type. Powers are also given at the ends of the
@@ -153,6 +158,8 @@ class Family:
     complete: list[bool]
     reasons: list[str]
     roles: list[str]
+    lr_spread: list[bool]  # spread claims over the LR grid: tested (and in Holm's family) with 2+ LRs
+    frame: object = None  # analysis.claims.power.ReplicatedFrame: every cell, for replicated designs
 
 
 def published_cells(sizes=SIZES):
@@ -170,13 +177,15 @@ def claim_family(sizes) -> Family:
     import pandas as pd
 
     from analysis.claims import CLAIMS, NOT_TESTABLE, ClaimInputs, evaluate_claim
+    from analysis.claims.power import ReplicatedFrame
 
     cells = published_cells(sizes)
     seed_scores = pd.DataFrame(columns=["cell", "seed", "score"])
     inputs = ClaimInputs("budget planning values", cells, seed_scores, published=True)
-    ids, comps, complete, reasons, roles = [], [], [], [], []
+    ids, comps, complete, reasons, roles, lr_spread = [], [], [], [], [], []
     for claim in CLAIMS:
         row, stats = evaluate_claim(claim, inputs, reps=0)
+        lr_spread.append(claim.test == "spread" and claim.covariate == "lr" and not cells.empty)
         plannable = bool(stats) and all(s.terms is not None for s in stats)
         ids.append(claim.id)
         roles.append(claim.role)
@@ -190,7 +199,8 @@ def claim_family(sizes) -> Family:
                 f"tests {row['cells_used']} of the {row['cells_needed']} cells it needs" if row["missing_cells"] else ""
             )
         complete.append(plannable and not row["missing_cells"])
-    return Family(ids, comps, complete, reasons, roles)
+    frame = ReplicatedFrame(cells["sd"].to_numpy(float), cells["task_type"].to_numpy(str), cells["model"].to_numpy(str))
+    return Family(ids, comps, complete, reasons, roles, lr_spread, frame)
 
 
 def _short(reason: str) -> str:
@@ -208,30 +218,52 @@ def scaled(tau, factor: float):
     return {t: v * factor for t, v in tau.items()} if isinstance(tau, dict) else tau * factor
 
 
-def family_power(family: Family, seeds: int, replicates: int, tau, sims: int = DEFAULT_SIMS, rng_seed: int = 0):
-    """Per claim of CLAIMS: the decision power at the design (0 where the design cannot decide it)."""
+def family_power(
+    family: Family, seeds: int, replicates: int, tau, sims: int = DEFAULT_SIMS, rng_seed: int = 0, lr_grid: bool = True
+):
+    """Per claim of CLAIMS: the decision power at the design (0 where the design cannot decide it).
+    With an LR grid the records also test the LR-spread claim (clm_less_lr_sensitive), which then
+    sits in Holm's family: it is given p = 1 (a slot that never rejects: its effect is not planned),
+    so the other claims' powers are not overstated (found by the whole-pipeline check, pipeline_check)."""
     import numpy as np
 
-    from analysis.claims.hypothesis_tests import confirmatory
     from analysis.claims.power import decision_power
 
-    tested = [i for i, c in enumerate(family.components) if c is not None]
+    tested, claims, primary, observed_p = holm_family(family, lr_grid)
     out = [0.0] * len(family.ids)
     if not tested:
         return out
     power = decision_power(
-        [family.components[i] for i in tested],
+        claims,
         seeds,
         replicates,
-        [tau] * len(tested),
-        confirmatory([family.roles[i] for i in tested]),
+        [tau] * len(claims),
+        primary,
         sims,
         np.random.default_rng(rng_seed),
+        observed_p=observed_p,
         assumed_pretraining_sd=replicates == 1,
+        replicated=family.frame,
     )
     for i, p in zip(tested, power):
         out[i] = float(p) if family.complete[i] else 0.0
     return out
+
+
+def holm_family(family: Family, lr_grid: bool):
+    """(indices of the planned claims, the claims Holm's family holds (planned claims, then a
+    placeholder per LR-spread claim), which are confirmatory, their fixed p: NaN where simulated,
+    1 for the placeholders)."""
+    import numpy as np
+
+    from analysis.claims.hypothesis_tests import ComponentStats, confirmatory
+
+    tested = [i for i, c in enumerate(family.components) if c is not None]
+    slots = [i for i, spread in enumerate(family.lr_spread) if spread and lr_grid] if tested else []
+    placeholder = [ComponentStats("LR spread (not planned)", "", 0.0, "less", terms=None)]
+    claims = [family.components[i] for i in tested] + [placeholder] * len(slots)
+    observed_p = np.r_[np.full(len(tested), np.nan), np.ones(len(slots))]
+    return tested, claims, confirmatory([family.roles[i] for i in tested + slots]), observed_p
 
 
 # --- the search -----------------------------------------------------------------------------------
@@ -275,9 +307,9 @@ def search(
         if design.sizes not in families:
             families[design.sizes] = claim_family(design.sizes)
         family = families[design.sizes]
-        key = (design.sizes, design.seeds, design.replicates)
-        if key not in power_cache:  # the LR choice changes the cost, not the planning values
-            power_cache[key] = family_power(family, design.seeds, design.replicates, tau, sims)
+        key = (design.sizes, design.seeds, design.replicates, len(design.lrs) > 1)
+        if key not in power_cache:  # the LR grid adds the LR-spread claim to Holm's family (family_power)
+            power_cache[key] = family_power(family, design.seeds, design.replicates, tau, sims, lr_grid=key[3])
         scored.append(Scored(design, design_hours(design, mfu, gpu_tflops), power_cache[key]))
     ids = next(iter(families.values())).ids
     within = [s for s in scored if s.hours["total"] <= budget]
@@ -285,8 +317,9 @@ def search(
     if chosen is not None:
         key = (chosen.design.sizes, chosen.design.seeds, chosen.design.replicates)
         family = families[chosen.design.sizes]
+        grid = len(chosen.design.lrs) > 1
         chosen.low, chosen.high = (
-            family_power(family, key[1], key[2], scaled(tau, f), sims) for f in PRETRAINING_SD_RANGE
+            family_power(family, key[1], key[2], scaled(tau, f), sims, lr_grid=grid) for f in PRETRAINING_SD_RANGE
         )
     paper = next((s for s in scored if s.design.is_paper), None)
     most = max(s.hours["total"] for s in scored)
@@ -325,7 +358,10 @@ def search(
         ),
         "pretraining_sd_range": [scaled(tau, f) for f in PRETRAINING_SD_RANGE],
         "one_run": "the analysis is told the assumed SD (analysis claims --pretraining-sd)",
-        "replicated": "the analysis estimates the spread from the runs (df runs - 1 per model)",
+        "replicated": "the analysis estimates the SD per task type from every configuration's runs "
+        "(df configurations x (runs - 1)), as analysis claims does with -rep<k> models",
+        "lr_spread_claim": "with the LR grid, clm_less_lr_sensitive is tested too: "
+        "a Holm slot with p = 1 (not planned)",
         "planning_values": "published cell means and seed SDs (Tables 2-5) as the truth",
         "single_lr": f"{single_lr:g} for every cell, assumed as good as the grid's best (not modelled)",
         "target_power": TARGET,
@@ -448,14 +484,20 @@ def screen(result: dict) -> list[str]:
     lines.append(
         "frontier: " + ", ".join(f"{f['gpu_hours']:,} GPU-h -> {f['claims_at_80']}" for f in result["frontier"])
     )
-    reachable = [c for c in result["out_of_reach"] if c["gpu_hours_needed"]]
-    if reachable:
+    reachable = sorted(
+        (c for c in result["out_of_reach"] if c["gpu_hours_needed"]), key=lambda c: c["gpu_hours_needed"]
+    )
+    # A claim a cheaper design decides, lost in the chosen one (a smaller Holm family, other sizes)
+    other = [c for c in reachable if c["gpu_hours_needed"] <= result["gpu_hours_budget"]]
+    more = [c for c in reachable if c["gpu_hours_needed"] > result["gpu_hours_budget"]]
+    if other:
         lines.append(
-            "more hours would decide: "
-            + "; ".join(
-                f"{c['id']} {c['gpu_hours_needed']:,.0f} GPU-h"
-                for c in sorted(reachable, key=lambda c: c["gpu_hours_needed"])
-            )
+            "decided by another design under this budget instead (budget.json out_of_reach): "
+            + "; ".join(f"{c['id']} ({c['design']})" for c in other)
+        )
+    if more:
+        lines.append(
+            "more hours would decide: " + "; ".join(f"{c['id']} {c['gpu_hours_needed']:,.0f} GPU-h" for c in more)
         )
     never = [c for c in result["out_of_reach"] if not c["gpu_hours_needed"]]
     masking = [c["id"] for c in never if "no design up to" in c["why"] or "tests" in c["why"]]
@@ -515,3 +557,60 @@ def main(argv: list[str]) -> int:
     print("\n".join(screen(result)))
     print(f"wrote {', '.join(map(str, written))}")
     return 0
+
+
+# --- the check against the whole pipeline ---------------------------------------------------------
+def pipeline_check(
+    design: Design, sims: int, pretraining_sd: float = 0.0, rng_seed: int = 0, predicted_sims: int = 4000
+):
+    """Per claim of CLAIMS, the design's power three ways (issue 91, "Done when"): `pipeline`, the
+    rate of `supported` when `analysis claims` itself (analysis.claims.simulation.pipeline_verdicts,
+    told --pretraining-sd with one run) decides simulated run records of the design
+    (design_records: the planning values as the truth, pretraining runs varying by
+    `pretraining_sd`); `same_draws`, the planner's test on the cells of those same releases (one run
+    per configuration: analysis.claims.power.decision_on_draws); `predicted`, what the budget
+    prints (family_power, `predicted_sims` draws). Claims the design tests only in part are 0 in
+    `predicted` by the budget's rule and left out of the comparison (`complete`)."""
+    import numpy as np
+
+    from analysis.claims.hypothesis_tests import SUPPORTED
+    from analysis.claims.power import decision_on_draws
+    from analysis.claims.simulation import design_records, pipeline_verdicts
+
+    family = claim_family(design.sizes)
+    truth = published_cells(design.sizes)
+    rng = np.random.default_rng(rng_seed)
+    supported = np.zeros((sims, len(family.ids)), dtype=bool)
+    keys = list(zip(truth["model"], truth["dataset"]))
+    means, sds = np.empty((sims, len(truth))), np.empty((sims, len(truth)))
+    for s in range(sims):
+        records = design_records(truth, design.seeds, design.replicates, design.lrs, pretraining_sd, rng)
+        verdicts, inputs = pipeline_verdicts(records, pretraining_sd if design.replicates == 1 else 0.0)
+        supported[s] = [verdicts.get(claim) == SUPPORTED for claim in family.ids]
+        if design.replicates == 1:
+            cells = inputs.cells.set_index(["model", "dataset"])
+            means[s], sds[s] = cells.loc[keys, "mean"].to_numpy(float), cells.loc[keys, "sd"].to_numpy(float)
+    same = [float("nan")] * len(family.ids)
+    if design.replicates == 1:
+        tested, claims, primary, observed_p = holm_family(family, len(design.lrs) > 1)
+        on_draws = decision_on_draws(
+            claims,
+            primary,
+            lambda row: (means[:, row], sds[:, row], design.seeds),
+            [pretraining_sd] * len(claims),
+            assumed_pretraining_sd=pretraining_sd > 0,
+            observed_p=observed_p,
+        )
+        for j, i in enumerate(tested):
+            same[i] = float(on_draws[:, j].mean())
+    predicted = family_power(
+        family, design.seeds, design.replicates, pretraining_sd, predicted_sims, rng_seed + 1, len(design.lrs) > 1
+    )
+    return {
+        "ids": family.ids,
+        "complete": family.complete,
+        "pipeline": [float(v) for v in supported.mean(axis=0)],
+        "same_draws": same,
+        "predicted": predicted,
+        "sims": sims,
+    }

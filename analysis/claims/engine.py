@@ -484,11 +484,10 @@ def evaluate_claim(
         return row, None
 
 
-def with_verdicts(
-    rows: list[dict], components: list[list[ComponentStats] | None], pretraining_sd: float = 0.0
-) -> pd.DataFrame:
-    """Holm across the testable claims (support and contradiction separately), each verdict, the
-    tipping pretraining sd, and the designs for 80% power (analysis.claims.power)."""
+def verdicts(rows: list[dict], components: list[list[ComponentStats] | None], pretraining_sd=0.0) -> pd.DataFrame:
+    """The report's rows with p values, Holm across the testable claims (support and contradiction
+    separately) and each verdict: the decision alone (`with_verdicts` adds the rest; the budget's
+    whole-pipeline check, analysis.claims.simulation.pipeline_verdicts, runs this)."""
     report = pd.DataFrame(rows).reindex(columns=CSV_COLUMNS + DETAIL_COLUMNS)
     tested = [claim_p(c, pretraining_sd) if c else None for c in components]
     report["p_value"] = [t.p_for if t else np.nan for t in tested]
@@ -502,6 +501,16 @@ def with_verdicts(
         report.loc[testable, "p_against_holm"].to_numpy(),
         [wrong_side(c) for c in components if c],
     )
+    return report
+
+
+def with_verdicts(
+    rows: list[dict], components: list[list[ComponentStats] | None], pretraining_sd: float = 0.0
+) -> pd.DataFrame:
+    """`verdicts`, then the tipping pretraining sd, the flip margins and the designs for 80% power
+    (analysis.claims.power)."""
+    report = verdicts(rows, components, pretraining_sd)
+    primary = confirmatory(report["role"])
     report["tipping_pretraining_sd"] = tipping_pretraining_sd(components, pretraining_sd, primary=primary)
     # Non-inferiority: the margin at which the verdict would flip (docs/claims.md, "Margins").
     report["flip_margin"] = [
@@ -566,14 +575,20 @@ def evaluate_claims(
     without replicates. The estimates are in `report.attrs["pretraining_sd_estimates"]`."""
     if not (pretraining_sd >= 0 and math.isfinite(pretraining_sd)):
         raise ValueError(f"--pretraining-sd must be a finite number >= 0 (points), got {pretraining_sd}")
-    estimates = estimate_pretraining_sd(inputs.cells) if (inputs.cells["replicate"] > 1).any() else {}
-    tau = pretraining_sd_profile(estimates, pretraining_sd) if estimates else pretraining_sd
+    estimates, tau = pretraining_sd_in_use(inputs, pretraining_sd)
     evaluated = [evaluate_claim(c, inputs, reps, rng_seed, tau) for c in claims]
     report = with_verdicts([r for r, _ in evaluated], [s for _, s in evaluated], tau)
     if estimates:
         report["pretraining_sd"] = describe_pretraining_sd(tau, estimates)
     report.attrs["pretraining_sd_estimates"] = list(estimates.values())
     return report
+
+
+def pretraining_sd_in_use(inputs: ClaimInputs, pretraining_sd: float):
+    """(estimates, the SD every claim is tested at): with replicated runs (`-rep<k>`) the SD is
+    estimated per task type (a PretrainingProfile, `pretraining_sd` the fallback), else the given SD."""
+    estimates = estimate_pretraining_sd(inputs.cells) if (inputs.cells["replicate"] > 1).any() else {}
+    return estimates, (pretraining_sd_profile(estimates, pretraining_sd) if estimates else pretraining_sd)
 
 
 def describe_pretraining_sd(tau: dict[str, float], estimates: dict) -> str:

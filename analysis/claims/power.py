@@ -190,11 +190,12 @@ class _Layout:
     n: np.ndarray  # (C,) its seed count
     model: np.ndarray  # (C,) index of its model (pretraining run)
     tau: np.ndarray  # (C,) its pretraining SD (of its task type; a cell in several claims: its first claim's)
+    row: np.ndarray  # (C,) its row in the claims' cells frame (CellTerm.cell; -1: a cell of its own)
 
 
 def _layout(claims: Sequence[Sequence[ComponentStats] | None], simulated: Sequence[bool], taus) -> _Layout:
     cells: dict[tuple, int] = {}
-    sd, n, model, tau, entries, claim_of, components = [], [], [], [], [], [], []
+    sd, n, model, tau, row, entries, claim_of, components = [], [], [], [], [], [], [], []
     models: dict[str, int] = {}
     for i, comps in enumerate(claims):
         if not simulated[i]:
@@ -211,6 +212,7 @@ def _layout(claims: Sequence[Sequence[ComponentStats] | None], simulated: Sequen
                     n.append(t.n)
                     model.append(models.setdefault(t.model, len(models)))
                     tau.append(taus[i].get(t.task_type, 0.0) if isinstance(taus[i], Mapping) else float(taus[i]))
+                    row.append(t.cell)
                 entries.append((k, cells[key], t.weight))
     weights = np.zeros((len(components), len(sd)))
     for k, cell, w in entries:
@@ -223,6 +225,7 @@ def _layout(claims: Sequence[Sequence[ComponentStats] | None], simulated: Sequen
         np.array(n, dtype=float),
         np.array(model, dtype=int),
         np.array(tau, dtype=float),
+        np.array(row, dtype=int),
     )
 
 
@@ -244,21 +247,14 @@ def _simulated_tests(
     truth = np.array([c.estimate for c in layout.components])
     n = layout.n if seeds is None else np.full(layout.n.shape, float(seeds))
     if runs <= 1:
-        w = sparse.csc_matrix(layout.weights.T)  # (cells, components): each component uses few cells
         error = layout.sd / np.sqrt(n) * rng.standard_normal((sims, len(n)))
         chi2 = rng.chisquare(np.broadcast_to(n - 1, (sims, len(n))))
         part = layout.sd**2 * chi2 / (n - 1) / n  # s^2 / n per cell
-        variance = part @ w.power(2)
-        denominator = (part**2 / (n - 1)) @ w.power(4)
-        estimate = truth + error @ w
-        if assumed_pretraining_sd and (layout.tau > 0).any():
+        assumed = assumed_pretraining_sd and bool((layout.tau > 0).any())
+        if assumed:
             n_models = int(layout.model.max()) + 1
-            run_effect = rng.standard_normal((sims, n_models))[:, layout.model] * layout.tau
-            estimate = estimate + run_effect @ w
-            # per component, sum over models of (sum of the model's weights x tau)^2
-            by_model = np.zeros((len(truth), n_models))
-            np.add.at(by_model.T, layout.model, (layout.weights * layout.tau).T)
-            variance = variance + (by_model**2).sum(axis=1)
+            error = error + rng.standard_normal((sims, n_models))[:, layout.model] * layout.tau
+        return _one_run_tests(layout, n, error, part, assumed)
     else:
         # per (component, model) pair, in component then model order: the model's part of the
         # component, run by run
@@ -281,6 +277,129 @@ def _simulated_tests(
     return estimate, np.sqrt(variance), df
 
 
+@dataclass(frozen=True)
+class ReplicatedFrame:
+    """Every cell of the claims' cells frame a replicated design runs (issue 91): its seed SD,
+    task type and model (configuration), by row (CellTerm.cell). With replicated runs `analysis
+    claims` estimates the pretraining SD per task type from all of them (pretraining_variance), so
+    the simulation draws them all."""
+
+    sd: np.ndarray
+    task_type: np.ndarray
+    model: np.ndarray
+
+
+def _pooled_replicate_tests(
+    layout: _Layout, frame: ReplicatedFrame, taus, seeds: int, runs: int, rng: np.random.Generator, sims: int
+):
+    """(estimate, se, df) of every component as `analysis claims` tests it on `runs` replicated
+    pretraining runs per configuration (`-rep<k>` models), `seeds` seeds each: per task type the
+    pretraining SD is estimated from every configuration's run means by the method of moments
+    (analysis.claims.pretraining_variance.estimate_pretraining_sd: MS - V clipped at 0, df the
+    configurations x (runs - 1)); a component's variance is its cells' seed parts, each replicate's
+    cell a term of weight w / runs (df seeds - 1), plus the estimated SDs' part, per replicate model
+    (sum of its weights x tau)^2, whose df is the estimate's (hypothesis_tests.pretraining_df).
+    `taus`: the true SD per frame cell."""
+    n = float(seeds)
+    configs, config_of = np.unique(frame.model, return_inverse=True)
+    types, type_of = np.unique(frame.task_type, return_inverse=True)
+    n_cells = len(frame.sd)
+    effect = rng.standard_normal((sims, runs, len(configs)))[:, :, config_of] * taus
+    error = effect + frame.sd / np.sqrt(n) * rng.standard_normal((sims, runs, n_cells))
+    part = frame.sd**2 * rng.chisquare(n - 1, (sims, runs, n_cells)) / (n - 1) / n  # s^2 / n per run's cell
+    # run means per (task type, configuration): the mean over its datasets
+    group = type_of * len(configs) + config_of
+    groups, group_of = np.unique(group, return_inverse=True)
+    size = np.bincount(group_of).astype(float)
+    to_group = sparse.csc_matrix((np.ones(n_cells), (np.arange(n_cells), group_of)), shape=(n_cells, len(groups)))
+    run_mean = (error.reshape(-1, n_cells) @ to_group).reshape(sims, runs, -1) / size
+    seed_part = (part.reshape(-1, n_cells) @ to_group).reshape(sims, runs, -1) / size**2
+    squares = ((run_mean - run_mean.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)  # (sims, groups)
+    group_type = groups // len(configs)
+    df_type = np.bincount(group_type, minlength=len(types)) * (runs - 1.0)
+    ms = np.stack([squares[:, group_type == t].sum(axis=1) for t in range(len(types))], axis=1) / df_type
+    v = np.stack([seed_part[:, :, group_type == t].mean(axis=(1, 2)) for t in range(len(types))], axis=1)
+    tau_hat = np.sqrt(np.maximum(ms - v, 0.0))  # (sims, task types)
+    # the components, on the frame's cells
+    truth = np.array([c.estimate for c in layout.components])
+    weights = np.zeros((len(truth), n_cells))
+    np.add.at(weights.T, layout.row, layout.weights.T)
+    w = sparse.csc_matrix(weights.T)
+    estimate = truth + error.mean(axis=1) @ w
+    seed_variance = part.mean(axis=1) @ w.power(2) / runs
+    denominator = ((part**2).reshape(-1, n_cells) @ w.power(4)).reshape(sims, runs, -1).sum(axis=1) / runs**4 / (n - 1)
+    by = np.zeros((len(truth), len(configs), len(types)))  # W[k, model, task type]
+    np.add.at(by, (slice(None), config_of, type_of), weights)
+    added = (np.einsum("kmt,st->skm", by, tau_hat) ** 2).sum(axis=2) / runs
+    uses = np.abs(by).sum(axis=1) > 0  # (components, task types)
+    added_df = np.where((uses[None] & (tau_hat[:, None, :] > 0)), df_type, np.inf).min(axis=2)
+    variance = seed_variance + added
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denominator = denominator + np.where(np.isfinite(added_df), added**2 / added_df, 0.0)
+        df = np.where(denominator > 0, variance**2 / denominator, np.inf)
+    return estimate, np.sqrt(variance), df
+
+
+def _one_run_tests(layout: _Layout, n: np.ndarray, error: np.ndarray, part: np.ndarray, assumed: bool, base=None):
+    """(estimate, se, df) of every component from its cells' errors (simulated mean - truth, run
+    effect included; with `base` 0: the simulated means themselves) and s^2 / n, each (sims x
+    cells): the report's test with one run per model
+    (ComponentStats.se_df): variance sum w^2 s^2 / n, Welch-Satterthwaite df, and with `assumed`
+    the planning SDs added as known (per model (sum of its weights x tau)^2, infinite df)."""
+    truth = np.array([c.estimate for c in layout.components]) if base is None else base
+    w = sparse.csc_matrix(layout.weights.T)  # (cells, components): each component uses few cells
+    estimate = truth + error @ w
+    variance = part @ w.power(2)
+    denominator = (part**2 / (n - 1)) @ w.power(4)
+    if assumed:
+        n_models = int(layout.model.max()) + 1
+        by_model = np.zeros((len(layout.components), n_models))
+        np.add.at(by_model.T, layout.model, (layout.weights * layout.tau).T)
+        variance = variance + (by_model**2).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denominator > 0, variance**2 / denominator, np.inf)
+    return estimate, np.sqrt(variance), df
+
+
+def decision_on_draws(
+    claims: Sequence[Sequence[ComponentStats] | None],
+    primary,
+    cell_draws,
+    pretraining_sd=(),
+    assumed_pretraining_sd: bool = False,
+    observed_p=None,
+) -> np.ndarray:
+    """(sims x claims) whether the report would call each claim supported, by the planner's own
+    test (`_one_run_tests`, the test `decision_power` simulates with one run per model), on given
+    draws: `cell_draws(row)` -> (means, sds, n) over the sims of the cell at that row of the claims'
+    cells frame (CellTerm.cell). The budget's whole-pipeline check (tests/reproduce) feeds it the
+    cells `analysis claims` computed from simulated run records, so both decide on the same data.
+    Claims without cell terms keep `observed_p`, as in `decision_power`."""
+    from analysis.claims.hypothesis_tests import family_holm
+
+    taus = list(pretraining_sd) or [0.0] * len(claims)
+    simulated = [bool(comps) and all(c.terms is not None for c in comps) for comps in claims]
+    layout = _layout(claims, simulated, taus)
+    if not layout.components or (layout.row < 0).any():
+        raise ValueError("decision_on_draws: every component's cells must be rows of the claims' cells frame")
+    means, sds, n = zip(*(cell_draws(int(r)) for r in layout.row))
+    means, sds, n = np.column_stack(means), np.column_stack(sds), np.asarray(n, dtype=float)
+    assumed = assumed_pretraining_sd and bool((layout.tau > 0).any())
+    estimate, se, df = _one_run_tests(layout, n, means, sds**2 / n, assumed, base=0.0)
+    component_p = _p_for(layout.components, estimate, se, df)
+    p = np.full((means.shape[0], len(claims)), np.nan)
+    for i, comps in enumerate(claims):
+        if comps and not simulated[i]:
+            p[:, i] = observed_p[i] if observed_p is not None else np.nan
+    for i in np.unique(layout.claim_of):
+        p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)
+    return family_holm(p, primary) < ALPHA
+
+
+def _tau_of(tau, task_type: str) -> float:
+    return float(tau.get(task_type, 0.0)) if isinstance(tau, Mapping) else float(tau)
+
+
 def _p_for(components: Sequence[ComponentStats], estimate, se, df) -> np.ndarray:
     """(sims x components) p for the claim of each component from simulated estimates, standard
     errors and df: the report's own test (hypothesis_tests.p_for_claim), column by column."""
@@ -301,6 +420,7 @@ def decision_power(
     rng: np.random.Generator | None = None,
     observed_p=None,
     assumed_pretraining_sd: bool = False,
+    replicated: ReplicatedFrame | None = None,
 ) -> np.ndarray:
     """Per claim, the chance that the report calls it `supported` when EVERY claim is re-run with
     `seeds` seeds per run and `runs` pretraining runs per model, each at its observed estimates:
@@ -311,7 +431,9 @@ def decision_power(
     the first claim's. Claims without cell terms (spread claims) keep `observed_p`; NaN for claims
     that are not testable. seeds=None: the design as it is (each cell's own seed count, no
     pretraining variance). `assumed_pretraining_sd` with runs 1: the models' runs vary by the
-    planning SDs and the analysis is told them (`--pretraining-sd`), _simulated_tests."""
+    planning SDs and the analysis is told them (`--pretraining-sd`), _simulated_tests.
+    `replicated` with runs > 1: the SD is estimated from the replicates as `analysis claims` does
+    (_pooled_replicate_tests; without it, each model's runs give its own spread, runs - 1 df)."""
     from analysis.claims.hypothesis_tests import family_holm
 
     rng = np.random.default_rng(0) if rng is None else rng
@@ -323,7 +445,11 @@ def decision_power(
             p[:, i] = observed_p[i] if observed_p is not None else np.nan
     if any(simulated):
         layout = _layout(claims, simulated, taus)
-        estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims, assumed_pretraining_sd)
+        if replicated is not None and runs > 1:
+            frame_tau = np.array([_tau_of(taus[0], t) for t in replicated.task_type])
+            estimate, se, df = _pooled_replicate_tests(layout, replicated, frame_tau, seeds, runs, rng, sims)
+        else:
+            estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims, assumed_pretraining_sd)
         component_p = _p_for(layout.components, estimate, se, df)
         for i in np.unique(layout.claim_of):
             p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)

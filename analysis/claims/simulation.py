@@ -702,3 +702,62 @@ def _describe(entry: dict) -> str:
         else:
             parts.append(f"{key} {value}")
     return "; ".join(parts)
+
+
+# --- the whole pipeline on a design's simulated run records (issue 91) ---------------------------
+SIMULATED_RECORD_SOURCE = "simulated design (analysis.claims.simulation.design_records)"
+
+
+def design_records(
+    truth: pd.DataFrame, seeds: int, replicates: int, lrs, pretraining_sd, rng: np.random.Generator
+) -> list:
+    """One simulated release of a design: for every model of `truth` (cells with mean, sd,
+    task_type, dataset), `replicates` pretraining runs (`<model>-rep<k>`), each moving all its cells
+    by its task type's pretraining SD times one standard normal effect; per cell and seed one test
+    score N(mean + effect, sd^2), clipped to [0, 100] as records must be. Every LR of `lrs` gets a
+    record; the middle one scores best on validation, so the selection picks it (the planning
+    assumption: the grid's best LR gives the published cell), the others score 5 points lower."""
+    from contracts.model_names import replicate_name
+    from contracts.run_record import RunRecord
+
+    lrs = tuple(lrs)
+    best = len(lrs) // 2
+    out = []
+    for model, cells in truth.groupby("model", sort=True):
+        for k in range(1, replicates + 1):
+            name = replicate_name(model, k)
+            effect = rng.standard_normal()
+            for row in cells.itertuples(index=False):
+                tau = pretraining_sd.get(row.task_type, 0.0) if isinstance(pretraining_sd, dict) else pretraining_sd
+                scores = row.mean + tau * effect + row.sd * rng.standard_normal(seeds)
+                for seed, score in enumerate(scores):
+                    for i, lr in enumerate(lrs):
+                        test = float(np.clip(score if i == best else score - 5.0, 0.0, 100.0))
+                        out.append(
+                            RunRecord.create(
+                                name,
+                                task_type=row.task_type,
+                                dataset=row.dataset,
+                                lr=lr,
+                                seed=seed,
+                                validation_score=50.0 if i == best else 45.0,
+                                test_score=test,
+                                provenance={"source": SIMULATED_RECORD_SOURCE},
+                            )
+                        )
+    return out
+
+
+def pipeline_verdicts(records, pretraining_sd: float = 0.0) -> tuple[pd.Series, ClaimInputs]:
+    """Each claim's verdict as `analysis claims RUNS --pretraining-sd X` decides it on `records`:
+    the LR selection and cells (inputs_from_records), the SD in use (estimated from replicates, else
+    X), every claim's components and tests (evaluate_claim) and Holm (engine.verdicts); without the
+    bootstrap intervals and the planning columns, which do not enter a verdict."""
+    from analysis.claims.engine import evaluate_claim, pretraining_sd_in_use, verdicts
+    from analysis.claims.inputs import inputs_from_records
+
+    inputs = inputs_from_records(records, SIMULATED_RECORD_SOURCE, reps=0)
+    _, tau = pretraining_sd_in_use(inputs, pretraining_sd)
+    evaluated = [evaluate_claim(c, inputs, 0, 0, tau) for c in CLAIMS]
+    report = verdicts([r for r, _ in evaluated], [s for _, s in evaluated], tau)
+    return pd.Series(report["verdict"].to_numpy(), index=report["claim"].to_numpy()), inputs
