@@ -82,6 +82,7 @@ def average_display(task_type: str) -> str:
 
 
 FINETUNE_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
+PAPER_CENTRE_LR = 5e-5  # the middle of the grid: a one-LR design's LR (reproduce budget, rescaled)
 FINETUNE_SEEDS = (0, 1, 2, 3, 4)
 FINETUNE_BATCH = 32  # sequences per step (benchmarks/configs/paper.yaml)
 # Instances of each dataset's test split in the released runs (hgissbkh/EncodEval results: the

@@ -46,12 +46,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from contracts.paper import FINETUNE_SEEDS, MASKING_RATIOS, PAPER_SIZES  # constants only: --help stays light
+from contracts.paper import (  # constants only: --help stays light
+    FINETUNE_SEEDS,
+    MASKING_RATIOS,
+    PAPER_CENTRE_LR,
+    PAPER_SIZES,
+)
 
 SIZES = PAPER_SIZES
 SEED_CHOICES = (2, 3, 5, 10)  # one seed has no seed SD: the report's t test needs 2
 REPLICATE_CHOICES = (1, 2, 3)
-DEFAULT_SINGLE_LR = 5e-5  # the middle of the paper's grid (1e-5 .. 5e-4)
+DEFAULT_SINGLE_LR = PAPER_CENTRE_LR  # the middle of the paper's grid (1e-5 .. 5e-4)
 PRETRAINING_SD_RANGE = (0.0, 2.0)  # the range's ends, as multiples of the default SD
 TARGET = 0.8
 DEFAULT_SIMS = 1000

@@ -22,6 +22,7 @@ from reproduce.plan import (
     ReproduceConfig,
     ReproduceError,
 )
+from reproduce.plan.config import rescaled
 from reproduce.plan.studies import STUDIES, StudyError, study_for
 from reproduce.slurm import default_cluster_file, reproduce_slurm
 from reproduce.workers import CURRENT_STAGE, Interrupted, interruptible
@@ -82,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=["toy", "paper"], default=None, help="toy (default) or paper")
     p.add_argument("--out", help="output folder (created; reused on reruns; default OUT_ROOT/<study>)")
     p.add_argument("--out-root", default="outputs", help="where the default output folder goes (outputs)")
-    p.add_argument("--config", help="a reproduce.yaml written by an earlier invocation (replaces the options)")
+    p.add_argument(
+        "--config",
+        help="a reproduce.yaml written by an earlier invocation or by `reproduce budget` (replaces the options; "
+        "with --scale of the other scale: the same design rescaled, in --out or <out>-<scale>)",
+    )
     p.add_argument(
         "--stage",
         choices=["all", "data", "pretraining", "fine-tuning", "analysis"],
@@ -202,7 +207,16 @@ def config_from_args(args) -> ReproduceConfig:
     if args.config:
         from contracts.config import load_config
 
-        return load_config(ReproduceConfig, args.config)
+        cfg = load_config(ReproduceConfig, args.config)
+        if args.scale and args.scale != cfg.scale:  # the same design at the other scale (issue 91)
+            rescaled_cfg = rescaled(cfg, args.scale, args.out)
+            print(
+                f"reproduce: {args.config} is a {cfg.scale}-scale design; running it at {args.scale} scale in "
+                f"{rescaled_cfg.out} (sizes {','.join(rescaled_cfg.sizes or ('all',))}, LRs "
+                f"{','.join(f'{lr:g}' for lr in rescaled_cfg.lrs)})"
+            )
+            return rescaled_cfg
+        return cfg
     try:
         study = study_for(table=args.table) if args.table is not None else study_for(figure=args.figure or 3)
     except StudyError as exc:

@@ -17,6 +17,7 @@ from contracts.paper import (
     FINETUNE_LRS,
     FINETUNE_SEEDS,
     MASKING_RATIOS,
+    PAPER_CENTRE_LR,
     PAPER_SIZES,
     PRETRAIN_STEPS,
     TOY_SEQ_LEN,
@@ -356,3 +357,29 @@ def write_reproduce_config(cfg: ReproduceConfig) -> Path:
     text = f"# python -m reproduce, config hash {stable_hash(body)}\n" + yaml.safe_dump(body, sort_keys=False)
     write_if_changed(path, text)
     return path
+
+
+def rescaled(cfg: ReproduceConfig, scale: str, out: str | None = None) -> ReproduceConfig:
+    """The same design at another scale (`reproduce --config FILE --scale toy`, issue 91: a budget's
+    paper-scale reproduce.yaml run here first): the sizes mapped (contracts.paper.TOY_SIZE), the
+    scale's fine-tuning config and data, the LR grid moved by the ratio of the scales' default LRs
+    (its shape kept: the paper's 1e-5 .. 5e-4 around 5e-5 becomes 4e-4 .. 2e-2 around the toy's
+    2e-3), seeds, replicates, ratios and tasks unchanged; written to `out` (default `<out>-<scale>`,
+    so a toy run never lands in the paper study's folder)."""
+    from dataclasses import replace
+
+    if scale == cfg.scale:
+        return cfg if out is None else replace(cfg, out=out)
+    to_toy = scale == "toy"
+    sizes = TOY_SIZE if to_toy else {toy: paper for paper, toy in TOY_SIZE.items()}
+    factor = DEFAULT_LRS[0] / PAPER_CENTRE_LR if to_toy else PAPER_CENTRE_LR / DEFAULT_LRS[0]
+    defaults = SCALE_DEFAULTS[scale]
+    return replace(
+        cfg,
+        out=out or f"{cfg.out.rstrip('/')}-{scale}",
+        scale=scale,
+        sizes=None if cfg.sizes is None else tuple(sizes[s] for s in cfg.sizes),
+        lrs=tuple(float(f"{lr * factor:.6g}") for lr in cfg.lrs),
+        finetune_config=defaults["finetune_config"],
+        data_root=defaults["data_root"],
+    )

@@ -104,3 +104,25 @@ def test_budget_help_imports_nothing_heavy():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in done.stdout and "--gpu-hours" in done.stdout, (done.stdout[-800:], done.stderr[-800:])
+
+
+def test_the_written_config_runs_at_toy_scale_as_the_same_design(cli, tmp_path):
+    """`reproduce --config DIR/reproduce.yaml --scale toy` is the budget's design at toy scale: sizes
+    mapped (210m -> toy_s), the toy's LR in place of the paper's one LR, the design's seeds, in
+    `<out>-toy`; the plan is the toy study's (its random initialisation as Figure 3's reference).
+    The toy run itself is not run here (about 5 minutes: 144 fine-tuning runs)."""
+    from reproduce.cli import build_parser, config_from_args
+
+    out = tmp_path / "budget"
+    done = cli("reproduce", "budget", "--gpu-hours", "500", "--out", out, "--sims", "200")
+    assert done.returncode == 0, done.stderr
+    design = json.loads((out / "budget.json").read_text())["design"]
+    cfg = config_from_args(build_parser().parse_args(["--config", str(out / "reproduce.yaml"), "--scale", "toy"]))
+    assert cfg.scale == "toy" and cfg.out == f"{out.absolute()}/study-toy"
+    assert cfg.sizes == tuple(f"toy_{'sml'[budget.SIZES.index(s)]}" for s in design["sizes"])
+    assert cfg.lrs == (2e-3,) and list(cfg.seeds) == design["seeds"]
+    plan = build_plan(cfg)
+    assert plan.model_names == [f"toy_s-{m}-250" for m in ("mlm20", "mlm30", "mlm40", "mlm50", "clm")]
+    jobs = plan.finetune_jobs()
+    assert len(jobs) == (5 + 1) * 12 * len(design["seeds"])  # + the random initialisation
+    assert {j["config"]["lr"] for j in jobs} == {2e-3} and {j["config"]["seed"] for j in jobs} == set(design["seeds"])
