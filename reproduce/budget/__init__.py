@@ -1,0 +1,51 @@
+"""`python -m reproduce budget --gpu-hours H --out DIR` (issue 91): `search` prices and scores the
+designs of the masking study and writes the chosen one; `pipeline_check` compares its predicted
+power with `analysis claims` itself on simulated run records of a design."""
+
+from reproduce.budget.pipeline_check import pipeline_check
+from reproduce.budget.search import (
+    BUDGET_FILE,
+    DEFAULT_SIMS,
+    PAPER_SEEDS,
+    REPLICATE_CHOICES,
+    SEED_CHOICES,
+    SIZES,
+    TARGET,
+    BudgetError,
+    Design,
+    build_parser,
+    claim_family,
+    design_flops,
+    design_hours,
+    designs,
+    family_power,
+    main,
+    published_cells,
+    reproduce_config,
+    search,
+    write_outputs,
+)
+
+__all__ = [
+    "BUDGET_FILE",
+    "DEFAULT_SIMS",
+    "PAPER_SEEDS",
+    "REPLICATE_CHOICES",
+    "SEED_CHOICES",
+    "SIZES",
+    "TARGET",
+    "BudgetError",
+    "Design",
+    "build_parser",
+    "claim_family",
+    "design_flops",
+    "design_hours",
+    "designs",
+    "family_power",
+    "main",
+    "pipeline_check",
+    "published_cells",
+    "reproduce_config",
+    "search",
+    "write_outputs",
+]
