@@ -157,10 +157,10 @@ def compare_means(
         )  # fmt: skip
     sd_ours = float(halfwidth_sd(ours_halfwidth, n_ours))
     se_pub = pub_halfwidth / Z_95
-    se_ours = sd_ours / math.sqrt(n_ours * runs)
     pretraining = recipe_variance(pretraining_sd, runs)
-    se = math.sqrt(se_ours**2 + se_pub**2 + pretraining)
-    df = _welch_parts([se_ours**2, se_pub**2, pretraining], [runs * (n_ours - 1), n_pub - 1, pretraining_df])
+    se, df = (
+        float(x) for x in recipe_se_df(sd_ours**2, n_ours, runs, se_pub**2, n_pub, pretraining_sd, pretraining_df)
+    )
     if se == 0:  # both intervals are points: the numbers are equal or not
         verdict = "reproduced" if abs(diff) < margin else "differs"
         return Comparison(diff, 0.0, df, (diff, diff), (diff, diff), 0.0 if diff else 1.0, verdict, "", None)
@@ -291,17 +291,29 @@ def reproduced_reachable(pub_halfwidth: float, n_pub: int, margin: float, runs: 
     return classify(0.0, np.sqrt(variance), df, margin) == 0
 
 
+def recipe_se_df(seed_var, n_ours: int, runs: int, se_pub2: float, n_pub: int, pretraining_sd, pretraining_df=math.inf):
+    """Standard error and Welch-Satterthwaite df of ours - published (compare_means without
+    replicates): our seed variance `seed_var` over n_ours seeds x runs (df runs (n_ours - 1)), the
+    paper's se_pub^2 (df n_pub - 1), the pretraining part recipe_variance (df `pretraining_df`,
+    infinite when the SD is taken as known). Arrays broadcast: reproduce.budget.audit simulates
+    the audit with it."""
+    se_ours2 = np.asarray(seed_var, dtype=float) / (n_ours * runs)
+    pretraining = recipe_variance(pretraining_sd, runs)
+    variance = se_ours2 + se_pub2 + pretraining
+    den = se_ours2**2 / (runs * (n_ours - 1))
+    if se_pub2 > 0 and n_pub > 1:
+        den = den + se_pub2**2 / (n_pub - 1)
+    if pretraining > 0 and 0 < pretraining_df < math.inf:
+        den = den + pretraining**2 / pretraining_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(den > 0, variance**2 / np.where(den > 0, den, 1.0), np.inf)
+    return np.sqrt(variance), df[()]
+
+
 def recipe_variance(pretraining_sd: float, runs: int) -> float:
     """The variance a pretraining SD adds to ours - published: tau^2 / runs for the mean of our
     runs, tau^2 for the paper's one run."""
     return pretraining_sd**2 * (1.0 / runs + 1.0)
-
-
-def _welch_parts(variances, dfs) -> float:
-    """Welch-Satterthwaite df of a sum of variance parts (df <= 0 parts count as known)."""
-    num = sum(variances) ** 2
-    den = sum(v * v / d for v, d in zip(variances, dfs) if v > 0 and 0 < d < math.inf)
-    return num / den if den > 0 else math.inf
 
 
 def seeds_to_decide(

@@ -2,6 +2,7 @@
 designs of the masking study and writes the chosen one; `pipeline_check` compares its predicted
 power with `analysis claims` itself on simulated run records of a design."""
 
+from reproduce.budget.command import main
 from reproduce.budget.pipeline_check import pipeline_check
 from reproduce.budget.search import (
     BUDGET_FILE,
@@ -19,7 +20,6 @@ from reproduce.budget.search import (
     design_hours,
     designs,
     family_power,
-    main,
     published_cells,
     reproduce_config,
     search,

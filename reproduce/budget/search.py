@@ -42,7 +42,6 @@ import argparse
 import itertools
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -522,7 +521,14 @@ def build_parser() -> argparse.ArgumentParser:
         "the best design under the budget as DIR/budget.json and DIR/reproduce.yaml "
         "(docs/reproduce.md, 'Sizing a reproduction to your allocation').",
     )
-    p.add_argument("--gpu-hours", type=float, required=True, help="the allocation, GPU-hours at --mfu")
+    p.add_argument("--gpu-hours", type=float, help="the allocation, GPU-hours at --mfu (not with --audit)")
+    p.add_argument(
+        "--audit",
+        metavar="MODEL",
+        help="instead: size a recipe reproduction of one of the paper's checkpoints (e.g. 610m-mlm40-42k): per "
+        "dataset the pretraining runs x seeds that make `analysis audit` say reproduced with 80%% power, and "
+        "their cost (DIR/audit_budget.json)",
+    )
     p.add_argument("--out", required=True, help="folder for budget.json and reproduce.yaml (created)")
     p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation of the estimate (default 0.4)")
     p.add_argument(
@@ -545,20 +551,3 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sims", type=int, default=DEFAULT_SIMS, help="simulations per design (default 1000)")
     return p
-
-
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        if args.sims < 100:
-            raise BudgetError(f"--sims {args.sims}: give at least 100")
-        result = search(
-            args.gpu_hours, args.mfu, args.gpu_tflops, args.pretraining_sd, args.sims, args.sizes, args.single_lr
-        )
-    except BudgetError as exc:
-        print(f"reproduce budget: error: {exc}", file=sys.stderr)
-        return 2
-    written = write_outputs(result, Path(args.out))
-    print("\n".join(screen(result)))
-    print(f"wrote {', '.join(map(str, written))}")
-    return 0
