@@ -22,6 +22,7 @@ from reproduce.budget.search import (
     family_power,
     published_cells,
     reproduce_config,
+    screen,
     search,
     write_outputs,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "pipeline_check",
     "published_cells",
     "reproduce_config",
+    "screen",
     "search",
     "write_outputs",
 ]

@@ -399,6 +399,17 @@ def search(
         ],
         "frontier": frontier,
         "out_of_reach": out_of_reach,
+        # The paper's own design beside the choice (the chosen one may be cheaper or decide more; issue 91)
+        "paper_design": (
+            {
+                "gpu_hours": round(paper.hours["total"], 1),
+                "fits": paper.hours["total"] <= budget,
+                "claims_at_80": paper.decided,
+                "claims": [{"id": claim, "power": round(paper.power[i], 3)} for i, claim in enumerate(ids)],
+            }
+            if paper is not None
+            else None
+        ),
         "assumptions": assumptions,
         "scored": scored,
         "chosen": chosen,
@@ -484,6 +495,12 @@ def screen(result: dict) -> list[str]:
                 )
         lines.append(
             f"  not decidable by this design: {sum(not c['decidable'] for c in result['claims'])} claims (budget.json)"
+        )
+    paper = result.get("paper_design")
+    if paper and paper["fits"] and not (chosen and chosen.design.is_paper):
+        lines.append(
+            f"the paper's design (all sizes, 1 run, 5 seeds, the 6-LR grid) fits too: {paper['gpu_hours']:,.0f} GPU-h, "
+            f"{paper['claims_at_80']} claims at 80% (budget.json paper_design)"
         )
     lines.append(
         "frontier: " + ", ".join(f"{f['gpu_hours']:,} GPU-h -> {f['claims_at_80']}" for f in result["frontier"])

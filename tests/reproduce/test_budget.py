@@ -74,6 +74,11 @@ def test_the_frontier_is_monotone_and_the_whole_study_decides_what_the_paper_des
     assert at_paper["claims_at_80"] >= paper.decided
     chosen = result["chosen"]
     assert chosen.hours["total"] <= 20_000 and chosen.decided == max(counts)
+    # the paper's design is shown beside the choice whenever it fits
+    assert result["paper_design"]["fits"] and result["paper_design"]["claims_at_80"] == paper.decided
+    assert [c["power"] for c in result["paper_design"]["claims"]] == [round(p, 3) for p in paper.power]
+    assert any(line.startswith("the paper's design") for line in budget.screen(result)) or chosen.design.is_paper
+    assert not budget.search(1_000, sims=100)["paper_design"]["fits"]
     # ties are broken by fewer hours
     assert not any(s.decided == chosen.decided and s.hours["total"] < chosen.hours["total"] for s in result["scored"])
     with pytest.raises(budget.BudgetError, match="--gpu-hours"):
