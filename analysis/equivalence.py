@@ -329,14 +329,7 @@ def seeds_to_decide(
     """Fewest seeds of ours (per pretraining run; up to SEEDS_SEARCHED) at which the observed
     difference and SDs would give `reproduced` or `differs`; None when none does."""
     n = np.arange(2, SEEDS_SEARCHED + 1)
-    seed_part = sd_ours**2 / (n * runs)
-    pretraining = recipe_variance(pretraining_sd, runs)
-    se = np.sqrt(seed_part + se_pub**2 + pretraining)
-    den = seed_part**2 / (runs * (n - 1)) + (se_pub**4 / (n_pub - 1) if n_pub > 1 else 0.0)
-    if pretraining > 0 and math.isfinite(pretraining_df):
-        den = den + pretraining**2 / pretraining_df
-    with np.errstate(divide="ignore"):
-        df = np.where(den > 0, se**4 / np.where(den > 0, den, 1.0), np.inf)
+    se, df = recipe_se_df(sd_ours**2, n, runs, se_pub**2, n_pub, pretraining_sd, pretraining_df)
     decided = np.flatnonzero(classify(diff, se, df, margin) != 1)
     return int(n[decided[0]]) if decided.size else None
 

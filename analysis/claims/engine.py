@@ -39,6 +39,7 @@ from analysis.claims.hypothesis_tests import (
     family_holm,
     flip_margin,
     interval,
+    tau_for,
     tipping_pretraining_sd,
     wrong_side,
 )
@@ -271,11 +272,6 @@ def _lr_table(inputs: ClaimInputs, cell: int) -> np.ndarray:
     return table
 
 
-def _tau_for(pretraining_sd, task_type: str) -> float:
-    """The pretraining SD of a task type: per task type (a mapping) or one for all."""
-    return float(pretraining_sd.get(task_type, 0.0)) if isinstance(pretraining_sd, Mapping) else float(pretraining_sd)
-
-
 def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
     """Variance components (analysis.small_sample) per matched group, treatment and control; the
     claim is their ratio over groups (Fieller interval), tested by the paired t of the differences."""
@@ -303,7 +299,7 @@ def _spread_claim(claim: Claim, inputs: ClaimInputs, pretraining_sd: float):
         # Each level is its own pretraining run (Figure 7: eight models), shared by the groups: a
         # pretraining SD inflates every group's spread alike (subtracted) and moves the sums over
         # groups together (added to the Fieller variances; analysis.small_sample).
-        tau = np.array([_tau_for(pretraining_sd, cells.loc[t[0], "task_type"]) for t, _ in pairs])
+        tau = np.array([tau_for(pretraining_sd, cells.loc[t[0], "task_type"]) for t, _ in pairs])
 
         def component(rows, tau_g):
             chosen = cells.loc[rows]

@@ -53,6 +53,11 @@ class CellTerm:
     cell: int = -1  # the cell's row in the claims' cells frame: components sharing it share its noise (-1: its own)
 
 
+def tau_for(pretraining_sd, task_type: str) -> float:
+    """The pretraining SD of a task type: per task type (a mapping) or one for all."""
+    return float(pretraining_sd.get(task_type, 0.0)) if isinstance(pretraining_sd, Mapping) else float(pretraining_sd)
+
+
 def pretraining_variance(terms: Sequence[CellTerm], tau) -> float:
     """The variance a pretraining SD adds to a contrast: each model's run effect shifts its cells
     alike, so per model (sum of its weights x tau)^2, with tau per cell's task type when `tau` is a

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse, stats
 
-from analysis.claims.hypothesis_tests import ALPHA, ComponentStats, p_for_claim, pretraining_variance
+from analysis.claims.hypothesis_tests import ALPHA, ComponentStats, p_for_claim, pretraining_variance, tau_for
 from analysis.small_sample import welch_df
 
 TARGET_POWER = 0.8
@@ -211,7 +211,7 @@ def _layout(claims: Sequence[Sequence[ComponentStats] | None], simulated: Sequen
                     sd.append(t.sd)
                     n.append(t.n)
                     model.append(models.setdefault(t.model, len(models)))
-                    tau.append(taus[i].get(t.task_type, 0.0) if isinstance(taus[i], Mapping) else float(taus[i]))
+                    tau.append(tau_for(taus[i], t.task_type))
                     row.append(t.cell)
                 entries.append((k, cells[key], t.weight))
     weights = np.zeros((len(components), len(sd)))
@@ -396,10 +396,6 @@ def decision_on_draws(
     return family_holm(p, primary) < ALPHA
 
 
-def _tau_of(tau, task_type: str) -> float:
-    return float(tau.get(task_type, 0.0)) if isinstance(tau, Mapping) else float(tau)
-
-
 def _p_for(components: Sequence[ComponentStats], estimate, se, df) -> np.ndarray:
     """(sims x components) p for the claim of each component from simulated estimates, standard
     errors and df: the report's own test (hypothesis_tests.p_for_claim), column by column."""
@@ -446,7 +442,7 @@ def decision_power(
     if any(simulated):
         layout = _layout(claims, simulated, taus)
         if replicated is not None and runs > 1:
-            frame_tau = np.array([_tau_of(taus[0], t) for t in replicated.task_type])
+            frame_tau = np.array([tau_for(taus[0], t) for t in replicated.task_type])
             estimate, se, df = _pooled_replicate_tests(layout, replicated, frame_tau, seeds, runs, rng, sims)
         else:
             estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims, assumed_pretraining_sd)

@@ -717,6 +717,7 @@ def design_records(
     score N(mean + effect, sd^2), clipped to [0, 100] as records must be. Every LR of `lrs` gets a
     record; the middle one scores best on validation, so the selection picks it (the planning
     assumption: the grid's best LR gives the published cell), the others score 5 points lower."""
+    from analysis.claims.hypothesis_tests import tau_for
     from contracts.model_names import replicate_name
     from contracts.run_record import RunRecord
 
@@ -728,8 +729,9 @@ def design_records(
             name = replicate_name(model, k)
             effect = rng.standard_normal()
             for row in cells.itertuples(index=False):
-                tau = pretraining_sd.get(row.task_type, 0.0) if isinstance(pretraining_sd, dict) else pretraining_sd
-                scores = row.mean + tau * effect + row.sd * rng.standard_normal(seeds)
+                scores = (
+                    row.mean + tau_for(pretraining_sd, row.task_type) * effect + row.sd * rng.standard_normal(seeds)
+                )
                 for seed, score in enumerate(scores):
                     for i, lr in enumerate(lrs):
                         test = float(np.clip(score if i == best else score - 5.0, 0.0, 100.0))

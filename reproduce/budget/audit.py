@@ -69,9 +69,10 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
     import numpy as np
 
     from analysis.audit import default_margins, margin_key
+    from analysis.equivalence import PAPER_SEEDS
     from analysis.intervals import halfwidth_sd
     from analysis.published import load_published_cells
-    from contracts.paper import FINETUNE_LRS, PAPER_SHAPES, PRETRAIN_STEPS, TOKENS_PER_STEP_TABLE1
+    from contracts.paper import DATASET_BY_ID, FINETUNE_LRS, PAPER_SHAPES, PRETRAIN_STEPS, TOKENS_PER_STEP_TABLE1
     from paper_figures.flops import count_parameters, training_flops
     from reproduce.budget.search import TARGET, BudgetError, default_pretraining_sd
     from reproduce.plan.studies import STUDIES
@@ -82,7 +83,7 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
         raise BudgetError(f"--audit {model}: give a model of the masking study ({', '.join(models)})")
     published = load_published_cells()
     margins = default_margins(published)
-    cells = published[(published["model"] == model) & (published["dataset"].isin(_dataset_ids()))]
+    cells = published[(published["model"] == model) & (published["dataset"].isin(set(DATASET_BY_ID)))]
     cells = cells.drop_duplicates(["task_type", "dataset"])
     taus = default_pretraining_sd() if pretraining_sd is None else None
     size = model.split("-")[0]
@@ -90,7 +91,7 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
     for cell in cells.itertuples(index=False):
         tau = taus[cell.task_type] if taus else float(pretraining_sd)
         margin = margins[margin_key(cell.task_type, cell.dataset)]["margin"]
-        seed_sd = float(halfwidth_sd(cell.ci_halfwidth, 5))
+        seed_sd = float(halfwidth_sd(cell.ci_halfwidth, PAPER_SEEDS))
         found = None
         for runs in RUN_CHOICES:
             for seeds in AUDIT_SEEDS:
@@ -121,13 +122,9 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
     fine = 0.0
     for r in rows:
         if r["runs"]:
-            r["fine_tuning_gpu_hours"] = round(
-                gpu_hours(
-                    r["runs"] * r["seeds"] * len(FINETUNE_LRS) * finetune_flops(size, r["dataset"]), mfu, gpu_tflops
-                ),
-                2,
-            )
-            fine += r["runs"] * r["seeds"] * len(FINETUNE_LRS) * finetune_flops(size, r["dataset"])
+            flops = r["runs"] * r["seeds"] * len(FINETUNE_LRS) * finetune_flops(size, r["dataset"])
+            r["fine_tuning_gpu_hours"] = round(gpu_hours(flops, mfu, gpu_tflops), 2)
+            fine += flops
     return {
         "model": model,
         "datasets": rows,
@@ -148,12 +145,6 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
             "gpu_tflops": gpu_tflops,
         },
     }
-
-
-def _dataset_ids():
-    from contracts.paper import DATASET_BY_ID
-
-    return set(DATASET_BY_ID)
 
 
 def _why_not(halfwidth: float, margin: float, tau: float) -> str:

@@ -32,8 +32,8 @@ undecidable by that design (power 0 here). With one LR the cells are assumed as 
 grid (the LR is assumed to be each cell's best: a poorer LR lowers the means; not modelled).
 
 The chosen design under H decides the most claims at >= 80% power at the default SD (ties: fewer
-GPU-hours); the frontier gives the most claims decided at a handful of budgets. Pure logic apart
-from `main`; `build_parser` imports nothing heavy (`--help` stays fast).
+GPU-hours); the frontier gives the most claims decided at a handful of budgets. Pure logic (the
+command is reproduce.budget.command); `build_parser` imports nothing heavy (`--help` stays fast).
 """
 
 from __future__ import annotations
