@@ -72,11 +72,11 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
     from analysis.equivalence import PAPER_SEEDS
     from analysis.intervals import halfwidth_sd
     from analysis.published import load_published_cells
-    from contracts.paper import DATASET_BY_ID, FINETUNE_LRS, PAPER_SHAPES, PRETRAIN_STEPS, TOKENS_PER_STEP_TABLE1
+    from contracts.paper import DATASET_BY_ID, PAPER_SHAPES, PRETRAIN_STEPS, TOKENS_PER_STEP_TABLE1
     from paper_figures.flops import count_parameters, training_flops
     from reproduce.budget.search import TARGET, BudgetError, default_pretraining_sd
     from reproduce.plan.studies import STUDIES
-    from reproduce.slurm.cost import finetune_flops, gpu_hours
+    from reproduce.slurm.cost import gpu_hours
 
     models = STUDIES["masking"].checkpoints
     if model not in models:
@@ -119,15 +119,18 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
     n_pretrain = count_parameters(PAPER_SHAPES[size])["matmul"]
     most_runs = max((r["runs"] for r in rows if r["runs"]), default=0)
     pre = most_runs * training_flops(PRETRAIN_STEPS, n_pretrain, TOKENS_PER_STEP_TABLE1)
-    fine = 0.0
+    per_dataset, ir_training = fine_tuning_flops(rows, size)
     for r in rows:
-        if r["runs"]:
-            flops = r["runs"] * r["seeds"] * len(FINETUNE_LRS) * finetune_flops(size, r["dataset"])
-            r["fine_tuning_gpu_hours"] = round(gpu_hours(flops, mfu, gpu_tflops), 2)
-            fine += flops
+        if r["dataset"] in per_dataset:
+            r["fine_tuning_gpu_hours"] = round(gpu_hours(per_dataset[r["dataset"]], mfu, gpu_tflops), 2)
+    fine = sum(per_dataset.values())
+    if ir_training:  # NQ/MLDR decided, MS MARCO not: its training is still bought
+        fine += ir_training["flops"]
+        ir_training["gpu_hours"] = round(gpu_hours(ir_training.pop("flops"), mfu, gpu_tflops), 2)
     return {
         "model": model,
         "datasets": rows,
+        "ir_training": ir_training,
         "runs": most_runs,
         "gpu_hours": {
             "pretraining": round(gpu_hours(pre, mfu, gpu_tflops), 1),
@@ -145,6 +148,26 @@ def audit_plan(model: str, pretraining_sd=None, sims: int = AUDIT_SIMS, rng_seed
             "gpu_tflops": gpu_tflops,
         },
     }
+
+
+def fine_tuning_flops(rows: list[dict], size: str) -> tuple[dict, dict | None]:
+    """FLOPs of the fine-tuning each decided dataset needs (runs x seeds x the 6-LR grid), and the
+    MS MARCO training NQ and MLDR evaluate when MS MARCO itself has no design: then it is trained at
+    the IR group's design (`{"runs", "seeds", "flops"}`), else None (its own row prices it)."""
+    from contracts.paper import FINETUNE_LRS
+    from reproduce.slurm.cost import finetune_flops
+
+    per_dataset = {
+        r["dataset"]: r["runs"] * r["seeds"] * len(FINETUNE_LRS) * finetune_flops(size, r["dataset"])
+        for r in rows
+        if r["runs"]
+    }
+    ir = [r for r in rows if r["dataset"] in IR_SHARED and r["runs"]]
+    if not ir or IR_SHARED[0] in per_dataset:
+        return per_dataset, None
+    runs, seeds = max((r["runs"], r["seeds"]) for r in ir)
+    flops = runs * seeds * len(FINETUNE_LRS) * finetune_flops(size, IR_SHARED[0])
+    return per_dataset, {"runs": runs, "seeds": seeds, "flops": flops}
 
 
 def _why_not(halfwidth: float, margin: float, tau: float) -> str:
@@ -194,4 +217,10 @@ def audit_lines(plan: dict) -> list[str]:
             )
         else:
             lines.append(f"  {r['dataset']:<11} margin {r['margin']:<5g} SD {r['pretraining_sd']:.2f}: {r['why_not']}")
+    ir = plan.get("ir_training")
+    if ir:
+        lines.append(
+            f"  + MS MARCO training for NQ/MLDR: {ir['runs']} run(s) x {ir['seeds']} seeds, "
+            f"{ir['gpu_hours']:,.1f} GPU-h"
+        )
     return lines

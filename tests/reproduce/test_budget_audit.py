@@ -83,3 +83,39 @@ def test_audit_writes_its_plan_and_refuses_a_model_outside_the_study(cli, tmp_pa
     assert bad.returncode == 2 and "--audit 610m-biphasic" in bad.stderr and not (tmp_path / "bad").exists()
     both = cli("reproduce", "budget", "--audit", "610m-mlm40-42k", "--gpu-hours", "10", "--out", tmp_path / "b")
     assert both.returncode == 2 and "drop --gpu-hours" in both.stderr
+
+
+def test_nq_and_mldr_without_an_ms_marco_design_still_buy_its_training():
+    """NQ and MLDR evaluate the model the MS MARCO runs train: when they are decided and MS MARCO is
+    not, the cost holds MS MARCO's training at the IR group's largest design; when MS MARCO has its
+    own design, its row prices it and nothing is added."""
+    from contracts.paper import FINETUNE_LRS
+    from reproduce.budget.audit import audit_lines, fine_tuning_flops
+    from reproduce.slurm.cost import finetune_flops
+
+    rows = [
+        {"dataset": "sst2", "runs": 1, "seeds": 3},
+        {"dataset": "msmarco", "runs": None, "seeds": None},
+        {"dataset": "nq", "runs": 2, "seeds": 3},
+        {"dataset": "mldr_en", "runs": 1, "seeds": 5},
+    ]
+    per_dataset, ir_training = fine_tuning_flops(rows, "610m")
+    assert set(per_dataset) == {"sst2", "nq", "mldr_en"}
+    assert per_dataset["nq"] == 2 * 3 * len(FINETUNE_LRS) * finetune_flops("610m", "nq")
+    msmarco = 2 * 3 * len(FINETUNE_LRS) * finetune_flops("610m", "msmarco")
+    assert ir_training == {"runs": 2, "seeds": 3, "flops": msmarco}
+    # NQ's own row counts evaluation only: the MS MARCO training is most of the IR cost
+    assert ir_training["flops"] > 10 * per_dataset["nq"]
+    rows[1].update(runs=2, seeds=3)
+    assert fine_tuning_flops(rows, "610m")[1] is None
+    assert fine_tuning_flops([rows[0]], "610m")[1] is None
+
+    plan = {
+        "model": "610m-mlm40-42k",
+        "runs": 2,
+        "gpu_hours": {"total": 10.0, "pretraining": 8.0, "fine_tuning": 2.0},
+        "assumptions": {"pretraining_sd": 0.0},
+        "datasets": [],
+        "ir_training": {"runs": 2, "seeds": 3, "gpu_hours": 1.5},
+    }
+    assert "MS MARCO training for NQ/MLDR: 2 run(s) x 3 seeds, 1.5 GPU-h" in audit_lines(plan)[-1]
