@@ -23,8 +23,8 @@ def pipeline_check(
     from analysis.claims.power import decision_on_draws
     from analysis.claims.simulation import design_records, pipeline_verdicts
 
-    family = claim_family(design.sizes)
-    truth = published_cells(design.sizes)
+    family = claim_family(*design.models_key)
+    truth = published_cells(*design.models_key)
     rng = np.random.default_rng(rng_seed)
     supported = np.zeros((sims, len(family.ids)), dtype=bool)
     keys = list(zip(truth["model"], truth["dataset"]))

@@ -2,13 +2,8 @@
 (Figure 3, Tables 2-5) decides the most of the paper's claims for H GPU-hours, before anything is
 submitted (issue 91; docs/reproduce.md, "Sizing a reproduction to your allocation").
 
-Designs (`designs`): every non-empty subset of the sizes (210m, 610m, 1b; each size's four MLM
-ratios and its CLM model), fine-tuning seeds per cell (SEED_CHOICES), pretraining runs per
-configuration (REPLICATE_CHOICES), and the paper's LR grid or one LR for every cell (`--single-lr`).
-Each is priced with the cost model the paper-scale dry run prints (reproduce.slurm.cost: the same
-per-run FLOPs functions, summed over the runs the design's plan would hold; a test checks designs
-against the dry run's printed total within 1%), in GPU-hours at the assumed MFU (`--mfu`,
-`--gpu-tflops`).
+Designs and their cost: reproduce.budget.design (sizes, which of each size's configurations,
+runs, seeds, the LR grid or one LR), in GPU-hours at the assumed MFU (`--mfu`, `--gpu-tflops`).
 
 Each design is scored by the **decision power** of every claim it can test
 (analysis.claims.power.decision_power): the chance that `analysis claims` on that design's records
@@ -39,116 +34,31 @@ command is reproduce.budget.command); `build_parser` imports nothing heavy (`--h
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from contracts.paper import (  # constants only: --help stays light
-    FINETUNE_SEEDS,
-    MASKING_RATIOS,
-    PAPER_CENTRE_LR,
-    PAPER_SIZES,
+from reproduce.budget.design import (
+    DEFAULT_SINGLE_LR,
+    MODEL_SETS,
+    REPLICATE_CHOICES,
+    SIZES,
+    Design,
+    design_hours,
+    designs,
+    reproduce_config,
 )
 
-SIZES = PAPER_SIZES
-SEED_CHOICES = (2, 3, 5, 10)  # one seed has no seed SD: the report's t test needs 2
-REPLICATE_CHOICES = (1, 2, 3)
-DEFAULT_SINGLE_LR = PAPER_CENTRE_LR  # the middle of the paper's grid (1e-5 .. 5e-4)
 PRETRAINING_SD_RANGE = (0.0, 2.0)  # the range's ends, as multiples of the default SD
 TARGET = 0.8
 DEFAULT_SIMS = 1000
-PAPER_SEEDS = len(FINETUNE_SEEDS)
 FRONTIER_BUDGETS = (250, 500, 1_000, 2_000, 5_000, 10_000, 20_000)
 BUDGET_FILE = "budget.json"
 
 
 class BudgetError(ValueError):
     """Bad options; one line."""
-
-
-@dataclass(frozen=True)
-class Design:
-    sizes: tuple[str, ...]
-    seeds: int  # fine-tuning seeds per cell (0 .. seeds - 1)
-    replicates: int  # pretraining runs per configuration
-    lrs: tuple[float, ...]
-
-    @property
-    def is_paper(self) -> bool:
-        from contracts.paper import FINETUNE_LRS
-
-        return self.sizes == SIZES and self.seeds == PAPER_SEEDS and self.replicates == 1 and self.lrs == FINETUNE_LRS
-
-    def describe(self) -> str:
-        lrs = "the 6-LR grid" if len(self.lrs) > 1 else f"one LR ({self.lrs[0]:g})"
-        runs = "1 run" if self.replicates == 1 else f"{self.replicates} runs"
-        return f"{'+'.join(self.sizes)}, {runs} per configuration, {self.seeds} seeds per cell, {lrs}"
-
-    def as_dict(self) -> dict:
-        return {
-            "study": "masking",
-            "sizes": list(self.sizes),
-            "ratios": list(MASKING_RATIOS),
-            "clm": True,
-            "pretrain_replicates": self.replicates,
-            "seeds": list(range(self.seeds)),
-            "lrs": list(self.lrs),
-            "models": len(self.sizes) * 5 * self.replicates,
-            "paper": self.is_paper,
-        }
-
-
-# --- cost -----------------------------------------------------------------------------------------
-def design_flops(design: Design) -> tuple[float, float, int]:
-    """(pretraining FLOPs, fine-tuning FLOPs, fine-tuning runs) of the design's plan, by
-    reproduce.slurm.cost's per-run functions: each size's 5 configurations x runs, 42k steps of the
-    Table 1 batch; each model x task (MS MARCO trains NQ's and MLDR's model) x LR x seed."""
-    from benchmarks.tasks import with_ir_training
-    from contracts.paper import PAPER_SHAPES, PRETRAIN_STEPS, TOKENS_PER_STEP_TABLE1
-    from paper_figures.flops import count_parameters, training_flops
-    from reproduce.plan.config import ALL_TASKS
-    from reproduce.slurm.cost import finetune_flops
-
-    tasks = with_ir_training(ALL_TASKS)
-    grid = len(design.lrs) * design.seeds
-    models = 5 * design.replicates
-    pretraining = finetuning = 0.0
-    for size in design.sizes:
-        n = count_parameters(PAPER_SHAPES[size])["matmul"]
-        pretraining += models * training_flops(PRETRAIN_STEPS, n, TOKENS_PER_STEP_TABLE1)
-        finetuning += models * grid * sum(finetune_flops(size, task) for task in tasks)
-    return pretraining, finetuning, len(design.sizes) * models * len(tasks) * grid
-
-
-def design_hours(design: Design, mfu: float, gpu_tflops: float) -> dict:
-    from reproduce.slurm.cost import gpu_hours, paper_utilisation
-
-    pre, fine, runs = design_flops(design)
-    at_paper = gpu_hours(pre, paper_utilisation("pretraining"), gpu_tflops) + gpu_hours(
-        fine, paper_utilisation("evaluation"), gpu_tflops
-    )
-    return {
-        "pretraining": gpu_hours(pre, mfu, gpu_tflops),
-        "fine_tuning": gpu_hours(fine, mfu, gpu_tflops),
-        "total": gpu_hours(pre, mfu, gpu_tflops) + gpu_hours(fine, mfu, gpu_tflops),
-        "at_paper_utilisation": at_paper,
-        "finetune_runs": runs,
-    }
-
-
-def designs(sizes=SIZES, single_lr: float = DEFAULT_SINGLE_LR) -> list[Design]:
-    from contracts.paper import FINETUNE_LRS
-
-    subsets = [c for k in range(1, len(sizes) + 1) for c in itertools.combinations(sizes, k)]
-    return [
-        Design(tuple(s), seeds, runs, lrs)
-        for s in subsets
-        for seeds in SEED_CHOICES
-        for runs in REPLICATE_CHOICES
-        for lrs in (FINETUNE_LRS, (single_lr,))
-    ]
 
 
 # --- power ----------------------------------------------------------------------------------------
@@ -166,24 +76,31 @@ class Family:
     frame: object = None  # analysis.claims.power.ReplicatedFrame: every cell, for replicated designs
 
 
-def published_cells(sizes=SIZES):
-    """The published cells of the masking study's models at `sizes` (means, seed SDs, 5 seeds)."""
+def published_cells(sizes=SIZES, ratios=MODEL_SETS["all"][0], clm: bool = True):
+    """The published cells of the masking study's models at `sizes` (means, seed SDs, 5 seeds): the
+    MLM models of `ratios`, and the CLM models if `clm`."""
     from analysis.claims import inputs_from_published
+    from contracts.model_names import parse_model_name
     from reproduce.plan.studies import STUDIES
 
-    models = {m for m in STUDIES["masking"].checkpoints if m.split("-")[0] in sizes}
+    def kept(model: str) -> bool:
+        desc = parse_model_name(model)
+        return desc.size in sizes and (clm if desc.objective == "clm" else desc.masking_ratio in ratios)
+
+    models = {m for m in STUDIES["masking"].checkpoints if kept(m)}
     cells = inputs_from_published().cells
     return cells[cells["model"].isin(models)].reset_index(drop=True)
 
 
-def claim_family(sizes) -> Family:
-    """Every claim evaluated by the report's own code on the published cells of `sizes`."""
+def claim_family(sizes, ratios=MODEL_SETS["all"][0], clm: bool = True) -> Family:
+    """Every claim evaluated by the report's own code on the published cells of those models
+    (published_cells)."""
     import pandas as pd
 
     from analysis.claims import CLAIMS, NOT_TESTABLE, ClaimInputs, evaluate_claim
     from analysis.claims.power import ReplicatedFrame
 
-    cells = published_cells(sizes)
+    cells = published_cells(sizes, ratios, clm)
     seed_scores = pd.DataFrame(columns=["cell", "seed", "score"])
     inputs = ClaimInputs("budget planning values", cells, seed_scores, published=True)
     ids, comps, complete, reasons, roles, lr_spread = [], [], [], [], [], []
@@ -308,10 +225,10 @@ def search(
     power_cache = {}
     scored = []
     for design in designs(tuple(sizes), single_lr):
-        if design.sizes not in families:
-            families[design.sizes] = claim_family(design.sizes)
-        family = families[design.sizes]
-        key = (design.sizes, design.seeds, design.replicates, len(design.lrs) > 1)
+        if design.models_key not in families:
+            families[design.models_key] = claim_family(*design.models_key)
+        family = families[design.models_key]
+        key = (design.models_key, design.seeds, design.replicates, len(design.lrs) > 1)
         if key not in power_cache:  # the LR grid adds the LR-spread claim to Holm's family (family_power)
             power_cache[key] = family_power(family, design.seeds, design.replicates, tau, sims, lr_grid=key[3])
         scored.append(Scored(design, design_hours(design, mfu, gpu_tflops), power_cache[key]))
@@ -319,8 +236,8 @@ def search(
     within = [s for s in scored if s.hours["total"] <= budget]
     chosen = max(within, key=lambda s: (s.decided, -s.hours["total"])) if within else None
     if chosen is not None:
-        key = (chosen.design.sizes, chosen.design.seeds, chosen.design.replicates)
-        family = families[chosen.design.sizes]
+        key = (chosen.design.models_key, chosen.design.seeds, chosen.design.replicates)
+        family = families[chosen.design.models_key]
         grid = len(chosen.design.lrs) > 1
         chosen.low, chosen.high = (
             family_power(family, key[1], key[2], scaled(tau, f), sims, lr_grid=grid) for f in PRETRAINING_SD_RANGE
@@ -388,10 +305,10 @@ def search(
                     if chosen and chosen.low
                     else {}
                 ),
-                "decidable": bool(chosen and families[chosen.design.sizes].complete[i]),
+                "decidable": bool(chosen and families[chosen.design.models_key].complete[i]),
                 **(
-                    {"why_not": families[chosen.design.sizes].reasons[i]}
-                    if chosen and families[chosen.design.sizes].reasons[i]
+                    {"why_not": families[chosen.design.models_key].reasons[i]}
+                    if chosen and families[chosen.design.models_key].reasons[i]
                     else {}
                 ),
             }
@@ -417,7 +334,7 @@ def search(
 
 
 def _why_never(families, i, scored) -> str:
-    full = families.get(SIZES)
+    full = families.get((SIZES, *MODEL_SETS["all"]))
     if full is None or not full.complete[i]:
         reason = (full.reasons[i] if full else "") or "not testable from the masking study"
         return f"no design of the masking study decides it: {reason}"
@@ -425,23 +342,6 @@ def _why_never(families, i, scored) -> str:
 
 
 # --- outputs --------------------------------------------------------------------------------------
-def reproduce_config(design: Design, out: Path):
-    """The ReproduceConfig of the design at paper scale (written as DIR/reproduce.yaml)."""
-    from reproduce.plan.config import SCALE_DEFAULTS, ReproduceConfig
-
-    return ReproduceConfig(
-        out=str(Path(out).absolute() / "study"),
-        study="masking",
-        scale="paper",
-        sizes=design.sizes,
-        lrs=design.lrs,
-        seeds=tuple(range(design.seeds)),
-        pretrain_replicates=design.replicates,
-        finetune_config=SCALE_DEFAULTS["paper"]["finetune_config"],
-        data_root=None,
-    )
-
-
 def write_outputs(result: dict, out: Path) -> list[Path]:
     import yaml
 

@@ -32,6 +32,8 @@ def _printed_total(lines) -> float:
         budget.Design(("210m",), 2, 3, (5e-5,)),
         budget.Design(("610m", "1b"), 10, 2, FINETUNE_LRS),
         budget.Design(("1b",), 3, 1, (5e-5,)),
+        budget.Design(("610m", "1b"), 3, 2, (5e-5,), *budget.MODEL_SETS["mlm40+clm"]),
+        budget.Design(("210m",), 2, 1, FINETUNE_LRS, *budget.MODEL_SETS["mlm-ratios"]),
     ],
 )
 def test_a_design_costs_what_its_dry_run_prints(design, tmp_path):
@@ -115,7 +117,7 @@ def test_the_written_config_runs_at_toy_scale_as_the_same_design(cli, tmp_path):
     """`reproduce --config DIR/reproduce.yaml --scale toy` is the budget's design at toy scale: sizes
     mapped (210m -> toy_s), the toy's LR in place of the paper's one LR, the design's seeds, in
     `<out>-toy`; the plan is the toy study's (its random initialisation as Figure 3's reference).
-    The toy run itself is not run here (about 5 minutes: 144 fine-tuning runs)."""
+    The toy run itself is tests/reproduce/test_budget_toy_run.py (e2e)."""
     from reproduce.cli import build_parser, config_from_args
 
     out = tmp_path / "budget"
@@ -127,7 +129,35 @@ def test_the_written_config_runs_at_toy_scale_as_the_same_design(cli, tmp_path):
     assert cfg.sizes == tuple(f"toy_{'sml'[budget.SIZES.index(s)]}" for s in design["sizes"])
     assert cfg.lrs == (2e-3,) and list(cfg.seeds) == design["seeds"]
     plan = build_plan(cfg)
-    assert plan.model_names == [f"toy_s-{m}-250" for m in ("mlm20", "mlm30", "mlm40", "mlm50", "clm")]
+    models = [f"mlm{round(r * 100)}" for r in design["ratios"]] + ["clm"] * design["clm"]
+    assert plan.model_names == [f"toy_s-{m}-250" for m in models]
     jobs = plan.finetune_jobs()
-    assert len(jobs) == (5 + 1) * 12 * len(design["seeds"])  # + the random initialisation
+    assert len(jobs) == (len(models) + 1) * 12 * len(design["seeds"])  # + the random initialisation
     assert {j["config"]["lr"] for j in jobs} == {2e-3} and {j["config"]["seed"] for j in jobs} == set(design["seeds"])
+
+
+def test_a_design_may_pretrain_only_the_models_a_claims_group_needs():
+    """The MLM-vs-CLM claims compare MLM-40 with CLM; the masking claims the four MLM ratios. A design
+    of MLM-40 and CLM at every size decides the three `mlm_beats_clm` claims for 2/5 of the full
+    design's pretraining, and cannot test a masking claim; the MLM ratios alone test the masking
+    claims and no objective claim. At 2,000 GPU-h (where no design of all five configurations
+    decides a claim) the search picks such a design."""
+    pair = budget.claim_family(budget.SIZES, *budget.MODEL_SETS["mlm40+clm"])
+    ratios = budget.claim_family(budget.SIZES, *budget.MODEL_SETS["mlm-ratios"])
+    objective = ["mlm_beats_clm_sc", "mlm_beats_clm_qa", "mlm_beats_clm_ir"]
+    masking = ["u_shape_masking_610m_1b", "ir_prefers_high_masking", "no_universal_masking_ratio"]
+    for claim in objective:
+        assert pair.complete[pair.ids.index(claim)] and not ratios.complete[ratios.ids.index(claim)]
+    for claim in masking:
+        assert ratios.complete[ratios.ids.index(claim)] and not pair.complete[pair.ids.index(claim)]
+    full = budget.Design(budget.SIZES, 3, 1, (5e-5,))
+    two = budget.Design(budget.SIZES, 3, 1, (5e-5,), *budget.MODEL_SETS["mlm40+clm"])
+    assert budget.design_flops(two)[0] == pytest.approx(0.4 * budget.design_flops(full)[0], rel=1e-9)
+    result = budget.search(2_000, sims=200)
+    chosen = result["chosen"]
+    assert chosen.design.model_set == "mlm40+clm" and chosen.hours["total"] <= 2_000
+    decided = {c["id"] for c in result["claims"] if c["power"] >= budget.TARGET}
+    assert set(objective) <= decided
+    assert not any(s.decided for s in result["scored"] if s.design.model_set == "all" and s.hours["total"] <= 2_000)
+    assert result["design"]["ratios"] == [0.4] and result["design"]["clm"] is True
+    assert "(MLM-40 and CLM)" in budget.screen(result)[1]
