@@ -387,13 +387,20 @@ def decision_on_draws(
     assumed = assumed_pretraining_sd and bool((layout.tau > 0).any())
     estimate, se, df = _one_run_tests(layout, n, means, sds**2 / n, assumed, base=0.0)
     component_p = _p_for(layout.components, estimate, se, df)
-    p = np.full((means.shape[0], len(claims)), np.nan)
+    return family_holm(_claims_p(claims, simulated, means.shape[0], observed_p, layout, component_p), primary) < ALPHA
+
+
+def _claims_p(claims, simulated, sims: int, observed_p, layout=None, component_p=None) -> np.ndarray:
+    """(sims x claims) each claim's p: the largest of its components' (intersection-union), its fixed
+    `observed_p` where it has no cell terms (spread claims), NaN where not testable."""
+    p = np.full((sims, len(claims)), np.nan)
     for i, comps in enumerate(claims):
         if comps and not simulated[i]:
             p[:, i] = observed_p[i] if observed_p is not None else np.nan
-    for i in np.unique(layout.claim_of):
-        p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)
-    return family_holm(p, primary) < ALPHA
+    if layout is not None:
+        for i in np.unique(layout.claim_of):
+            p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)
+    return p
 
 
 def _p_for(components: Sequence[ComponentStats], estimate, se, df) -> np.ndarray:
@@ -434,11 +441,8 @@ def decision_power(
 
     rng = np.random.default_rng(0) if rng is None else rng
     taus = list(pretraining_sd) or [0.0] * len(claims)
-    p = np.full((sims, len(claims)), np.nan)
     simulated = [bool(comps) and all(c.terms is not None for c in comps) for comps in claims]
-    for i, comps in enumerate(claims):
-        if comps and not simulated[i]:
-            p[:, i] = observed_p[i] if observed_p is not None else np.nan
+    layout = component_p = None
     if any(simulated):
         layout = _layout(claims, simulated, taus)
         if replicated is not None and runs > 1:
@@ -447,8 +451,7 @@ def decision_power(
         else:
             estimate, se, df = _simulated_tests(layout, seeds, runs, rng, sims, assumed_pretraining_sd)
         component_p = _p_for(layout.components, estimate, se, df)
-        for i in np.unique(layout.claim_of):
-            p[:, i] = component_p[:, layout.claim_of == i].max(axis=1)
+    p = _claims_p(claims, simulated, sims, observed_p, layout, component_p)
     supported = family_holm(p, primary) < ALPHA
     power = supported.mean(axis=0)
     power[np.isnan(p).all(axis=0)] = np.nan
