@@ -80,16 +80,13 @@ def published_cells(sizes=SIZES, ratios=MODEL_SETS["all"][0], clm: bool = True):
     """The published cells of the masking study's models at `sizes` (means, seed SDs, 5 seeds): the
     MLM models of `ratios`, and the CLM models if `clm`."""
     from analysis.claims import inputs_from_published
-    from contracts.model_names import parse_model_name
     from reproduce.plan.studies import STUDIES
 
-    def kept(model: str) -> bool:
-        desc = parse_model_name(model)
-        return desc.size in sizes and (clm if desc.objective == "clm" else desc.masking_ratio in ratios)
-
-    models = {m for m in STUDIES["masking"].checkpoints if kept(m)}
-    cells = inputs_from_published().cells
-    return cells[cells["model"].isin(models)].reset_index(drop=True)
+    cells = inputs_from_published().cells  # described by the analysis (names are read there)
+    objective = (cells["objective"] == "clm") if clm else False
+    objective = objective | ((cells["objective"] == "mlm") & cells["masking_ratio"].isin(ratios))
+    kept = cells["model"].isin(STUDIES["masking"].checkpoints) & cells["size"].isin(sizes) & objective
+    return cells[kept].reset_index(drop=True)
 
 
 def claim_family(sizes, ratios=MODEL_SETS["all"][0], clm: bool = True) -> Family:
