@@ -53,7 +53,7 @@ class Design:
 
     @property
     def model_set(self) -> str:
-        return next(k for k, v in MODEL_SETS.items() if v == (self.ratios, self.clm))
+        return next((k for k, v in MODEL_SETS.items() if v == (self.ratios, self.clm)), "custom")
 
     @property
     def is_paper(self) -> bool:
@@ -71,7 +71,8 @@ class Design:
         lrs = "the 6-LR grid" if len(self.lrs) > 1 else f"one LR ({self.lrs[0]:g})"
         runs = "1 run" if self.replicates == 1 else f"{self.replicates} runs"
         models = {"all": "", "mlm40+clm": " (MLM-40 and CLM)", "mlm-ratios": " (the 4 MLM ratios, no CLM)"}
-        sizes = "+".join(self.sizes) + models[self.model_set]
+        custom = f" (MLM {', '.join(f'{r:.0%}' for r in self.ratios)}{' and CLM' if self.clm else ''})"
+        sizes = "+".join(self.sizes) + models.get(self.model_set, custom)
         return f"{sizes}, {runs} per configuration, {self.seeds} seeds per cell, {lrs}"
 
     def as_dict(self) -> dict:

@@ -161,3 +161,5 @@ def test_a_design_may_pretrain_only_the_models_a_claims_group_needs():
     assert not any(s.decided for s in result["scored"] if s.design.model_set == "all" and s.hours["total"] <= 2_000)
     assert result["design"]["ratios"] == [0.4] and result["design"]["clm"] is True
     assert "(MLM-40 and CLM)" in budget.screen(result)[1]
+    other = budget.Design(("210m",), 3, 1, (5e-5,), (0.2, 0.4), False)  # outside the menu: named, not a crash
+    assert other.model_set == "custom" and "210m (MLM 20%, 40%)," in other.describe()
